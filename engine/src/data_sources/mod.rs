@@ -1,0 +1,3 @@
+//! Data sources, one file each.
+
+pub mod gpu_catalog;

@@ -1,0 +1,152 @@
+//! The interfaces every resource, data source and function implements, with one request and
+//! response type per operation.
+//!
+//! The provider crate dispatches RPCs into these by type name; it never looks inside. The
+//! generic parts of planning (defaults, unknown computed values, requires-replace) are done by
+//! `crate::plan` before and after a kind's own `plan`, so kinds only add what is theirs.
+
+use async_trait::async_trait;
+
+use crate::{
+    context::Context,
+    diag::Diagnostics,
+    path::AttrPath,
+    schema::{FunctionSignature, Schema},
+    value::Value,
+};
+
+/// What `ResourceKind::plan` is given.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// State before the change; null on create.
+    pub prior: Value,
+    /// The proposed new state with defaults applied and unset computed values unknown.
+    pub proposed: Value,
+    /// The configuration as written; may contain unknowns.
+    pub config: Value,
+}
+
+/// What `ResourceKind::plan` returns.
+#[derive(Debug, Clone)]
+pub struct PlanResponse {
+    /// The planned state.
+    pub planned: Value,
+    /// Attributes whose change forces replacement, beyond those the schema marks.
+    pub requires_replace: Vec<AttrPath>,
+    /// Problems found; an error fails the plan.
+    pub diagnostics: Diagnostics,
+}
+
+/// What `ResourceKind::apply` is given.
+#[derive(Debug, Clone)]
+pub struct ApplyRequest {
+    /// State before the change; null on create.
+    pub prior: Value,
+    /// The planned state; null on destroy.
+    pub planned: Value,
+    /// The configuration; null on destroy.
+    pub config: Value,
+}
+
+/// What `ResourceKind::apply` returns.
+#[derive(Debug, Clone)]
+pub struct ApplyResponse {
+    /// The new state. On error it is whatever was achieved, so nothing is orphaned; null means
+    /// nothing exists.
+    pub new_state: Value,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// What `ResourceKind::read` returns.
+#[derive(Debug, Clone)]
+pub struct ReadResponse {
+    /// The observed state, normalised against the prior one; null when the object is gone.
+    pub new_state: Value,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// A managed resource type.
+#[async_trait]
+pub trait ResourceKind: Send + Sync {
+    /// The full type name, e.g. `gpufleet_network_segment`.
+    fn type_name(&self) -> &'static str;
+
+    /// The schema, the single source of truth for this type's attributes.
+    fn schema(&self) -> Schema;
+
+    /// Offline checks across attributes, beyond the per-attribute validators. The config may
+    /// contain unknowns, which must be tolerated.
+    fn validate(&self, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Refines the generic plan: fills what can be known, marks what will change as unknown.
+    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse;
+
+    /// Makes the remote objects match the plan.
+    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse;
+
+    /// Observes the remote objects behind `state`.
+    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse;
+
+    /// Turns an import id into a state skeleton that `read` can complete.
+    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics>;
+
+    /// Names of the attributes that identify an instance, for import by identity and for
+    /// Terraform's resource identity. Empty when the type has no identity.
+    fn identity_attributes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Upgrades state stored under an older schema version (given as JSON) to the current one.
+    /// The default accepts the current version only.
+    fn upgrade_state(
+        &self,
+        version: i64,
+        state: serde_json::Value,
+    ) -> Result<serde_json::Value, Diagnostics> {
+        let _ = version;
+        Ok(state)
+    }
+}
+
+/// A data source type.
+#[async_trait]
+pub trait DataSourceKind: Send + Sync {
+    /// The full type name, e.g. `gpufleet_gpu_catalog`.
+    fn type_name(&self) -> &'static str;
+
+    /// The schema.
+    fn schema(&self) -> Schema;
+
+    /// Offline checks across attributes, beyond the per-attribute validators.
+    fn validate(&self, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Reads the data; the result must be wholly known.
+    async fn read(&self, ctx: &Context, config: Value) -> ReadResponse;
+}
+
+/// An error from a function call, optionally blaming one argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionError {
+    /// What went wrong, as a sentence.
+    pub text: String,
+    /// The zero-based argument at fault, if one is.
+    pub argument: Option<usize>,
+}
+
+/// A provider-defined function, `provider::gpufleet::<name>(...)`.
+pub trait FunctionKind: Send + Sync {
+    /// The function's name without the `provider::gpufleet::` prefix.
+    fn name(&self) -> &'static str;
+
+    /// Parameters, result type and docs.
+    fn signature(&self) -> FunctionSignature;
+
+    /// Computes the result. Functions are pure: no backends, no context.
+    fn call(&self, args: &[Value]) -> Result<Value, FunctionError>;
+}

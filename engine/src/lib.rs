@@ -1,0 +1,20 @@
+//! The gpufleet engine: resource model, schemas, validation, planning and backends.
+//!
+//! Data flows one way: the provider crate decodes Terraform's values and calls into the kinds
+//! listed in [`registry`]; the engine validates, plans and applies against the backends and
+//! hands values back. The engine knows nothing of gRPC or msgpack.
+
+pub mod catalog;
+pub mod consistency;
+pub mod context;
+pub mod data_sources;
+pub mod diag;
+pub mod functions;
+pub mod kinds;
+pub mod path;
+pub mod plan;
+pub mod provider_config;
+pub mod registry;
+pub mod schema;
+pub mod validate;
+pub mod value;

@@ -1,0 +1,258 @@
+//! The provider block: its schema, and its resolution against `GPUFLEET_*` variables.
+//!
+//! Nothing connects here. Each backend block is only checked when a resource needs it, so a
+//! configuration that uses only the GPU catalog needs no settings at all, and a block whose
+//! values are unknown at plan time (a host cluster created in the same run) does not fail plan.
+
+use std::collections::BTreeMap;
+
+use crate::{
+    diag::Diagnostics,
+    path::AttrPath,
+    schema::{Attribute, Block, NestedBlock, Schema},
+    value::{Type, Value},
+};
+
+/// One setting of a backend block: the attribute, the variable that can supply it, and whether
+/// it is secret.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Attribute name inside the block.
+    pub name: &'static str,
+    /// Environment variable read when the attribute is not set.
+    pub env: &'static str,
+    /// Never logged or shown.
+    pub sensitive: bool,
+    /// Markdown description.
+    pub description: &'static str,
+}
+
+const fn setting(name: &'static str, env: &'static str, description: &'static str) -> Setting {
+    Setting {
+        name,
+        env,
+        sensitive: false,
+        description,
+    }
+}
+
+const fn secret(name: &'static str, env: &'static str, description: &'static str) -> Setting {
+    Setting {
+        name,
+        env,
+        sensitive: true,
+        description,
+    }
+}
+
+/// The backend blocks of the provider, each with its settings.
+pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
+    (
+        "kubernetes",
+        "The host cluster that runs virtual control planes and GPU nodes. Without this block, `KUBECONFIG` or `~/.kube/config` is used.",
+        &[
+            setting("config_path", "GPUFLEET_KUBE_CONFIG_PATH", "Path to a kubeconfig file. Defaults to `KUBECONFIG`, then `~/.kube/config`."),
+            setting("context", "GPUFLEET_KUBE_CONTEXT", "Context in the kubeconfig to use. Defaults to its current context."),
+            setting("host", "GPUFLEET_KUBE_HOST", "API server URL, instead of a kubeconfig."),
+            setting("cluster_ca_certificate", "GPUFLEET_KUBE_CLUSTER_CA_CERTIFICATE", "PEM CA bundle that the API server's certificate is verified against."),
+            secret("token", "GPUFLEET_KUBE_TOKEN", "Bearer token for the API server."),
+            setting("client_certificate", "GPUFLEET_KUBE_CLIENT_CERTIFICATE", "PEM client certificate for the API server."),
+            secret("client_key", "GPUFLEET_KUBE_CLIENT_KEY", "PEM private key of `client_certificate`."),
+        ],
+    ),
+    (
+        "bcm",
+        "NVIDIA Base Command Manager head node (cmdaemon JSON API). Needed by `gpufleet_bcm_node`, `gpufleet_bcm_nodes` and pools with `source = \"bcm\"`.",
+        &[
+            setting("endpoint", "GPUFLEET_BCM_ENDPOINT", "Base URL of the head node, e.g. `https://bcm-head:8081`."),
+            setting("client_certificate", "GPUFLEET_BCM_CLIENT_CERTIFICATE", "PEM client certificate of a BCM profile."),
+            secret("client_key", "GPUFLEET_BCM_CLIENT_KEY", "PEM private key of `client_certificate`."),
+            setting("ca_certificate", "GPUFLEET_BCM_CA_CERTIFICATE", "PEM CA that the head node's certificate is verified against."),
+            setting("username", "GPUFLEET_BCM_USERNAME", "User for password login, instead of a client certificate."),
+            secret("password", "GPUFLEET_BCM_PASSWORD", "Password of `username`."),
+        ],
+    ),
+    (
+        "netris",
+        "Netris-style network controller. Needed by `gpufleet_network_segment`.",
+        &[
+            setting("endpoint", "GPUFLEET_NETRIS_ENDPOINT", "Base URL of the controller, e.g. `https://netris.example`."),
+            setting("username", "GPUFLEET_NETRIS_USERNAME", "Controller user."),
+            secret("password", "GPUFLEET_NETRIS_PASSWORD", "Password of `username`."),
+            setting("ca_certificate", "GPUFLEET_NETRIS_CA_CERTIFICATE", "PEM CA that the controller's certificate is verified against. Defaults to the system roots."),
+        ],
+    ),
+];
+
+/// The provider block's schema.
+pub fn schema() -> Schema {
+    let mut block = Block::new(
+        "The gpufleet provider turns a shared GPU fleet into a governed multi-tenant service. \
+         Every setting can also come from a `GPUFLEET_*` environment variable.",
+    );
+    for (name, description, settings) in BACKENDS {
+        let mut inner = Block::new(description);
+        for s in *settings {
+            let mut a = Attribute::optional(s.name, Type::String).describe(s.description);
+            if s.sensitive {
+                a = a.sensitive();
+            }
+            inner = inner.attr(a);
+        }
+        block = block.block(NestedBlock::single(name, inner));
+    }
+    Schema::new(block)
+}
+
+/// A setting's resolved value.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// Set in the block or the environment.
+    Known(String),
+    /// Set in the block to a value Terraform does not know yet.
+    Unknown,
+}
+
+impl std::fmt::Debug for Resolved {
+    /// Never prints the value: settings may be secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Resolved::Known(_) => f.write_str("Known(..)"),
+            Resolved::Unknown => f.write_str("Unknown"),
+        }
+    }
+}
+
+/// The provider configuration after merging the block with the environment.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderSettings {
+    /// `block name -> setting name -> value`; absent settings are not in the map.
+    pub values: BTreeMap<&'static str, BTreeMap<&'static str, Resolved>>,
+    /// The Terraform version that configured the provider.
+    pub terraform_version: String,
+}
+
+impl ProviderSettings {
+    /// Resolves a provider configuration value against an environment lookup.
+    pub fn resolve(config: &Value, env: impl Fn(&str) -> Option<String>) -> ProviderSettings {
+        let mut values = BTreeMap::new();
+        for (block, _, settings) in BACKENDS {
+            let body = config.get(block);
+            let mut resolved = BTreeMap::new();
+            for s in *settings {
+                let v = match body.get(s.name) {
+                    Value::Unknown(_) => Some(Resolved::Unknown),
+                    Value::String(v) => Some(Resolved::Known(v.clone())),
+                    _ if body.is_unknown() => Some(Resolved::Unknown),
+                    _ => env(s.env)
+                        .filter(|v| !v.is_empty())
+                        .map(Resolved::Known),
+                };
+                if let Some(v) = v {
+                    resolved.insert(s.name, v);
+                }
+            }
+            values.insert(*block, resolved);
+        }
+        ProviderSettings {
+            values,
+            terraform_version: String::new(),
+        }
+    }
+
+    /// A setting's value, if known.
+    pub fn get(&self, block: &str, name: &str) -> Option<&str> {
+        match self.values.get(block)?.get(name)? {
+            Resolved::Known(v) => Some(v),
+            Resolved::Unknown => None,
+        }
+    }
+
+    /// Whether any setting of a block is unknown (configuration depends on other resources).
+    pub fn is_pending(&self, block: &str) -> bool {
+        self.values
+            .get(block)
+            .is_some_and(|m| m.values().any(|v| *v == Resolved::Unknown))
+    }
+
+    /// Checks that a block has what a resource needs, saying which attribute or variable to set.
+    pub fn require(&self, block: &'static str, names: &[&'static str], needed_by: &str) -> Diagnostics {
+        let mut diags = Diagnostics::new();
+        for name in names {
+            if self.get(block, name).is_none() && !self.is_pending(block) {
+                let env = BACKENDS
+                    .iter()
+                    .find(|(b, _, _)| *b == block)
+                    .and_then(|(_, _, ss)| ss.iter().find(|s| s.name == *name))
+                    .map_or("", |s| s.env);
+                diags.error_at(
+                    AttrPath::root(),
+                    format!("Missing Provider Setting {block}.{name}"),
+                    format!(
+                        "{needed_by} needs the provider's `{block}` block. Set `{name}` in the \
+                         `{block}` block of the provider configuration, or the environment \
+                         variable {env}."
+                    ),
+                );
+            }
+        }
+        diags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn block_wins_over_environment() {
+        let config = Value::object([(
+            "netris",
+            Value::object([("endpoint", Value::string("https://from-block"))]),
+        )]);
+        let s = ProviderSettings::resolve(
+            &config,
+            env(&[
+                ("GPUFLEET_NETRIS_ENDPOINT", "https://from-env"),
+                ("GPUFLEET_NETRIS_USERNAME", "admin"),
+            ]),
+        );
+        assert_eq!(s.get("netris", "endpoint"), Some("https://from-block"));
+        assert_eq!(s.get("netris", "username"), Some("admin"));
+    }
+
+    #[test]
+    fn unknown_block_is_pending_not_missing() {
+        let config = Value::object([("bcm", Value::unknown())]);
+        let s = ProviderSettings::resolve(&config, env(&[]));
+        assert!(s.is_pending("bcm"));
+        assert!(!s.require("bcm", &["endpoint"], "gpufleet_bcm_node").has_error());
+    }
+
+    #[test]
+    fn missing_setting_names_block_and_variable() {
+        let s = ProviderSettings::resolve(&Value::Null, env(&[]));
+        let d = s.require("netris", &["endpoint"], "gpufleet_network_segment");
+        let detail = &d.0[0].detail;
+        assert!(detail.contains("`netris` block"), "{detail}");
+        assert!(detail.contains("GPUFLEET_NETRIS_ENDPOINT"), "{detail}");
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let config = Value::object([(
+            "netris",
+            Value::object([("password", Value::string("hunter2"))]),
+        )]);
+        let s = ProviderSettings::resolve(&config, env(&[]));
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

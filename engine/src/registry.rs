@@ -1,0 +1,40 @@
+//! Every resource, data source and function the provider offers, in one place.
+//!
+//! The provider crate serves exactly what is listed here, and the docs generator documents
+//! exactly this, so adding a kind is one line.
+
+use crate::{
+    data_sources::gpu_catalog::GpuCatalog,
+    functions::mig_profiles::MigProfiles,
+    kinds::{DataSourceKind, FunctionKind, ResourceKind},
+};
+
+/// Prefix of every resource and data source type name.
+pub const TYPE_PREFIX: &str = "gpufleet_";
+
+/// Managed resource types.
+pub const RESOURCES: &[&dyn ResourceKind] = &[];
+
+/// Data source types.
+pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[&GpuCatalog];
+
+/// Provider-defined functions.
+pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];
+
+/// A managed resource type by its full name.
+pub fn resource(type_name: &str) -> Option<&'static dyn ResourceKind> {
+    RESOURCES.iter().copied().find(|r| r.type_name() == type_name)
+}
+
+/// A data source type by its full name.
+pub fn data_source(type_name: &str) -> Option<&'static dyn DataSourceKind> {
+    DATA_SOURCES
+        .iter()
+        .copied()
+        .find(|d| d.type_name() == type_name)
+}
+
+/// A function by name.
+pub fn function(name: &str) -> Option<&'static dyn FunctionKind> {
+    FUNCTIONS.iter().copied().find(|f| f.name() == name)
+}

@@ -1,0 +1,916 @@
+//! The msgpack value encoding (go-cty `cty/msgpack`), Terraform's `DynamicValue.msgpack`.
+//!
+//! The encoding is directed by the type, which the receiver must already know:
+//!
+//! - null is `nil` whatever the type; a wholly unknown value is the extension `d4 00 00`
+//!   (fixext1, type 0, one zero byte), and an unknown value with refinements is extension type
+//!   12 holding a map of refinements (see [`Refinements`]).
+//! - Strings are msgpack strings. Numbers are integers when they are integers that fit an
+//!   `i64`, float64s when a float64 holds them exactly, and decimal strings otherwise, so no
+//!   number ever loses precision.
+//! - Lists, sets and tuples are arrays; maps and objects are maps (object attributes sorted by
+//!   name, all of the type's attributes present).
+//! - In a dynamically typed position the value travels with its type: a two-element array of
+//!   the type's JSON (as binary) and the value encoded with that type. A null or wholly
+//!   unknown value there is written bare, since it has no type of its own.
+//!
+//! Decoding accepts every integer and float width, numbers as strings, and strings as binary,
+//! as go-cty's decoder does. Any extension value decodes as unknown.
+
+use std::collections::BTreeMap;
+
+use bigdecimal::{BigDecimal, num_bigint::BigInt};
+use gpufleet_engine::{
+    path::PathStep,
+    value::{NumberBound, Refinements, Type, Value},
+};
+use rmp::{Marker, decode, encode as enc};
+
+use super::{
+    CodecError, MAX_DEPTH, PathStack, exact_f64, format_number, infer_type, number_to_exact_f64,
+    number_to_i64, parse_number, type_from_json_bytes, type_to_json_bytes, value_kind,
+};
+
+/// The extension type of an unknown value that carries refinements.
+const REFINED_UNKNOWN_EXT: i8 = 0x0c;
+/// Refinement map keys, as go-cty's `unknown.go` numbers them.
+const KEY_NULLNESS: i64 = 1;
+const KEY_STRING_PREFIX: i64 = 2;
+const KEY_NUMBER_MIN: i64 = 3;
+const KEY_NUMBER_MAX: i64 = 4;
+const KEY_LENGTH_MIN: i64 = 5;
+const KEY_LENGTH_MAX: i64 = 6;
+/// go-cty refuses refinement payloads above 1 KiB as an abuse of memory; so do we.
+const MAX_REFINEMENTS_LEN: u32 = 1024;
+
+/// Decodes a msgpack value of type `ty`.
+///
+/// An empty slice is an error: Terraform sends an empty `DynamicValue` to mean "no value",
+/// which the caller must handle before decoding. Bytes after the value are an error too.
+pub fn decode(bytes: &[u8], ty: &Type) -> Result<Value, CodecError> {
+    if bytes.is_empty() {
+        return Err(CodecError::DecodeEmpty);
+    }
+    let mut decoder = Decoder {
+        input: bytes,
+        path: PathStack::default(),
+        depth: 0,
+    };
+    let value = decoder.value(ty)?;
+    if !decoder.input.is_empty() {
+        return Err(CodecError::DecodeTrailing {
+            count: decoder.input.len(),
+        });
+    }
+    Ok(value)
+}
+
+/// Encodes a value as msgpack of type `ty`.
+///
+/// The value must conform to the type, except that a [`Value::Dynamic`] in a position of a
+/// concrete type is unwrapped, and any value in a dynamic position that is not already a
+/// [`Value::Dynamic`] is written with its inferred type (see [`super::infer_type`]).
+pub fn encode(value: &Value, ty: &Type) -> Result<Vec<u8>, CodecError> {
+    let mut encoder = Encoder {
+        out: Vec::new(),
+        path: PathStack::default(),
+    };
+    encoder.value(value, ty)?;
+    Ok(encoder.out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+struct Decoder<'a> {
+    /// What is left of the input; reading advances it.
+    input: &'a [u8],
+    path: PathStack,
+    depth: usize,
+}
+
+fn is_ext(marker: Marker) -> bool {
+    matches!(
+        marker,
+        Marker::FixExt1
+            | Marker::FixExt2
+            | Marker::FixExt4
+            | Marker::FixExt8
+            | Marker::FixExt16
+            | Marker::Ext8
+            | Marker::Ext16
+            | Marker::Ext32
+    )
+}
+
+/// What a marker introduces, for errors.
+fn describe(marker: Marker) -> String {
+    match marker {
+        Marker::Null => "msgpack nil".into(),
+        Marker::True | Marker::False => "a msgpack bool".into(),
+        Marker::FixPos(_)
+        | Marker::FixNeg(_)
+        | Marker::U8
+        | Marker::U16
+        | Marker::U32
+        | Marker::U64
+        | Marker::I8
+        | Marker::I16
+        | Marker::I32
+        | Marker::I64 => "a msgpack integer".into(),
+        Marker::F32 | Marker::F64 => "a msgpack float".into(),
+        Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => {
+            "a msgpack string".into()
+        }
+        Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => "msgpack binary data".into(),
+        Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => "a msgpack array".into(),
+        Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => "a msgpack map".into(),
+        Marker::Reserved => "the reserved msgpack marker 0xc1".into(),
+        _ => "a msgpack extension".into(),
+    }
+}
+
+fn is_str(marker: Marker) -> bool {
+    matches!(
+        marker,
+        Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32
+    )
+}
+
+fn is_bin(marker: Marker) -> bool {
+    matches!(marker, Marker::Bin8 | Marker::Bin16 | Marker::Bin32)
+}
+
+impl<'a> Decoder<'a> {
+    fn read_error(&self, reason: impl std::fmt::Display) -> CodecError {
+        CodecError::ReadMsgpack {
+            path: self.path.to_path(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn mismatch(&self, ty: &Type, marker: Marker) -> CodecError {
+        CodecError::DecodeValue {
+            path: self.path.to_path(),
+            expected: ty.clone(),
+            found: describe(marker),
+        }
+    }
+
+    fn peek(&self) -> Result<Marker, CodecError> {
+        self.input
+            .first()
+            .map(|&b| Marker::from_u8(b))
+            .ok_or_else(|| self.read_error("unexpected end of input"))
+    }
+
+    /// Takes the next `len` raw bytes (the payload of a string, binary or extension).
+    fn take(&mut self, len: u32) -> Result<&'a [u8], CodecError> {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        match self.input.split_at_checked(len) {
+            Some((head, rest)) => {
+                self.input = rest;
+                Ok(head)
+            }
+            None => Err(self.read_error(format!(
+                "a {len}-byte item runs past the end of the input ({} bytes left)",
+                self.input.len()
+            ))),
+        }
+    }
+
+    /// A capacity for `len` items that hostile lengths cannot inflate: each item takes at
+    /// least one byte.
+    fn capacity(&self, len: u32) -> usize {
+        usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .min(self.input.len())
+    }
+
+    fn value(&mut self, ty: &Type) -> Result<Value, CodecError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(CodecError::DecodeDepth {
+                path: self.path.to_path(),
+                limit: MAX_DEPTH,
+            });
+        }
+        self.depth += 1;
+        let result = self.value_inner(ty);
+        self.depth -= 1;
+        result
+    }
+
+    fn value_inner(&mut self, ty: &Type) -> Result<Value, CodecError> {
+        let marker = self.peek()?;
+        // As in go-cty: extensions mean "unknown" at any type, and are checked before the
+        // dynamic wrapper because a wholly unknown dynamic value is written bare.
+        if is_ext(marker) {
+            return self.unknown(ty);
+        }
+        if *ty == Type::Dynamic {
+            return self.dynamic();
+        }
+        if marker == Marker::Null {
+            self.skip_marker();
+            return Ok(Value::Null);
+        }
+        match ty {
+            Type::Bool => match marker {
+                Marker::True | Marker::False => {
+                    let b = decode::read_bool(&mut self.input).map_err(|e| self.read_error(e))?;
+                    Ok(Value::Bool(b))
+                }
+                _ => Err(self.mismatch(ty, marker)),
+            },
+            Type::Number => self.number(marker).map(Value::Number),
+            Type::String => {
+                if is_str(marker) || is_bin(marker) {
+                    self.string().map(Value::String)
+                } else {
+                    Err(self.mismatch(ty, marker))
+                }
+            }
+            Type::List(elem) | Type::Set(elem) => {
+                let len = self.array_len(ty, marker)?;
+                let mut items = Vec::with_capacity(self.capacity(len));
+                for i in 0..len {
+                    self.path.push_index(usize::try_from(i).unwrap_or(usize::MAX));
+                    items.push(self.value(elem)?);
+                    self.path.pop();
+                }
+                Ok(if matches!(ty, Type::Set(_)) {
+                    Value::set(items)
+                } else {
+                    Value::List(items)
+                })
+            }
+            Type::Tuple(elems) => {
+                let len = self.array_len(ty, marker)?;
+                if usize::try_from(len).ok() != Some(elems.len()) {
+                    return Err(CodecError::DecodeTuple {
+                        path: self.path.to_path(),
+                        expected: elems.len(),
+                        found: usize::try_from(len).unwrap_or(usize::MAX),
+                    });
+                }
+                let mut items = Vec::with_capacity(elems.len());
+                for (i, elem) in elems.iter().enumerate() {
+                    self.path.push_index(i);
+                    items.push(self.value(elem)?);
+                    self.path.pop();
+                }
+                Ok(Value::Tuple(items))
+            }
+            Type::Map(elem) => {
+                let len = self.map_len(ty, marker)?;
+                let mut entries = BTreeMap::new();
+                for _ in 0..len {
+                    let key = self.key(ty)?;
+                    self.path.push(PathStep::Key(key.clone()));
+                    let v = self.value(elem)?;
+                    self.path.pop();
+                    // A repeated key replaces the earlier one, as in go-cty.
+                    entries.insert(key, v);
+                }
+                Ok(Value::Map(entries))
+            }
+            Type::Object(attrs) => {
+                let len = self.map_len(ty, marker)?;
+                let mut values = BTreeMap::new();
+                for _ in 0..len {
+                    let name = self.key(ty)?;
+                    let Some(attr_ty) = attrs.get(&name) else {
+                        return Err(self.object_error(format!("unsupported attribute {name:?}")));
+                    };
+                    if values.contains_key(&name) {
+                        return Err(self.object_error(format!("duplicate attribute {name:?}")));
+                    }
+                    self.path.push(PathStep::Attr(name.clone()));
+                    let v = self.value(attr_ty)?;
+                    self.path.pop();
+                    values.insert(name, v);
+                }
+                if let Some(missing) = attrs.keys().find(|k| !values.contains_key(*k)) {
+                    return Err(self.object_error(format!("missing attribute {missing:?}")));
+                }
+                Ok(Value::Object(values))
+            }
+            // Handled above; kept so the match needs no wildcard.
+            Type::Dynamic => self.dynamic(),
+        }
+    }
+
+    fn object_error(&self, reason: String) -> CodecError {
+        CodecError::DecodeObject {
+            path: self.path.to_path(),
+            reason,
+        }
+    }
+
+    /// Drops the one-byte marker just peeked (nil).
+    fn skip_marker(&mut self) {
+        self.input = self.input.get(1..).unwrap_or_default();
+    }
+
+    fn array_len(&mut self, ty: &Type, marker: Marker) -> Result<u32, CodecError> {
+        match marker {
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                decode::read_array_len(&mut self.input).map_err(|e| self.read_error(e))
+            }
+            _ => Err(self.mismatch(ty, marker)),
+        }
+    }
+
+    fn map_len(&mut self, ty: &Type, marker: Marker) -> Result<u32, CodecError> {
+        match marker {
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => {
+                decode::read_map_len(&mut self.input).map_err(|e| self.read_error(e))
+            }
+            _ => Err(self.mismatch(ty, marker)),
+        }
+    }
+
+    /// A map key or attribute name, which must be a string.
+    fn key(&mut self, ty: &Type) -> Result<String, CodecError> {
+        let marker = self.peek()?;
+        if is_str(marker) || is_bin(marker) {
+            self.string()
+        } else {
+            Err(CodecError::DecodeValue {
+                path: self.path.to_path(),
+                expected: ty.clone(),
+                found: format!("{} as a key", describe(marker)),
+            })
+        }
+    }
+
+    /// The raw bytes of a string or binary item (go-cty reads either where it wants a string).
+    fn str_bytes(&mut self) -> Result<&'a [u8], CodecError> {
+        let marker = self.peek()?;
+        let len = if is_bin(marker) {
+            decode::read_bin_len(&mut self.input)
+        } else {
+            decode::read_str_len(&mut self.input)
+        }
+        .map_err(|e| self.read_error(e))?;
+        self.take(len)
+    }
+
+    fn string(&mut self) -> Result<String, CodecError> {
+        let bytes = self.str_bytes()?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| CodecError::DecodeString {
+            path: self.path.to_path(),
+        })
+    }
+
+    fn number_error(&self, reason: impl Into<String>) -> CodecError {
+        CodecError::DecodeNumber {
+            path: self.path.to_path(),
+            reason: reason.into(),
+        }
+    }
+
+    fn number(&mut self, marker: Marker) -> Result<BigDecimal, CodecError> {
+        match marker {
+            Marker::FixPos(_)
+            | Marker::FixNeg(_)
+            | Marker::U8
+            | Marker::U16
+            | Marker::U32
+            | Marker::U64
+            | Marker::I8
+            | Marker::I16
+            | Marker::I32
+            | Marker::I64 => {
+                // i128 holds every msgpack integer, signed or unsigned.
+                let n: i128 = decode::read_int(&mut self.input).map_err(|e| self.read_error(e))?;
+                Ok(BigDecimal::new(BigInt::from(n), 0))
+            }
+            Marker::F32 => {
+                let f = decode::read_f32(&mut self.input).map_err(|e| self.read_error(e))?;
+                self.float(f64::from(f))
+            }
+            Marker::F64 => {
+                let f = decode::read_f64(&mut self.input).map_err(|e| self.read_error(e))?;
+                self.float(f)
+            }
+            m if is_str(m) || is_bin(m) => {
+                let bytes = self.str_bytes()?;
+                let text = std::str::from_utf8(bytes)
+                    .map_err(|_| self.number_error("the number string is not valid UTF-8"))?;
+                parse_number(text).map_err(|reason| self.number_error(reason))
+            }
+            m => Err(self.mismatch(&Type::Number, m)),
+        }
+    }
+
+    /// A float's exact value. go-cty writes infinities as floats, but the engine's numbers
+    /// are decimals and cannot hold them.
+    fn float(&self, f: f64) -> Result<BigDecimal, CodecError> {
+        exact_f64(f).ok_or_else(|| self.number_error(format!("{f} is not a finite number")))
+    }
+
+    /// A value in a dynamically typed position: nil, or `[type JSON, value]`.
+    fn dynamic(&mut self) -> Result<Value, CodecError> {
+        let marker = self.peek()?;
+        let dyn_error = |this: &Self, reason: String| CodecError::DecodeDynamic {
+            path: this.path.to_path(),
+            reason,
+        };
+        match marker {
+            Marker::Null => {
+                self.skip_marker();
+                Ok(Value::Null)
+            }
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                let len = decode::read_array_len(&mut self.input).map_err(|e| self.read_error(e))?;
+                if len != 2 {
+                    return Err(dyn_error(
+                        self,
+                        format!("expected a [type, value] array of 2 elements, found {len}"),
+                    ));
+                }
+                let type_marker = self.peek()?;
+                if !is_bin(type_marker) && !is_str(type_marker) {
+                    return Err(dyn_error(
+                        self,
+                        format!(
+                            "expected the type as JSON bytes, found {}",
+                            describe(type_marker)
+                        ),
+                    ));
+                }
+                let type_json = self.str_bytes()?;
+                let ty = type_from_json_bytes(type_json).map_err(|e| dyn_error(self, e.to_string()))?;
+                let value = self.value(&ty)?;
+                if ty == Type::Dynamic {
+                    // A wrapper that says "dynamic" wraps another dynamic value: nothing to add.
+                    return Ok(value);
+                }
+                Ok(Value::Dynamic(Box::new((ty, value))))
+            }
+            m => Err(dyn_error(
+                self,
+                format!("expected a [type, value] array, found {}", describe(m)),
+            )),
+        }
+    }
+
+    /// An unknown value: any extension. Only type 12 with a body carries refinements.
+    fn unknown(&mut self, ty: &Type) -> Result<Value, CodecError> {
+        let meta = decode::read_ext_meta(&mut self.input).map_err(|e| self.read_error(e))?;
+        let body = self.take(meta.size)?;
+        // A body of at most one byte is go-cty's compact "wholly unknown". Other extension
+        // types are taken as plain unknowns too (go-cty would reject them when they have a
+        // body); dynamic positions never carry refinements, so go-cty ignores them there.
+        if meta.size <= 1 || meta.typeid != REFINED_UNKNOWN_EXT || *ty == Type::Dynamic {
+            return Ok(Value::unknown());
+        }
+        if meta.size > MAX_REFINEMENTS_LEN {
+            return Err(self.refinement_error("the refinements exceed 1 KiB"));
+        }
+        self.refinements(body, ty)
+    }
+
+    fn refinement_error(&self, reason: impl Into<String>) -> CodecError {
+        CodecError::DecodeRefinements {
+            path: self.path.to_path(),
+            reason: reason.into(),
+        }
+    }
+
+    fn refinements(&self, body: &'a [u8], ty: &Type) -> Result<Value, CodecError> {
+        let mut sub = Decoder {
+            input: body,
+            path: PathStack::default(),
+            depth: 0,
+        };
+        let count = decode::read_map_len(&mut sub.input)
+            .map_err(|_| self.refinement_error("the refinements are not a map"))?;
+        let mut refinements = Refinements::default();
+        let mut is_null = false;
+        for _ in 0..count {
+            let key: i64 = decode::read_int(&mut sub.input)
+                .map_err(|_| self.refinement_error("a refinement key is not an integer"))?;
+            match key {
+                KEY_NULLNESS => {
+                    let null = decode::read_bool(&mut sub.input)
+                        .map_err(|_| self.refinement_error("the nullness is not a bool"))?;
+                    // `true` would make the value null; go-cty collapses it to a known null.
+                    if null {
+                        is_null = true;
+                    } else {
+                        refinements.not_null = true;
+                    }
+                }
+                KEY_STRING_PREFIX => {
+                    if *ty != Type::String {
+                        return Err(self.refinement_error(format!(
+                            "a string prefix refinement for a value of type {ty}"
+                        )));
+                    }
+                    let marker = sub
+                        .peek()
+                        .map_err(|_| self.refinement_error("the string prefix is missing"))?;
+                    if !is_str(marker) && !is_bin(marker) {
+                        return Err(self.refinement_error("the string prefix is not a string"));
+                    }
+                    let prefix = sub.string().map_err(|_| {
+                        self.refinement_error("the string prefix is not a valid UTF-8 string")
+                    })?;
+                    refinements.string_prefix = (!prefix.is_empty()).then_some(prefix);
+                }
+                KEY_NUMBER_MIN | KEY_NUMBER_MAX => {
+                    if *ty != Type::Number {
+                        return Err(self.refinement_error(format!(
+                            "a number bound refinement for a value of type {ty}"
+                        )));
+                    }
+                    let bound = sub
+                        .number_bound()
+                        .map_err(|_| self.refinement_error("a number bound is not [number, bool]"))?;
+                    if key == KEY_NUMBER_MIN {
+                        refinements.number_lower = Some(bound);
+                    } else {
+                        refinements.number_upper = Some(bound);
+                    }
+                }
+                KEY_LENGTH_MIN | KEY_LENGTH_MAX => {
+                    if !matches!(ty, Type::List(_) | Type::Set(_) | Type::Map(_)) {
+                        return Err(self.refinement_error(format!(
+                            "a length bound refinement for a value of type {ty}"
+                        )));
+                    }
+                    let len: u64 = decode::read_int(&mut sub.input).map_err(|_| {
+                        self.refinement_error("a length bound is not a non-negative integer")
+                    })?;
+                    if key == KEY_LENGTH_MIN {
+                        refinements.length_lower = (len > 0).then_some(len);
+                    } else {
+                        refinements.length_upper = Some(len);
+                    }
+                }
+                // Keys from newer versions of Terraform: skip them, as go-cty does.
+                _ => sub
+                    .skip()
+                    .map_err(|_| self.refinement_error("a refinement value is truncated"))?,
+            }
+        }
+        // Bytes after the map are ignored on purpose (go-cty reserves them for future use).
+        if is_null {
+            return Ok(Value::Null);
+        }
+        Ok(Value::Unknown(Box::new(refinements)))
+    }
+
+    /// A number bound in a refinement: `[number, inclusive]`.
+    fn number_bound(&mut self) -> Result<NumberBound, CodecError> {
+        let marker = self.peek()?;
+        if self.array_len(&Type::Number, marker)? != 2 {
+            return Err(self.read_error("not a pair"));
+        }
+        let marker = self.peek()?;
+        let value = self.number(marker)?;
+        let inclusive = decode::read_bool(&mut self.input).map_err(|e| self.read_error(e))?;
+        Ok(NumberBound { value, inclusive })
+    }
+
+    /// Skips one msgpack item of any kind, without recursion (its nesting is untrusted).
+    fn skip(&mut self) -> Result<(), CodecError> {
+        let mut pending: u64 = 1;
+        while pending > 0 {
+            pending -= 1;
+            let marker = self.peek()?;
+            let rd = &mut self.input;
+            let result: Result<(), String> = match marker {
+                Marker::Null => decode::read_nil(rd).map_err(|e| e.to_string()),
+                Marker::True | Marker::False => {
+                    decode::read_bool(rd).map(drop).map_err(|e| e.to_string())
+                }
+                Marker::FixPos(_)
+                | Marker::FixNeg(_)
+                | Marker::U8
+                | Marker::U16
+                | Marker::U32
+                | Marker::U64
+                | Marker::I8
+                | Marker::I16
+                | Marker::I32
+                | Marker::I64 => decode::read_int::<i128, _>(rd)
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Marker::F32 => decode::read_f32(rd).map(drop).map_err(|e| e.to_string()),
+                Marker::F64 => decode::read_f64(rd).map(drop).map_err(|e| e.to_string()),
+                m if is_str(m) || is_bin(m) => self.str_bytes().map(drop).map_err(|e| e.to_string()),
+                Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                    decode::read_array_len(rd)
+                        .map(|n| pending += u64::from(n))
+                        .map_err(|e| e.to_string())
+                }
+                Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => decode::read_map_len(rd)
+                    .map(|n| pending += 2 * u64::from(n))
+                    .map_err(|e| e.to_string()),
+                m if is_ext(m) => match decode::read_ext_meta(rd) {
+                    Ok(meta) => self.take(meta.size).map(drop).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+                m => Err(format!("cannot skip {}", describe(m))),
+            };
+            result.map_err(|reason| self.read_error(reason))?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+struct Encoder {
+    out: Vec<u8>,
+    path: PathStack,
+}
+
+impl Encoder {
+    fn write_error(&self, reason: impl std::fmt::Display) -> CodecError {
+        CodecError::WriteMsgpack {
+            path: self.path.to_path(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn len32(&self, len: usize) -> Result<u32, CodecError> {
+        u32::try_from(len).map_err(|_| self.write_error(format!("{len} items exceed msgpack's limit")))
+    }
+
+    fn mismatch(&self, value: &Value, ty: &Type) -> CodecError {
+        CodecError::EncodeValue {
+            path: self.path.to_path(),
+            expected: ty.clone(),
+            found: value_kind(value),
+        }
+    }
+
+    fn value(&mut self, value: &Value, ty: &Type) -> Result<(), CodecError> {
+        match (value, ty) {
+            (Value::Dynamic(d), Type::Dynamic) => {
+                let (inner_ty, inner) = &**d;
+                if *inner_ty == Type::Dynamic {
+                    self.value(inner, ty)
+                } else {
+                    self.dynamic(inner_ty, inner)
+                }
+            }
+            // No type to go with these: go-cty writes them bare.
+            (Value::Null, Type::Dynamic) => self.nil(),
+            (Value::Unknown(_), Type::Dynamic) => self.plain_unknown(),
+            (other, Type::Dynamic) => {
+                let inferred = infer_type(other);
+                self.dynamic(&inferred, other)
+            }
+            // The schema's type wins over whatever type a dynamic wrapper recorded.
+            (Value::Dynamic(d), _) => self.value(&d.1, ty),
+            (Value::Unknown(refinements), _) => self.unknown(refinements, ty),
+            (Value::Null, _) => self.nil(),
+            (Value::Bool(b), Type::Bool) => {
+                enc::write_bool(&mut self.out, *b).map_err(|e| self.write_error(e))
+            }
+            (Value::Number(n), Type::Number) => self.number(n),
+            (Value::String(s), Type::String) => self.string(s),
+            (Value::List(items), Type::List(elem)) | (Value::Set(items), Type::Set(elem)) => {
+                self.array_len(items.len())?;
+                for (i, item) in items.iter().enumerate() {
+                    self.path.push_index(i);
+                    self.value(item, elem)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Value::Tuple(items), Type::Tuple(elems)) => {
+                if items.len() != elems.len() {
+                    return Err(CodecError::EncodeTuple {
+                        path: self.path.to_path(),
+                        expected: elems.len(),
+                        found: items.len(),
+                    });
+                }
+                self.array_len(items.len())?;
+                for (i, (item, elem)) in items.iter().zip(elems).enumerate() {
+                    self.path.push_index(i);
+                    self.value(item, elem)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Value::Map(entries), Type::Map(elem)) => {
+                self.map_len(entries.len())?;
+                for (key, item) in entries {
+                    self.path.push(PathStep::Key(key.clone()));
+                    self.string(key)?;
+                    self.value(item, elem)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            (Value::Object(values), Type::Object(attrs)) => {
+                if let Some(extra) = values.keys().find(|k| !attrs.contains_key(*k)) {
+                    return Err(self.object_error(format!("unsupported attribute {extra:?}")));
+                }
+                self.map_len(attrs.len())?;
+                // BTreeMap order is go's sort.Strings order: both compare bytes.
+                for (name, attr_ty) in attrs {
+                    let Some(item) = values.get(name) else {
+                        return Err(self.object_error(format!("missing attribute {name:?}")));
+                    };
+                    self.path.push(PathStep::Attr(name.clone()));
+                    self.string(name)?;
+                    self.value(item, attr_ty)?;
+                    self.path.pop();
+                }
+                Ok(())
+            }
+            _ => Err(self.mismatch(value, ty)),
+        }
+    }
+
+    fn object_error(&self, reason: String) -> CodecError {
+        CodecError::EncodeObject {
+            path: self.path.to_path(),
+            reason,
+        }
+    }
+
+    fn nil(&mut self) -> Result<(), CodecError> {
+        enc::write_nil(&mut self.out).map_err(|e| self.write_error(e))
+    }
+
+    fn string(&mut self, s: &str) -> Result<(), CodecError> {
+        self.len32(s.len())?;
+        enc::write_str(&mut self.out, s).map_err(|e| self.write_error(e))
+    }
+
+    fn array_len(&mut self, len: usize) -> Result<(), CodecError> {
+        let len = self.len32(len)?;
+        enc::write_array_len(&mut self.out, len)
+            .map(drop)
+            .map_err(|e| self.write_error(e))
+    }
+
+    fn map_len(&mut self, len: usize) -> Result<(), CodecError> {
+        let len = self.len32(len)?;
+        enc::write_map_len(&mut self.out, len)
+            .map(drop)
+            .map_err(|e| self.write_error(e))
+    }
+
+    /// A number as go-cty writes it: integer, exact float64, or else a decimal string.
+    fn number(&mut self, n: &BigDecimal) -> Result<(), CodecError> {
+        if let Some(i) = number_to_i64(n) {
+            enc::write_sint(&mut self.out, i)
+                .map(drop)
+                .map_err(|e| self.write_error(e))
+        } else if let Some(f) = number_to_exact_f64(n) {
+            enc::write_f64(&mut self.out, f).map_err(|e| self.write_error(e))
+        } else {
+            self.string(&format_number(n))
+        }
+    }
+
+    /// `[type JSON, value]`, the wrapper of a value in a dynamically typed position.
+    fn dynamic(&mut self, ty: &Type, value: &Value) -> Result<(), CodecError> {
+        self.array_len(2)?;
+        let type_json = type_to_json_bytes(ty);
+        self.len32(type_json.len())?;
+        enc::write_bin(&mut self.out, &type_json).map_err(|e| self.write_error(e))?;
+        self.value(value, ty)
+    }
+
+    /// go-cty's wholly unknown value: fixext1 of type 0 with one zero byte.
+    fn plain_unknown(&mut self) -> Result<(), CodecError> {
+        enc::write_ext_meta(&mut self.out, 1, 0).map_err(|e| self.write_error(e))?;
+        self.out.push(0);
+        Ok(())
+    }
+
+    /// An unknown value with whichever refinements apply to its type, in go-cty's order.
+    fn unknown(&mut self, refinements: &Refinements, ty: &Type) -> Result<(), CodecError> {
+        let mut body = Encoder {
+            out: Vec::new(),
+            path: PathStack::default(),
+        };
+        let mut count: u32 = 0;
+        if refinements.not_null {
+            count += 1;
+            body.key(KEY_NULLNESS)?;
+            enc::write_bool(&mut body.out, false).map_err(|e| self.write_error(e))?;
+        }
+        match ty {
+            Type::Number => {
+                for (key, bound) in [
+                    (KEY_NUMBER_MIN, &refinements.number_lower),
+                    (KEY_NUMBER_MAX, &refinements.number_upper),
+                ] {
+                    if let Some(bound) = bound {
+                        count += 1;
+                        body.key(key)?;
+                        body.array_len(2)?;
+                        body.number(&bound.value)?;
+                        enc::write_bool(&mut body.out, bound.inclusive)
+                            .map_err(|e| self.write_error(e))?;
+                    }
+                }
+            }
+            Type::String => {
+                if let Some(prefix) = refinements.string_prefix.as_deref().filter(|p| !p.is_empty()) {
+                    count += 1;
+                    body.key(KEY_STRING_PREFIX)?;
+                    body.string(prefix)?;
+                }
+            }
+            Type::List(_) | Type::Set(_) | Type::Map(_) => {
+                // A lower bound of zero says nothing, so go-cty leaves it out.
+                let lower = refinements.length_lower.filter(|&n| n > 0);
+                for (key, len) in [
+                    (KEY_LENGTH_MIN, lower),
+                    (KEY_LENGTH_MAX, refinements.length_upper),
+                ] {
+                    if let Some(len) = len {
+                        count += 1;
+                        body.key(key)?;
+                        enc::write_uint(&mut body.out, len).map_err(|e| self.write_error(e))?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if count == 0 {
+            // Never an empty refinement map: go-cty's decoders expect the compact form.
+            return self.plain_unknown();
+        }
+        let mut payload = Vec::with_capacity(body.out.len() + 1);
+        enc::write_map_len(&mut payload, count).map_err(|e| self.write_error(e))?;
+        payload.extend_from_slice(&body.out);
+        let len = self.len32(payload.len())?;
+        enc::write_ext_meta(&mut self.out, len, REFINED_UNKNOWN_EXT)
+            .map_err(|e| self.write_error(e))?;
+        self.out.extend_from_slice(&payload);
+        Ok(())
+    }
+
+    fn key(&mut self, key: i64) -> Result<(), CodecError> {
+        enc::write_sint(&mut self.out, key)
+            .map(drop)
+            .map_err(|e| self.write_error(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_unknown_is_d40000() {
+        let bytes = encode(&Value::unknown(), &Type::String).expect("encode");
+        assert_eq!(bytes, [0xd4, 0, 0]);
+    }
+
+    #[test]
+    fn skips_unknown_refinement_keys() {
+        // {9: [1, {"a": nil}], 1: false} as a type-12 extension.
+        let body = [0x82, 0x09, 0x92, 0x01, 0x81, 0xa1, b'a', 0xc0, 0x01, 0xc2];
+        let mut bytes = vec![0xc7, u8::try_from(body.len()).expect("small"), 0x0c];
+        bytes.extend_from_slice(&body);
+        assert_eq!(
+            decode(&bytes, &Type::String).expect("decode"),
+            Value::unknown_not_null()
+        );
+    }
+
+    #[test]
+    fn rejects_hostile_lengths() {
+        // An array claiming 4 billion elements in a handful of bytes.
+        let bytes = [0xdd, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert!(decode(&bytes, &Type::list(Type::Number)).is_err());
+        // A string longer than the input.
+        assert!(decode(&[0xdb, 0xff, 0xff, 0xff, 0xff], &Type::String).is_err());
+    }
+
+    #[test]
+    fn bounds_nesting_of_dynamic_values() {
+        // ["dynamic"-wrapped…] nested far beyond the limit.
+        let type_json = br#"["list","dynamic"]"#;
+        let mut bytes = Vec::new();
+        for _ in 0..2000 {
+            bytes.extend_from_slice(&[0x92, 0xc4, u8::try_from(type_json.len()).expect("small")]);
+            bytes.extend_from_slice(type_json);
+            bytes.push(0x91);
+        }
+        bytes.push(0xc0);
+        let result = decode(&bytes, &Type::Dynamic);
+        assert!(
+            matches!(result, Err(CodecError::DecodeDepth { .. })),
+            "{result:?}"
+        );
+    }
+}

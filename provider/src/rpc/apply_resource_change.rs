@@ -1,0 +1,59 @@
+//! ApplyResourceChange: run the kind's apply. On error the partial state is still returned,
+//! so whatever was created is recorded (tainted) rather than orphaned.
+
+use gpufleet_engine::{diag::Diagnostic, kinds::ApplyRequest};
+
+use crate::{convert, proto::tfplugin6 as pb, server::Shared};
+
+pub(crate) async fn handle(
+    shared: &Shared,
+    req: pb::apply_resource_change::Request,
+) -> pb::apply_resource_change::Response {
+    let mut resp = pb::apply_resource_change::Response {
+        private: req.planned_private.clone(),
+        ..Default::default()
+    };
+    let kind = match super::resource(shared, &req.type_name) {
+        Ok(k) => k,
+        Err(d) => {
+            resp.diagnostics.push(convert::diagnostic(&d));
+            return resp;
+        }
+    };
+    let ty = kind.schema().value_type();
+    let decoded = convert::decode(req.prior_state.as_ref(), &ty, "prior state").and_then(|prior| {
+        let planned = convert::decode(req.planned_state.as_ref(), &ty, "planned state")?;
+        let config = convert::decode(req.config.as_ref(), &ty, "configuration")?;
+        Ok((prior, planned, config))
+    });
+    let (prior, planned, config) = match decoded {
+        Ok(v) => v,
+        Err(d) => {
+            resp.diagnostics.push(convert::diagnostic(&d));
+            return resp;
+        }
+    };
+    let applied = kind
+        .apply(
+            &shared.context(),
+            ApplyRequest {
+                prior,
+                planned,
+                config,
+            },
+        )
+        .await;
+    resp.diagnostics = convert::diagnostics(&applied.diagnostics);
+    if !applied.new_state.is_wholly_known() {
+        resp.diagnostics.push(convert::diagnostic(&Diagnostic::error(
+            "Incomplete Result After Apply",
+            format!("applying this {} left unknown values. This is a bug in gpufleet.", req.type_name),
+        )));
+    }
+    resp.new_identity = super::identity(kind, &applied.new_state);
+    match convert::encode(&applied.new_state, &ty, "new state") {
+        Ok(dv) => resp.new_state = Some(dv),
+        Err(d) => resp.diagnostics.push(convert::diagnostic(&d)),
+    }
+    resp
+}

@@ -1,0 +1,79 @@
+//! One module per RPC: decode the request, call the engine, encode the reply.
+
+pub mod apply_resource_change;
+pub mod call_function;
+pub mod configure_provider;
+pub mod get_functions;
+pub mod get_metadata;
+pub mod get_provider_schema;
+pub mod get_resource_identity_schemas;
+pub mod import_resource_state;
+pub mod plan_resource_change;
+pub mod read_data_source;
+pub mod read_resource;
+pub mod stop_provider;
+pub mod upgrade_resource_identity;
+pub mod upgrade_resource_state;
+pub mod validate_data_resource_config;
+pub mod validate_provider_config;
+pub mod validate_resource_config;
+
+use gpufleet_engine::{
+    diag::Diagnostic,
+    kinds::{DataSourceKind, ResourceKind},
+    value::Value,
+};
+
+use crate::{convert, proto::tfplugin6 as pb, server::Shared};
+
+/// The diagnostic for a type name this provider does not serve.
+fn unknown_type(kind: &str, name: &str) -> Diagnostic {
+    Diagnostic::error(
+        format!("Unknown {kind} Type"),
+        format!("gpufleet has no {kind} type named {name:?}. Check the name, or upgrade the provider."),
+    )
+}
+
+/// Looks up a resource kind or says which one is missing.
+fn resource(shared: &Shared, name: &str) -> Result<&'static dyn ResourceKind, Diagnostic> {
+    shared
+        .kinds
+        .resource(name)
+        .ok_or_else(|| unknown_type("Resource", name))
+}
+
+/// Looks up a data source kind or says which one is missing.
+fn data_source(shared: &Shared, name: &str) -> Result<&'static dyn DataSourceKind, Diagnostic> {
+    shared
+        .kinds
+        .data_source(name)
+        .ok_or_else(|| unknown_type("Data Source", name))
+}
+
+/// The identity of a resource instance, derived from its state, if the type has one.
+fn identity(kind: &dyn ResourceKind, state: &Value) -> Option<pb::ResourceIdentityData> {
+    let names = kind.identity_attributes();
+    if names.is_empty() || state.is_null() || !state.is_wholly_known() {
+        return None;
+    }
+    let schema = kind.schema();
+    let ty = identity_type(kind);
+    let value = Value::object(names.iter().map(|n| (*n, state.get(n).clone())));
+    let _ = schema;
+    convert::encode(&value, &ty, "resource identity")
+        .ok()
+        .map(|dv| pb::ResourceIdentityData {
+            identity_data: Some(dv),
+        })
+}
+
+/// The object type of a resource's identity.
+fn identity_type(kind: &dyn ResourceKind) -> gpufleet_engine::value::Type {
+    let schema = kind.schema();
+    gpufleet_engine::value::Type::object(kind.identity_attributes().iter().filter_map(|n| {
+        schema
+            .block
+            .attribute(n)
+            .map(|a| ((*n).to_owned(), a.value_type()))
+    }))
+}

@@ -1,0 +1,17 @@
+//! ValidateProviderConfig: offline checks of the provider block.
+
+use gpufleet_engine::{provider_config, validate};
+
+use crate::{convert, proto::tfplugin6 as pb, server::Shared};
+
+pub(crate) async fn handle(
+    _shared: &Shared,
+    req: pb::validate_provider_config::Request,
+) -> pb::validate_provider_config::Response {
+    let schema = provider_config::schema();
+    let diagnostics = match convert::decode(req.config.as_ref(), &schema.value_type(), "provider configuration") {
+        Ok(config) => convert::diagnostics(&validate::validate_block(&schema.block, &config)),
+        Err(d) => vec![convert::diagnostic(&d)],
+    };
+    pb::validate_provider_config::Response { diagnostics }
+}
