@@ -60,7 +60,10 @@ fn render(event: &Event<'_>) -> String {
     let mut fields = Fields::default();
     event.record(&mut fields);
     let mut obj = serde_json::Map::new();
-    obj.insert("@level".into(), hclog_level(*event.metadata().level()).into());
+    obj.insert(
+        "@level".into(),
+        hclog_level(*event.metadata().level()).into(),
+    );
     obj.insert("@message".into(), fields.message.into());
     obj.insert("@module".into(), "provider.gpufleet".into());
     obj.insert(

@@ -15,7 +15,10 @@ fn main() -> ExitCode {
     let debug = args.iter().any(|a| a == "--debug" || a == "-debug");
     logging::init(logging::level_from_env(&env));
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("gpufleet: failed to start the async runtime: {e}");

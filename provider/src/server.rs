@@ -42,7 +42,11 @@ impl std::fmt::Debug for Kinds {
         f.debug_struct("Kinds")
             .field(
                 "resources",
-                &self.resources.iter().map(|r| r.type_name()).collect::<Vec<_>>(),
+                &self
+                    .resources
+                    .iter()
+                    .map(|r| r.type_name())
+                    .collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
     }
@@ -51,7 +55,10 @@ impl std::fmt::Debug for Kinds {
 impl Kinds {
     /// A resource type by name.
     pub fn resource(&self, name: &str) -> Option<&'static dyn ResourceKind> {
-        self.resources.iter().copied().find(|r| r.type_name() == name)
+        self.resources
+            .iter()
+            .copied()
+            .find(|r| r.type_name() == name)
     }
 
     /// A data source type by name.
@@ -123,7 +130,6 @@ fn unsupported<T>(rpc: &str) -> Result<Response<T>, Status> {
         "{rpc} is not supported by gpufleet"
     )))
 }
-
 
 macro_rules! handle {
     ($self:ident, $req:ident, $module:ident) => {{
@@ -304,7 +310,6 @@ impl pb::provider_server::Provider for ProviderService {
         unsupported("CloseEphemeralResource")
     }
 
-
     async fn list_resource(
         &self,
         _req: Request<pb::list_resource::Request>,
@@ -332,7 +337,6 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> Result<Response<pb::configure_state_store::Response>, Status> {
         unsupported("ConfigureStateStore")
     }
-
 
     async fn read_state_bytes(
         &self,
@@ -382,7 +386,6 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> Result<Response<pb::plan_action::Response>, Status> {
         unsupported("PlanAction")
     }
-
 
     async fn invoke_action(
         &self,

@@ -261,7 +261,10 @@ impl Decoder {
         let Json::Object(wrapper) = json else {
             return Err(error(
                 self,
-                format!("expected a {{\"value\", \"type\"}} object, found {}", describe(json)),
+                format!(
+                    "expected a {{\"value\", \"type\"}} object, found {}",
+                    describe(json)
+                ),
             ));
         };
         if let Some(key) = wrapper.keys().find(|k| *k != "value" && *k != "type") {

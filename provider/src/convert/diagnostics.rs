@@ -35,11 +35,7 @@ pub fn diagnostic(d: &Diagnostic) -> pb::Diagnostic {
         } as i32,
         summary: d.summary.clone(),
         detail: d.detail.clone(),
-        attribute: d
-            .path
-            .as_ref()
-            .filter(|p| !p.is_root())
-            .map(attribute_path),
+        attribute: d.path.as_ref().filter(|p| !p.is_root()).map(attribute_path),
     }
 }
 

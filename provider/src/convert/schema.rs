@@ -1,7 +1,7 @@
 //! Engine schemas to tfplugin6 schemas. Descriptions are markdown.
 
 use gpufleet_engine::schema::{
-    AttrType, Attribute, Block, FunctionSignature, Nesting, NestedBlock, Parameter, Schema,
+    AttrType, Attribute, Block, FunctionSignature, NestedBlock, Nesting, Parameter, Schema,
 };
 
 use crate::{codec::type_json, proto::tfplugin6 as pb};

@@ -1,7 +1,5 @@
 //! go-plugin's side services: controller (shutdown), stdio and broker.
 
-
-
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming, codegen::BoxStream};
 
@@ -27,7 +25,6 @@ impl GrpcController for Controller {
     }
 }
 
-
 /// Handles `GRPCStdio.StreamStdio`. Our logs go straight to stderr, which Terraform reads
 /// already, so the stream carries nothing; it stays open until shutdown so the client does
 /// not treat its end as a failure.
@@ -39,7 +36,6 @@ pub struct Stdio {
 
 #[tonic::async_trait]
 impl GrpcStdio for Stdio {
-
     async fn stream_stdio(
         &self,
         _req: Request<()>,
@@ -63,7 +59,6 @@ pub struct Broker {
 
 #[tonic::async_trait]
 impl GrpcBroker for Broker {
-
     async fn start_stream(
         &self,
         _req: Request<Streaming<ConnInfo>>,

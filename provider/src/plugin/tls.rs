@@ -59,7 +59,9 @@ pub fn generate_server_identity() -> Result<ServerIdentity, TlsSetupError> {
     params
         .distinguished_name
         .push(DnType::OrganizationName, "gpufleet");
-    params.distinguished_name.push(DnType::CommonName, "localhost");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -125,7 +127,9 @@ impl ClientCertVerifier for PinnedClientCert {
         if end_entity.as_ref() == self.expected.as_ref() {
             Ok(ClientCertVerified::assertion())
         } else {
-            Err(TlsError::InvalidCertificate(CertificateError::UnknownIssuer))
+            Err(TlsError::InvalidCertificate(
+                CertificateError::UnknownIssuer,
+            ))
         }
     }
 
@@ -159,10 +163,11 @@ pub fn server_config(
     client_cert: CertificateDer<'static>,
 ) -> Result<Arc<ServerConfig>, TlsSetupError> {
     let provider = Arc::new(aws_lc_rs::default_provider());
-    let mut config = ServerConfig::builder_with_provider(Arc::clone(&provider) as Arc<CryptoProvider>)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_client_cert_verifier(Arc::new(PinnedClientCert::new(client_cert)))
-        .with_single_cert(vec![identity.cert.clone()], identity.key.clone_key())?;
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::clone(&provider) as Arc<CryptoProvider>)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+            .with_client_cert_verifier(Arc::new(PinnedClientCert::new(client_cert)))
+            .with_single_cert(vec![identity.cert.clone()], identity.key.clone_key())?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }

@@ -45,10 +45,14 @@ pub(crate) async fn handle(
         .await;
     resp.diagnostics = convert::diagnostics(&applied.diagnostics);
     if !applied.new_state.is_wholly_known() {
-        resp.diagnostics.push(convert::diagnostic(&Diagnostic::error(
-            "Incomplete Result After Apply",
-            format!("applying this {} left unknown values. This is a bug in gpufleet.", req.type_name),
-        )));
+        resp.diagnostics
+            .push(convert::diagnostic(&Diagnostic::error(
+                "Incomplete Result After Apply",
+                format!(
+                    "applying this {} left unknown values. This is a bug in gpufleet.",
+                    req.type_name
+                ),
+            )));
     }
     resp.new_identity = super::identity(kind, &applied.new_state);
     match convert::encode(&applied.new_state, &ty, "new state") {

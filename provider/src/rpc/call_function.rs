@@ -4,7 +4,10 @@ use gpufleet_engine::{kinds::FunctionError, value::Value};
 
 use crate::{convert, proto::tfplugin6 as pb, server::Shared};
 
-pub(crate) async fn handle(shared: &Shared, req: pb::call_function::Request) -> pb::call_function::Response {
+pub(crate) async fn handle(
+    shared: &Shared,
+    req: pb::call_function::Request,
+) -> pb::call_function::Response {
     match call(shared, &req) {
         Ok(result) => pb::call_function::Response {
             result: Some(result),
@@ -20,21 +23,33 @@ pub(crate) async fn handle(shared: &Shared, req: pb::call_function::Request) -> 
     }
 }
 
-fn call(shared: &Shared, req: &pb::call_function::Request) -> Result<pb::DynamicValue, FunctionError> {
-    let f = shared.kinds.function(&req.name).ok_or_else(|| FunctionError {
-        text: format!("gpufleet has no function named {:?}", req.name),
-        argument: None,
-    })?;
+fn call(
+    shared: &Shared,
+    req: &pb::call_function::Request,
+) -> Result<pb::DynamicValue, FunctionError> {
+    let f = shared
+        .kinds
+        .function(&req.name)
+        .ok_or_else(|| FunctionError {
+            text: format!("gpufleet has no function named {:?}", req.name),
+            argument: None,
+        })?;
     let sig = f.signature();
     let mut args = Vec::with_capacity(req.arguments.len());
     for (i, dv) in req.arguments.iter().enumerate() {
-        let param = sig.parameters.get(i).or(sig.variadic.as_ref()).ok_or_else(|| FunctionError {
-            text: format!("{} takes {} arguments", req.name, sig.parameters.len()),
-            argument: Some(i),
-        })?;
-        let v = convert::decode(Some(dv), &param.ty, "function argument").map_err(|d| FunctionError {
-            text: d.detail,
-            argument: Some(i),
+        let param = sig
+            .parameters
+            .get(i)
+            .or(sig.variadic.as_ref())
+            .ok_or_else(|| FunctionError {
+                text: format!("{} takes {} arguments", req.name, sig.parameters.len()),
+                argument: Some(i),
+            })?;
+        let v = convert::decode(Some(dv), &param.ty, "function argument").map_err(|d| {
+            FunctionError {
+                text: d.detail,
+                argument: Some(i),
+            }
         })?;
         if v.is_null() && !param.allow_null {
             return Err(FunctionError {

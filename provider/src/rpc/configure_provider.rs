@@ -12,7 +12,11 @@ pub(crate) async fn handle(
     req: pb::configure_provider::Request,
 ) -> pb::configure_provider::Response {
     let schema = provider_config::schema();
-    let config = match convert::decode(req.config.as_ref(), &schema.value_type(), "provider configuration") {
+    let config = match convert::decode(
+        req.config.as_ref(),
+        &schema.value_type(),
+        "provider configuration",
+    ) {
         Ok(c) => c,
         Err(d) => {
             return pb::configure_provider::Response {

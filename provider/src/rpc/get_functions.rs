@@ -2,7 +2,10 @@
 
 use crate::{convert, proto::tfplugin6 as pb, server::Shared};
 
-pub(crate) async fn handle(shared: &Shared, _req: pb::get_functions::Request) -> pb::get_functions::Response {
+pub(crate) async fn handle(
+    shared: &Shared,
+    _req: pb::get_functions::Request,
+) -> pb::get_functions::Response {
     pb::get_functions::Response {
         functions: shared
             .kinds

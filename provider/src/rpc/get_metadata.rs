@@ -2,7 +2,10 @@
 
 use crate::{proto::tfplugin6 as pb, server::Shared};
 
-pub(crate) async fn handle(shared: &Shared, _req: pb::get_metadata::Request) -> pb::get_metadata::Response {
+pub(crate) async fn handle(
+    shared: &Shared,
+    _req: pb::get_metadata::Request,
+) -> pb::get_metadata::Response {
     use pb::get_metadata as m;
     m::Response {
         server_capabilities: Some(super::get_provider_schema::capabilities()),

@@ -26,12 +26,14 @@ pub(crate) async fn handle(
     };
     let ty = kind.schema().value_type();
     match convert::encode(&skeleton, &ty, "imported state") {
-        Ok(dv) => resp.imported_resources.push(pb::import_resource_state::ImportedResource {
-            type_name: req.type_name.clone(),
-            state: Some(dv),
-            private: Vec::new(),
-            identity: super::identity(kind, &skeleton),
-        }),
+        Ok(dv) => resp
+            .imported_resources
+            .push(pb::import_resource_state::ImportedResource {
+                type_name: req.type_name.clone(),
+                state: Some(dv),
+                private: Vec::new(),
+                identity: super::identity(kind, &skeleton),
+            }),
         Err(d) => resp.diagnostics.push(convert::diagnostic(&d)),
     }
     resp
@@ -44,7 +46,10 @@ async fn skeleton(
 ) -> Result<Value, Diagnostics> {
     let identity = req.identity.as_ref().and_then(|i| i.identity_data.as_ref());
     let Some(identity) = identity.filter(|_| req.id.is_empty()) else {
-        return kind.import(&shared.context(), &req.id).await.map(|v| with_all_attributes(kind, v));
+        return kind
+            .import(&shared.context(), &req.id)
+            .await
+            .map(|v| with_all_attributes(kind, v));
     };
     let value = convert::decode(Some(identity), &super::identity_type(kind), "identity")?;
     Ok(with_all_attributes(kind, value))

@@ -30,7 +30,9 @@ use crate::{convert, proto::tfplugin6 as pb, server::Shared};
 fn unknown_type(kind: &str, name: &str) -> Diagnostic {
     Diagnostic::error(
         format!("Unknown {kind} Type"),
-        format!("gpufleet has no {kind} type named {name:?}. Check the name, or upgrade the provider."),
+        format!(
+            "gpufleet has no {kind} type named {name:?}. Check the name, or upgrade the provider."
+        ),
     )
 }
 

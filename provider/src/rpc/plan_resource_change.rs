@@ -37,7 +37,11 @@ pub(crate) async fn handle(
     if planned.diagnostics.has_error() {
         return resp;
     }
-    resp.requires_replace = planned.requires_replace.iter().map(convert::attribute_path).collect();
+    resp.requires_replace = planned
+        .requires_replace
+        .iter()
+        .map(convert::attribute_path)
+        .collect();
     resp.planned_identity = super::identity(kind, &planned.planned);
     match convert::encode(&planned.planned, &ty, "planned state") {
         Ok(dv) => resp.planned_state = Some(dv),

@@ -4,7 +4,10 @@ use gpufleet_engine::diag::Diagnostic;
 
 use crate::{convert, proto::tfplugin6 as pb, server::Shared};
 
-pub(crate) async fn handle(shared: &Shared, req: pb::read_data_source::Request) -> pb::read_data_source::Response {
+pub(crate) async fn handle(
+    shared: &Shared,
+    req: pb::read_data_source::Request,
+) -> pb::read_data_source::Response {
     let mut resp = pb::read_data_source::Response::default();
     let kind = match super::data_source(shared, &req.type_name) {
         Ok(k) => k,
@@ -27,10 +30,14 @@ pub(crate) async fn handle(shared: &Shared, req: pb::read_data_source::Request) 
         return resp;
     }
     if read.new_state.is_null() || !read.new_state.is_wholly_known() {
-        resp.diagnostics.push(convert::diagnostic(&Diagnostic::error(
-            "Incomplete Data Source Result",
-            format!("{} returned a result that is not wholly known. This is a bug in gpufleet.", req.type_name),
-        )));
+        resp.diagnostics
+            .push(convert::diagnostic(&Diagnostic::error(
+                "Incomplete Data Source Result",
+                format!(
+                    "{} returned a result that is not wholly known. This is a bug in gpufleet.",
+                    req.type_name
+                ),
+            )));
         return resp;
     }
     match convert::encode(&read.new_state, &ty, "data source result") {

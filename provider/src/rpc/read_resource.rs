@@ -4,7 +4,10 @@ use gpufleet_engine::diag::Diagnostic;
 
 use crate::{convert, proto::tfplugin6 as pb, server::Shared};
 
-pub(crate) async fn handle(shared: &Shared, req: pb::read_resource::Request) -> pb::read_resource::Response {
+pub(crate) async fn handle(
+    shared: &Shared,
+    req: pb::read_resource::Request,
+) -> pb::read_resource::Response {
     let mut resp = pb::read_resource::Response {
         private: req.private.clone(),
         ..Default::default()
@@ -27,12 +30,20 @@ pub(crate) async fn handle(shared: &Shared, req: pb::read_resource::Request) -> 
     let read = kind.read(&shared.context(), state.clone()).await;
     resp.diagnostics = convert::diagnostics(&read.diagnostics);
     // On error keep the prior state: a failed read must not make Terraform forget objects.
-    let new_state = if read.diagnostics.has_error() { state } else { read.new_state };
+    let new_state = if read.diagnostics.has_error() {
+        state
+    } else {
+        read.new_state
+    };
     if !new_state.is_wholly_known() {
-        resp.diagnostics.push(convert::diagnostic(&Diagnostic::error(
-            "Incomplete Refreshed State",
-            format!("reading this {} produced unknown values. This is a bug in gpufleet.", req.type_name),
-        )));
+        resp.diagnostics
+            .push(convert::diagnostic(&Diagnostic::error(
+                "Incomplete Refreshed State",
+                format!(
+                    "reading this {} produced unknown values. This is a bug in gpufleet.",
+                    req.type_name
+                ),
+            )));
     }
     resp.new_identity = super::identity(kind, &new_state);
     match convert::encode(&new_state, &ty, "refreshed state") {

@@ -21,7 +21,10 @@ pub(crate) async fn handle(
     let decoded = codec::json::decode(&raw, &ty).map_err(|e| {
         Diagnostic::error(
             "Invalid Stored Identity",
-            format!("the stored identity of this {} could not be read: {e}", req.type_name),
+            format!(
+                "the stored identity of this {} could not be read: {e}",
+                req.type_name
+            ),
         )
     });
     match decoded.and_then(|v| convert::encode(&v, &ty, "identity")) {

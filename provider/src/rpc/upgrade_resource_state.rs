@@ -23,7 +23,10 @@ pub(crate) async fn handle(
     }
 }
 
-fn upgrade(shared: &Shared, req: &pb::upgrade_resource_state::Request) -> Result<pb::DynamicValue, Diagnostics> {
+fn upgrade(
+    shared: &Shared,
+    req: &pb::upgrade_resource_state::Request,
+) -> Result<pb::DynamicValue, Diagnostics> {
     let kind = super::resource(shared, &req.type_name)?;
     let schema = kind.schema();
     if req.version > schema.version {
@@ -37,7 +40,11 @@ fn upgrade(shared: &Shared, req: &pb::upgrade_resource_state::Request) -> Result
         )
         .into());
     }
-    let raw = req.raw_state.as_ref().map(|r| r.json.as_slice()).unwrap_or_default();
+    let raw = req
+        .raw_state
+        .as_ref()
+        .map(|r| r.json.as_slice())
+        .unwrap_or_default();
     if raw.is_empty() {
         return Err(Diagnostic::error(
             "Unsupported State Format",
@@ -46,14 +53,20 @@ fn upgrade(shared: &Shared, req: &pb::upgrade_resource_state::Request) -> Result
         .into());
     }
     let json: serde_json::Value = serde_json::from_slice(raw).map_err(|e| {
-        Diagnostic::error("Invalid Stored State", format!("the stored state is not JSON: {e}"))
+        Diagnostic::error(
+            "Invalid Stored State",
+            format!("the stored state is not JSON: {e}"),
+        )
     })?;
     let json = kind.upgrade_state(req.version, json)?;
     let ty = schema.value_type();
     let value = codec::json::decode_lenient_object_value(&json, &ty).map_err(|e| {
         Diagnostic::error(
             "Invalid Stored State",
-            format!("the stored state of this {} could not be read: {e}", req.type_name),
+            format!(
+                "the stored state of this {} could not be read: {e}",
+                req.type_name
+            ),
         )
     })?;
     Ok(convert::encode(&value, &ty, "upgraded state")?)

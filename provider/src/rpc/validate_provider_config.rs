@@ -9,7 +9,11 @@ pub(crate) async fn handle(
     req: pb::validate_provider_config::Request,
 ) -> pb::validate_provider_config::Response {
     let schema = provider_config::schema();
-    let diagnostics = match convert::decode(req.config.as_ref(), &schema.value_type(), "provider configuration") {
+    let diagnostics = match convert::decode(
+        req.config.as_ref(),
+        &schema.value_type(),
+        "provider configuration",
+    ) {
         Ok(config) => convert::diagnostics(&validate::validate_block(&schema.block, &config)),
         Err(d) => vec![convert::diagnostic(&d)],
     };
