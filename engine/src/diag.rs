@@ -71,7 +71,12 @@ impl Diagnostics {
     }
 
     /// Adds an error pointed at `path`.
-    pub fn error_at(&mut self, path: AttrPath, summary: impl Into<String>, detail: impl Into<String>) {
+    pub fn error_at(
+        &mut self,
+        path: AttrPath,
+        summary: impl Into<String>,
+        detail: impl Into<String>,
+    ) {
         self.push(Diagnostic::error(summary, detail).with_path(path));
     }
 

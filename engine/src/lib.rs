@@ -9,6 +9,7 @@ pub mod consistency;
 pub mod context;
 pub mod data_sources;
 pub mod diag;
+pub mod docs;
 pub mod functions;
 pub mod kinds;
 pub mod path;

@@ -51,35 +51,99 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
         "kubernetes",
         "The host cluster that runs virtual control planes and GPU nodes. Without this block, `KUBECONFIG` or `~/.kube/config` is used.",
         &[
-            setting("config_path", "GPUFLEET_KUBE_CONFIG_PATH", "Path to a kubeconfig file. Defaults to `KUBECONFIG`, then `~/.kube/config`."),
-            setting("context", "GPUFLEET_KUBE_CONTEXT", "Context in the kubeconfig to use. Defaults to its current context."),
-            setting("host", "GPUFLEET_KUBE_HOST", "API server URL, instead of a kubeconfig."),
-            setting("cluster_ca_certificate", "GPUFLEET_KUBE_CLUSTER_CA_CERTIFICATE", "PEM CA bundle that the API server's certificate is verified against."),
-            secret("token", "GPUFLEET_KUBE_TOKEN", "Bearer token for the API server."),
-            setting("client_certificate", "GPUFLEET_KUBE_CLIENT_CERTIFICATE", "PEM client certificate for the API server."),
-            secret("client_key", "GPUFLEET_KUBE_CLIENT_KEY", "PEM private key of `client_certificate`."),
+            setting(
+                "config_path",
+                "GPUFLEET_KUBE_CONFIG_PATH",
+                "Path to a kubeconfig file. Defaults to `KUBECONFIG`, then `~/.kube/config`.",
+            ),
+            setting(
+                "context",
+                "GPUFLEET_KUBE_CONTEXT",
+                "Context in the kubeconfig to use. Defaults to its current context.",
+            ),
+            setting(
+                "host",
+                "GPUFLEET_KUBE_HOST",
+                "API server URL, instead of a kubeconfig.",
+            ),
+            setting(
+                "cluster_ca_certificate",
+                "GPUFLEET_KUBE_CLUSTER_CA_CERTIFICATE",
+                "PEM CA bundle that the API server's certificate is verified against.",
+            ),
+            secret(
+                "token",
+                "GPUFLEET_KUBE_TOKEN",
+                "Bearer token for the API server.",
+            ),
+            setting(
+                "client_certificate",
+                "GPUFLEET_KUBE_CLIENT_CERTIFICATE",
+                "PEM client certificate for the API server.",
+            ),
+            secret(
+                "client_key",
+                "GPUFLEET_KUBE_CLIENT_KEY",
+                "PEM private key of `client_certificate`.",
+            ),
         ],
     ),
     (
         "bcm",
         "NVIDIA Base Command Manager head node (cmdaemon JSON API). Needed by `gpufleet_bcm_node`, `gpufleet_bcm_nodes` and pools with `source = \"bcm\"`.",
         &[
-            setting("endpoint", "GPUFLEET_BCM_ENDPOINT", "Base URL of the head node, e.g. `https://bcm-head:8081`."),
-            setting("client_certificate", "GPUFLEET_BCM_CLIENT_CERTIFICATE", "PEM client certificate of a BCM profile."),
-            secret("client_key", "GPUFLEET_BCM_CLIENT_KEY", "PEM private key of `client_certificate`."),
-            setting("ca_certificate", "GPUFLEET_BCM_CA_CERTIFICATE", "PEM CA that the head node's certificate is verified against."),
-            setting("username", "GPUFLEET_BCM_USERNAME", "User for password login, instead of a client certificate."),
-            secret("password", "GPUFLEET_BCM_PASSWORD", "Password of `username`."),
+            setting(
+                "endpoint",
+                "GPUFLEET_BCM_ENDPOINT",
+                "Base URL of the head node, e.g. `https://bcm-head:8081`.",
+            ),
+            setting(
+                "client_certificate",
+                "GPUFLEET_BCM_CLIENT_CERTIFICATE",
+                "PEM client certificate of a BCM profile.",
+            ),
+            secret(
+                "client_key",
+                "GPUFLEET_BCM_CLIENT_KEY",
+                "PEM private key of `client_certificate`.",
+            ),
+            setting(
+                "ca_certificate",
+                "GPUFLEET_BCM_CA_CERTIFICATE",
+                "PEM CA that the head node's certificate is verified against.",
+            ),
+            setting(
+                "username",
+                "GPUFLEET_BCM_USERNAME",
+                "User for password login, instead of a client certificate.",
+            ),
+            secret(
+                "password",
+                "GPUFLEET_BCM_PASSWORD",
+                "Password of `username`.",
+            ),
         ],
     ),
     (
         "netris",
         "Netris-style network controller. Needed by `gpufleet_network_segment`.",
         &[
-            setting("endpoint", "GPUFLEET_NETRIS_ENDPOINT", "Base URL of the controller, e.g. `https://netris.example`."),
+            setting(
+                "endpoint",
+                "GPUFLEET_NETRIS_ENDPOINT",
+                "Base URL of the controller, e.g. `https://netris.example`.",
+            ),
             setting("username", "GPUFLEET_NETRIS_USERNAME", "Controller user."),
-            secret("password", "GPUFLEET_NETRIS_PASSWORD", "Password of `username`."),
-            setting("ca_certificate", "GPUFLEET_NETRIS_CA_CERTIFICATE", "PEM CA that the controller's certificate is verified against. Defaults to the system roots."),
+            secret(
+                "password",
+                "GPUFLEET_NETRIS_PASSWORD",
+                "Password of `username`.",
+            ),
+            setting(
+                "ca_certificate",
+                "GPUFLEET_NETRIS_CA_CERTIFICATE",
+                "PEM CA that the controller's certificate is verified against. Defaults to the system roots.",
+            ),
         ],
     ),
 ];
@@ -144,9 +208,7 @@ impl ProviderSettings {
                     Value::Unknown(_) => Some(Resolved::Unknown),
                     Value::String(v) => Some(Resolved::Known(v.clone())),
                     _ if body.is_unknown() => Some(Resolved::Unknown),
-                    _ => env(s.env)
-                        .filter(|v| !v.is_empty())
-                        .map(Resolved::Known),
+                    _ => env(s.env).filter(|v| !v.is_empty()).map(Resolved::Known),
                 };
                 if let Some(v) = v {
                     resolved.insert(s.name, v);
@@ -176,7 +238,12 @@ impl ProviderSettings {
     }
 
     /// Checks that a block has what a resource needs, saying which attribute or variable to set.
-    pub fn require(&self, block: &'static str, names: &[&'static str], needed_by: &str) -> Diagnostics {
+    pub fn require(
+        &self,
+        block: &'static str,
+        names: &[&'static str],
+        needed_by: &str,
+    ) -> Diagnostics {
         let mut diags = Diagnostics::new();
         for name in names {
             if self.get(block, name).is_none() && !self.is_pending(block) {
@@ -234,7 +301,10 @@ mod tests {
         let config = Value::object([("bcm", Value::unknown())]);
         let s = ProviderSettings::resolve(&config, env(&[]));
         assert!(s.is_pending("bcm"));
-        assert!(!s.require("bcm", &["endpoint"], "gpufleet_bcm_node").has_error());
+        assert!(
+            !s.require("bcm", &["endpoint"], "gpufleet_bcm_node")
+                .has_error()
+        );
     }
 
     #[test]

@@ -23,7 +23,10 @@ pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];
 
 /// A managed resource type by its full name.
 pub fn resource(type_name: &str) -> Option<&'static dyn ResourceKind> {
-    RESOURCES.iter().copied().find(|r| r.type_name() == type_name)
+    RESOURCES
+        .iter()
+        .copied()
+        .find(|r| r.type_name() == type_name)
 }
 
 /// A data source type by its full name.

@@ -85,16 +85,19 @@ impl DataSourceKind for GpuCatalog {
                 "When set, `gpus` holds only products that do (`true`) or do not (`false`) \
                  support MIG.",
             ))
-            .attr(Attribute::computed("gpu", gpu_type()).describe(
-                "The product named by `product`, or null when `product` is not set.",
-            ))
+            .attr(
+                Attribute::computed("gpu", gpu_type())
+                    .describe("The product named by `product`, or null when `product` is not set."),
+            )
             .attr(
                 Attribute::computed("gpus", Type::list(gpu_type()))
                     .describe("Every known product that matches the filters, sorted by name."),
             )
-            .attr(Attribute::computed("products", Type::list(Type::String)).describe(
-                "The product names in `gpus`, for `contains()` checks in variable validation.",
-            )),
+            .attr(
+                Attribute::computed("products", Type::list(Type::String)).describe(
+                    "The product names in `gpus`, for `contains()` checks in variable validation.",
+                ),
+            ),
         )
     }
 
@@ -179,11 +182,18 @@ mod tests {
             .read(&Context::default(), config(Value::Null, Value::Bool(false)))
             .await;
         let products = r.new_state.get("products");
-        assert!(products.as_seq().unwrap_or_default().contains(&Value::string("NVIDIA-L40S")));
-        assert!(!products
-            .as_seq()
-            .unwrap_or_default()
-            .contains(&Value::string("NVIDIA-A100-SXM4-80GB")));
+        assert!(
+            products
+                .as_seq()
+                .unwrap_or_default()
+                .contains(&Value::string("NVIDIA-L40S"))
+        );
+        assert!(
+            !products
+                .as_seq()
+                .unwrap_or_default()
+                .contains(&Value::string("NVIDIA-A100-SXM4-80GB"))
+        );
     }
 
     #[test]

@@ -66,7 +66,12 @@ pub async fn plan_resource(
 
     let mut requires_replace = resp.requires_replace;
     if !prior.is_null() {
-        for attr in schema.block.attributes.iter().filter(|a| a.requires_replace) {
+        for attr in schema
+            .block
+            .attributes
+            .iter()
+            .filter(|a| a.requires_replace)
+        {
             if prior.get(attr.name) != resp.planned.get(attr.name) {
                 requires_replace.push(AttrPath::attr(attr.name));
             }

@@ -42,7 +42,12 @@ pub fn apply_defaults(block: &Block, proposed: &Value, config: &Value) -> Value 
 
 /// Marks computed attributes that the configuration leaves null as unknown, because apply
 /// will decide them; attributes marked `use_state_for_unknown` keep a known prior value.
-pub fn mark_computed_unknown(block: &Block, proposed: &Value, config: &Value, prior: &Value) -> Value {
+pub fn mark_computed_unknown(
+    block: &Block,
+    proposed: &Value,
+    config: &Value,
+    prior: &Value,
+) -> Value {
     let Some(obj) = proposed.as_object() else {
         return proposed.clone();
     };

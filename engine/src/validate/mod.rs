@@ -31,12 +31,19 @@ fn walk_block(block: &Block, value: &Value, path: &AttrPath, diags: &mut Diagnos
         return;
     }
     for attr in &block.attributes {
-        walk_attr(attr, value.get(attr.name), &path.push_attr(attr.name), diags);
+        walk_attr(
+            attr,
+            value.get(attr.name),
+            &path.push_attr(attr.name),
+            diags,
+        );
     }
     for nb in &block.blocks {
         let v = value.get(nb.type_name);
         let p = path.push_attr(nb.type_name);
-        for_each_nested(nb.nesting, v, &p, |ev, ep| walk_block(&nb.block, ev, ep, diags));
+        for_each_nested(nb.nesting, v, &p, |ev, ep| {
+            walk_block(&nb.block, ev, ep, diags)
+        });
     }
 }
 
@@ -103,9 +110,8 @@ mod tests {
             ))
             .block(NestedBlock::list(
                 "rule",
-                Block::new("").attr(
-                    Attribute::optional("name", Type::String).validate(DnsLabel::new(10)),
-                ),
+                Block::new("")
+                    .attr(Attribute::optional("name", Type::String).validate(DnsLabel::new(10))),
             ))
     }
 

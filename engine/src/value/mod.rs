@@ -98,7 +98,9 @@ impl Value {
         match self {
             Value::Unknown(_) => false,
             Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => true,
-            Value::List(v) | Value::Set(v) | Value::Tuple(v) => v.iter().all(Value::is_wholly_known),
+            Value::List(v) | Value::Set(v) | Value::Tuple(v) => {
+                v.iter().all(Value::is_wholly_known)
+            }
             Value::Map(m) | Value::Object(m) => m.values().all(Value::is_wholly_known),
             Value::Dynamic(d) => d.1.is_wholly_known(),
         }

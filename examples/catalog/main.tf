@@ -1,0 +1,57 @@
+# A runnable example that needs no backend: look up a GPU in the catalog, list the
+# MIG-capable products, and compute MIG profile resource names with a provider function.
+#
+#   terraform init && terraform apply
+terraform {
+  required_version = ">= 1.8.0"
+
+  required_providers {
+    gpufleet = {
+      source = "gpufleet/gpufleet"
+    }
+  }
+}
+
+# The catalog and the functions need no backend, so nothing is configured.
+provider "gpufleet" {}
+
+variable "gpu_product" {
+  description = "GPU product as in the nvidia.com/gpu.product node label."
+  type        = string
+  default     = "NVIDIA-H100-80GB-HBM3"
+}
+
+# `gpu` is the product looked up; `gpus` and `products` hold the MIG-capable products.
+data "gpufleet_gpu_catalog" "this" {
+  product     = var.gpu_product
+  mig_capable = true
+}
+
+locals {
+  gpu      = data.gpufleet_gpu_catalog.this.gpu
+  profiles = provider::gpufleet::mig_profiles(var.gpu_product)
+
+  # The smallest slice the GPU offers and how many fit on one GPU.
+  smallest_profile = try(local.profiles[0], null)
+}
+
+output "gpu" {
+  value = {
+    display_name       = local.gpu.display_name
+    architecture       = local.gpu.architecture
+    memory_gb          = local.gpu.memory_gb
+    nvlink_domain_size = local.gpu.nvlink_domain_size
+  }
+}
+
+output "mig_capable_products" {
+  value = data.gpufleet_gpu_catalog.this.products
+}
+
+output "mig_resource_names" {
+  value = { for p in local.profiles : p.name => p.resource_name }
+}
+
+output "smallest_profile" {
+  value = local.smallest_profile
+}
