@@ -42,6 +42,28 @@ const KEY_LENGTH_MIN: i64 = 5;
 const KEY_LENGTH_MAX: i64 = 6;
 /// go-cty refuses refinement payloads above 1 KiB as an abuse of memory; so do we.
 const MAX_REFINEMENTS_LEN: u32 = 1024;
+/// go-cty truncates string prefixes longer than this when it encodes them, to stay within the
+/// limit above.
+const MAX_PREFIX_LEN: usize = 256;
+
+/// A string prefix as go-cty encodes it: one longer than 256 bytes is cut to at most 255
+/// bytes and then loses its last character, which go-cty's `SafeKnownPrefix` drops because
+/// the next character might combine with it. (Any shorter prefix of a true prefix is still
+/// true, so this is safe for all text and byte-identical to go-cty for ASCII.)
+fn cap_prefix(prefix: &str) -> &str {
+    if prefix.len() <= MAX_PREFIX_LEN {
+        return prefix;
+    }
+    let mut end = MAX_PREFIX_LEN - 1;
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = prefix.get(..end).unwrap_or_default();
+    cut.char_indices()
+        .next_back()
+        .and_then(|(last, _)| cut.get(..last))
+        .unwrap_or_default()
+}
 
 /// Decodes a msgpack value of type `ty`.
 ///
@@ -218,21 +240,7 @@ impl<'a> Decoder<'a> {
         // Each kind has its own function so that a deep recursion only stacks the frames of
         // the kinds it passes through (unoptimised builds give every local its own slot).
         match ty {
-            Type::Bool => match marker {
-                Marker::True | Marker::False => {
-                    let b = decode::read_bool(&mut self.input).map_err(|e| self.read_error(e))?;
-                    Ok(Value::Bool(b))
-                }
-                _ => Err(self.mismatch(ty, marker)),
-            },
-            Type::Number => self.number(marker).map(Value::Number),
-            Type::String => {
-                if is_str(marker) || is_bin(marker) {
-                    self.string().map(Value::String)
-                } else {
-                    Err(self.mismatch(ty, marker))
-                }
-            }
+            Type::Bool | Type::Number | Type::String => self.primitive(ty, marker),
             Type::List(elem) => self.list(ty, elem, marker).map(Value::List),
             Type::Set(elem) => self.list(ty, elem, marker).map(Value::set),
             Type::Tuple(elems) => self.tuple(ty, elems, marker),
@@ -240,6 +248,18 @@ impl<'a> Decoder<'a> {
             Type::Object(attrs) => self.object(ty, attrs, marker),
             // Handled above; kept so the match needs no wildcard.
             Type::Dynamic => self.dynamic(),
+        }
+    }
+
+    fn primitive(&mut self, ty: &Type, marker: Marker) -> Result<Value, CodecError> {
+        match (ty, marker) {
+            (Type::Bool, Marker::True | Marker::False) => {
+                let b = decode::read_bool(&mut self.input).map_err(|e| self.read_error(e))?;
+                Ok(Value::Bool(b))
+            }
+            (Type::Number, _) => self.number(marker).map(Value::Number),
+            (Type::String, m) if is_str(m) || is_bin(m) => self.string().map(Value::String),
+            _ => Err(self.mismatch(ty, marker)),
         }
     }
 
@@ -445,19 +465,7 @@ impl<'a> Decoder<'a> {
                         format!("expected a [type, value] array of 2 elements, found {len}"),
                     ));
                 }
-                let type_marker = self.peek()?;
-                if !is_bin(type_marker) && !is_str(type_marker) {
-                    return Err(dyn_error(
-                        self,
-                        format!(
-                            "expected the type as JSON bytes, found {}",
-                            describe(type_marker)
-                        ),
-                    ));
-                }
-                let type_json = self.str_bytes()?;
-                let ty =
-                    type_from_json_bytes(type_json).map_err(|e| dyn_error(self, e.to_string()))?;
+                let ty = self.dynamic_type()?;
                 let value = self.value(&ty)?;
                 if ty == Type::Dynamic {
                     // A wrapper that says "dynamic" wraps another dynamic value: nothing to add.
@@ -470,6 +478,27 @@ impl<'a> Decoder<'a> {
                 format!("expected a [type, value] array, found {}", describe(m)),
             )),
         }
+    }
+
+    /// The type in a dynamic value's wrapper: its JSON, as binary (or, leniently, a string).
+    fn dynamic_type(&mut self) -> Result<Type, CodecError> {
+        let marker = self.peek()?;
+        let reason = if is_bin(marker) || is_str(marker) {
+            let type_json = self.str_bytes()?;
+            match type_from_json_bytes(type_json) {
+                Ok(ty) => return Ok(ty),
+                Err(e) => e.to_string(),
+            }
+        } else {
+            format!(
+                "expected the type as JSON bytes, found {}",
+                describe(marker)
+            )
+        };
+        Err(CodecError::DecodeDynamic {
+            path: self.path.to_path(),
+            reason,
+        })
     }
 
     /// An unknown value: any extension. Only type 12 with a body carries refinements.
@@ -813,6 +842,30 @@ impl Encoder {
 
     /// An unknown value with whichever refinements apply to its type, in go-cty's order.
     fn unknown(&mut self, refinements: &Refinements, ty: &Type) -> Result<(), CodecError> {
+        let mut payload = self.refinement_payload(refinements, ty, true)?;
+        if payload.len() > MAX_REFINEMENTS_LEN as usize {
+            // Terraform rejects bigger payloads. Only very long number bounds can get here
+            // (prefixes are capped); dropping them loses precision of the plan, not truth.
+            payload = self.refinement_payload(refinements, ty, false)?;
+        }
+        if payload.is_empty() {
+            // Never an empty refinement map: go-cty writes the compact form instead.
+            return self.plain_unknown();
+        }
+        let len = self.len32(payload.len())?;
+        enc::write_ext_meta(&mut self.out, len, REFINED_UNKNOWN_EXT)
+            .map_err(|e| self.write_error(e))?;
+        self.out.extend_from_slice(&payload);
+        Ok(())
+    }
+
+    /// The refinement map of an unknown value, or nothing if no refinement applies.
+    fn refinement_payload(
+        &self,
+        refinements: &Refinements,
+        ty: &Type,
+        with_number_bounds: bool,
+    ) -> Result<Vec<u8>, CodecError> {
         let mut body = Encoder {
             out: Vec::new(),
             path: PathStack::default(),
@@ -824,7 +877,7 @@ impl Encoder {
             enc::write_bool(&mut body.out, false).map_err(|e| self.write_error(e))?;
         }
         match ty {
-            Type::Number => {
+            Type::Number if with_number_bounds => {
                 for (key, bound) in [
                     (KEY_NUMBER_MIN, &refinements.number_lower),
                     (KEY_NUMBER_MAX, &refinements.number_upper),
@@ -843,6 +896,7 @@ impl Encoder {
                 if let Some(prefix) = refinements
                     .string_prefix
                     .as_deref()
+                    .map(cap_prefix)
                     .filter(|p| !p.is_empty())
                 {
                     count += 1;
@@ -867,17 +921,12 @@ impl Encoder {
             _ => {}
         }
         if count == 0 {
-            // Never an empty refinement map: go-cty's decoders expect the compact form.
-            return self.plain_unknown();
+            return Ok(Vec::new());
         }
-        let mut payload = Vec::with_capacity(body.out.len() + 1);
+        let mut payload = Vec::with_capacity(body.out.len() + 5);
         enc::write_map_len(&mut payload, count).map_err(|e| self.write_error(e))?;
         payload.extend_from_slice(&body.out);
-        let len = self.len32(payload.len())?;
-        enc::write_ext_meta(&mut self.out, len, REFINED_UNKNOWN_EXT)
-            .map_err(|e| self.write_error(e))?;
-        self.out.extend_from_slice(&payload);
-        Ok(())
+        Ok(payload)
     }
 
     fn key(&mut self, key: i64) -> Result<(), CodecError> {
@@ -934,31 +983,5 @@ mod tests {
             matches!(result, Err(CodecError::DecodeDepth { .. })),
             "{result:?}"
         );
-    }
-}
-#[cfg(test)]
-mod stack_probe {
-    use super::*;
-    #[test]
-    fn probe() {
-        let type_json = br#"["list","dynamic"]"#;
-        for levels in [120usize, 140, 160, 180] {
-            let mut bytes = Vec::new();
-            for _ in 0..levels {
-                bytes.extend_from_slice(&[0x92, 0xc4, 18]);
-                bytes.extend_from_slice(type_json);
-                bytes.push(0x91);
-            }
-            bytes.push(0xc0);
-            let ok = std::thread::Builder::new()
-                .stack_size(1 << 20)
-                .spawn(move || {
-                    let v = decode(&bytes, &Type::Dynamic).is_ok();
-                    v
-                })
-                .expect("spawn")
-                .join();
-            eprintln!("levels {levels} (depth {}) ok={ok:?}", levels * 2);
-        }
     }
 }

@@ -81,9 +81,8 @@ fn from_json(json: &Json, depth: usize) -> Result<Type, CodecError> {
                 return Err(invalid("a complex type must start with its kind name"));
             };
             let kind = kind.as_str();
-            let (arg, rest) = match items.get(1..) {
-                Some([arg, rest @ ..]) => (arg, rest),
-                _ => return Err(invalid(format!("{kind:?} type lacks its element type"))),
+            let Some([arg, rest @ ..]) = items.get(1..) else {
+                return Err(invalid(format!("{kind:?} type lacks its element type")));
             };
             // Only objects may carry a third element (their optional attributes).
             let extra_allowed = usize::from(kind == "object");
@@ -108,10 +107,8 @@ fn from_json(json: &Json, depth: usize) -> Result<Type, CodecError> {
                     let Json::Object(attrs) = arg else {
                         return Err(invalid("object attribute types must be an object"));
                     };
-                    if let Some(optional) = rest.first() {
-                        if !optional.is_array() {
-                            return Err(invalid("object optional attributes must be an array"));
-                        }
+                    if rest.first().is_some_and(|optional| !optional.is_array()) {
+                        return Err(invalid("object optional attributes must be an array"));
                     }
                     let attrs = attrs
                         .iter()
