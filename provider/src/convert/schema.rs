@@ -22,7 +22,6 @@ fn block(b: &Block, version: i64) -> pb::schema::Block {
         description: b.description.to_owned(),
         description_kind: pb::StringKind::Markdown as i32,
         deprecated: b.deprecated.is_some(),
-        ..Default::default()
     }
 }
 
@@ -53,7 +52,6 @@ fn attribute(a: &Attribute) -> pb::schema::Attribute {
         description_kind: pb::StringKind::Markdown as i32,
         deprecated: a.deprecated.is_some(),
         write_only: a.write_only,
-        ..Default::default()
     }
 }
 

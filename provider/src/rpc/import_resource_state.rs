@@ -49,15 +49,15 @@ async fn skeleton(
         return kind
             .import(&shared.context(), &req.id)
             .await
-            .map(|v| with_all_attributes(kind, v));
+            .map(|v| with_all_attributes(kind, &v));
     };
     let value = convert::decode(Some(identity), &super::identity_type(kind), "identity")?;
-    Ok(with_all_attributes(kind, value))
+    Ok(with_all_attributes(kind, &value))
 }
 
 /// Fills in every attribute the schema has, as null where the skeleton does not say, so the
 /// value conforms to the schema.
-fn with_all_attributes(kind: &dyn ResourceKind, partial: Value) -> Value {
+fn with_all_attributes(kind: &dyn ResourceKind, partial: &Value) -> Value {
     let schema = kind.schema();
     let attrs = schema
         .block

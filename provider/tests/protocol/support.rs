@@ -1,0 +1,1278 @@
+//! The test harness: a provider server on an in-memory transport, a tfplugin6 client, and
+//! helpers that drive resources the way Terraform core does.
+//!
+//! The resource helpers are the point. [`Harness::plan`] builds the proposed new state with a
+//! port of Terraform's `objchange.ProposedNew`, validates the configuration, plans, and then
+//! checks the answer with [`consistency::assert_plan_valid`], as Terraform does before it
+//! accepts a plan; a replacement is re-planned as a create, as Terraform does. [`Harness::apply`]
+//! re-plans with the final configuration and checks it with
+//! [`consistency::assert_final_plan_consistent`], applies, and checks the new state with
+//! [`consistency::assert_object_compatible`]. [`Harness::read`] runs the refresh checks. A
+//! broken rule fails the test with Terraform's own wording, so every test that plans or applies
+//! also tests the provider against Terraform's rules.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Mutex, PoisonError},
+};
+
+use gpufleet_engine::{
+    consistency::{self, PathError},
+    kinds::ResourceKind,
+    path::{AttrPath, PathStep},
+    registry,
+    schema::{AttrType, Attribute, Block, NestedBlock, Nesting, Schema},
+    value::{Type, Value},
+};
+use hyper_util::rt::TokioIo;
+use terraform_provider_gpufleet::{
+    codec::{msgpack, type_json},
+    proto::tfplugin6::{
+        self as pb, provider_client::ProviderClient, provider_server::ProviderServer,
+    },
+    server::{Kinds, ProviderService},
+};
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint, Server, Uri};
+
+use crate::widget::TestWidget;
+
+/// The production kinds plus `test_widget`.
+pub(crate) fn test_kinds() -> Kinds {
+    let widget: &'static dyn ResourceKind = &TestWidget;
+    Kinds {
+        resources: registry::RESOURCES
+            .iter()
+            .copied()
+            .chain([widget])
+            .collect(),
+        ..Kinds::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values on the wire
+
+/// A value as Terraform sends it: msgpack under the given type.
+pub(crate) fn dv(value: &Value, ty: &Type) -> pb::DynamicValue {
+    let msgpack =
+        msgpack::encode(value, ty).unwrap_or_else(|e| panic!("encoding {value:?} as {ty}: {e}"));
+    pb::DynamicValue {
+        msgpack,
+        json: Vec::new(),
+    }
+}
+
+/// A value the provider sent; absent or empty is null. The provider must always send msgpack.
+pub(crate) fn from_dv(dv: Option<&pb::DynamicValue>, ty: &Type) -> Value {
+    let Some(dv) = dv else { return Value::Null };
+    assert!(
+        dv.json.is_empty(),
+        "the provider sent JSON; Terraform expects msgpack"
+    );
+    if dv.msgpack.is_empty() {
+        return Value::Null;
+    }
+    msgpack::decode(&dv.msgpack, ty)
+        .unwrap_or_else(|e| panic!("decoding a {ty} from the provider: {e}"))
+}
+
+/// A wire attribute path as an engine path.
+pub(crate) fn engine_path(p: &pb::AttributePath) -> AttrPath {
+    use pb::attribute_path::step::Selector;
+    AttrPath(
+        p.steps
+            .iter()
+            .map(|s| match &s.selector {
+                Some(Selector::AttributeName(n)) => PathStep::Attr(n.clone()),
+                Some(Selector::ElementKeyString(k)) => PathStep::Key(k.clone()),
+                Some(Selector::ElementKeyInt(i)) => PathStep::Index(*i),
+                None => panic!("attribute path step without a selector: {p:?}"),
+            })
+            .collect(),
+    )
+}
+
+/// The error diagnostics among `diags`.
+pub(crate) fn errors(diags: &[pb::Diagnostic]) -> Vec<&pb::Diagnostic> {
+    diags
+        .iter()
+        .filter(|d| d.severity() == pb::diagnostic::Severity::Error)
+        .collect()
+}
+
+/// Whether any of `diags` is an error.
+pub(crate) fn has_error(diags: &[pb::Diagnostic]) -> bool {
+    !errors(diags).is_empty()
+}
+
+/// Diagnostics rendered one per line, for assertion messages.
+pub(crate) fn show(diags: &[pb::Diagnostic]) -> String {
+    diags
+        .iter()
+        .map(|d| {
+            let path = d
+                .attribute
+                .as_ref()
+                .map(|p| format!(" at {}", engine_path(p)))
+                .unwrap_or_default();
+            format!("{:?}{path}: {}: {}", d.severity(), d.summary, d.detail)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Fails the test when `diags` has an error.
+#[track_caller]
+pub(crate) fn assert_no_errors(diags: &[pb::Diagnostic], what: &str) {
+    assert!(!has_error(diags), "{what} failed:\n{}", show(diags));
+}
+
+/// The one error in `diags`, or a failed test.
+#[track_caller]
+pub(crate) fn single_error<'a>(diags: &'a [pb::Diagnostic], what: &str) -> &'a pb::Diagnostic {
+    match errors(diags).as_slice() {
+        [one] => one,
+        other => panic!(
+            "{what}: expected exactly one error, got {}:\n{}",
+            other.len(),
+            show(diags)
+        ),
+    }
+}
+
+/// Fails the test with Terraform's complaint when a consistency rule is broken.
+#[track_caller]
+fn assert_rules(errs: &[PathError], summary: &str, context: &str) {
+    if !errs.is_empty() {
+        let list: Vec<String> = errs.iter().map(|e| format!("  - {e}")).collect();
+        panic!("{summary} ({context}):\n{}", list.join("\n"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terraform's proposed new state (internal/plans/objchange/objchange.go)
+
+/// The value of a block with every attribute null and every collection of blocks empty
+/// (`configschema.Block.EmptyValue`).
+pub(crate) fn empty_value(block: &Block) -> Value {
+    let attrs = block.attributes.iter().map(|a| (a.name, Value::Null));
+    let blocks = block.blocks.iter().map(|nb| {
+        let v = match nb.nesting {
+            Nesting::Single => Value::Null,
+            Nesting::Group => empty_value(&nb.block),
+            Nesting::List => Value::List(Vec::new()),
+            Nesting::Set => Value::Set(Vec::new()),
+            Nesting::Map => Value::Map(BTreeMap::new()),
+        };
+        (nb.type_name, v)
+    });
+    Value::object(attrs.chain(blocks))
+}
+
+/// Terraform's `objchange.ProposedNew`: configured values where the configuration sets them,
+/// prior values for computed attributes it leaves null, recursively through nested blocks
+/// (lists and maps correlated by position and key, sets by their non-computed values).
+pub(crate) fn proposed_new(block: &Block, prior: &Value, config: &Value) -> Value {
+    if config.is_null() && prior.is_null() {
+        return Value::Null;
+    }
+    let prior = if prior.is_null() {
+        empty_value(block)
+    } else {
+        prior.clone()
+    };
+    proposed_new_object(block, &prior, config)
+}
+
+fn proposed_new_object(block: &Block, prior: &Value, config: &Value) -> Value {
+    if config.is_null() || config.is_unknown() {
+        return prior.clone();
+    }
+    let mut attrs = proposed_new_attributes(&block.attributes, prior, config);
+    for nb in &block.blocks {
+        let v = proposed_new_nested_block(nb, prior.get(nb.type_name), config.get(nb.type_name));
+        attrs.insert(nb.type_name.to_owned(), v);
+    }
+    Value::Object(attrs)
+}
+
+fn proposed_new_nested_block(nb: &NestedBlock, prior: &Value, config: &Value) -> Value {
+    if config.is_unknown() {
+        return config.clone();
+    }
+    let element = |p: &Value, c: &Value| proposed_new(&nb.block, p, c);
+    match nb.nesting {
+        Nesting::Single if config.is_null() => Value::Null,
+        Nesting::Single | Nesting::Group => proposed_new(&nb.block, prior, config),
+        Nesting::List => correlate_list(prior, config, element),
+        Nesting::Map => correlate_map(prior, config, element),
+        Nesting::Set => correlate_set(
+            prior,
+            config,
+            |v| computed_as_null(&nb.block, v),
+            |p, c| match p {
+                Some(p) => proposed_new(&nb.block, p, c),
+                None => proposed_new(&nb.block, &Value::Null, c),
+            },
+        ),
+    }
+}
+
+fn proposed_new_attributes(
+    attrs: &[Attribute],
+    prior: &Value,
+    config: &Value,
+) -> BTreeMap<String, Value> {
+    attrs
+        .iter()
+        .map(|attr| {
+            let (prior_v, config_v) = (prior.get(attr.name), config.get(attr.name));
+            let v = if attr.mode.is_computed() && config_v.is_null() {
+                prior_v.clone()
+            } else if let AttrType::Nested {
+                nesting,
+                attributes,
+            } = &attr.ty
+            {
+                if config_v.is_unknown() {
+                    config_v.clone()
+                } else {
+                    proposed_new_nested_type(*nesting, attributes, prior_v, config_v)
+                }
+            } else {
+                config_v.clone()
+            };
+            (attr.name.to_owned(), v)
+        })
+        .collect()
+}
+
+fn proposed_new_nested_type(
+    nesting: Nesting,
+    attrs: &[Attribute],
+    prior: &Value,
+    config: &Value,
+) -> Value {
+    if config.is_null() {
+        return config.clone();
+    }
+    let element = |p: &Value, c: &Value| Value::Object(proposed_new_attributes(attrs, p, c));
+    match nesting {
+        Nesting::Single | Nesting::Group => element(prior, config),
+        Nesting::List => correlate_list(prior, config, element),
+        Nesting::Map => correlate_map(prior, config, element),
+        Nesting::Set => {
+            let block = Block {
+                attributes: attrs.to_vec(),
+                ..Block::default()
+            };
+            correlate_set(
+                prior,
+                config,
+                |v| computed_as_null(&block, v),
+                |p, c| match p {
+                    Some(p) => element(p, c),
+                    None => c.clone(),
+                },
+            )
+        }
+    }
+}
+
+/// Elements correlated by index; a configured element without a prior one is taken as is.
+fn correlate_list(prior: &Value, config: &Value, merge: impl Fn(&Value, &Value) -> Value) -> Value {
+    let Some(items) = config.as_seq() else {
+        return Value::List(Vec::new());
+    };
+    let prior_items = prior.as_seq().unwrap_or_default();
+    let merged = items
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match prior_items.get(i) {
+            Some(p) => merge(p, c),
+            None => c.clone(),
+        })
+        .collect();
+    match config {
+        Value::Tuple(_) => Value::Tuple(merged),
+        _ => Value::List(merged),
+    }
+}
+
+/// Elements correlated by key; a configured element without a prior one is taken as is.
+fn correlate_map(prior: &Value, config: &Value, merge: impl Fn(&Value, &Value) -> Value) -> Value {
+    let (Value::Map(items) | Value::Object(items)) = config else {
+        return Value::Map(BTreeMap::new());
+    };
+    let prior_items = match prior {
+        Value::Map(m) | Value::Object(m) => Some(m),
+        _ => None,
+    };
+    let merged = items
+        .iter()
+        .map(|(k, c)| {
+            let v = match prior_items.and_then(|m| m.get(k)) {
+                Some(p) => merge(p, c),
+                None => c.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    match config {
+        Value::Object(_) => Value::Object(merged),
+        _ => Value::Map(merged),
+    }
+}
+
+/// Each configured element correlated with an unused prior element that equals it once
+/// computed attributes are nulled.
+fn correlate_set(
+    prior: &Value,
+    config: &Value,
+    compare_value: impl Fn(&Value) -> Value,
+    merge: impl Fn(Option<&Value>, &Value) -> Value,
+) -> Value {
+    let Some(items) = config.as_seq() else {
+        return Value::Set(Vec::new());
+    };
+    let prior_items: Vec<(&Value, Value)> = prior
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p, compare_value(p)))
+        .collect();
+    let mut used = vec![false; prior_items.len()];
+    let merged = items
+        .iter()
+        .map(|c| {
+            let found = prior_items
+                .iter()
+                .enumerate()
+                .find(|(i, (_, cmp))| !used[*i] && cmp == c)
+                .map(|(i, (p, _))| (i, *p));
+            match found {
+                Some((i, p)) => {
+                    used[i] = true;
+                    merge(Some(p), c)
+                }
+                None => merge(None, c),
+            }
+        })
+        .collect();
+    Value::set(merged)
+}
+
+/// The value with every computed attribute, at any depth, set to null.
+fn computed_as_null(block: &Block, v: &Value) -> Value {
+    let Some(obj) = v.as_object() else {
+        return v.clone();
+    };
+    let mut out = obj.clone();
+    for attr in &block.attributes {
+        if attr.mode.is_computed() {
+            out.insert(attr.name.to_owned(), Value::Null);
+        }
+    }
+    for nb in &block.blocks {
+        if let Some(slot) = out.get_mut(nb.type_name) {
+            *slot = match &*slot {
+                Value::List(xs) => {
+                    Value::List(xs.iter().map(|x| computed_as_null(&nb.block, x)).collect())
+                }
+                Value::Set(xs) => {
+                    Value::set(xs.iter().map(|x| computed_as_null(&nb.block, x)).collect())
+                }
+                Value::Map(m) => Value::Map(
+                    m.iter()
+                        .map(|(k, x)| (k.clone(), computed_as_null(&nb.block, x)))
+                        .collect(),
+                ),
+                other => computed_as_null(&nb.block, other),
+            };
+        }
+    }
+    Value::Object(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths into values and types
+
+/// The value at `path`; steps through null give null, as `hcl.ApplyPath` would fail there.
+fn value_at(v: &Value, path: &AttrPath) -> Value {
+    let mut cur = v.clone();
+    for step in &path.0 {
+        cur = match (step, &cur) {
+            (_, Value::Unknown(_)) => return Value::unknown(),
+            (PathStep::Attr(n), _) => cur.get(n).clone(),
+            (PathStep::Key(k), Value::Map(m) | Value::Object(m)) => {
+                m.get(k).cloned().unwrap_or(Value::Null)
+            }
+            (PathStep::Index(i), _) => usize::try_from(*i)
+                .ok()
+                .and_then(|i| cur.as_seq().and_then(|s| s.get(i)).cloned())
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+    }
+    cur
+}
+
+/// Whether `path` leads somewhere in a value of type `ty`.
+fn path_exists(ty: &Type, path: &AttrPath) -> bool {
+    let mut cur = ty;
+    for step in &path.0 {
+        cur = match (step, cur) {
+            (PathStep::Attr(n), Type::Object(attrs)) => match attrs.get(n) {
+                Some(t) => t,
+                None => return false,
+            },
+            (PathStep::Key(_), Type::Map(e)) | (PathStep::Index(_), Type::List(e)) => e,
+            (PathStep::Index(i), Type::Tuple(ts)) => {
+                match usize::try_from(*i).ok().and_then(|i| ts.get(i)) {
+                    Some(t) => t,
+                    None => return false,
+                }
+            }
+            (_, Type::Dynamic) => return true,
+            _ => return false,
+        };
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness
+
+/// What Terraform decides to do with a resource instance after planning it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Nothing changes.
+    NoOp,
+    /// A new object.
+    Create,
+    /// The object changes in place.
+    Update,
+    /// The object is destroyed and created again.
+    Replace,
+    /// The object is destroyed.
+    Delete,
+}
+
+/// A checked plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The resource type.
+    pub(crate) type_name: String,
+    /// The prior state planned from.
+    pub(crate) prior: Value,
+    /// The proposed new state sent to the provider.
+    pub(crate) proposed: Value,
+    /// The planned new state (for a replacement, the planned create).
+    pub(crate) planned: Value,
+    /// The provider's private data for apply.
+    pub(crate) private: Vec<u8>,
+    /// The paths the provider said force replacement.
+    pub(crate) requires_replace: Vec<AttrPath>,
+    /// What Terraform would do.
+    pub(crate) action: Action,
+    /// The planned identity, if the provider sent one.
+    pub(crate) identity: Option<Value>,
+    /// Every diagnostic of validation and planning.
+    pub(crate) diagnostics: Vec<pb::Diagnostic>,
+}
+
+/// A checked apply.
+#[derive(Debug, Clone)]
+pub(crate) struct Applied {
+    /// The new state.
+    pub(crate) new_state: Value,
+    /// The new identity, if the provider sent one.
+    pub(crate) identity: Option<Value>,
+    /// The diagnostics of apply (and of the apply-time plan).
+    pub(crate) diagnostics: Vec<pb::Diagnostic>,
+}
+
+/// A checked refresh.
+#[derive(Debug, Clone)]
+pub(crate) struct Read {
+    /// The refreshed state; null when the object is gone.
+    pub(crate) new_state: Value,
+    /// The new identity, if the provider sent one.
+    pub(crate) identity: Option<Value>,
+    /// The diagnostics.
+    pub(crate) diagnostics: Vec<pb::Diagnostic>,
+}
+
+/// A provider server on an in-memory connection, with a client playing Terraform.
+pub(crate) struct Harness {
+    client: ProviderClient<Channel>,
+    kinds: Kinds,
+    schema: pb::get_provider_schema::Response,
+    seen: Mutex<Vec<pb::Diagnostic>>,
+    server: JoinHandle<()>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Harness {
+    /// A server with the production kinds plus `test_widget`.
+    pub(crate) async fn start() -> Harness {
+        Harness::start_with(test_kinds()).await
+    }
+
+    /// A server with exactly the given kinds.
+    pub(crate) async fn start_with(kinds: Kinds) -> Harness {
+        let (client_io, server_io) = tokio::io::duplex(1 << 20);
+        let service = ProviderService::with_kinds(kinds.clone());
+        let server = tokio::spawn(async move {
+            let served = Server::builder()
+                .add_service(ProviderServer::new(service))
+                .serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server_io)))
+                .await;
+            if let Err(e) = served {
+                panic!("provider server failed: {e}");
+            }
+        });
+        let mut client_io = Some(client_io);
+        let channel = Endpoint::try_from("http://[::]:50051")
+            .expect("static endpoint")
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let io = client_io.take();
+                async move {
+                    io.map(TokioIo::new)
+                        .ok_or_else(|| std::io::Error::other("the in-memory connection is used up"))
+                }
+            }))
+            .await
+            .expect("connect to the in-memory provider server");
+        let mut client = ProviderClient::new(channel);
+        let schema = client
+            .get_provider_schema(pb::get_provider_schema::Request {})
+            .await
+            .expect("GetProviderSchema")
+            .into_inner();
+        assert_no_errors(&schema.diagnostics, "GetProviderSchema");
+        Harness {
+            client,
+            kinds,
+            schema,
+            seen: Mutex::new(Vec::new()),
+            server,
+        }
+    }
+
+    /// A client for raw RPCs; clones share the connection.
+    pub(crate) fn client(&self) -> ProviderClient<Channel> {
+        self.client.clone()
+    }
+
+    /// The schemas as fetched from GetProviderSchema when the harness started.
+    pub(crate) fn wire_schema(&self) -> &pb::get_provider_schema::Response {
+        &self.schema
+    }
+
+    /// The engine schema of a resource type served by this harness.
+    pub(crate) fn resource_schema(&self, type_name: &str) -> Schema {
+        self.kinds
+            .resource(type_name)
+            .unwrap_or_else(|| panic!("the harness serves no resource type {type_name}"))
+            .schema()
+    }
+
+    /// The object type of a resource type's identity, if it has one.
+    pub(crate) fn identity_type(&self, type_name: &str) -> Option<Type> {
+        let kind = self.kinds.resource(type_name)?;
+        let names = kind.identity_attributes();
+        if names.is_empty() {
+            return None;
+        }
+        let schema = kind.schema();
+        Some(Type::object(names.iter().map(|n| {
+            let attr = schema
+                .block
+                .attribute(n)
+                .unwrap_or_else(|| panic!("identity attribute {n} is not in the schema"));
+            (*n, attr.value_type())
+        })))
+    }
+
+    /// Every diagnostic any helper has seen, summaries and details, one per line.
+    pub(crate) fn all_diagnostic_text(&self) -> String {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        show(&seen)
+    }
+
+    /// Records diagnostics for [`Harness::all_diagnostic_text`].
+    pub(crate) fn record(&self, diags: &[pb::Diagnostic]) {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(diags);
+    }
+
+    /// Decodes an identity and checks that it is the identity of `state`.
+    #[track_caller]
+    fn checked_identity(
+        &self,
+        type_name: &str,
+        identity: Option<&pb::ResourceIdentityData>,
+        state: &Value,
+        what: &str,
+    ) -> Option<Value> {
+        let ty = self.identity_type(type_name)?;
+        let identity = identity
+            .and_then(|i| i.identity_data.as_ref())
+            .map(|dv| from_dv(Some(dv), &ty));
+        if state.is_null() || !state.is_wholly_known() {
+            return identity;
+        }
+        let Type::Object(attrs) = &ty else {
+            unreachable!("identity types are objects")
+        };
+        let expected = Value::object(attrs.keys().map(|n| (n.clone(), state.get(n).clone())));
+        assert_eq!(
+            identity.as_ref(),
+            Some(&expected),
+            "{what}: the identity does not match the state"
+        );
+        identity
+    }
+
+    /// Validates, then plans a change of a managed resource like Terraform core: proposed new
+    /// state from prior and config, PlanResourceChange, the plan-validity rules, the action,
+    /// and for a replacement a second plan from a null prior. `config` null plans a destroy.
+    ///
+    /// On error diagnostics the plan is returned unchecked with a null planned state, as
+    /// Terraform stops there.
+    pub(crate) async fn plan(&self, type_name: &str, prior: &Value, config: &Value) -> Plan {
+        let schema = self.resource_schema(type_name);
+        let ty = schema.value_type();
+        let mut diagnostics = Vec::new();
+        if !config.is_null() {
+            let resp = self
+                .client()
+                .validate_resource_config(pb::validate_resource_config::Request {
+                    type_name: type_name.to_owned(),
+                    config: Some(dv(config, &ty)),
+                    client_capabilities: Some(client_capabilities()),
+                })
+                .await
+                .expect("ValidateResourceConfig")
+                .into_inner();
+            self.record(&resp.diagnostics);
+            diagnostics.extend(resp.diagnostics);
+        }
+        let mut plan = Plan {
+            type_name: type_name.to_owned(),
+            prior: prior.clone(),
+            proposed: Value::Null,
+            planned: Value::Null,
+            private: Vec::new(),
+            requires_replace: Vec::new(),
+            action: Action::NoOp,
+            identity: None,
+            diagnostics,
+        };
+        if has_error(&plan.diagnostics) {
+            return plan;
+        }
+
+        // Destroy plans are sent with a null proposed state and configuration.
+        plan.proposed = if config.is_null() {
+            Value::Null
+        } else {
+            proposed_new(&schema.block, prior, config)
+        };
+        let resp = self
+            .plan_rpc(type_name, prior, &plan.proposed, config)
+            .await;
+        plan.diagnostics.extend(resp.diagnostics.iter().cloned());
+        if has_error(&resp.diagnostics) {
+            return plan;
+        }
+        plan.planned = from_dv(resp.planned_state.as_ref(), &ty);
+        plan.private = resp.planned_private;
+        plan.requires_replace = resp.requires_replace.iter().map(engine_path).collect();
+        assert_rules(
+            &consistency::assert_plan_valid(&schema.block, prior, config, &plan.planned),
+            "Provider produced invalid plan",
+            &format!("{type_name}, {}", change_kind(prior, config)),
+        );
+
+        // Terraform replaces when a path that the provider says forces replacement changes.
+        let mut changed_forcing = Vec::new();
+        for path in &plan.requires_replace {
+            assert!(
+                path_exists(&ty, path),
+                "Provider produced invalid plan: \"requires replacement\" on the non-existent \
+                 attribute path {path}"
+            );
+            if prior.is_null() {
+                continue;
+            }
+            let (before, after) = (value_at(prior, path), value_at(&plan.planned, path));
+            if !after.is_wholly_known() || before != after {
+                changed_forcing.push(path.clone());
+            }
+        }
+        plan.action = if prior.is_null() && plan.planned.is_null() {
+            Action::NoOp
+        } else if prior.is_null() {
+            Action::Create
+        } else if plan.planned.is_null() {
+            Action::Delete
+        } else if !changed_forcing.is_empty() {
+            Action::Replace
+        } else if plan.planned.is_wholly_known() && plan.planned == *prior {
+            Action::NoOp
+        } else {
+            Action::Update
+        };
+        plan.identity = self.checked_identity(
+            type_name,
+            resp.planned_identity.as_ref(),
+            &plan.planned,
+            "planned identity",
+        );
+
+        if plan.action == Action::Replace {
+            // The new object is planned as a create.
+            let proposed = proposed_new(&schema.block, &Value::Null, config);
+            let resp = self
+                .plan_rpc(type_name, &Value::Null, &proposed, config)
+                .await;
+            plan.diagnostics.extend(resp.diagnostics.iter().cloned());
+            assert_no_errors(&resp.diagnostics, "planning the replacement");
+            plan.planned = from_dv(resp.planned_state.as_ref(), &ty);
+            plan.private = resp.planned_private;
+            assert_rules(
+                &consistency::assert_plan_valid(&schema.block, &Value::Null, config, &plan.planned),
+                "Provider produced invalid plan",
+                &format!("{type_name}, create replacing the prior object"),
+            );
+        }
+        plan
+    }
+
+    async fn plan_rpc(
+        &self,
+        type_name: &str,
+        prior: &Value,
+        proposed: &Value,
+        config: &Value,
+    ) -> pb::plan_resource_change::Response {
+        let ty = self.resource_schema(type_name).value_type();
+        let resp = self
+            .client()
+            .plan_resource_change(pb::plan_resource_change::Request {
+                type_name: type_name.to_owned(),
+                prior_state: Some(dv(prior, &ty)),
+                proposed_new_state: Some(dv(proposed, &ty)),
+                config: Some(dv(config, &ty)),
+                prior_private: Vec::new(),
+                provider_meta: None,
+                client_capabilities: Some(client_capabilities()),
+                prior_identity: None,
+            })
+            .await
+            .expect("PlanResourceChange")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        assert!(
+            !resp.legacy_type_system,
+            "gpufleet must never claim the legacy type system"
+        );
+        resp
+    }
+
+    /// Applies a plan like Terraform core. A no-op applies nothing; a delete applies the
+    /// destroy; a replacement destroys, then creates. Creates and updates are re-planned with
+    /// `final_config` (the configuration with everything known), checked against the plan,
+    /// applied, and the new state is checked against the apply-time plan.
+    pub(crate) async fn apply(&self, plan: &Plan, final_config: &Value) -> Applied {
+        assert_no_errors(&plan.diagnostics, "the plan being applied");
+        match plan.action {
+            Action::NoOp => Applied {
+                new_state: plan.prior.clone(),
+                identity: None,
+                diagnostics: Vec::new(),
+            },
+            Action::Delete => {
+                self.apply_rpc(plan, &plan.prior, &Value::Null, &Value::Null, &plan.private)
+                    .await
+            }
+            Action::Replace => {
+                let destroyed = self
+                    .apply_rpc(plan, &plan.prior, &Value::Null, &Value::Null, &[])
+                    .await;
+                if has_error(&destroyed.diagnostics) {
+                    return destroyed;
+                }
+                self.apply_change(plan, &Value::Null, final_config, Action::Create)
+                    .await
+            }
+            Action::Create | Action::Update => {
+                self.apply_change(plan, &plan.prior, final_config, plan.action)
+                    .await
+            }
+        }
+    }
+
+    async fn apply_change(
+        &self,
+        plan: &Plan,
+        prior: &Value,
+        final_config: &Value,
+        expected: Action,
+    ) -> Applied {
+        let schema = self.resource_schema(&plan.type_name);
+        let final_plan = self.plan(&plan.type_name, prior, final_config).await;
+        assert_no_errors(&final_plan.diagnostics, "the apply-time plan");
+        let same_action = final_plan.action == expected
+            || (expected == Action::Update && final_plan.action == Action::NoOp);
+        assert!(
+            same_action,
+            "Provider produced inconsistent final plan: planned to {expected:?}, but now to {:?}",
+            final_plan.action
+        );
+        assert_rules(
+            &consistency::assert_final_plan_consistent(
+                &schema.block,
+                &plan.planned,
+                &final_plan.planned,
+            ),
+            "Provider produced inconsistent final plan",
+            &plan.type_name,
+        );
+        if final_plan.action == Action::NoOp {
+            return Applied {
+                new_state: prior.clone(),
+                identity: None,
+                diagnostics: final_plan.diagnostics,
+            };
+        }
+        let mut applied = self
+            .apply_rpc(
+                plan,
+                prior,
+                &final_plan.planned,
+                final_config,
+                &final_plan.private,
+            )
+            .await;
+        // Like Terraform, a failed apply is only held to a wholly known, conforming state
+        // (checked in `apply_rpc`): it reports what was achieved, not what was planned.
+        if !has_error(&applied.diagnostics) {
+            assert_rules(
+                &consistency::assert_object_compatible(
+                    &schema.block,
+                    &final_plan.planned,
+                    &applied.new_state,
+                ),
+                "Provider produced inconsistent result after apply",
+                &plan.type_name,
+            );
+        }
+        let mut diagnostics = final_plan.diagnostics;
+        diagnostics.append(&mut applied.diagnostics);
+        applied.diagnostics = diagnostics;
+        applied
+    }
+
+    async fn apply_rpc(
+        &self,
+        plan: &Plan,
+        prior: &Value,
+        planned: &Value,
+        config: &Value,
+        private: &[u8],
+    ) -> Applied {
+        let type_name = plan.type_name.as_str();
+        let schema = self.resource_schema(type_name);
+        let ty = schema.value_type();
+        let resp = self
+            .client()
+            .apply_resource_change(pb::apply_resource_change::Request {
+                type_name: type_name.to_owned(),
+                prior_state: Some(dv(prior, &ty)),
+                planned_state: Some(dv(planned, &ty)),
+                config: Some(dv(config, &ty)),
+                planned_private: private.to_vec(),
+                provider_meta: None,
+                planned_identity: None,
+            })
+            .await
+            .expect("ApplyResourceChange")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        assert!(
+            !resp.legacy_type_system,
+            "gpufleet must never claim the legacy type system"
+        );
+        let new_state = from_dv(resp.new_state.as_ref(), &ty);
+        // Even a failed apply must return a state Terraform can store.
+        assert_rules(
+            &consistency::assert_wholly_known_conformant(&ty, &new_state, "new state after apply"),
+            "Provider returned invalid result object after apply",
+            type_name,
+        );
+        if planned.is_null() && !has_error(&resp.diagnostics) {
+            assert!(
+                new_state.is_null(),
+                "Provider returned invalid result object after apply: a destroy left {new_state:?}"
+            );
+        }
+        let identity = if has_error(&resp.diagnostics) {
+            None
+        } else {
+            self.checked_identity(
+                type_name,
+                resp.new_identity.as_ref(),
+                &new_state,
+                "new identity",
+            )
+        };
+        Applied {
+            new_state,
+            identity,
+            diagnostics: resp.diagnostics,
+        }
+    }
+
+    /// Plans and applies creating a resource from a wholly known configuration, failing the
+    /// test on any error; returns the new state.
+    pub(crate) async fn create(&self, type_name: &str, config: &Value) -> Value {
+        let plan = self.plan(type_name, &Value::Null, config).await;
+        assert_no_errors(&plan.diagnostics, "planning the create");
+        assert_eq!(plan.action, Action::Create);
+        let applied = self.apply(&plan, config).await;
+        assert_no_errors(&applied.diagnostics, "applying the create");
+        applied.new_state
+    }
+
+    /// Refreshes a resource like Terraform core: ReadResource, then the refresh checks.
+    pub(crate) async fn read(&self, type_name: &str, state: &Value) -> Read {
+        let schema = self.resource_schema(type_name);
+        let ty = schema.value_type();
+        let resp = self
+            .client()
+            .read_resource(pb::read_resource::Request {
+                type_name: type_name.to_owned(),
+                current_state: Some(dv(state, &ty)),
+                private: Vec::new(),
+                provider_meta: None,
+                client_capabilities: Some(client_capabilities()),
+                current_identity: None,
+            })
+            .await
+            .expect("ReadResource")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        let new_state = from_dv(resp.new_state.as_ref(), &ty);
+        assert_rules(
+            &consistency::assert_wholly_known_conformant(&ty, &new_state, "refreshed state"),
+            "Provider produced invalid object",
+            type_name,
+        );
+        assert_rules(
+            &consistency::assert_write_only_null(&schema.block, &new_state),
+            "Provider produced invalid object",
+            type_name,
+        );
+        let identity = self.checked_identity(
+            type_name,
+            resp.new_identity.as_ref(),
+            &new_state,
+            "refreshed identity",
+        );
+        Read {
+            new_state,
+            identity,
+            diagnostics: resp.diagnostics,
+        }
+    }
+
+    /// ImportResourceState by id (when `identity` is `None`) or by identity; returns the
+    /// imported states and the diagnostics. Terraform reads each imported state next.
+    pub(crate) async fn import(
+        &self,
+        type_name: &str,
+        id: &str,
+        identity: Option<&Value>,
+    ) -> (Vec<Value>, Vec<pb::Diagnostic>) {
+        let ty = self.resource_schema(type_name).value_type();
+        let identity = identity.map(|v| {
+            let ity = self
+                .identity_type(type_name)
+                .unwrap_or_else(|| panic!("{type_name} has no identity"));
+            pb::ResourceIdentityData {
+                identity_data: Some(dv(v, &ity)),
+            }
+        });
+        let resp = self
+            .client()
+            .import_resource_state(pb::import_resource_state::Request {
+                type_name: type_name.to_owned(),
+                id: id.to_owned(),
+                client_capabilities: Some(client_capabilities()),
+                identity,
+            })
+            .await
+            .expect("ImportResourceState")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        let states = resp
+            .imported_resources
+            .iter()
+            .map(|r| {
+                assert_eq!(r.type_name, type_name, "imported a different resource type");
+                let state = from_dv(r.state.as_ref(), &ty);
+                assert!(
+                    state.conforms_to(&ty),
+                    "imported state does not fit the schema: {state:?}"
+                );
+                state
+            })
+            .collect();
+        (states, resp.diagnostics)
+    }
+
+    /// Reads a data source like Terraform core, checking a successful result is a wholly known,
+    /// conforming, non-null object.
+    pub(crate) async fn read_data_source(
+        &self,
+        type_name: &str,
+        config: &Value,
+    ) -> (Value, Vec<pb::Diagnostic>) {
+        let ty = self
+            .kinds
+            .data_source(type_name)
+            .unwrap_or_else(|| panic!("the harness serves no data source {type_name}"))
+            .schema()
+            .value_type();
+        let resp = self
+            .client()
+            .read_data_source(pb::read_data_source::Request {
+                type_name: type_name.to_owned(),
+                config: Some(dv(config, &ty)),
+                provider_meta: None,
+                client_capabilities: Some(client_capabilities()),
+            })
+            .await
+            .expect("ReadDataSource")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        let state = from_dv(resp.state.as_ref(), &ty);
+        if !has_error(&resp.diagnostics) {
+            assert_rules(
+                &consistency::assert_data_source_result(&ty, &state),
+                "Provider produced invalid object",
+                type_name,
+            );
+        }
+        (state, resp.diagnostics)
+    }
+
+    /// UpgradeResourceState with raw JSON state; a successful result is checked like any
+    /// stored state (wholly known, conforming, write-only attributes null).
+    pub(crate) async fn upgrade_state(
+        &self,
+        type_name: &str,
+        version: i64,
+        json: &[u8],
+    ) -> (Value, Vec<pb::Diagnostic>) {
+        let schema = self.resource_schema(type_name);
+        let ty = schema.value_type();
+        let resp = self
+            .client()
+            .upgrade_resource_state(pb::upgrade_resource_state::Request {
+                type_name: type_name.to_owned(),
+                version,
+                raw_state: Some(pb::RawState {
+                    json: json.to_vec(),
+                    flatmap: Default::default(),
+                }),
+            })
+            .await
+            .expect("UpgradeResourceState")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        let state = from_dv(resp.upgraded_state.as_ref(), &ty);
+        if !has_error(&resp.diagnostics) {
+            assert_rules(
+                &consistency::assert_wholly_known_conformant(&ty, &state, "upgraded state"),
+                "Provider produced invalid object",
+                type_name,
+            );
+            assert_rules(
+                &consistency::assert_write_only_null(&schema.block, &state),
+                "Provider produced invalid object",
+                type_name,
+            );
+        }
+        (state, resp.diagnostics)
+    }
+
+    /// The object type of the provider block.
+    pub(crate) fn provider_type(&self) -> Type {
+        let block = self
+            .schema
+            .provider
+            .as_ref()
+            .and_then(|s| s.block.as_ref())
+            .expect("the provider schema has a block");
+        wire_block_type(block)
+    }
+}
+
+/// Which change a plan is for, for messages. Values are not printed: they may be secret.
+fn change_kind(prior: &Value, config: &Value) -> &'static str {
+    match (prior.is_null(), config.is_null()) {
+        (true, _) => "create",
+        (false, true) => "destroy",
+        (false, false) => "update",
+    }
+}
+
+/// What Terraform announces about itself.
+pub(crate) fn client_capabilities() -> pb::ClientCapabilities {
+    pb::ClientCapabilities {
+        deferral_allowed: false,
+        write_only_attributes_allowed: true,
+    }
+}
+
+/// The object type a wire block implies, as Terraform derives it from the schema it fetched.
+pub(crate) fn wire_block_type(block: &pb::schema::Block) -> Type {
+    use pb::schema::nested_block::NestingMode;
+    let attrs = block
+        .attributes
+        .iter()
+        .map(|a| (a.name.clone(), wire_attribute_type(a)));
+    let blocks = block.block_types.iter().map(|nb| {
+        let inner = nb
+            .block
+            .as_ref()
+            .map_or_else(|| Type::Object(BTreeMap::new()), wire_block_type);
+        let ty = match nb.nesting() {
+            NestingMode::Single | NestingMode::Group => inner,
+            NestingMode::List => Type::list(inner),
+            NestingMode::Set => Type::set(inner),
+            NestingMode::Map => Type::map(inner),
+            NestingMode::Invalid => panic!("block {} has no nesting mode", nb.type_name),
+        };
+        (nb.type_name.clone(), ty)
+    });
+    Type::Object(attrs.chain(blocks).collect())
+}
+
+/// The type of a wire attribute: its type JSON, or its nested object type.
+pub(crate) fn wire_attribute_type(a: &pb::schema::Attribute) -> Type {
+    use pb::schema::object::NestingMode;
+    if let Some(nested) = &a.nested_type {
+        let inner = Type::Object(
+            nested
+                .attributes
+                .iter()
+                .map(|a| (a.name.clone(), wire_attribute_type(a)))
+                .collect(),
+        );
+        return match nested.nesting() {
+            NestingMode::Single => inner,
+            NestingMode::List => Type::list(inner),
+            NestingMode::Set => Type::set(inner),
+            NestingMode::Map => Type::map(inner),
+            NestingMode::Invalid => panic!("nested attribute {} has no nesting mode", a.name),
+        };
+    }
+    type_json::type_from_json_bytes(&a.r#type)
+        .unwrap_or_else(|e| panic!("attribute {}: its type is not type JSON: {e}", a.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use gpufleet_engine::{
+        schema::{Attribute, Block, NestedBlock},
+        value::{Type, Value},
+    };
+
+    use super::{empty_value, proposed_new};
+
+    fn schema() -> Block {
+        Block::new("")
+            .attr(Attribute::required("name", Type::String))
+            .attr(Attribute::optional_computed("zone", Type::String))
+            .attr(Attribute::computed("id", Type::String))
+            .block(NestedBlock::single(
+                "opts",
+                Block::new("").attr(Attribute::optional("x", Type::String)),
+            ))
+            .block(NestedBlock::list(
+                "item",
+                Block::new("")
+                    .attr(Attribute::required("n", Type::Number))
+                    .attr(Attribute::computed("state", Type::String)),
+            ))
+    }
+
+    fn item(n: i64, state: Value) -> Value {
+        Value::object([("n", Value::int(n)), ("state", state)])
+    }
+
+    #[test]
+    fn proposed_new_takes_config_and_keeps_prior_computed_values() {
+        let prior = Value::object([
+            ("name", Value::string("a")),
+            ("zone", Value::string("z1")),
+            ("id", Value::string("i-1")),
+            ("opts", Value::Null),
+            ("item", Value::List(vec![item(1, Value::string("up"))])),
+        ]);
+        let config = Value::object([
+            ("name", Value::string("b")),
+            ("zone", Value::Null),
+            ("id", Value::Null),
+            ("opts", Value::object([("x", Value::string("y"))])),
+            (
+                "item",
+                Value::List(vec![item(2, Value::Null), item(3, Value::Null)]),
+            ),
+        ]);
+        let proposed = proposed_new(&schema(), &prior, &config);
+        assert_eq!(
+            proposed,
+            Value::object([
+                ("name", Value::string("b")),
+                ("zone", Value::string("z1")),
+                ("id", Value::string("i-1")),
+                ("opts", Value::object([("x", Value::string("y"))])),
+                (
+                    "item",
+                    Value::List(vec![item(2, Value::string("up")), item(3, Value::Null)]),
+                ),
+            ])
+        );
+    }
+
+    #[test]
+    fn proposed_new_from_null_prior_is_the_config_with_empty_collections() {
+        let config = Value::object([
+            ("name", Value::string("a")),
+            ("zone", Value::unknown()),
+            ("id", Value::Null),
+            ("opts", Value::Null),
+            ("item", Value::List(Vec::new())),
+        ]);
+        assert_eq!(proposed_new(&schema(), &Value::Null, &config), config);
+        assert_eq!(
+            proposed_new(&schema(), &Value::Null, &Value::Null),
+            Value::Null
+        );
+        assert_eq!(empty_value(&schema()).get("item"), &Value::List(Vec::new()));
+    }
+}
