@@ -81,6 +81,10 @@ pub const KEEP_ENV: &str = "GPUFLEET_ACC_KEEP";
 /// Environment variable overriding the per-command timeout, in seconds.
 pub const TIMEOUT_ENV: &str = "GPUFLEET_ACC_TIMEOUT_SECS";
 
+/// Environment variable that, set to anything but `0` or empty, makes [`provider_binary`]
+/// build the provider in release mode.
+pub const RELEASE_ENV: &str = "GPUFLEET_ACC_RELEASE";
+
 /// Per-command timeout when [`TIMEOUT_ENV`] is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -98,7 +102,8 @@ pub fn workspace_root() -> PathBuf {
 /// `cargo` from the `CARGO` environment variable that cargo sets for tests, else `cargo` on
 /// `PATH`); later calls, from any thread, return the same path without rebuilding. The binary's
 /// location comes from cargo's own JSON messages, so `CARGO_TARGET_DIR` and `build.target-dir`
-/// are honoured. It is a debug build, whatever profile the tests themselves were built with.
+/// are honoured. It is a debug build, whatever profile the tests themselves were built with,
+/// unless [`RELEASE_ENV`] asks for a release build (benchmarks do).
 ///
 /// # Panics
 ///
@@ -114,9 +119,11 @@ pub fn provider_binary() -> PathBuf {
 fn build_provider() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let started = Instant::now();
+    let release = std::env::var(RELEASE_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
     let output = Command::new(&cargo)
         .current_dir(workspace_root())
         .args(["build", "-p", PROVIDER_PACKAGE, "--bin", PROVIDER_PACKAGE])
+        .args(release.then_some("--release"))
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())
         .output()

@@ -1,0 +1,211 @@
+//! Benchmarks that print figures (tests never assert on time):
+//!
+//! - `handshake`: provider start to handshake line, median of 50 launches;
+//! - `plan`: `terraform plan` of 1,000 `gpufleet_gpu_catalog` instances beside Terraform's
+//!   own 1,000 `terraform_data` resources in the same run, their ratio, the provider's peak
+//!   memory, and the provider-side latency of each RPC.
+//!
+//! Run with `scripts/bench [handshake|plan|all]`, which measures the release build.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use gpufleet_acceptance::{Workdir, provider_binary};
+
+const COOKIE: (&str, &str) = (
+    "TF_PLUGIN_MAGIC_COOKIE",
+    "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
+);
+
+fn main() {
+    if std::env::var_os(gpufleet_acceptance::RELEASE_ENV).is_none() {
+        eprintln!(
+            "note: measuring a debug build of the provider; scripts/bench measures the release build"
+        );
+    }
+    let what = std::env::args().nth(1).unwrap_or_else(|| "all".to_owned());
+    if what == "handshake" || what == "all" {
+        handshake(50);
+    }
+    if what == "plan" || what == "all" {
+        plan(1000, 5);
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A P-521 client certificate like the one Terraform generates, made with openssl.
+fn client_cert_pem() -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-521",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-keyout",
+        ])
+        .arg(dir.path().join("key.pem"))
+        .arg("-out")
+        .arg(dir.path().join("cert.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl failed");
+    std::fs::read_to_string(dir.path().join("cert.pem")).expect("read cert")
+}
+
+fn handshake(runs: usize) {
+    let binary = provider_binary();
+    let cert = client_cert_pem();
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let mut child = Command::new(&binary)
+            .env(COOKIE.0, COOKIE.1)
+            .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
+            .env("PLUGIN_CLIENT_CERT", &cert)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start provider");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("handshake");
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert!(line.starts_with("1|6|"), "bad handshake {line:?}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = times.iter().copied().fold(0.0, f64::max);
+    println!(
+        "handshake: start to handshake line over {runs} launches: median {:.2} ms (min {min:.2}, max {max:.2})",
+        median(&mut times)
+    );
+}
+
+/// Watches for provider processes and records the highest VmHWM (peak RSS) seen.
+fn watch_peak_rss(stop: Arc<AtomicBool>, peak_kib: Arc<AtomicU64>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(entries) = std::fs::read_dir("/proc") {
+                for e in entries.flatten() {
+                    let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                    // comm is cut to 15 characters.
+                    if !comm.starts_with("terraform-provi") {
+                        continue;
+                    }
+                    let status =
+                        std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+                    let hwm = status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("VmHWM:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+                    if let Some(kib) = hwm {
+                        peak_kib.fetch_max(kib, Ordering::Relaxed);
+                    }
+                }
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+fn timed_plan(wd: &Workdir, env: &[(&str, &str)]) -> (f64, String) {
+    let started = Instant::now();
+    let out = wd.run_ok_with_env(&["plan", "-input=false", "-no-color", "-refresh=true"], env);
+    (started.elapsed().as_secs_f64(), out.combined())
+}
+
+fn plan(n: usize, rounds: usize) {
+    let gpufleet = Workdir::new(&format!(
+        r#"
+terraform {{
+  required_providers {{
+    gpufleet = {{ source = "gpufleet/gpufleet" }}
+  }}
+}}
+data "gpufleet_gpu_catalog" "gpu" {{
+  count   = {n}
+  product = "NVIDIA-H100-80GB-HBM3"
+}}
+"#
+    ));
+    let floor = Workdir::without_provider(&format!(
+        "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
+    ));
+    gpufleet.init();
+    floor.init();
+    // Warm caches (page cache, Terraform's schema cache) before measuring.
+    timed_plan(&gpufleet, &[]);
+    timed_plan(&floor, &[]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let watcher = watch_peak_rss(Arc::clone(&stop), Arc::clone(&peak));
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        ours.push(timed_plan(&gpufleet, &[]).0);
+        theirs.push(timed_plan(&floor, &[]).0);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+
+    let (ours, theirs) = (median(&mut ours), median(&mut theirs));
+    println!("plan: {n} x gpufleet_gpu_catalog: median {ours:.2} s over {rounds} rounds");
+    println!("plan: {n} x terraform_data (floor): median {theirs:.2} s over {rounds} rounds");
+    println!("plan: ratio {:.2}x (target <= 1.5x)", ours / theirs);
+    println!(
+        "plan: provider peak RSS {:.1} MiB",
+        peak.load(Ordering::Relaxed) as f64 / 1024.0
+    );
+    rpc_latency(&gpufleet);
+}
+
+/// Per-RPC latency as the provider measured it, from its debug log during one plan.
+fn rpc_latency(wd: &Workdir) {
+    let (_, log) = timed_plan(wd, &[("TF_LOG_PROVIDER", "debug")]);
+    let mut per_rpc: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for line in log.lines().filter(|l| l.contains("rpc served")) {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .map(|v| v.trim_matches('"').to_owned())
+        };
+        if let (Some(rpc), Some(Ok(us))) = (field("rpc"), field("elapsed_us").map(|u| u.parse())) {
+            per_rpc.entry(rpc).or_default().push(us);
+        }
+    }
+    for (rpc, mut us) in per_rpc {
+        let count = us.len();
+        println!(
+            "rpc: {rpc:<32} calls {count:>5}  median {:>8.1} us",
+            median(&mut us)
+        );
+    }
+}
