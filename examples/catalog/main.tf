@@ -21,9 +21,13 @@ variable "gpu_product" {
   default     = "NVIDIA-H100-80GB-HBM3"
 }
 
-# `gpu` is the product looked up; `gpus` and `products` hold the MIG-capable products.
+# One product, looked up by its GPU feature discovery name.
 data "gpufleet_gpu_catalog" "this" {
-  product     = var.gpu_product
+  product = var.gpu_product
+}
+
+# Every product that supports MIG.
+data "gpufleet_gpu_catalog" "mig" {
   mig_capable = true
 }
 
@@ -45,7 +49,7 @@ output "gpu" {
 }
 
 output "mig_capable_products" {
-  value = data.gpufleet_gpu_catalog.this.products
+  value = data.gpufleet_gpu_catalog.mig.products
 }
 
 output "mig_resource_names" {

@@ -90,8 +90,10 @@ impl DataSourceKind for GpuCatalog {
                     .describe("The product named by `product`, or null when `product` is not set."),
             )
             .attr(
-                Attribute::computed("gpus", Type::list(gpu_type()))
-                    .describe("Every known product that matches the filters, sorted by name."),
+                Attribute::computed("gpus", Type::list(gpu_type())).describe(
+                    "Every known product that matches the filters (`product` and \
+                     `mig_capable`), sorted by name.",
+                ),
             )
             .attr(
                 Attribute::computed("products", Type::list(Type::String)).describe(
@@ -120,9 +122,13 @@ impl DataSourceKind for GpuCatalog {
                 };
             }
         };
+        // Filters combine: `product` narrows the list to that product, so a module that looks
+        // up one GPU per tenant does not carry the whole catalog in every instance's state.
+        let wanted = product.and_then(catalog::lookup).map(|m| m.product);
         let filter = config.get("mig_capable").as_bool();
         let mut models: Vec<&GpuModel> = catalog::models()
             .iter()
+            .filter(|m| wanted.is_none_or(|p| m.product == p))
             .filter(|m| filter.is_none_or(|f| m.mig_capable() == f))
             .collect();
         models.sort_by_key(|m| m.product);
