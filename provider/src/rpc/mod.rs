@@ -52,17 +52,18 @@ fn data_source(shared: &Shared, name: &str) -> Result<&'static dyn DataSourceKin
         .ok_or_else(|| unknown_type("Data Source", name))
 }
 
-/// The identity of a resource instance, derived from its state, if the type has one.
+/// The identity of a resource instance, derived from its state, if the type has one and the
+/// identifying attributes are known (a plan may know them long before the rest).
 fn identity(kind: &dyn ResourceKind, state: &Value) -> Option<pb::ResourceIdentityData> {
     let names = kind.identity_attributes();
-    if names.is_empty() || state.is_null() || !state.is_wholly_known() {
+    if names.is_empty() || state.is_null() {
         return None;
     }
-    let schema = kind.schema();
-    let ty = identity_type(kind);
     let value = Value::object(names.iter().map(|n| (*n, state.get(n).clone())));
-    let _ = schema;
-    convert::encode(&value, &ty, "resource identity")
+    if !value.is_wholly_known() {
+        return None;
+    }
+    convert::encode(&value, &identity_type(kind), "resource identity")
         .ok()
         .map(|dv| pb::ResourceIdentityData {
             identity_data: Some(dv),

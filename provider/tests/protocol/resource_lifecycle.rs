@@ -66,8 +66,9 @@ async fn create_plans_unknown_computed_values_and_apply_makes_them_known() {
         "the unset protocol is planned as its default"
     );
     assert_eq!(
-        plan.identity, None,
-        "no identity while the plan has unknowns"
+        plan.identity,
+        Some(Value::object([("name", Value::string("lifecycle-create"))])),
+        "the identity is planned as soon as the name is known"
     );
 
     let applied = h.apply(&plan, &cfg).await;

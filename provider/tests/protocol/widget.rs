@@ -105,8 +105,10 @@ fn port_block() -> Block {
     Block::new("A port the widget listens on.")
         .attr(Attribute::required("number", Type::Number).describe("Port number, 1 to 65535."))
         .attr(
-            Attribute::optional_computed("protocol", Type::String)
-                .describe("`tcp` or `udp`; `tcp` when unset."),
+            // The generic planner fills the default inside list blocks too.
+            Attribute::optional("protocol", Type::String)
+                .default("tcp")
+                .describe("`tcp` or `udp`."),
         )
 }
 
@@ -115,26 +117,6 @@ fn timeouts_block() -> Block {
         Attribute::optional("create", Type::String)
             .describe("How long apply waits, as a duration such as `30s`."),
     )
-}
-
-/// Fills the protocol of ports that leave it unset.
-fn default_protocols(ports: &Value) -> Value {
-    match ports {
-        Value::List(items) => Value::List(
-            items
-                .iter()
-                .map(|p| match p.as_object() {
-                    Some(obj) if p.get("protocol").is_null() => {
-                        let mut obj = obj.clone();
-                        obj.insert("protocol".to_owned(), Value::string("tcp"));
-                        Value::Object(obj)
-                    }
-                    _ => p.clone(),
-                })
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }
 
 fn create_timeout(planned: &Value) -> Duration {
@@ -227,8 +209,6 @@ impl ResourceKind for TestWidget {
         }
         let mut planned = req.proposed;
         if let Some(obj) = planned.as_object_mut() {
-            let ports = default_protocols(obj.get("port").unwrap_or(&Value::Null));
-            obj.insert("port".to_owned(), ports);
             // A new widget's id is not known yet, but its prefix is.
             if req.prior.is_null() && obj.get("id").is_some_and(Value::is_unknown) {
                 obj.insert(
