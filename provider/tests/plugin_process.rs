@@ -12,15 +12,11 @@ use std::{
 
 use base64::Engine;
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    PKCS_ECDSA_P521_SHA512,
-};
 use rustls::{
     ClientConfig, DigitallySignedStruct, SignatureScheme,
     client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::aws_lc_rs,
-    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime},
+    pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime},
 };
 use terraform_provider_gpufleet::{
     plugin::handshake::{MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE},
@@ -47,19 +43,44 @@ struct ClientIdentity {
 }
 
 fn terraform_like_client_cert() -> ClientIdentity {
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P521_SHA512).expect("generate P-521 key");
-    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ClientAuth,
-        ExtendedKeyUsagePurpose::ServerAuth,
-    ];
-    let cert = params.self_signed(&key).expect("self-sign");
-    ClientIdentity {
-        pem: cert.pem(),
-        der: cert.der().clone(),
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    }
+    // The openssl CLI, because the crypto the provider links for key generation (ring) cannot
+    // make P-521 keys.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (key_path, cert_path) = (dir.path().join("key.pem"), dir.path().join("cert.pem"));
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-521",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost"])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "extendedKeyUsage=clientAuth,serverAuth"])
+        .arg("-keyout")
+        .arg(&key_path)
+        .arg("-out")
+        .arg(&cert_path)
+        .stderr(Stdio::null())
+        .status()
+        .expect("run openssl (Debian package openssl)");
+    assert!(
+        status.success(),
+        "openssl could not make a P-521 certificate"
+    );
+    let pem = std::fs::read_to_string(&cert_path).expect("read certificate");
+    let der = rustls_pemfile::certs(&mut pem.as_bytes())
+        .next()
+        .expect("a certificate")
+        .expect("valid PEM");
+    let key_pem = std::fs::read(&key_path).expect("read key");
+    let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
+        .expect("valid key PEM")
+        .expect("a private key");
+    ClientIdentity { pem, der, key }
 }
 
 /// The provider process with its parsed handshake.

@@ -14,7 +14,7 @@ use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, Error as TlsError, ServerConfig,
     SignatureScheme,
     client::danger::HandshakeSignatureValid,
-    crypto::{CryptoProvider, WebPkiSupportedAlgorithms, aws_lc_rs},
+    crypto::{CryptoProvider, WebPkiSupportedAlgorithms, aws_lc_rs, ring},
     pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime},
     server::danger::{ClientCertVerified, ClientCertVerifier},
 };
@@ -158,11 +158,15 @@ impl ClientCertVerifier for PinnedClientCert {
 
 /// The server TLS configuration: our identity, Terraform's pinned certificate, ALPN `h2`
 /// (gRPC clients insist on it), TLS 1.2 or newer.
+///
+/// The handshake itself runs on ring; only the client's signatures are checked with aws-lc-rs
+/// (see [`PinnedClientCert`]), which keeps aws-lc's slow random-generator start-up out of
+/// every provider launch.
 pub fn server_config(
     identity: &ServerIdentity,
     client_cert: CertificateDer<'static>,
 ) -> Result<Arc<ServerConfig>, TlsSetupError> {
-    let provider = Arc::new(aws_lc_rs::default_provider());
+    let provider = Arc::new(ring::default_provider());
     let mut config =
         ServerConfig::builder_with_provider(Arc::clone(&provider) as Arc<CryptoProvider>)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
