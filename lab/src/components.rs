@@ -1,0 +1,437 @@
+//! The five control-plane components: their flags, and how to tell they are healthy.
+//!
+//! All run from the one multi-call binary `gpufleet-kube` (`gpufleet-kube COMPONENT
+//! flags…`, built from `lab/kube/`). The flags are those of `lab/kube/smoke.sh`, which
+//! proves them against the real binaries, with three additions: kube-controller-manager and
+//! kube-scheduler get serving certificates signed by the lab CA (instead of self-signed
+//! ones), so their `/healthz` is checked with TLS verification on; and kwok logs warnings
+//! and errors only (`--v=WARN`: at INFO it logs every node lease renewal), with its Stages
+//! file in the state directory. Everything listens on 127.0.0.1 only.
+//!
+//! Start order ([`Component::ALL`]): etcd, kube-apiserver, then kube-controller-manager,
+//! kube-scheduler and kwok (which only need the API server).
+
+use std::fmt;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::paths::LabPaths;
+use crate::pki::Pki;
+use crate::ports::Ports;
+
+/// The kwok Stages the lab installs (`lab/kube/stages/kwok-stages.yaml`): nodes become
+/// Ready (and keep a lease), pods on kwok nodes go Running at once, pods owned by a Job
+/// go Succeeded, and deleted pods are removed.
+pub const KWOK_STAGES_YAML: &str = include_str!("../kube/stages/kwok-stages.yaml");
+
+/// The service CIDR (no kube-proxy runs, so it is bookkeeping only).
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+
+/// One control-plane component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Component {
+    /// etcd, the API server's store.
+    Etcd,
+    /// kube-apiserver.
+    KubeApiserver,
+    /// kube-controller-manager (namespace, Deployment, Job, garbage collection, node
+    /// lifecycle, service accounts, … controllers).
+    KubeControllerManager,
+    /// kube-scheduler: places pods on nodes by resources, selectors, taints and affinity.
+    KubeScheduler,
+    /// kwok: plays the kubelet of every fake node.
+    Kwok,
+}
+
+impl Component {
+    /// Every component, in start order.
+    pub const ALL: [Self; 5] = [
+        Self::Etcd,
+        Self::KubeApiserver,
+        Self::KubeControllerManager,
+        Self::KubeScheduler,
+        Self::Kwok,
+    ];
+
+    /// The name: the first argument of `gpufleet-kube`, and the log file's stem.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Etcd => "etcd",
+            Self::KubeApiserver => "kube-apiserver",
+            Self::KubeControllerManager => "kube-controller-manager",
+            Self::KubeScheduler => "kube-scheduler",
+            Self::Kwok => "kwok",
+        }
+    }
+
+    /// The component called `name` (also accepts the short names `apiserver`, `kcm`,
+    /// `controller-manager` and `scheduler`).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "apiserver" => Some(Self::KubeApiserver),
+            "kcm" | "controller-manager" => Some(Self::KubeControllerManager),
+            "scheduler" => Some(Self::KubeScheduler),
+            _ => Self::ALL.into_iter().find(|c| c.name() == name),
+        }
+    }
+
+    /// The port its health endpoint is on.
+    #[must_use]
+    pub fn port(self, ports: &Ports) -> u16 {
+        match self {
+            Self::Etcd => ports.etcd_client,
+            Self::KubeApiserver => ports.apiserver,
+            Self::KubeControllerManager => ports.controller_manager,
+            Self::KubeScheduler => ports.scheduler,
+            Self::Kwok => ports.kwok,
+        }
+    }
+
+    /// The health endpoint, as a URL.
+    #[must_use]
+    pub fn health_url(self, ports: &Ports) -> String {
+        let port = self.port(ports);
+        match self {
+            Self::Etcd => format!("http://127.0.0.1:{port}/health"),
+            Self::KubeApiserver => format!("https://127.0.0.1:{port}/readyz"),
+            Self::KubeControllerManager | Self::KubeScheduler => {
+                format!("https://127.0.0.1:{port}/healthz")
+            }
+            Self::Kwok => format!("http://127.0.0.1:{port}/healthz"),
+        }
+    }
+
+    /// The arguments after `gpufleet-kube`: the component name, then its flags.
+    #[must_use]
+    pub fn args(self, paths: &LabPaths, ports: &Ports) -> Vec<String> {
+        let pki = Pki::new(&paths.pki());
+        let p = |path: &Path| path.display().to_string();
+        let kubeconfig = p(&paths.component_kubeconfig(self));
+        let api = ports.apiserver;
+        let etcd_client = format!("http://127.0.0.1:{}", ports.etcd_client);
+        let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
+        let mut args = vec![self.name().to_string()];
+        let flags: Vec<String> = match self {
+            Self::Etcd => vec![
+                "--name=lab".into(),
+                format!("--data-dir={}", p(&paths.etcd_data())),
+                format!("--listen-client-urls={etcd_client}"),
+                format!("--advertise-client-urls={etcd_client}"),
+                format!("--listen-peer-urls={etcd_peer}"),
+                format!("--initial-advertise-peer-urls={etcd_peer}"),
+                format!("--initial-cluster=lab={etcd_peer}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+            Self::KubeApiserver => vec![
+                format!("--etcd-servers={etcd_client}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={api}"),
+                format!("--tls-cert-file={}", p(&pki.cert("kube-apiserver"))),
+                format!("--tls-private-key-file={}", p(&pki.key("kube-apiserver"))),
+                format!("--client-ca-file={}", p(&pki.ca_cert())),
+                "--authorization-mode=RBAC".into(),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p(&pki.sa_pub())),
+                format!("--service-account-signing-key-file={}", p(&pki.sa_key())),
+                "--allow-privileged=true".into(),
+                format!(
+                    "--requestheader-client-ca-file={}",
+                    p(&pki.cert(crate::pki::FRONT_PROXY_CA))
+                ),
+                format!("--requestheader-allowed-names={}", crate::pki::FRONT_PROXY_CLIENT),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!(
+                    "--proxy-client-cert-file={}",
+                    p(&pki.cert(crate::pki::FRONT_PROXY_CLIENT))
+                ),
+                format!(
+                    "--proxy-client-key-file={}",
+                    p(&pki.key(crate::pki::FRONT_PROXY_CLIENT))
+                ),
+            ],
+            Self::KubeControllerManager => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", ports.controller_manager),
+                format!(
+                    "--tls-cert-file={}",
+                    p(&pki.cert("kube-controller-manager-serving"))
+                ),
+                format!(
+                    "--tls-private-key-file={}",
+                    p(&pki.key("kube-controller-manager-serving"))
+                ),
+                "--leader-elect=false".into(),
+                "--controllers=*,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller".into(),
+                "--use-service-account-credentials=true".into(),
+                format!("--root-ca-file={}", p(&pki.ca_cert())),
+                format!("--service-account-private-key-file={}", p(&pki.sa_key())),
+                format!("--cluster-signing-cert-file={}", p(&pki.ca_cert())),
+                format!("--cluster-signing-key-file={}", p(&pki.key("ca"))),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            ],
+            Self::KubeScheduler => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", ports.scheduler),
+                format!(
+                    "--tls-cert-file={}",
+                    p(&pki.cert("kube-scheduler-serving"))
+                ),
+                format!(
+                    "--tls-private-key-file={}",
+                    p(&pki.key("kube-scheduler-serving"))
+                ),
+                "--leader-elect=false".into(),
+            ],
+            Self::Kwok => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--config={}", p(&paths.stages_file())),
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
+                "--node-lease-duration-seconds=40".into(),
+                format!("--server-address=127.0.0.1:{}", ports.kwok),
+                // At INFO kwok logs every lease renewal: ~2 KB/s for 72 nodes, ~30 KB/s
+                // for 1,000. Warnings and errors are what a lab's log is read for.
+                "--v=WARN".into(),
+            ],
+        };
+        args.extend(flags);
+        args
+    }
+
+    /// The client certificate (file stem under `pki/`) this component's kubeconfig uses;
+    /// `None` for etcd, which needs none.
+    #[must_use]
+    pub fn client_identity(self) -> Option<&'static str> {
+        match self {
+            Self::Etcd | Self::KubeApiserver => None,
+            Self::KubeControllerManager => Some("kube-controller-manager"),
+            Self::KubeScheduler => Some("kube-scheduler"),
+            Self::Kwok => Some("kwok"),
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Asks a component's health endpoint once. `Ok` when it says it is healthy; otherwise
+/// what it said (or why it could not be asked).
+///
+/// # Errors
+/// A one-line reason.
+pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(), String> {
+    let port = component.port(ports);
+    match component {
+        Component::Etcd => {
+            let body = tokio::task::spawn_blocking(move || http_get(port, "/health"))
+                .await
+                .map_err(|e| e.to_string())??;
+            if body.contains(r#""health":"true""#) {
+                Ok(())
+            } else {
+                Err(format!("etcd /health says {}", body.trim()))
+            }
+        }
+        Component::Kwok => {
+            let body = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
+                .await
+                .map_err(|e| e.to_string())??;
+            if body.trim() == "ok" {
+                Ok(())
+            } else {
+                Err(format!("kwok /healthz says {}", body.trim()))
+            }
+        }
+        Component::KubeApiserver | Component::KubeControllerManager | Component::KubeScheduler => {
+            let path = if component == Component::KubeApiserver {
+                "/readyz"
+            } else {
+                "/healthz"
+            };
+            let body = https_get(port, path, pki).await?;
+            if body.trim() == "ok" {
+                Ok(())
+            } else {
+                Err(format!("{component} {path} says {}", body.trim()))
+            }
+        }
+    }
+}
+
+/// GET over HTTPS on loopback, trusting only the lab CA, with no client certificate (the
+/// health endpoints are public).
+async fn https_get(port: u16, path: &str, pki: &Pki) -> Result<String, String> {
+    let ca_pem = std::fs::read(pki.ca_cert()).map_err(|e| format!("read CA: {e}"))?;
+    let ca_der = pem_to_der(&ca_pem).ok_or("the CA file holds no certificate")?;
+    let url: http::Uri = format!("https://127.0.0.1:{port}")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let mut config = kube::Config::new(url);
+    config.root_cert = Some(vec![ca_der]);
+    config.connect_timeout = Some(Duration::from_secs(2));
+    config.read_timeout = Some(Duration::from_secs(5));
+    config.default_retry = false;
+    crate::install_crypto_provider();
+    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The DER of the first certificate in a PEM file.
+pub(crate) fn pem_to_der(pem: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let text = std::str::from_utf8(pem).ok()?;
+    let start = text.find("-----BEGIN CERTIFICATE-----")? + "-----BEGIN CERTIFICATE-----".len();
+    let end = start + text[start..].find("-----END CERTIFICATE-----")?;
+    let b64: String = text[start..end].split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// A minimal HTTP/1.0 GET on 127.0.0.1 for the plain-HTTP endpoints (etcd, kwok). Returns
+/// the body of a 200 response.
+fn http_get(port: u16, path: &str) -> Result<String, String> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let request =
+        format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .map_err(|e| format!("read {addr}{path}: {e}"))?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{addr}{path}: malformed response"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) == Some("200") {
+        Ok(body.to_string())
+    } else {
+        Err(format!("{addr}{path}: {status}: {}", body.trim()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab() -> (LabPaths, Ports) {
+        let paths = LabPaths::new(Path::new("/tmp/some lab")).expect("paths");
+        let ports = Ports {
+            etcd_client: 1,
+            etcd_peer: 2,
+            apiserver: 3,
+            controller_manager: 4,
+            scheduler: 5,
+            kwok: 6,
+        };
+        (paths, ports)
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for c in Component::ALL {
+            assert_eq!(Component::from_name(c.name()), Some(c));
+        }
+        assert_eq!(
+            Component::from_name("kcm"),
+            Some(Component::KubeControllerManager)
+        );
+        assert_eq!(Component::from_name("nope"), None);
+    }
+
+    #[test]
+    fn every_flag_points_into_the_lab_dir_and_at_its_ports() {
+        let (paths, ports) = lab();
+        for c in Component::ALL {
+            let args = c.args(&paths, &ports);
+            assert_eq!(args[0], c.name());
+            let joined = args.join(" ");
+            // `down` finds stray processes by this marker.
+            assert!(joined.contains(&paths.marker()), "{c}: {joined}");
+            let port = c.port(&ports);
+            assert!(
+                joined.contains(&format!("127.0.0.1:{port}"))
+                    || joined.contains(&format!("--secure-port={port}")),
+                "{c} listens on its port: {joined}"
+            );
+        }
+        let api = Component::KubeApiserver.args(&paths, &ports).join(" ");
+        assert!(api.contains("--etcd-servers=http://127.0.0.1:1"));
+        assert!(api.contains("--secure-port=3"));
+        let kwok = Component::Kwok.args(&paths, &ports).join(" ");
+        assert!(kwok.contains("--config=/tmp/some lab/kwok-stages.yaml"));
+    }
+
+    #[test]
+    fn the_stages_complete_job_pods() {
+        assert!(KWOK_STAGES_YAML.contains("name: pod-complete"));
+        assert!(KWOK_STAGES_YAML.contains("name: node-initialize"));
+        assert!(KWOK_STAGES_YAML.contains("name: pod-delete"));
+    }
+
+    #[test]
+    fn plain_http_health_of_a_tiny_server() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = std::thread::spawn(move || {
+            for body in ["ok", "nope"] {
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.ends_with(b"\r\n\r\n") {
+                    let n = s.read(&mut buf).expect("read");
+                    assert!(n > 0, "request ended early");
+                    request.extend_from_slice(&buf[..n]);
+                }
+                let status = if body == "ok" { "200 OK" } else { "500 Oops" };
+                write!(
+                    s,
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .expect("write");
+            }
+        });
+        assert_eq!(http_get(port, "/healthz").as_deref(), Ok("ok"));
+        let err = http_get(port, "/healthz").expect_err("500");
+        assert!(err.contains("500 Oops"), "{err}");
+        server.join().expect("server");
+    }
+
+    #[test]
+    fn pem_to_der_reads_the_first_certificate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pki = Pki::new(dir.path());
+        pki.generate().expect("pki");
+        let der = pem_to_der(&std::fs::read(pki.ca_cert()).expect("ca")).expect("der");
+        assert_eq!(der[0], 0x30, "a DER SEQUENCE");
+    }
+}

@@ -1,0 +1,1037 @@
+//! The fleet spec: sites, racks and GPU nodes, and the Kubernetes Node objects made from it.
+//!
+//! The spec is TOML (format in `lab/fleets/README.md`, default in
+//! `lab/fleets/default.toml`). Products are named by their GPU feature discovery names
+//! (`NVIDIA-H100-80GB-HBM3`, …) and resolved in the engine's catalog
+//! ([`gpufleet_engine::catalog::lookup`]), which supplies the memory, MIG capability,
+//! architecture and NVLink domain size of each.
+//!
+//! [`Fleet::new`] expands a spec into [`FleetNode`]s: one per node, with a deterministic
+//! name (`gpu-<rack>-<nn>`), a BMC-like identity (hostname, MAC address, IP address,
+//! rack, idle power state) for the BCM and Netris emulators, and the labels, taints and
+//! capacity its Kubernetes Node carries ([`FleetNode::to_node`]). A scale asks for at
+//! least N nodes: the racks are replicated (`<rack>-r2`, `<rack>-r3`, …) round-robin over
+//! the sites until there are.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use gpufleet_engine::catalog::{self, GpuModel};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// The default fleet spec (`lab/fleets/default.toml`), built into the binary.
+pub const DEFAULT_FLEET_TOML: &str = include_str!("../fleets/default.toml");
+
+/// GPU product, as GPU feature discovery sets it (`NVIDIA-H100-80GB-HBM3`).
+pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// Number of GPUs on the node (GFD).
+pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// Framebuffer of one GPU in MiB (GFD).
+pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
+/// GPU architecture: `ampere`, `hopper`, `ada-lovelace`, `blackwell` (GFD).
+pub const GPU_FAMILY_LABEL: &str = "nvidia.com/gpu.family";
+/// `true` on every GPU node (set by the GPU operator's node feature rules).
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+/// Whether the GPUs support MIG partitioning (GFD).
+pub const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
+/// The well-known zone label.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The well-known region label.
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+/// The site (data centre) the node is in.
+pub const SITE_LABEL: &str = "gpufleet.dev/site";
+/// The rack the node is in.
+pub const RACK_LABEL: &str = "gpufleet.dev/rack";
+/// The NVLink domain the node's GPUs belong to: nodes with the same value share one
+/// NVLink fabric. Set only for products that have NVLink (the catalog's NVLink domain
+/// size). The value is `<rack>-nvl<k>`, counting domains within the rack. A domain holds
+/// `domain size / GPUs per node` nodes: an 8-GPU HGX node of an 8-GPU-domain product is a
+/// domain of its own; a product whose domain is smaller than a node (H100 NVL pairs) gives
+/// each node its own value too, since the fabric does not reach past the node.
+pub const NVLINK_DOMAIN_LABEL: &str = "topology.gpufleet.dev/nvlink-domain";
+/// Marks the nodes the lab manages, so it can remove nodes that left the spec.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "gpufleet-lab";
+/// The annotation kwok selects the nodes it simulates by (`--manage-nodes-with-annotation-selector`).
+pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
+/// The node's (simulated) BMC MAC address.
+pub const MAC_ANNOTATION: &str = "gpufleet.dev/mac-address";
+/// The Kubernetes extended resource for whole GPUs (NVIDIA device plugin).
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Pods per node, as on a default kubelet.
+pub const PODS_PER_NODE: u32 = 110;
+
+/// Why a fleet spec could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The spec file could not be read.
+    #[error("failed to read the fleet spec {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The spec is not valid TOML or does not have the documented shape.
+    #[error("failed to parse the fleet spec: {0}")]
+    Parse(#[source] toml::de::Error),
+    /// A product is not in the GPU catalog.
+    #[error(
+        "failed to resolve GPU product {product:?} (rack {rack}): not in the catalog; known products: {known}"
+    )]
+    UnknownProduct {
+        /// The product as written.
+        product: String,
+        /// The rack it was written in.
+        rack: String,
+        /// The catalog's products, comma-separated.
+        known: String,
+    },
+    /// The spec parsed but breaks a rule (names, counts, quantities, address space).
+    #[error("failed to validate the fleet spec: {0}")]
+    Invalid(String),
+}
+
+/// Whether a rack's nodes are powered while no workload needs them (for the BCM emulator).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// Powered on (the default).
+    #[default]
+    On,
+    /// Powered off until a node pool needs the node.
+    Off,
+}
+
+impl fmt::Display for PowerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
+}
+
+/// A fleet spec as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSpec {
+    /// A name for the fleet (informational).
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// The network node (BMC) addresses come from: rack `k` gets `<base> + k*256`, its nodes
+    /// `.10`, `.11`, … Addresses are data only: nothing connects to them.
+    #[serde(default = "default_node_network")]
+    pub node_network: String,
+    /// The network node pod CIDRs (`spec.podCIDR`, a /24 each) come from.
+    #[serde(default = "default_pod_network")]
+    pub pod_network: String,
+    /// The sites (data centres).
+    #[serde(rename = "site")]
+    pub sites: Vec<SiteSpec>,
+}
+
+/// One site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSpec {
+    /// Site name (DNS label).
+    pub name: String,
+    /// Its zone: `topology.kubernetes.io/zone`.
+    pub zone: String,
+    /// Its region: `topology.kubernetes.io/region`; the site name when left out.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Its racks.
+    #[serde(rename = "rack")]
+    pub racks: Vec<RackSpec>,
+}
+
+/// One rack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackSpec {
+    /// Rack name (DNS label), unique in the fleet.
+    pub name: String,
+    /// Power state of its nodes while idle.
+    #[serde(default)]
+    pub idle_power: PowerState,
+    /// Groups of identical nodes, numbered on within the rack.
+    pub nodes: Vec<NodeGroupSpec>,
+}
+
+/// A group of identical nodes in a rack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroupSpec {
+    /// GPU product, by its GFD name (`NVIDIA-H100-80GB-HBM3`); catalog aliases work too.
+    pub product: String,
+    /// How many nodes.
+    pub count: u32,
+    /// GPUs per node: the `nvidia.com/gpu` capacity.
+    pub gpus_per_node: u32,
+    /// CPU capacity, a Kubernetes quantity (`"224"`).
+    pub cpu: String,
+    /// Memory capacity, a Kubernetes quantity (`"2Ti"`).
+    pub memory: String,
+    /// Extra node labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Node taints, as kubectl writes them: `key=value:Effect` or `key:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+}
+
+fn default_name() -> String {
+    "fleet".to_string()
+}
+
+fn default_node_network() -> String {
+    "10.240.0.0/12".to_string()
+}
+
+fn default_pod_network() -> String {
+    "100.64.0.0/10".to_string()
+}
+
+impl FleetSpec {
+    /// Parses a spec from TOML.
+    ///
+    /// # Errors
+    /// [`FleetError::Parse`] when the text is not a spec.
+    pub fn from_toml(text: &str) -> Result<Self, FleetError> {
+        toml::from_str(text).map_err(FleetError::Parse)
+    }
+
+    /// Reads and parses a spec file.
+    ///
+    /// # Errors
+    /// When the file cannot be read or parsed.
+    pub fn from_file(path: &Path) -> Result<Self, FleetError> {
+        let text = std::fs::read_to_string(path).map_err(|source| FleetError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// The default fleet (`lab/fleets/default.toml`).
+    ///
+    /// # Panics
+    /// Never: the built-in spec is checked by the unit tests.
+    #[must_use]
+    pub fn default_fleet() -> Self {
+        #[allow(clippy::expect_used)]
+        Self::from_toml(DEFAULT_FLEET_TOML).expect("the built-in default fleet parses")
+    }
+
+    /// The spec as TOML.
+    ///
+    /// # Errors
+    /// Never in practice (every field serialises).
+    pub fn to_toml(&self) -> Result<String, FleetError> {
+        toml::to_string(self).map_err(|e| FleetError::Invalid(e.to_string()))
+    }
+}
+
+/// A taint on a fleet node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTaint {
+    /// Key.
+    pub key: String,
+    /// Value (may be empty).
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl NodeTaint {
+    /// Parses `key=value:Effect` or `key:Effect`.
+    ///
+    /// # Errors
+    /// A message when the syntax or effect is wrong.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (kv, effect) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("taint {s:?}: expected key=value:Effect"))?;
+        if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            return Err(format!(
+                "taint {s:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+        if key.is_empty() {
+            return Err(format!("taint {s:?}: empty key"));
+        }
+        Ok(Self {
+            key: key.to_string(),
+            value: value.to_string(),
+            effect: effect.to_string(),
+        })
+    }
+}
+
+/// One node of the fleet, with everything the lab and the emulators need to know.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetNode {
+    /// Node name, `gpu-<rack>-<nn>`; also its hostname and `kubernetes.io/hostname`.
+    pub name: String,
+    /// Site name.
+    pub site: String,
+    /// Zone.
+    pub zone: String,
+    /// Region.
+    pub region: String,
+    /// Rack name.
+    pub rack: String,
+    /// The GPU product, from the catalog.
+    pub model: &'static GpuModel,
+    /// GPUs on the node.
+    pub gpus: u32,
+    /// CPU capacity (a Kubernetes quantity).
+    pub cpu: String,
+    /// Memory capacity (a Kubernetes quantity).
+    pub memory: String,
+    /// The BMC's MAC address: locally administered, derived from the name.
+    pub mac: String,
+    /// The node's (and BMC's) IPv4 address. Data only: nothing connects to it.
+    pub ip: Ipv4Addr,
+    /// The node's pod CIDR (a /24), used by kwok to hand out pod IPs.
+    pub pod_cidr: String,
+    /// Power state while idle.
+    pub idle_power: PowerState,
+    /// The NVLink domain ([`NVLINK_DOMAIN_LABEL`]), when the product has NVLink.
+    pub nvlink_domain: Option<String>,
+    /// Extra labels from the spec.
+    pub extra_labels: BTreeMap<String, String>,
+    /// Taints from the spec.
+    pub taints: Vec<NodeTaint>,
+}
+
+impl FleetNode {
+    /// The hostname: the node name.
+    #[must_use]
+    pub fn hostname(&self) -> &str {
+        &self.name
+    }
+
+    /// Every label of the node's Kubernetes object.
+    #[must_use]
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::new();
+        let mut set = |k: &str, v: String| {
+            l.insert(k.to_string(), v);
+        };
+        set("kubernetes.io/hostname", self.name.clone());
+        set("kubernetes.io/os", "linux".into());
+        set("kubernetes.io/arch", "amd64".into());
+        set("type", "kwok".into());
+        set(GPU_PRESENT_LABEL, "true".into());
+        set(GPU_PRODUCT_LABEL, self.model.product.into());
+        set(GPU_COUNT_LABEL, self.gpus.to_string());
+        set(GPU_MEMORY_LABEL, self.model.memory_mib.to_string());
+        set(GPU_FAMILY_LABEL, self.model.architecture.into());
+        set(MIG_CAPABLE_LABEL, self.model.mig_capable().to_string());
+        set(ZONE_LABEL, self.zone.clone());
+        set(REGION_LABEL, self.region.clone());
+        set(SITE_LABEL, self.site.clone());
+        set(RACK_LABEL, self.rack.clone());
+        set(MANAGED_BY_LABEL, MANAGED_BY.into());
+        if let Some(domain) = &self.nvlink_domain {
+            set(NVLINK_DOMAIN_LABEL, domain.clone());
+        }
+        for (k, v) in &self.extra_labels {
+            l.insert(k.clone(), v.clone());
+        }
+        l
+    }
+
+    /// The node's capacity (also its allocatable): GPUs, CPU, memory and pods.
+    #[must_use]
+    pub fn capacity(&self) -> BTreeMap<String, Quantity> {
+        BTreeMap::from([
+            (GPU_RESOURCE.to_string(), Quantity(self.gpus.to_string())),
+            ("cpu".to_string(), Quantity(self.cpu.clone())),
+            ("memory".to_string(), Quantity(self.memory.clone())),
+            ("pods".to_string(), Quantity(PODS_PER_NODE.to_string())),
+        ])
+    }
+
+    /// The Kubernetes Node to create: labels, the kwok annotation (so kwok simulates
+    /// it), no kwok taint (GPU pods schedule onto it like onto a real node), the spec's
+    /// taints, pod CIDR, addresses and capacity. kwok fills in conditions and node info.
+    #[must_use]
+    pub fn to_node(&self) -> Node {
+        let taints: Vec<Taint> = self
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: (!t.value.is_empty()).then(|| t.value.clone()),
+                effect: t.effect.clone(),
+                time_added: None,
+            })
+            .collect();
+        Node {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                labels: Some(self.labels()),
+                annotations: Some(BTreeMap::from([
+                    (KWOK_ANNOTATION.to_string(), "fake".to_string()),
+                    ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
+                    (MAC_ANNOTATION.to_string(), self.mac.clone()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidr: Some(self.pod_cidr.clone()),
+                pod_cidrs: Some(vec![self.pod_cidr.clone()]),
+                provider_id: Some(format!("kwok://{}", self.name)),
+                taints: (!taints.is_empty()).then_some(taints),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(self.capacity()),
+                allocatable: Some(self.capacity()),
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: self.ip.to_string(),
+                    },
+                    NodeAddress {
+                        type_: "Hostname".into(),
+                        address: self.name.clone(),
+                    },
+                ]),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+}
+
+/// A fleet: the spec it came from, the scale asked for, and its nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fleet {
+    spec: FleetSpec,
+    scale: Option<usize>,
+    racks: Vec<String>,
+    nodes: Vec<FleetNode>,
+}
+
+/// A rack with its place in the address plan, during expansion.
+struct PlacedRack<'a> {
+    site: &'a SiteSpec,
+    rack: &'a RackSpec,
+    name: String,
+    block: u32,
+}
+
+impl Fleet {
+    /// Expands `spec` into nodes; with `scale`, replicates racks until there are at least
+    /// that many.
+    ///
+    /// # Errors
+    /// When a product is unknown or the spec breaks a rule.
+    pub fn new(spec: FleetSpec, scale: Option<usize>) -> Result<Self, FleetError> {
+        validate(&spec)?;
+        let mut per_site: Vec<Vec<PlacedRack<'_>>> = Vec::new();
+        let mut block = 0u32;
+        let mut total = 0usize;
+        for site in &spec.sites {
+            let mut racks = Vec::new();
+            for rack in &site.racks {
+                racks.push(PlacedRack {
+                    site,
+                    rack,
+                    name: rack.name.clone(),
+                    block,
+                });
+                block += 1;
+                total += rack_size(rack);
+            }
+            per_site.push(racks);
+        }
+        if let Some(want) = scale {
+            let mut round = 2u32;
+            'grow: while total < want {
+                for (site_idx, site) in spec.sites.iter().enumerate() {
+                    for rack in &site.racks {
+                        if total >= want {
+                            break 'grow;
+                        }
+                        per_site[site_idx].push(PlacedRack {
+                            site,
+                            rack,
+                            name: format!("{}-r{round}", rack.name),
+                            block,
+                        });
+                        block += 1;
+                        total += rack_size(rack);
+                    }
+                }
+                round += 1;
+            }
+        }
+
+        let node_net = parse_cidr(&spec.node_network)?;
+        let pod_net = parse_cidr(&spec.pod_network)?;
+        let mut nodes = Vec::with_capacity(total);
+        let mut rack_names = Vec::new();
+        for placed in per_site.iter().flatten() {
+            rack_names.push(placed.name.clone());
+            expand_rack(placed, node_net, pod_net, nodes.len(), &mut nodes)?;
+        }
+        let mut macs = HashSet::new();
+        for n in &nodes {
+            if !macs.insert(n.mac.clone()) {
+                return Err(FleetError::Invalid(format!(
+                    "two nodes hash to MAC address {}; rename a rack",
+                    n.mac
+                )));
+            }
+        }
+        Ok(Self {
+            spec,
+            scale,
+            racks: rack_names,
+            nodes,
+        })
+    }
+
+    /// The default fleet, optionally scaled.
+    ///
+    /// # Errors
+    /// Only when `scale` asks for more nodes than the address plan holds.
+    pub fn default_fleet(scale: Option<usize>) -> Result<Self, FleetError> {
+        Self::new(FleetSpec::default_fleet(), scale)
+    }
+
+    /// The spec.
+    #[must_use]
+    pub fn spec(&self) -> &FleetSpec {
+        &self.spec
+    }
+
+    /// The scale asked for.
+    #[must_use]
+    pub fn scale(&self) -> Option<usize> {
+        self.scale
+    }
+
+    /// Every node, by site, then rack (replicas after the originals), then number.
+    #[must_use]
+    pub fn nodes(&self) -> &[FleetNode] {
+        &self.nodes
+    }
+
+    /// The racks' names, including replicas, in node order.
+    #[must_use]
+    pub fn racks(&self) -> &[String] {
+        &self.racks
+    }
+
+    /// Total GPUs.
+    #[must_use]
+    pub fn gpu_count(&self) -> u64 {
+        self.nodes.iter().map(|n| u64::from(n.gpus)).sum()
+    }
+
+    /// The distinct GPU products, sorted.
+    #[must_use]
+    pub fn products(&self) -> Vec<&'static str> {
+        let mut p: Vec<&'static str> = self.nodes.iter().map(|n| n.model.product).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    /// A node by name.
+    #[must_use]
+    pub fn node(&self, name: &str) -> Option<&FleetNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+fn rack_size(rack: &RackSpec) -> usize {
+    rack.nodes.iter().map(|g| g.count as usize).sum()
+}
+
+/// Appends the nodes of one placed rack.
+fn expand_rack(
+    placed: &PlacedRack<'_>,
+    node_net: (u32, u8),
+    pod_net: (u32, u8),
+    first_index: usize,
+    out: &mut Vec<FleetNode>,
+) -> Result<(), FleetError> {
+    let size = rack_size(placed.rack);
+    let width = size.to_string().len().max(2);
+    let mut number = 0usize;
+    let mut nvl_domain = 0usize;
+    for group in &placed.rack.nodes {
+        let model = catalog::lookup(&group.product).ok_or_else(|| FleetError::UnknownProduct {
+            product: group.product.clone(),
+            rack: placed.rack.name.clone(),
+            known: catalog::product_names().join(", "),
+        })?;
+        let taints = group
+            .taints
+            .iter()
+            .map(|t| NodeTaint::parse(t))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(FleetError::Invalid)?;
+        // Nodes per NVLink domain: a domain of D GPUs spans D / G nodes of G GPUs each.
+        let nodes_per_domain = model
+            .nvlink_domain_size
+            .map(|d| (u32::from(d) / group.gpus_per_node).max(1) as usize);
+        for i in 0..group.count as usize {
+            number += 1;
+            let name = format!("gpu-{}-{number:0width$}", placed.name);
+            let nvlink_domain = nodes_per_domain.map(|per| {
+                let domain = nvl_domain + i / per;
+                format!("{}-nvl{domain}", placed.name)
+            });
+            let ip = host_in(node_net, u64::from(placed.block) * 256 + 9 + number as u64)
+                .ok_or_else(|| {
+                    FleetError::Invalid(format!(
+                        "node_network has no room for rack {} (rack number {}, a /24 each)",
+                        placed.name, placed.block
+                    ))
+                })?;
+            let index = first_index + number - 1;
+            let pod_base = host_in(pod_net, index as u64 * 256).ok_or_else(|| {
+                FleetError::Invalid(format!(
+                    "pod_network has no room for {} nodes (a /24 each)",
+                    index + 1
+                ))
+            })?;
+            out.push(FleetNode {
+                mac: mac_for(&name),
+                name,
+                site: placed.site.name.clone(),
+                zone: placed.site.zone.clone(),
+                region: placed
+                    .site
+                    .region
+                    .clone()
+                    .unwrap_or_else(|| placed.site.name.clone()),
+                rack: placed.name.clone(),
+                model,
+                gpus: group.gpus_per_node,
+                cpu: group.cpu.clone(),
+                memory: group.memory.clone(),
+                ip,
+                pod_cidr: format!("{pod_base}/24"),
+                idle_power: placed.rack.idle_power,
+                nvlink_domain,
+                extra_labels: group.labels.clone(),
+                taints: taints.clone(),
+            });
+        }
+        if let Some(per) = nodes_per_domain {
+            nvl_domain += (group.count as usize).div_ceil(per);
+        }
+    }
+    Ok(())
+}
+
+/// A locally administered unicast MAC address derived from a SHA-256 of the name.
+fn mac_for(name: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes());
+    let b = digest.as_ref();
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[0], b[1], b[2], b[3], b[4]
+    )
+}
+
+/// Parses `a.b.c.d/len` into (network address, prefix length).
+fn parse_cidr(s: &str) -> Result<(u32, u8), FleetError> {
+    let bad = || FleetError::Invalid(format!("{s:?} is not an IPv4 CIDR like 10.240.0.0/12"));
+    let (addr, len) = s.split_once('/').ok_or_else(bad)?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
+    let len: u8 = len.parse().map_err(|_| bad())?;
+    if len > 24 {
+        return Err(bad());
+    }
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    Ok((u32::from(addr) & mask, len))
+}
+
+/// The `offset`-th address of a network, if it is inside it.
+fn host_in((base, len): (u32, u8), offset: u64) -> Option<Ipv4Addr> {
+    let size = 1u64 << (32 - u32::from(len));
+    (offset < size).then(|| Ipv4Addr::from(base + offset as u32))
+}
+
+/// Checks names, counts and quantities.
+fn validate(spec: &FleetSpec) -> Result<(), FleetError> {
+    let invalid = |m: String| Err(FleetError::Invalid(m));
+    if spec.sites.is_empty() {
+        return invalid("the spec has no [[site]]".into());
+    }
+    let mut racks = HashSet::new();
+    let mut sites = HashSet::new();
+    for site in &spec.sites {
+        check_dns_label("site", &site.name)?;
+        if !sites.insert(&site.name) {
+            return invalid(format!("site {:?} appears twice", site.name));
+        }
+        if site.zone.is_empty() {
+            return invalid(format!("site {:?} has an empty zone", site.name));
+        }
+        if site.racks.is_empty() {
+            return invalid(format!("site {:?} has no [[site.rack]]", site.name));
+        }
+        for rack in &site.racks {
+            check_dns_label("rack", &rack.name)?;
+            // gpu-<rack>-<nn>, and room for a replica suffix, must stay a DNS label.
+            if rack.name.len() > 40 {
+                return invalid(format!(
+                    "rack name {:?} is longer than 40 characters",
+                    rack.name
+                ));
+            }
+            if !racks.insert(&rack.name) {
+                return invalid(format!("rack {:?} appears twice", rack.name));
+            }
+            if rack.nodes.is_empty() {
+                return invalid(format!("rack {:?} has no [[site.rack.nodes]]", rack.name));
+            }
+            if rack_size(rack) > 240 {
+                return invalid(format!(
+                    "rack {:?} has more than 240 nodes (one /24 of addresses per rack)",
+                    rack.name
+                ));
+            }
+            for group in &rack.nodes {
+                if group.count == 0 {
+                    return invalid(format!("rack {:?}: count must be at least 1", rack.name));
+                }
+                if group.gpus_per_node == 0 || group.gpus_per_node > 64 {
+                    return invalid(format!(
+                        "rack {:?}: gpus_per_node must be between 1 and 64",
+                        rack.name
+                    ));
+                }
+                for (what, q) in [("cpu", &group.cpu), ("memory", &group.memory)] {
+                    if !is_quantity(q) {
+                        return invalid(format!(
+                            "rack {:?}: {what} {q:?} is not a Kubernetes quantity (like \"96\" or \"1Ti\")",
+                            rack.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// RFC 1123 label: lowercase alphanumerics and `-`, starting and ending alphanumeric.
+fn check_dns_label(what: &str, name: &str) -> Result<(), FleetError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::Invalid(format!(
+            "{what} name {name:?} must be a DNS label: lowercase letters, digits and '-'"
+        )))
+    }
+}
+
+/// A plain Kubernetes quantity: a decimal number with an optional suffix.
+fn is_quantity(s: &str) -> bool {
+    const SUFFIXES: &[&str] = &[
+        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "m", "k", "M", "G", "T", "P", "E", "",
+    ];
+    SUFFIXES.iter().any(|suffix| {
+        s.strip_suffix(suffix).is_some_and(|num| {
+            let mut parts = num.splitn(2, '.');
+            let int = parts.next().unwrap_or("");
+            let frac = parts.next();
+            !int.is_empty()
+                && int.chars().all(|c| c.is_ascii_digit())
+                && frac.is_none_or(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_digit()))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(extra: &str) -> String {
+        format!(
+            r#"
+[[site]]
+name = "s1"
+zone = "z1"
+[[site.rack]]
+name = "r1"
+[[site.rack.nodes]]
+product = "NVIDIA-H100-80GB-HBM3"
+count = 3
+gpus_per_node = 8
+cpu = "96"
+memory = "1Ti"
+{extra}
+"#
+        )
+    }
+
+    #[test]
+    fn default_fleet_meets_the_minimums() {
+        let fleet = Fleet::default_fleet(None).expect("default fleet");
+        assert!(fleet.nodes().len() >= 64, "{}", fleet.nodes().len());
+        assert!(fleet.racks().len() >= 4);
+        assert!(fleet.products().len() >= 3);
+        let zones: HashSet<&str> = fleet.nodes().iter().map(|n| n.zone.as_str()).collect();
+        assert!(zones.len() >= 2);
+        let names: HashSet<&str> = fleet.nodes().iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names.len(), fleet.nodes().len(), "names are unique");
+        assert!(
+            fleet
+                .nodes()
+                .iter()
+                .any(|n| n.idle_power == PowerState::Off)
+        );
+    }
+
+    #[test]
+    fn every_node_carries_the_gfd_and_topology_labels() {
+        let fleet = Fleet::default_fleet(None).expect("default fleet");
+        for node in fleet.nodes() {
+            let l = node.labels();
+            for key in [
+                GPU_PRODUCT_LABEL,
+                GPU_COUNT_LABEL,
+                GPU_MEMORY_LABEL,
+                MIG_CAPABLE_LABEL,
+                ZONE_LABEL,
+                RACK_LABEL,
+                "kubernetes.io/hostname",
+            ] {
+                assert!(l.contains_key(key), "{} lacks {key}", node.name);
+            }
+            assert_eq!(
+                l.contains_key(NVLINK_DOMAIN_LABEL),
+                node.model.nvlink_domain_size.is_some(),
+                "{}",
+                node.name
+            );
+        }
+        let h100 = fleet.node("gpu-rack-a1-01").expect("first H100 node");
+        let l = h100.labels();
+        assert_eq!(l[GPU_PRODUCT_LABEL], "NVIDIA-H100-80GB-HBM3");
+        assert_eq!(l[GPU_COUNT_LABEL], "8");
+        assert_eq!(l[GPU_MEMORY_LABEL], "81559");
+        assert_eq!(l[MIG_CAPABLE_LABEL], "true");
+        assert_eq!(l[GPU_FAMILY_LABEL], "hopper");
+        assert_eq!(l[ZONE_LABEL], "zone-a");
+        assert_eq!(l[RACK_LABEL], "rack-a1");
+        assert_eq!(l[NVLINK_DOMAIN_LABEL], "rack-a1-nvl0");
+        let l40s = fleet
+            .nodes()
+            .iter()
+            .find(|n| n.model.product == "NVIDIA-L40S")
+            .expect("an L40S node");
+        assert_eq!(l40s.labels()[MIG_CAPABLE_LABEL], "false");
+        assert!(!l40s.labels().contains_key(NVLINK_DOMAIN_LABEL));
+    }
+
+    #[test]
+    fn node_objects_have_capacity_and_the_kwok_annotation_but_no_kwok_taint() {
+        let fleet = Fleet::default_fleet(None).expect("default fleet");
+        let node = fleet.nodes()[0].to_node();
+        let status = node.status.expect("status");
+        let cap = status.capacity.expect("capacity");
+        assert_eq!(cap[GPU_RESOURCE].0, "8");
+        assert_eq!(cap["cpu"].0, "224");
+        assert_eq!(cap["memory"].0, "2Ti");
+        assert_eq!(cap["pods"].0, "110");
+        assert_eq!(status.allocatable.expect("allocatable"), cap);
+        let ann = node.metadata.annotations.expect("annotations");
+        assert_eq!(ann[KWOK_ANNOTATION], "fake");
+        assert!(node.spec.expect("spec").taints.is_none());
+    }
+
+    #[test]
+    fn identities_are_deterministic_and_distinct() {
+        let a = Fleet::default_fleet(None).expect("a");
+        let b = Fleet::default_fleet(None).expect("b");
+        assert_eq!(a, b);
+        let n = &a.nodes()[0];
+        assert!(n.mac.starts_with("02:"), "{}", n.mac);
+        assert_eq!(n.mac.len(), 17);
+        assert_eq!(n.ip, Ipv4Addr::new(10, 240, 0, 10));
+        assert_eq!(n.pod_cidr, "100.64.0.0/24");
+        let second_rack = a.nodes().iter().find(|n| n.rack == "rack-a2").expect("a2");
+        assert_eq!(second_rack.ip, Ipv4Addr::new(10, 240, 1, 10));
+        let ips: HashSet<Ipv4Addr> = a.nodes().iter().map(|n| n.ip).collect();
+        assert_eq!(ips.len(), a.nodes().len());
+        let cidrs: HashSet<&str> = a.nodes().iter().map(|n| n.pod_cidr.as_str()).collect();
+        assert_eq!(cidrs.len(), a.nodes().len());
+    }
+
+    #[test]
+    fn scale_replicates_racks_to_reach_at_least_n_nodes() {
+        let base = Fleet::default_fleet(None).expect("base");
+        let big = Fleet::default_fleet(Some(1000)).expect("scaled");
+        assert!(big.nodes().len() >= 1000, "{}", big.nodes().len());
+        // At most one rack of overshoot.
+        assert!(big.nodes().len() < 1000 + 16, "{}", big.nodes().len());
+        assert!(big.racks().iter().any(|r| r == "rack-b2-r2"));
+        // The original racks keep their nodes and addresses.
+        for n in base.nodes() {
+            assert_eq!(big.node(&n.name).map(|b| b.ip), Some(n.ip), "{}", n.name);
+        }
+        let names: HashSet<&str> = big.nodes().iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names.len(), big.nodes().len());
+        let ips: HashSet<Ipv4Addr> = big.nodes().iter().map(|n| n.ip).collect();
+        assert_eq!(ips.len(), big.nodes().len());
+        let replica = big.node("gpu-rack-a1-r2-01").expect("replica node");
+        assert_eq!(replica.labels()[RACK_LABEL], "rack-a1-r2");
+        assert_eq!(replica.zone, "zone-a");
+        // A scale below the spec's size changes nothing.
+        assert_eq!(
+            Fleet::default_fleet(Some(10)).expect("small").nodes().len(),
+            base.nodes().len()
+        );
+    }
+
+    #[test]
+    fn nvlink_domains_group_nodes_by_the_products_domain_size() {
+        // H100 NVL: 2-GPU domains, so every 2-GPU node is one domain; 1-GPU nodes pair up.
+        let spec = FleetSpec::from_toml(
+            r#"
+[[site]]
+name = "s"
+zone = "z"
+[[site.rack]]
+name = "r"
+[[site.rack.nodes]]
+product = "NVIDIA-H100-NVL"
+count = 4
+gpus_per_node = 1
+cpu = "32"
+memory = "256Gi"
+[[site.rack.nodes]]
+product = "H100-SXM"
+count = 2
+gpus_per_node = 8
+cpu = "32"
+memory = "256Gi"
+"#,
+        )
+        .expect("spec");
+        let fleet = Fleet::new(spec, None).expect("fleet");
+        let domains: Vec<String> = fleet
+            .nodes()
+            .iter()
+            .map(|n| n.nvlink_domain.clone().expect("domain"))
+            .collect();
+        assert_eq!(
+            domains,
+            ["r-nvl0", "r-nvl0", "r-nvl1", "r-nvl1", "r-nvl2", "r-nvl3"]
+        );
+        // The alias resolved to the catalog's canonical product name.
+        assert_eq!(fleet.nodes()[4].model.product, "NVIDIA-H100-80GB-HBM3");
+        assert_eq!(fleet.nodes()[4].name, "gpu-r-05");
+    }
+
+    #[test]
+    fn unknown_products_list_the_known_ones() {
+        let text = tiny("").replace("NVIDIA-H100-80GB-HBM3", "NVIDIA-GTX-1080");
+        let err = Fleet::new(FleetSpec::from_toml(&text).expect("parse"), None)
+            .expect_err("unknown product");
+        let msg = err.to_string();
+        assert!(msg.contains("NVIDIA-GTX-1080"), "{msg}");
+        assert!(
+            msg.contains("NVIDIA-L40S") && msg.contains("NVIDIA-B200"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_rejected_with_a_reason() {
+        let typo = tiny("").replace("gpus_per_node", "gpu_per_node");
+        assert!(matches!(
+            FleetSpec::from_toml(&typo),
+            Err(FleetError::Parse(_))
+        ));
+        let cases = [
+            (tiny("").replace("\"1Ti\"", "\"lots\""), "quantity"),
+            (
+                tiny("").replace("name = \"r1\"", "name = \"Rack_1\""),
+                "DNS label",
+            ),
+            (tiny("").replace("count = 3", "count = 0"), "at least 1"),
+            (tiny("taints = [\"dedicated\"]"), "key=value:Effect"),
+            (tiny("taints = [\"a=b:Sometimes\"]"), "effect"),
+        ];
+        for (text, want) in cases {
+            let err = FleetSpec::from_toml(&text)
+                .and_then(|s| Fleet::new(s, None))
+                .expect_err(want);
+            assert!(
+                err.to_string().contains(want),
+                "{err} should mention {want}"
+            );
+        }
+        let dup = format!(
+            "{}\n[[site.rack]]\nname = \"r1\"\n[[site.rack.nodes]]\nproduct = \"NVIDIA-L40S\"\ncount = 1\ngpus_per_node = 1\ncpu = \"1\"\nmemory = \"1Gi\"\n",
+            tiny("")
+        );
+        let err = Fleet::new(FleetSpec::from_toml(&dup).expect("parse"), None).expect_err("dup");
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn labels_and_taints_from_the_spec_reach_the_node() {
+        let text = tiny(
+            "taints = [\"dedicated=tenant-a:NoSchedule\", \"maintenance:NoExecute\"]\nlabels = { \"example.com/pool\" = \"a\" }",
+        );
+        let fleet = Fleet::new(FleetSpec::from_toml(&text).expect("parse"), None).expect("fleet");
+        let node = fleet.nodes()[0].to_node();
+        assert_eq!(
+            node.metadata.labels.expect("labels")["example.com/pool"],
+            "a"
+        );
+        let taints = node.spec.expect("spec").taints.expect("taints");
+        assert_eq!(taints[0].key, "dedicated");
+        assert_eq!(taints[0].value.as_deref(), Some("tenant-a"));
+        assert_eq!(taints[1].value, None);
+        assert_eq!(taints[1].effect, "NoExecute");
+    }
+
+    #[test]
+    fn spec_round_trips_through_toml() {
+        let spec = FleetSpec::default_fleet();
+        let again = FleetSpec::from_toml(&spec.to_toml().expect("to toml")).expect("parse");
+        assert_eq!(spec, again);
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in ["1", "96", "0.5", "500m", "1Ti", "512Gi", "2T"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "Gi", "1.", "1 Gi", "-1", "lots", "1GB"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,834 @@
+//! `gpufleet-lab`: a real Kubernetes control plane with a simulated GPU fleet, on one
+//! machine.
+//!
+//! A lab is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (all
+//! from one Go binary built from `lab/kube/`), listening on loopback ports of their own,
+//! with GPU nodes from a fleet spec ([`fleet`]) that kwok keeps Ready and whose pods it
+//! runs (and completes, for Jobs). Everything it owns lives in one state directory
+//! ([`paths`]); two labs in two directories do not collide.
+//!
+//! # For tests
+//!
+//! ```no_run
+//! use gpufleet_lab::Lab;
+//! use k8s_openapi::api::core::v1::Node;
+//!
+//! # async fn demo() {
+//! // One lab for the whole test run, shared by every test and every test binary: the
+//! // first caller starts it (building the Go binary if needed), the others reuse it.
+//! let lab = Lab::shared();
+//! let client = lab.client(); // inside a tokio runtime
+//! let nodes: kube::Api<Node> = kube::Api::all(client);
+//! assert!(nodes.list(&Default::default()).await.unwrap().items.len() >= 64);
+//! # }
+//! ```
+//!
+//! [`Lab::shared`] uses `<target>/lab-tests` (or `$GPUFLEET_LAB_TEST_DIR`) and leaves the
+//! lab running when the tests end, so the next test binary (and the next `cargo test`)
+//! finds it; `gpufleet-lab down --dir target/lab-tests` stops it. When the Go toolchain
+//! is needed and missing, it panics with how to install it: a test that needs the lab
+//! fails, it is never skipped.
+//!
+//! For a lab of its own, a test calls [`Lab::up`] with [`LabOptions`] and
+//! [`Lab::down`] when done.
+
+pub mod cli;
+pub mod components;
+pub mod error;
+pub mod fleet;
+pub mod gobuild;
+pub mod kubeconfig;
+pub mod lock;
+pub mod netris;
+pub mod nodes;
+pub mod paths;
+pub mod pki;
+pub mod ports;
+pub mod process;
+pub mod settings;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use serde::{Deserialize, Serialize};
+
+pub use crate::components::Component;
+pub use crate::error::LabError;
+pub use crate::fleet::{Fleet, FleetNode, FleetSpec};
+use crate::lock::FileLock;
+pub use crate::paths::LabPaths;
+use crate::pki::Pki;
+pub use crate::ports::Ports;
+use crate::process::{PidRecord, Stopped};
+pub use crate::settings::Setting;
+use crate::status::{ComponentStatus, Health, LabStatus, NodeCounts};
+
+/// How long a component gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Installs rustls' aws-lc-rs crypto provider as the process default (once; a provider
+/// installed earlier by someone else is kept). kube's TLS client needs one.
+pub fn install_crypto_provider() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    });
+}
+
+/// How to start (or adopt) a lab.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// The state directory.
+    pub dir: PathBuf,
+    /// The fleet. `None`: the fleet the lab in `dir` already has, else the default fleet.
+    pub fleet: Option<FleetSpec>,
+    /// Replicate racks until there are at least this many nodes. `None` with `fleet`
+    /// `None`: the scale the lab already has.
+    pub scale: Option<usize>,
+    /// The `gpufleet-kube` binary (built here when missing or stale).
+    pub kube_bin: PathBuf,
+    /// The Go source it is built from (`lab/kube`).
+    pub kube_src: PathBuf,
+    /// Node create requests in flight at once.
+    pub node_concurrency: usize,
+}
+
+impl LabOptions {
+    /// Defaults for a lab in `dir`: its current (or the default) fleet, the shared binary
+    /// ([`gobuild::default_binary`]), 64 node creates in flight.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            fleet: None,
+            scale: None,
+            kube_bin: gobuild::default_binary(),
+            kube_src: gobuild::source_dir(),
+            node_concurrency: 64,
+        }
+    }
+}
+
+/// What a lab was started with, saved as `state.json` in its directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabState {
+    /// Its ports.
+    pub ports: Ports,
+    /// Its fleet spec.
+    pub fleet: FleetSpec,
+    /// Its scale.
+    pub scale: Option<usize>,
+    /// The binary its components run.
+    pub kube_bin: PathBuf,
+}
+
+impl LabState {
+    /// Reads the state of the lab at `paths`; `None` when there is none (or it is unreadable).
+    #[must_use]
+    pub fn load(paths: &LabPaths) -> Option<Self> {
+        let text = std::fs::read_to_string(paths.state_file()).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn save(&self, paths: &LabPaths) -> Result<(), LabError> {
+        let path = paths.state_file();
+        let text = serde_json::to_string_pretty(self).map_err(|e| LabError::StateDir {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::write(&path, text).map_err(|source| LabError::StateDir { path, source })
+    }
+}
+
+/// How long the steps of [`Lab::up`] took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UpReport {
+    /// The lab was already running and healthy, and was adopted as it was.
+    pub adopted: bool,
+    /// The Go build, when one was needed.
+    pub build: Option<Duration>,
+    /// From starting etcd to every component healthy (zero when adopted).
+    pub control_plane: Duration,
+    /// What node registration did.
+    pub nodes: nodes::SyncReport,
+    /// From the first node create to every node Ready.
+    pub nodes_ready: Duration,
+    /// The whole `up`.
+    pub total: Duration,
+}
+
+/// What [`Lab::down`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DownReport {
+    /// The components that were running, and how they stopped.
+    pub stopped: Vec<(Component, Stopped)>,
+    /// Processes of the lab found without a pid file, and stopped.
+    pub strays: Vec<i32>,
+}
+
+/// A running lab.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    paths: LabPaths,
+    ports: Ports,
+    fleet: Fleet,
+    kube_config: kube::Config,
+    report: UpReport,
+}
+
+impl Lab {
+    /// Starts the lab in `options.dir`, or adopts it when it is already running, healthy
+    /// and current; a lab that is partly running, unhealthy, or running an older binary
+    /// or other flags is stopped and started again (its etcd data, certificates and ports
+    /// are kept). Then makes the nodes match the fleet and waits
+    /// for all of them to be Ready.
+    ///
+    /// Builds `gpufleet-kube` first if it is missing or stale (this needs Go).
+    /// Concurrent calls for the same directory, from any process, are serialised; the
+    /// second one adopts what the first started.
+    ///
+    /// # Errors
+    /// When any step fails; the error names the step and, for a component, the end of
+    /// its log. Components started by a failed `up` are stopped again.
+    pub async fn up(options: LabOptions) -> Result<Self, LabError> {
+        install_crypto_provider();
+        let started = Instant::now();
+        let paths = LabPaths::new(&options.dir).map_err(|source| LabError::StateDir {
+            path: options.dir.clone(),
+            source,
+        })?;
+        paths.create().map_err(|source| LabError::StateDir {
+            path: paths.root().to_path_buf(),
+            source,
+        })?;
+        let _lock = lock_dir(&paths)?;
+        let previous = LabState::load(&paths);
+
+        let (spec, scale) = match (&options.fleet, &previous) {
+            (Some(spec), _) => (spec.clone(), options.scale),
+            (None, Some(prev)) => (prev.fleet.clone(), options.scale.or(prev.scale)),
+            (None, None) => (FleetSpec::default_fleet(), options.scale),
+        };
+        let fleet = Fleet::new(spec, scale).map_err(LabError::Fleet)?;
+
+        let (bin, src) = (options.kube_bin.clone(), options.kube_src.clone());
+        let build = tokio::task::spawn_blocking(move || gobuild::ensure(&bin, &src))
+            .await
+            .map_err(|e| {
+                LabError::Build(gobuild::BuildError::Io {
+                    what: "run the build".into(),
+                    source: std::io::Error::other(e),
+                })
+            })?
+            .map_err(LabError::Build)?;
+
+        let running: Vec<Component> = Component::ALL
+            .into_iter()
+            .filter(|c| PidRecord::read(&paths.pid_file(*c)).is_some_and(|r| r.is_alive()))
+            .collect();
+        let pki = Pki::new(&paths.pki());
+        let mut adopted = false;
+        if let Some(prev) = &previous
+            && running.len() == Component::ALL.len()
+        {
+            let mut healthy = true;
+            for c in Component::ALL {
+                if let Some(why) = outdated(&paths, &options.kube_bin, &prev.ports, c) {
+                    tracing::info!("{c} is running but outdated: {why}");
+                    healthy = false;
+                } else if let Err(why) = components::check(c, &prev.ports, &pki).await {
+                    tracing::info!("{c} is running but not healthy: {why}");
+                    healthy = false;
+                }
+            }
+            adopted = healthy;
+        }
+
+        let mut control_plane = Duration::ZERO;
+        let ports = match (&previous, adopted) {
+            (Some(prev), true) => {
+                tracing::info!(
+                    "the lab in {} is already running and healthy",
+                    paths.root().display()
+                );
+                prev.ports
+            }
+            _ => {
+                if !running.is_empty() {
+                    let how = if running.len() == Component::ALL.len() {
+                        "running, but not healthy or not current".to_string()
+                    } else {
+                        let names: Vec<&str> = running.iter().map(|c| c.name()).collect();
+                        format!("partly running ({})", names.join(", "))
+                    };
+                    tracing::info!(
+                        "the lab in {} is {how}; restarting it",
+                        paths.root().display()
+                    );
+                    stop_components(&paths, previous.as_ref().map(|p| p.kube_bin.as_path()))?;
+                }
+                let ports = match &previous {
+                    Some(prev) if prev.ports.all_free() => prev.ports,
+                    _ => Ports::allocate().map_err(LabError::Ports)?,
+                };
+                LabState {
+                    ports,
+                    fleet: fleet.spec().clone(),
+                    scale: fleet.scale(),
+                    kube_bin: options.kube_bin.clone(),
+                }
+                .save(&paths)?;
+                let t = Instant::now();
+                if let Err(e) = start_control_plane(&paths, &ports, &options.kube_bin).await {
+                    tracing::info!("{} failed; stopping what was started", e_step(&e));
+                    let _ = stop_components(&paths, Some(&options.kube_bin));
+                    return Err(e);
+                }
+                control_plane = t.elapsed();
+                tracing::info!("control plane ready in {:.1}s", control_plane.as_secs_f64());
+                ports
+            }
+        };
+        LabState {
+            ports,
+            fleet: fleet.spec().clone(),
+            scale: fleet.scale(),
+            kube_bin: options.kube_bin.clone(),
+        }
+        .save(&paths)?;
+        write_kubeconfigs(&paths, &ports, &pki)?;
+
+        let kube_config = kubeconfig::load(&paths.kubeconfig())
+            .await
+            .map_err(LabError::Kubeconfig)?;
+        let client = kube::Client::try_from(kube_config.clone()).map_err(LabError::Client)?;
+
+        let sync = nodes::sync(&client, &fleet, options.node_concurrency).await?;
+        if sync != nodes::SyncReport::default() {
+            tracing::info!(
+                "nodes: {} created, {} unchanged, {} updated, {} deleted in {:.1}s",
+                sync.created,
+                sync.unchanged,
+                sync.updated,
+                sync.deleted,
+                sync.took.as_secs_f64()
+            );
+        }
+        let timeout =
+            Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
+        let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
+        // Last, so it overlaps with node registration: kube-controller-manager's
+        // service-account controller must have made default/default before pods can run.
+        wait_default_service_account(&client).await?;
+        let nodes_ready = sync.took + ready_after;
+        tracing::info!(
+            "{} GPU nodes ({} GPUs) Ready {:.1}s after registration began",
+            fleet.nodes().len(),
+            fleet.gpu_count(),
+            nodes_ready.as_secs_f64()
+        );
+        let report = UpReport {
+            adopted,
+            build,
+            control_plane,
+            nodes: sync,
+            nodes_ready,
+            total: started.elapsed(),
+        };
+        Ok(Self {
+            paths,
+            ports,
+            fleet,
+            kube_config,
+            report,
+        })
+    }
+
+    /// The lab shared by every test of the run, across test binaries: started on first
+    /// use in `<target>/lab-tests` (or `$GPUFLEET_LAB_TEST_DIR`), with the default fleet,
+    /// or adopted when it is already running. It is left running at the end; stop it with
+    /// `gpufleet-lab down --dir target/lab-tests`.
+    ///
+    /// Works from synchronous and asynchronous tests alike (it starts the lab on a thread
+    /// of its own).
+    ///
+    /// # Panics
+    /// When the lab cannot be started, with the reason: for example that Go is needed to
+    /// build the control plane and how to install it. Tests that need the lab fail then;
+    /// they are never skipped.
+    pub fn shared() -> &'static Lab {
+        static SHARED: OnceLock<Lab> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            let dir = std::env::var_os("GPUFLEET_LAB_TEST_DIR")
+                .map_or_else(|| gobuild::target_dir().join("lab-tests"), PathBuf::from);
+            let options = LabOptions::new(dir.clone());
+            let started = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                runtime
+                    .block_on(Lab::up(options))
+                    .map_err(|e| e.to_string())
+            })
+            .join();
+            match started {
+                Ok(Ok(lab)) => lab,
+                Ok(Err(e)) => panic!(
+                    "the shared test lab in {} could not start: {e}",
+                    dir.display()
+                ),
+                Err(_) => panic!(
+                    "the shared test lab in {} panicked while starting",
+                    dir.display()
+                ),
+            }
+        })
+    }
+
+    /// Stops every process of the lab in `dir` (SIGTERM, then SIGKILL after 15 s), then
+    /// looks for any process still running with the lab's directory on its command line,
+    /// stops those too, and checks that none is left. The state (etcd data, certificates,
+    /// ports, logs) stays, so `up` brings the same cluster back.
+    ///
+    /// # Errors
+    /// When a process cannot be stopped, or one survives.
+    pub fn down(dir: &Path) -> Result<DownReport, LabError> {
+        let paths = LabPaths::new(dir).map_err(|source| LabError::StateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if !paths.root().is_dir() {
+            return Ok(DownReport::default());
+        }
+        let _lock = lock_dir(&paths)?;
+        let bin = LabState::load(&paths).map(|s| s.kube_bin);
+        stop_components(&paths, bin.as_deref())
+    }
+
+    /// [`Lab::down`], then deletes the state directory. The shared Go binary stays.
+    ///
+    /// # Errors
+    /// When `down` fails or the directory cannot be removed.
+    pub fn reset(dir: &Path) -> Result<DownReport, LabError> {
+        let report = Self::down(dir)?;
+        let paths = LabPaths::new(dir).map_err(|source| LabError::StateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if paths.root().is_dir() {
+            let _lock = lock_dir(&paths)?;
+            std::fs::remove_dir_all(paths.root()).map_err(|source| LabError::StateDir {
+                path: paths.root().to_path_buf(),
+                source,
+            })?;
+        }
+        Ok(report)
+    }
+
+    /// The status of the lab in `dir`: each component's process, memory and health, and
+    /// the nodes.
+    ///
+    /// # Errors
+    /// [`LabError::NotStarted`] when no lab was ever started there.
+    pub async fn status(dir: &Path) -> Result<LabStatus, LabError> {
+        install_crypto_provider();
+        let paths = LabPaths::new(dir).map_err(|source| LabError::StateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let state = LabState::load(&paths).ok_or_else(|| LabError::NotStarted {
+            dir: paths.root().to_path_buf(),
+        })?;
+        let fleet = Fleet::new(state.fleet.clone(), state.scale).map_err(LabError::Fleet)?;
+        let pki = Pki::new(&paths.pki());
+        let mut components = Vec::new();
+        for c in Component::ALL {
+            let record = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
+            let health = match record {
+                None => Health::NotRunning,
+                Some(_) => match components::check(c, &state.ports, &pki).await {
+                    Ok(()) => Health::Healthy,
+                    Err(why) => Health::Unhealthy(why),
+                },
+            };
+            components.push(ComponentStatus {
+                component: c,
+                pid: record.map(|r| r.pid),
+                port: c.port(&state.ports),
+                rss_kib: record.and_then(|r| process::rss_kib(r.pid)),
+                health,
+            });
+        }
+        let api_ok = components
+            .iter()
+            .any(|c| c.component == Component::KubeApiserver && c.health == Health::Healthy);
+        let mut node_counts = None;
+        if api_ok
+            && let Ok(config) = kubeconfig::load(&paths.kubeconfig()).await
+            && let Ok(client) = kube::Client::try_from(config)
+            && let Ok((ready, registered)) = nodes::count_ready(&client, &fleet).await
+        {
+            node_counts = Some(NodeCounts {
+                expected: fleet.nodes().len(),
+                registered,
+                ready,
+            });
+        }
+        Ok(LabStatus {
+            dir: paths.root().to_path_buf(),
+            kubeconfig: paths.kubeconfig(),
+            ports: state.ports,
+            fleet,
+            components,
+            nodes: node_counts,
+        })
+    }
+
+    /// A kube client configuration for the admin user (TLS verified against the lab CA).
+    #[must_use]
+    pub fn kube_config(&self) -> kube::Config {
+        self.kube_config.clone()
+    }
+
+    /// A new admin client. Call it inside the tokio runtime that will use it (each
+    /// `#[tokio::test]` has a runtime of its own, so take a client per test).
+    ///
+    /// # Panics
+    /// When no client can be built from the configuration that worked during `up`,
+    /// or when called outside a tokio runtime.
+    #[must_use]
+    pub fn client(&self) -> kube::Client {
+        match self.try_client() {
+            Ok(client) => client,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A new admin client.
+    ///
+    /// # Errors
+    /// When the client cannot be built.
+    pub fn try_client(&self) -> Result<kube::Client, LabError> {
+        install_crypto_provider();
+        kube::Client::try_from(self.kube_config()).map_err(LabError::Client)
+    }
+
+    /// The admin kubeconfig (certificates embedded): for kubectl, Terraform and tests.
+    #[must_use]
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.paths.kubeconfig()
+    }
+
+    /// The fleet the lab runs.
+    #[must_use]
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    /// The lab's state directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.paths.root()
+    }
+
+    /// The lab's paths.
+    #[must_use]
+    pub fn paths(&self) -> &LabPaths {
+        &self.paths
+    }
+
+    /// The lab's ports.
+    #[must_use]
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    /// The API server's URL.
+    #[must_use]
+    pub fn server_url(&self) -> String {
+        kubeconfig::server_url(self.ports.apiserver)
+    }
+
+    /// How long `up` took, step by step.
+    #[must_use]
+    pub fn report(&self) -> UpReport {
+        self.report
+    }
+
+    /// The settings for the provider and clients ([`settings::settings`]).
+    #[must_use]
+    pub fn settings(&self) -> Vec<Setting> {
+        settings::settings(&self.kubeconfig_path())
+    }
+
+    /// The settings as environment variables: `KUBECONFIG`, `GPUFLEET_KUBE_CONFIG_PATH`,
+    /// and more as emulators join the lab. Set them on a `Command` that runs Terraform.
+    #[must_use]
+    pub fn settings_env(&self) -> Vec<(String, String)> {
+        self.settings()
+            .into_iter()
+            .map(|s| (s.name.to_string(), s.value))
+            .collect()
+    }
+}
+
+/// Why a running component should be restarted rather than adopted: its binary was
+/// rebuilt since it started, or this version of the lab starts it from another binary
+/// or with other flags.
+/// `None` when it is current.
+fn outdated(paths: &LabPaths, bin: &Path, ports: &Ports, component: Component) -> Option<String> {
+    let record = PidRecord::read(&paths.pid_file(component))?;
+    if process::executable_replaced(record.pid) {
+        return Some("its binary was rebuilt".into());
+    }
+    let mut expected = vec![bin.display().to_string()];
+    expected.extend(component.args(paths, ports));
+    match process::cmdline(record.pid) {
+        Some(actual) if actual == expected => None,
+        Some(_) => Some("it runs with other flags than this gpufleet-lab would give it".into()),
+        None => Some("its command line cannot be read".into()),
+    }
+}
+
+/// The component a start-up error is about, for the progress log.
+fn e_step(e: &LabError) -> String {
+    match e {
+        LabError::Spawn { component, .. }
+        | LabError::Exited { component, .. }
+        | LabError::Unhealthy { component, .. } => component.name().to_string(),
+        _ => "starting the control plane".to_string(),
+    }
+}
+
+/// Takes the directory's lock, saying so when another process holds it.
+fn lock_dir(paths: &LabPaths) -> Result<FileLock, LabError> {
+    let path = paths.lock_file();
+    FileLock::acquire(&path, || {
+        tracing::info!(
+            "another gpufleet-lab is working on {}; waiting for it",
+            paths.root().display()
+        );
+    })
+    .map_err(LabError::Lock)
+}
+
+/// Writes the admin kubeconfig and the components' kubeconfigs, and kwok's stages.
+fn write_kubeconfigs(paths: &LabPaths, ports: &Ports, pki: &Pki) -> Result<(), LabError> {
+    let server = kubeconfig::server_url(ports.apiserver);
+    let read = |p: PathBuf| {
+        std::fs::read(&p).map_err(|source| {
+            LabError::Kubeconfig(kubeconfig::KubeconfigError::Io { path: p, source })
+        })
+    };
+    let admin = kubeconfig::render_embedded(
+        &server,
+        &read(pki.ca_cert())?,
+        &read(pki.cert("admin"))?,
+        &read(pki.key("admin"))?,
+    );
+    kubeconfig::write(&paths.kubeconfig(), &admin).map_err(LabError::Kubeconfig)?;
+    for c in Component::ALL {
+        if let Some(identity) = c.client_identity() {
+            let text = kubeconfig::render_files(
+                &server,
+                &pki.ca_cert(),
+                &pki.cert(identity),
+                &pki.key(identity),
+                identity,
+            );
+            kubeconfig::write(&paths.component_kubeconfig(c), &text)
+                .map_err(LabError::Kubeconfig)?;
+        }
+    }
+    Ok(())
+}
+
+/// Generates what is missing, then starts the components in order, each once the one
+/// before is healthy (the last three together).
+async fn start_control_plane(paths: &LabPaths, ports: &Ports, bin: &Path) -> Result<(), LabError> {
+    let pki = Pki::new(&paths.pki());
+    if pki.ensure().map_err(LabError::Pki)? {
+        tracing::info!("generated the PKI in {}", pki.dir().display());
+    }
+    write_kubeconfigs(paths, ports, &pki)?;
+    std::fs::write(paths.stages_file(), components::KWOK_STAGES_YAML).map_err(|source| {
+        LabError::StateDir {
+            path: paths.stages_file(),
+            source,
+        }
+    })?;
+    let spawn = |c: Component| -> Result<PidRecord, LabError> {
+        let record = process::spawn(
+            bin,
+            &c.args(paths, ports),
+            paths.root(),
+            &paths.log_file(c),
+            &paths.pid_file(c),
+        )
+        .map_err(|source| LabError::Spawn {
+            component: c,
+            source,
+        })?;
+        tracing::info!(
+            "started {c} (pid {}) on 127.0.0.1:{}",
+            record.pid,
+            c.port(ports)
+        );
+        Ok(record)
+    };
+    let etcd = spawn(Component::Etcd)?;
+    wait_healthy(
+        Component::Etcd,
+        etcd,
+        paths,
+        ports,
+        &pki,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let api = spawn(Component::KubeApiserver)?;
+    wait_healthy(
+        Component::KubeApiserver,
+        api,
+        paths,
+        ports,
+        &pki,
+        Duration::from_secs(180),
+    )
+    .await?;
+    let rest = [
+        Component::KubeControllerManager,
+        Component::KubeScheduler,
+        Component::Kwok,
+    ];
+    let mut records = Vec::new();
+    for c in rest {
+        records.push((c, spawn(c)?));
+    }
+    let waits = records
+        .into_iter()
+        .map(|(c, r)| wait_healthy(c, r, paths, ports, &pki, Duration::from_secs(120)));
+    for result in futures_util::future::join_all(waits).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// Polls a component's health until it is healthy, it exits, or `timeout` passes.
+async fn wait_healthy(
+    component: Component,
+    record: PidRecord,
+    paths: &LabPaths,
+    ports: &Ports,
+    pki: &Pki,
+    timeout: Duration,
+) -> Result<(), LabError> {
+    let started = Instant::now();
+    let log = paths.log_file(component);
+    let tail = || {
+        process::tail(&log, 25)
+            .map(|l| l.join("\n"))
+            .unwrap_or_else(|e| format!("(no log: {e})"))
+    };
+    loop {
+        let result = components::check(component, ports, pki).await;
+        match result {
+            Ok(()) => {
+                tracing::info!(
+                    "{component} healthy after {:.1}s",
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
+            Err(last) => {
+                if !record.is_alive() {
+                    return Err(LabError::Exited {
+                        component,
+                        log: log.clone(),
+                        tail: tail(),
+                    });
+                }
+                if started.elapsed() >= timeout {
+                    return Err(LabError::Unhealthy {
+                        component,
+                        waited: timeout,
+                        last,
+                        log: log.clone(),
+                        tail: tail(),
+                    });
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits for the service-account controller (in kube-controller-manager) to create the
+/// `default` ServiceAccount of namespace `default`: pods need one, so this is when the
+/// lab can run workloads.
+async fn wait_default_service_account(client: &kube::Client) -> Result<(), LabError> {
+    let api: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let timeout = Duration::from_secs(120);
+    loop {
+        match api.get_opt("default").await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {}
+            Err(e) => tracing::debug!("waiting for serviceaccount default/default: {e}"),
+        }
+        if started.elapsed() >= timeout {
+            return Err(LabError::Timeout {
+                what: "serviceaccount default/default (kube-controller-manager)".into(),
+                waited: timeout,
+                state: "not created; see the kube-controller-manager log".into(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Stops the components (newest first), then any stray process of the lab, and checks
+/// that none is left.
+fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, LabError> {
+    let mut report = DownReport::default();
+    for c in Component::ALL.into_iter().rev() {
+        let outcome =
+            process::stop(&paths.pid_file(c), STOP_GRACE).map_err(|source| LabError::Stop {
+                component: c,
+                source,
+            })?;
+        if outcome != Stopped::WasNotRunning {
+            tracing::info!("stopped {c} ({outcome:?})");
+            report.stopped.push((c, outcome));
+        }
+    }
+    // Anything still running with this lab's directory in its arguments (a lost pid
+    // file, a crashed `up`): the binary's name and the directory identify it.
+    let bin_name = bin
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("gpufleet-kube")
+        .to_string();
+    let marker = paths.marker();
+    for stray in process::find_by_cmdline(&[&bin_name, &marker]) {
+        tracing::warn!("stopping stray lab process {}", stray.pid);
+        process::kill_stray(&stray, STOP_GRACE).map_err(|source| LabError::StopStray {
+            pid: stray.pid,
+            source,
+        })?;
+        report.strays.push(stray.pid);
+    }
+    let left: Vec<i32> = process::find_by_cmdline(&[&bin_name, &marker])
+        .into_iter()
+        .map(|r| r.pid)
+        .collect();
+    if !left.is_empty() {
+        return Err(LabError::Leftovers { pids: left });
+    }
+    Ok(report)
+}
