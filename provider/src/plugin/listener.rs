@@ -168,6 +168,25 @@ impl AsyncWrite for Conn {
         delegate!(self, s => s.poll_write(cx, buf))
     }
 
+    // h2 writes a frame's header and body as separate buffers; without vectored writes each
+    // becomes its own syscall (and, under TLS, its own record), which adds latency to every RPC.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        delegate!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Unix(s) => s.is_write_vectored(),
+            Conn::Tcp(s) => s.is_write_vectored(),
+            Conn::UnixTls(s) => s.is_write_vectored(),
+            Conn::TcpTls(s) => s.is_write_vectored(),
+        }
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         delegate!(self, s => s.poll_flush(cx))
     }
