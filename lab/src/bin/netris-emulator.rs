@@ -1,0 +1,86 @@
+//! `netris-emulator`: runs the lab's Netris controller emulator on its own, until
+//! interrupted.
+//!
+//! ```sh
+//! cargo run -p gpufleet-lab --bin netris-emulator -- --dir .lab/netris
+//! ```
+//!
+//! Prints `NETRIS_ADDRESS=…`, `NETRIS_LOGIN=…`, `NETRIS_PASSWORD=…` and
+//! `NETRIS_CA_CERT=…` as `export` lines on stdout (logs go to stderr), so
+//! `eval "$(netris-emulator … &)"`-style wrappers and humans alike can use it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use gpufleet_lab::fleet::{Fleet, FleetSpec};
+use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory};
+use tracing_subscriber::EnvFilter;
+
+/// Runs the Netris controller emulator.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// State directory (state file and CA).
+    #[arg(long, env = "NETRIS_EMULATOR_DIR", default_value = ".lab/netris")]
+    dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Fleet spec (TOML) to take the inventory from; default: the lab's default fleet.
+    #[arg(long)]
+    fleet: Option<PathBuf>,
+    /// Replicate racks until the fleet has at least this many nodes.
+    #[arg(long)]
+    scale: Option<usize>,
+    /// Login user.
+    #[arg(long, default_value = "netris")]
+    user: String,
+    /// Login password.
+    #[arg(long, default_value = "newNet0ps")]
+    password: String,
+    /// How long a V-Net stays provisioning, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    provisioning_delay_ms: u64,
+    /// How long a session lasts, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    session_ttl_s: u64,
+    /// Also write the CA certificate here.
+    #[arg(long)]
+    ca_out: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("NETRIS_EMULATOR_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let spec = match &args.fleet {
+        Some(path) => FleetSpec::from_file(path)?,
+        None => FleetSpec::default_fleet(),
+    };
+    let fleet = Fleet::new(spec, args.scale)?;
+    let mut config = NetrisConfig::new(&args.dir);
+    config.bind = args.listen;
+    config.inventory = NetrisInventory::from_fleet(&fleet);
+    config.api.user = args.user.clone();
+    config.api.password = args.password.clone();
+    config.api.provisioning_delay = Duration::from_millis(args.provisioning_delay_ms);
+    config.api.session_ttl = Duration::from_secs(args.session_ttl_s);
+    config.ca_pem_path = args.ca_out.clone();
+    let emu = NetrisEmulator::start(config).await?;
+    println!("export NETRIS_ADDRESS='{}'", emu.url());
+    println!("export NETRIS_LOGIN='{}'", args.user);
+    println!("export NETRIS_PASSWORD='{}'", args.password);
+    println!("export NETRIS_CA_CERT='{}'", emu.ca_pem_path().display());
+    tokio::signal::ctrl_c().await?;
+    tracing::info!("stopping");
+    emu.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! A Netris-style network controller emulator: the controller's REST API (sites,
+//! tenants, VPCs, IPAM, V-Nets, inventory) over HTTPS with cookie sessions, with the
+//! real controller's rules and quirks, asynchronous V-Net provisioning, fault injection
+//! and state that survives a restart. Its hardware inventory comes from the lab's fleet.
+//!
+//! # Layers
+//!
+//! - [`dispatch`]: the API as a pure function, `handle(store, config, request) -> outcome`;
+//!   rules in [`ipam`], [`vnet`] and `objects`, JSON shapes in `wire`.
+//! - [`admin`]: the `/_admin/` plane (healthz, reset, seed, state, fault), also pure.
+//! - [`store`]: the [`store::Store`] trait and [`store::MemStore`] (in memory, copies out,
+//!   all-or-nothing transactions, optional write-through to `netris-state.json`).
+//! - [`model`]: the stored objects; [`inventory`]: the hardware, from the fleet.
+//! - `server` and `tls`: axum + hyper + tokio-rustls, a CA of the emulator's own.
+//!
+//! # Starting it
+//!
+//! ```no_run
+//! use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory};
+//!
+//! # async fn demo(fleet: &gpufleet_lab::Fleet) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = NetrisConfig::new("/tmp/lab/netris");
+//! config.inventory = NetrisInventory::from_fleet(fleet);
+//! let netris = NetrisEmulator::start(config).await?;
+//! println!("NETRIS_ADDRESS={} (trust {})", netris.url(), netris.ca_pem_path().display());
+//! // … clients log in with netris / newNet0ps …
+//! netris.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! For tests without a network, [`Controller::in_memory`] gives the same API as a
+//! function call.
+
+pub mod admin;
+mod body;
+pub mod dispatch;
+pub mod inventory;
+pub mod ipam;
+pub mod model;
+mod objects;
+pub mod prefix;
+mod server;
+pub mod store;
+mod tls;
+pub mod vnet;
+mod wire;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
+pub use self::inventory::NetrisInventory;
+pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
+pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
+
+/// The API and the admin plane over one store: what the HTTPS server serves, callable
+/// in-process. Cheap to clone (the store is shared).
+#[derive(Debug, Clone)]
+pub struct Controller {
+    store: Arc<dyn Store>,
+    api: ApiConfig,
+}
+
+impl Controller {
+    /// A controller over `store`.
+    #[must_use]
+    pub fn new(store: Arc<dyn Store>, api: ApiConfig) -> Self {
+        Self { store, api }
+    }
+
+    /// A controller with an in-memory store seeded with `inventory`, on `clock`.
+    #[must_use]
+    pub fn in_memory(inventory: NetrisInventory, clock: Arc<dyn Clock>, api: ApiConfig) -> Self {
+        Self::new(Arc::new(MemStore::in_memory(inventory, clock)), api)
+    }
+
+    /// Handles one request: `/_admin/…` goes to [`admin::handle`], everything else to
+    /// [`dispatch::handle`].
+    #[must_use]
+    pub fn handle(&self, req: &Request) -> Outcome {
+        if req.path == "/_admin" || req.path.starts_with("/_admin/") {
+            Outcome::Reply(admin::handle(self.store.as_ref(), &self.api, req))
+        } else {
+            dispatch::handle(self.store.as_ref(), &self.api, req)
+        }
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The API settings.
+    #[must_use]
+    pub fn api(&self) -> &ApiConfig {
+        &self.api
+    }
+}
+
+/// How to start the emulator.
+#[derive(Debug, Clone)]
+pub struct NetrisConfig {
+    /// Where to listen; default `127.0.0.1:0` (a free port; see [`RunningEmulator::url`]).
+    pub bind: SocketAddr,
+    /// The state directory: `netris-state.json`, `netris-ca.pem`, `netris-ca.key`.
+    /// Created if missing. A state file there is loaded (and `inventory` ignored).
+    pub state_dir: PathBuf,
+    /// Also write the CA certificate here (it is always in `state_dir` too).
+    pub ca_pem_path: Option<PathBuf>,
+    /// Credentials, session TTL, provisioning delay.
+    pub api: ApiConfig,
+    /// The hardware to seed a new state with; default: the lab's default fleet.
+    pub inventory: NetrisInventory,
+    /// Extra DNS names or IPs for the server certificate (loopback is always in it).
+    pub extra_names: Vec<String>,
+    /// The clock (default: the system clock).
+    pub clock: Arc<dyn Clock>,
+    /// Discard a saved state and seed afresh from `inventory` (default `false`: a saved
+    /// state wins, and a warning is logged when its inventory differs from `inventory`).
+    pub reset_state: bool,
+}
+
+impl NetrisConfig {
+    /// Defaults, with state in `state_dir`: `127.0.0.1:0`, `netris` / `newNet0ps`,
+    /// 30-minute sessions, 1 s provisioning, the default fleet's inventory.
+    #[must_use]
+    pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            state_dir: state_dir.into(),
+            ca_pem_path: None,
+            api: ApiConfig::default(),
+            inventory: NetrisInventory::default_lab(),
+            extra_names: Vec::new(),
+            clock: Arc::new(SystemClock),
+            reset_state: false,
+        }
+    }
+}
+
+/// Why the emulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NetrisError {
+    /// The state directory could not be created.
+    #[error("failed to create the state directory {path}: {source}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The inventory in the config is inconsistent.
+    #[error("failed to seed: {0}")]
+    Inventory(#[from] inventory::InventoryError),
+    /// The state file could not be loaded or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The CA or server certificate could not be made or loaded.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The listener could not be bound.
+    #[error("failed to listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Starts emulators.
+#[derive(Debug, Clone, Copy)]
+pub struct NetrisEmulator;
+
+impl NetrisEmulator {
+    /// Loads (or seeds) the state in `config.state_dir`, sets up TLS and starts serving
+    /// on `config.bind`, in a task of the current tokio runtime.
+    ///
+    /// # Errors
+    /// When the state directory, state file, certificates or listener fail.
+    pub async fn start(config: NetrisConfig) -> Result<RunningEmulator, NetrisError> {
+        let dir = config.state_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| NetrisError::StateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        config.inventory.validate()?;
+        let state_file = dir.join(store::STATE_FILE);
+        if config.reset_state && state_file.exists() {
+            std::fs::remove_file(&state_file).map_err(|source| StoreError::Write {
+                path: state_file.clone(),
+                source,
+            })?;
+        }
+        let store = MemStore::open(&dir, config.inventory.clone(), config.clock.clone())?;
+        if store.snapshot().inventory != config.inventory {
+            tracing::warn!(
+                "{} was seeded from another inventory than the one configured; keeping the saved \
+                 state (set reset_state or POST /_admin/seed to start over)",
+                state_file.display()
+            );
+        }
+        let tls = tls::setup(&dir, &config.extra_names)?;
+        let ca_path = match &config.ca_pem_path {
+            Some(p) => {
+                tls::write_file(p, &tls.ca_pem, false)?;
+                p.clone()
+            }
+            None => tls.ca_path.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|source| NetrisError::Bind {
+                addr: config.bind,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| NetrisError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+        let controller = Controller::new(Arc::new(store), config.api.clone());
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(server::serve(
+            listener,
+            tokio_rustls::TlsAcceptor::from(tls.server_config.clone()),
+            server::router(controller.clone()),
+            stopped,
+        ));
+        tracing::info!(
+            "netris emulator on https://{addr} (state in {})",
+            dir.display()
+        );
+        Ok(RunningEmulator {
+            addr,
+            ca_path,
+            ca_pem: tls.ca_pem,
+            state_dir: dir,
+            controller,
+            stop,
+            task: Some(task),
+        })
+    }
+}
+
+/// A running emulator. Dropping it stops it too (without waiting).
+#[derive(Debug)]
+pub struct RunningEmulator {
+    addr: SocketAddr,
+    ca_path: PathBuf,
+    ca_pem: String,
+    state_dir: PathBuf,
+    controller: Controller,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningEmulator {
+    /// The base URL, `https://127.0.0.1:<port>` (a wildcard bind is reported as
+    /// loopback).
+    #[must_use]
+    pub fn url(&self) -> String {
+        match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => {
+                format!("https://127.0.0.1:{}", self.addr.port())
+            }
+            IpAddr::V6(ip) if ip.is_unspecified() => format!("https://[::1]:{}", self.addr.port()),
+            IpAddr::V4(ip) => format!("https://{ip}:{}", self.addr.port()),
+            IpAddr::V6(ip) => format!("https://[{ip}]:{}", self.addr.port()),
+        }
+    }
+
+    /// The address it listens on.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The CA certificate clients should trust (PEM file).
+    #[must_use]
+    pub fn ca_pem_path(&self) -> &Path {
+        &self.ca_path
+    }
+
+    /// The CA certificate, PEM.
+    #[must_use]
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The state directory.
+    #[must_use]
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The controller it serves, for in-process access to the store and admin plane.
+    #[must_use]
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// Sets the `down` fault (same as `POST /_admin/fault {"down": …}`).
+    pub fn set_down(&self, down: bool) {
+        self.controller
+            .store()
+            .update_faults(&mut |f| f.down = down);
+    }
+
+    /// Stops accepting, closes every connection and waits for the server task.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningEmulator {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
