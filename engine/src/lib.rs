@@ -4,6 +4,7 @@
 //! listed in [`registry`]; the engine validates, plans and applies against the backends and
 //! hands values back. The engine knows nothing of gRPC or msgpack.
 
+pub mod backends;
 pub mod catalog;
 pub mod consistency;
 pub mod context;
@@ -16,6 +17,8 @@ pub mod path;
 pub mod plan;
 pub mod provider_config;
 pub mod registry;
+pub mod resources;
 pub mod schema;
+pub mod timeouts;
 pub mod validate;
 pub mod value;

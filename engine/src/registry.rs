@@ -7,13 +7,14 @@ use crate::{
     data_sources::gpu_catalog::GpuCatalog,
     functions::mig_profiles::MigProfiles,
     kinds::{DataSourceKind, FunctionKind, ResourceKind},
+    resources::network_segment::{FromSettings, NetworkSegment},
 };
 
 /// Prefix of every resource and data source type name.
 pub const TYPE_PREFIX: &str = "gpufleet_";
 
 /// Managed resource types.
-pub const RESOURCES: &[&dyn ResourceKind] = &[];
+pub const RESOURCES: &[&dyn ResourceKind] = &[&NetworkSegment(FromSettings)];
 
 /// Data source types.
 pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[&GpuCatalog];

@@ -5,11 +5,17 @@
 //! every problem is collected, so the user sees them all at once.
 
 mod dns_label;
+mod duration;
 mod int_between;
+mod ipv4_address;
+mod ipv4_cidr;
 mod one_of;
 
 pub use dns_label::DnsLabel;
+pub use duration::PositiveDuration;
 pub use int_between::IntBetween;
+pub use ipv4_address::Ipv4Address;
+pub use ipv4_cidr::{CidrProblem, Ipv4Cidr, Ipv4Net};
 pub use one_of::OneOf;
 
 use crate::{

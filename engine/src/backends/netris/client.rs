@@ -1,0 +1,757 @@
+//! [`NetrisClient`]: the Netris REST API over HTTPS with reqwest.
+//!
+//! One method per logical call. Each goes through [`NetrisClient::call`], which owns the
+//! session (login, one re-login on 401), the retry policy (idempotent calls only) and the
+//! request counters. Creates go through [`NetrisClient::create`], which never re-posts before
+//! it has looked the object up by name.
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use reqwest::{Method, StatusCode, header};
+use serde::{Serialize, de::DeserializeOwned};
+use tokio::sync::Mutex;
+
+use super::{
+    CallStats, NetrisApi, NetrisConfig, Secret, check_endpoint,
+    error::{ApiError, NetrisError},
+    types::{
+        AllocationWrite, Envelope, IpamNode, Server, Site, SubnetWrite, Tenant, VNet, VNetWrite,
+        Vpc,
+    },
+};
+
+/// How idempotent calls are retried: up to `attempts` tries, waiting `base * 2^n` (capped at
+/// `max_delay`) with random jitter between tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included (1: no retries).
+    pub attempts: u32,
+    /// The first delay.
+    pub base_delay: Duration,
+    /// The longest delay.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 4,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay after failed try number `attempt` (1-based): exponential, capped, with
+    /// "equal jitter" (half fixed, half random) so concurrent clients spread out but never
+    /// retry immediately.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        let capped = exp.min(self.max_delay);
+        let half = capped / 2;
+        let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+        half + Duration::from_millis(fastrand::u64(0..=jitter_ms))
+    }
+}
+
+/// The routes the client calls; each has its own request counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Login,
+    Tenants,
+    Sites,
+    Vpcs,
+    Servers,
+    Ipam,
+    CreateAllocation,
+    DeleteAllocation,
+    CreateSubnet,
+    UpdateSubnet,
+    DeleteSubnet,
+    ListVNets,
+    GetVNet,
+    CreateVNet,
+    UpdateVNet,
+    DeleteVNet,
+}
+
+impl Route {
+    const ALL: [Route; 16] = [
+        Route::Login,
+        Route::Tenants,
+        Route::Sites,
+        Route::Vpcs,
+        Route::Servers,
+        Route::Ipam,
+        Route::CreateAllocation,
+        Route::DeleteAllocation,
+        Route::CreateSubnet,
+        Route::UpdateSubnet,
+        Route::DeleteSubnet,
+        Route::ListVNets,
+        Route::GetVNet,
+        Route::CreateVNet,
+        Route::UpdateVNet,
+        Route::DeleteVNet,
+    ];
+
+    /// `"METHOD /path"`, with `{id}` for ids.
+    fn label(self) -> &'static str {
+        match self {
+            Route::Login => "POST /api/auth",
+            Route::Tenants => "GET /api/tenants",
+            Route::Sites => "GET /api/v2/sites",
+            Route::Vpcs => "GET /api/v2/vpc",
+            Route::Servers => "GET /api/v2/hw/server",
+            Route::Ipam => "GET /api/v2/ipam",
+            Route::CreateAllocation => "POST /api/v2/ipam/allocation",
+            Route::DeleteAllocation => "DELETE /api/v2/ipam/allocation/{id}",
+            Route::CreateSubnet => "POST /api/v2/ipam/subnet",
+            Route::UpdateSubnet => "PUT /api/v2/ipam/subnet/{id}",
+            Route::DeleteSubnet => "DELETE /api/v2/ipam/subnet/{id}",
+            Route::ListVNets => "GET /api/v2/vnet",
+            Route::GetVNet => "GET /api/v2/vnet/{id}",
+            Route::CreateVNet => "POST /api/v2/vnet",
+            Route::UpdateVNet => "PUT /api/v2/vnet/{id}",
+            Route::DeleteVNet => "DELETE /api/v2/vnet/{id}",
+        }
+    }
+
+    fn method(self) -> Method {
+        match self.label().split_once(' ').map(|(m, _)| m) {
+            Some("POST") => Method::POST,
+            Some("PUT") => Method::PUT,
+            Some("DELETE") => Method::DELETE,
+            _ => Method::GET,
+        }
+    }
+
+    /// Whether repeating the call cannot do harm.
+    fn idempotent(self) -> bool {
+        self.method() != Method::POST
+    }
+
+    fn index(self) -> usize {
+        Route::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// The session: the `connect.sid` cookie and a counter of logins, so that of several calls
+/// that see the same session expire, only the first logs in again.
+#[derive(Default)]
+struct Session {
+    cookie: Option<Secret>,
+    generation: u64,
+}
+
+/// How one request ended, before the retry policy looks at it.
+enum Outcome {
+    /// The controller answered with success.
+    Ok(Envelope),
+    /// The session is not (or no longer) valid.
+    Unauthorized,
+    /// Anything else.
+    Failed(ApiError),
+}
+
+/// What to look up by name after a create whose outcome is unknown.
+#[derive(Debug, Clone, Copy)]
+enum Lookup {
+    Allocation { vpc_id: i64 },
+    Subnet { vpc_id: i64 },
+    VNet { vpc_id: i64 },
+}
+
+/// A Netris controller client. Cheap to share (`Arc`); calls may run concurrently.
+pub struct NetrisClient {
+    http: reqwest::Client,
+    base: String,
+    username: String,
+    password: Secret,
+    request_timeout: Duration,
+    retry: RetryPolicy,
+    session: Mutex<Session>,
+    counters: [AtomicU64; Route::ALL.len()],
+}
+
+impl std::fmt::Debug for NetrisClient {
+    /// Shows where and as whom; never the password or the session.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetrisClient")
+            .field("endpoint", &self.base)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetrisClient {
+    /// A client for `config`; connects lazily, on the first call.
+    pub fn new(config: NetrisConfig) -> Result<NetrisClient, NetrisError> {
+        check_endpoint(&config.endpoint)
+            .map_err(|e| NetrisError::Settings(format!("endpoint {e}")))?;
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = &config.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                NetrisError::Settings(format!("ca_certificate is not a PEM CA bundle: {e}"))
+            })?;
+            if certs.is_empty() {
+                return Err(NetrisError::Settings(
+                    "ca_certificate holds no certificate".to_owned(),
+                ));
+            }
+            // Only the configured CA is trusted, not the system roots as well.
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| NetrisError::Settings(format!("cannot set up HTTPS: {e}")))?;
+        Ok(NetrisClient {
+            http,
+            base: config.endpoint.trim_end_matches('/').to_owned(),
+            username: config.username,
+            password: config.password,
+            request_timeout: config.request_timeout,
+            retry: config.retry,
+            session: Mutex::new(Session::default()),
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+        })
+    }
+
+    /// Sends one request and sorts its outcome. Counts the request.
+    async fn send(
+        &self,
+        route: Route,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        cookie: Option<&Secret>,
+    ) -> Outcome {
+        self.counters[route.index()].fetch_add(1, Ordering::Relaxed);
+        let mut req = self
+            .http
+            .request(route.method(), format!("{}{path}", self.base))
+            .header(header::ACCEPT, "application/json");
+        if let Some(c) = cookie {
+            req = req.header(header::COOKIE, format!("connect.sid={}", c.expose()));
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failed(self.transport_error(e)),
+        };
+        let status = resp.status();
+        if status == StatusCode::UNAUTHORIZED && route != Route::Login {
+            return Outcome::Unauthorized;
+        }
+        let text = match resp.text().await {
+            Ok(t) => t,
+            Err(e) => return Outcome::Failed(self.transport_error(e)),
+        };
+        match parse_envelope(status, &text) {
+            Ok(env) => Outcome::Ok(env),
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> ApiError {
+        if e.is_timeout() {
+            ApiError::Timeout(self.request_timeout)
+        } else {
+            ApiError::Transport(e)
+        }
+    }
+
+    /// The session cookie and its generation, logging in first when there is none.
+    async fn session(&self) -> Result<(Secret, u64), NetrisError> {
+        let mut s = self.session.lock().await;
+        if let Some(c) = &s.cookie {
+            return Ok((c.clone(), s.generation));
+        }
+        let cookie = self.login().await?;
+        s.cookie = Some(cookie.clone());
+        s.generation += 1;
+        Ok((cookie, s.generation))
+    }
+
+    /// Forgets the session of `generation`, unless another call has already replaced it.
+    async fn expire(&self, generation: u64) {
+        let mut s = self.session.lock().await;
+        if s.generation == generation {
+            s.cookie = None;
+        }
+    }
+
+    /// `POST /api/auth`; returns the `connect.sid` cookie. Retried like an idempotent call,
+    /// since logging in twice does no harm.
+    async fn login(&self) -> Result<Secret, NetrisError> {
+        let fail = |source| NetrisError::Login {
+            endpoint: self.base.clone(),
+            source,
+        };
+        let body = serde_json::json!({
+            "user": self.username,
+            "password": self.password.expose(),
+            "auth_scheme_id": 1,
+        });
+        let mut attempt = 1;
+        loop {
+            self.counters[Route::Login.index()].fetch_add(1, Ordering::Relaxed);
+            let sent = self
+                .http
+                .post(format!("{}/api/auth", self.base))
+                .json(&body)
+                .send()
+                .await;
+            let err = match sent {
+                Ok(resp) if resp.status().is_success() => {
+                    return session_cookie(resp.headers()).ok_or_else(|| {
+                        fail(ApiError::Decode(
+                            "the login answer set no connect.sid cookie".to_owned(),
+                        ))
+                    });
+                }
+                Ok(resp) => {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    match parse_envelope(status, &text) {
+                        Err(e) => e,
+                        Ok(_) => ApiError::Status {
+                            status: status.as_u16(),
+                            message: "login refused".to_owned(),
+                            errors: String::new(),
+                        },
+                    }
+                }
+                Err(e) => self.transport_error(e),
+            };
+            if !err.is_transient() || attempt >= self.retry.attempts {
+                return Err(fail(err));
+            }
+            tokio::time::sleep(self.retry.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    /// One logical call: logs in when needed, logs in again once on 401, retries idempotent
+    /// calls on transient failures. `step` names the failure.
+    async fn call(
+        &self,
+        route: Route,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        step: impl Fn(ApiError) -> NetrisError,
+    ) -> Result<Envelope, NetrisError> {
+        let mut attempt = 1;
+        let mut logged_in_again = false;
+        loop {
+            let (cookie, generation) = self.session().await?;
+            match self.send(route, path, body, Some(&cookie)).await {
+                Outcome::Ok(env) => return Ok(env),
+                Outcome::Unauthorized if !logged_in_again => {
+                    logged_in_again = true;
+                    self.expire(generation).await;
+                }
+                Outcome::Unauthorized => {
+                    return Err(step(ApiError::Status {
+                        status: 401,
+                        message: "the controller refused the session right after logging in"
+                            .to_owned(),
+                        errors: String::new(),
+                    }));
+                }
+                Outcome::Failed(e)
+                    if route.idempotent() && e.is_transient() && attempt < self.retry.attempts =>
+                {
+                    tracing::debug!(route = route.label(), attempt, error = %e, "retrying");
+                    tokio::time::sleep(self.retry.delay(attempt)).await;
+                    attempt += 1;
+                }
+                Outcome::Failed(e) => return Err(step(e)),
+            }
+        }
+    }
+
+    /// A GET whose `data` is a list.
+    async fn list<T: DeserializeOwned>(
+        &self,
+        route: Route,
+        path: &str,
+        what: &'static str,
+    ) -> Result<Vec<T>, NetrisError> {
+        let step = |source| NetrisError::List { what, source };
+        let env = self.call(route, path, None, step).await?;
+        match env.data {
+            serde_json::Value::Null => Ok(Vec::new()),
+            data => serde_json::from_value(data)
+                .map_err(|e| step(ApiError::Decode(format!("{what}: {e}")))),
+        }
+    }
+
+    /// A create that never posts twice blindly: after a failure that leaves the outcome
+    /// unknown, it looks the object up by name, adopts it if it is there, and only then posts
+    /// again (within the retry policy).
+    async fn create(
+        &self,
+        route: Route,
+        path: &str,
+        body: &impl Serialize,
+        name: &str,
+        lookup: Lookup,
+        step: impl Fn(ApiError) -> NetrisError,
+    ) -> Result<i64, NetrisError> {
+        let body = serde_json::to_value(body)
+            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        let mut attempt = 1;
+        loop {
+            let err = match self.call(route, path, Some(&body), &step).await {
+                Ok(env) => {
+                    return created_id(&env).ok_or_else(|| {
+                        step(ApiError::Decode(
+                            "the create answer carried no id".to_owned(),
+                        ))
+                    });
+                }
+                Err(e) => e,
+            };
+            if !err.api().is_some_and(ApiError::is_transient) {
+                return Err(err);
+            }
+            // The create may have happened even though its answer was lost. When even the
+            // lookup fails, posting again is not safe: report the create's own failure.
+            match self.lookup(lookup, name).await {
+                Ok(Some(id)) => {
+                    tracing::info!(
+                        route = route.label(),
+                        name,
+                        id,
+                        "adopted after an ambiguous create"
+                    );
+                    return Ok(id);
+                }
+                Ok(None) => {}
+                Err(_) => return Err(err),
+            }
+            if attempt >= self.retry.attempts {
+                return Err(err);
+            }
+            tokio::time::sleep(self.retry.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    /// The id of the object named `name`, if it exists.
+    async fn lookup(&self, lookup: Lookup, name: &str) -> Result<Option<i64>, NetrisError> {
+        Ok(match lookup {
+            Lookup::Allocation { vpc_id } | Lookup::Subnet { vpc_id } => {
+                let want_allocation = matches!(lookup, Lookup::Allocation { .. });
+                self.ipam(Some(vpc_id))
+                    .await?
+                    .iter()
+                    .flat_map(IpamNode::walk)
+                    .find(|n| n.name == name && n.is_allocation() == want_allocation)
+                    .map(|n| n.id)
+            }
+            Lookup::VNet { vpc_id } => self
+                .vnets(Some(vpc_id))
+                .await?
+                .into_iter()
+                .find(|v| v.name == name)
+                .map(|v| v.id),
+        })
+    }
+
+    /// A DELETE that reports an object already gone as `Ok(false)`.
+    async fn delete(
+        &self,
+        route: Route,
+        path: &str,
+        step: impl Fn(ApiError) -> NetrisError,
+    ) -> Result<bool, NetrisError> {
+        match self.call(route, path, None, step).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The `connect.sid` value among the `Set-Cookie` headers.
+fn session_cookie(headers: &header::HeaderMap) -> Option<Secret> {
+    headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| {
+            let first = v.split(';').next()?.trim();
+            let value = first.strip_prefix("connect.sid=")?;
+            (!value.is_empty()).then(|| Secret::new(value))
+        })
+}
+
+/// The envelope of an answer, or the error it reports. A bare JSON array or object (some v1
+/// routes) is taken as `data`; an empty body as no data.
+fn parse_envelope(status: StatusCode, text: &str) -> Result<Envelope, ApiError> {
+    let json: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Null
+    } else {
+        match serde_json::from_str(text) {
+            Ok(j) => j,
+            Err(_) if !status.is_success() => serde_json::Value::Null,
+            Err(e) => return Err(ApiError::Decode(format!("the answer is not JSON: {e}"))),
+        }
+    };
+    let is_envelope = json
+        .as_object()
+        .is_some_and(|o| o.contains_key("data") || o.contains_key("isSuccess"));
+    let env = if is_envelope {
+        serde_json::from_value::<Envelope>(json)
+            .map_err(|e| ApiError::Decode(format!("malformed envelope: {e}")))?
+    } else {
+        let id = json.get("id").and_then(serde_json::Value::as_i64);
+        let message = json
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        let errors = json.get("errors").cloned().unwrap_or_default();
+        Envelope {
+            data: json,
+            errors,
+            message,
+            is_success: None,
+            id,
+        }
+    };
+    if !status.is_success() || env.is_success == Some(false) {
+        let errors = match &env.errors {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::Object(o) if o.is_empty() => String::new(),
+            serde_json::Value::Array(a) if a.is_empty() => String::new(),
+            e => e.to_string(),
+        };
+        let message = env
+            .message
+            .clone()
+            .filter(|m| !m.is_empty())
+            .or_else(|| status.canonical_reason().map(str::to_owned))
+            .unwrap_or_else(|| "request failed".to_owned());
+        return Err(ApiError::Status {
+            status: status.as_u16(),
+            message,
+            errors,
+        });
+    }
+    Ok(env)
+}
+
+/// The id of a created object: `data.id` (number or numeric string) or a flat `id`.
+fn created_id(env: &Envelope) -> Option<i64> {
+    let as_id = |v: &serde_json::Value| {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    };
+    env.data.get("id").and_then(as_id).or(env.id)
+}
+
+#[async_trait]
+impl NetrisApi for NetrisClient {
+    async fn tenants(&self) -> Result<Vec<Tenant>, NetrisError> {
+        self.list(Route::Tenants, "/api/tenants", "tenants").await
+    }
+
+    async fn sites(&self) -> Result<Vec<Site>, NetrisError> {
+        self.list(Route::Sites, "/api/v2/sites", "sites").await
+    }
+
+    async fn vpcs(&self) -> Result<Vec<Vpc>, NetrisError> {
+        self.list(Route::Vpcs, "/api/v2/vpc", "VPCs").await
+    }
+
+    async fn servers(&self) -> Result<Vec<Server>, NetrisError> {
+        self.list(Route::Servers, "/api/v2/hw/server", "servers")
+            .await
+    }
+
+    async fn ipam(&self, vpc_id: Option<i64>) -> Result<Vec<IpamNode>, NetrisError> {
+        let path = match vpc_id {
+            Some(id) => format!("/api/v2/ipam?filterByVpc={id}"),
+            None => "/api/v2/ipam".to_owned(),
+        };
+        self.list(Route::Ipam, &path, "IPAM allocations and subnets")
+            .await
+    }
+
+    async fn create_allocation(&self, body: &AllocationWrite) -> Result<i64, NetrisError> {
+        let name = body.name.clone();
+        self.create(
+            Route::CreateAllocation,
+            "/api/v2/ipam/allocation",
+            body,
+            &body.name,
+            Lookup::Allocation {
+                vpc_id: body.vpc.id,
+            },
+            |source| NetrisError::CreateAllocation {
+                name: name.clone(),
+                source,
+            },
+        )
+        .await
+    }
+
+    async fn delete_allocation(&self, id: i64) -> Result<bool, NetrisError> {
+        self.delete(
+            Route::DeleteAllocation,
+            &format!("/api/v2/ipam/allocation/{id}"),
+            |source| NetrisError::DeleteAllocation { id, source },
+        )
+        .await
+    }
+
+    async fn create_subnet(&self, body: &SubnetWrite) -> Result<i64, NetrisError> {
+        let name = body.name.clone();
+        self.create(
+            Route::CreateSubnet,
+            "/api/v2/ipam/subnet",
+            body,
+            &body.name,
+            Lookup::Subnet {
+                vpc_id: body.vpc.id,
+            },
+            |source| NetrisError::CreateSubnet {
+                name: name.clone(),
+                source,
+            },
+        )
+        .await
+    }
+
+    async fn update_subnet(&self, id: i64, body: &SubnetWrite) -> Result<(), NetrisError> {
+        let step = |source| NetrisError::UpdateSubnet {
+            name: body.name.clone(),
+            source,
+        };
+        let json = serde_json::to_value(body)
+            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        self.call(
+            Route::UpdateSubnet,
+            &format!("/api/v2/ipam/subnet/{id}"),
+            Some(&json),
+            step,
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn delete_subnet(&self, id: i64) -> Result<bool, NetrisError> {
+        self.delete(
+            Route::DeleteSubnet,
+            &format!("/api/v2/ipam/subnet/{id}"),
+            |source| NetrisError::DeleteSubnet { id, source },
+        )
+        .await
+    }
+
+    async fn vnets(&self, vpc_id: Option<i64>) -> Result<Vec<VNet>, NetrisError> {
+        let path = match vpc_id {
+            Some(id) => format!("/api/v2/vnet?filterByVpc={id}"),
+            None => "/api/v2/vnet".to_owned(),
+        };
+        self.list(Route::ListVNets, &path, "V-Nets").await
+    }
+
+    async fn vnet(&self, id: i64) -> Result<Option<VNet>, NetrisError> {
+        let step = |source| NetrisError::GetVNet { id, source };
+        let env = match self
+            .call(Route::GetVNet, &format!("/api/v2/vnet/{id}"), None, step)
+            .await
+        {
+            Ok(env) => env,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // Some versions answer a get by id with a one-element list.
+        let data = match env.data {
+            serde_json::Value::Array(mut items) if items.len() <= 1 => match items.pop() {
+                Some(item) => item,
+                None => return Ok(None),
+            },
+            serde_json::Value::Null => return Ok(None),
+            other => other,
+        };
+        serde_json::from_value(data)
+            .map(Some)
+            .map_err(|e| step(ApiError::Decode(format!("V-Net {id}: {e}"))))
+    }
+
+    async fn create_vnet(&self, body: &VNetWrite) -> Result<i64, NetrisError> {
+        let name = body.name.clone();
+        self.create(
+            Route::CreateVNet,
+            "/api/v2/vnet",
+            body,
+            &body.name,
+            Lookup::VNet {
+                vpc_id: body.vpc.id,
+            },
+            |source| NetrisError::CreateVNet {
+                name: name.clone(),
+                source,
+            },
+        )
+        .await
+    }
+
+    async fn update_vnet(&self, id: i64, body: &VNetWrite) -> Result<(), NetrisError> {
+        let step = |source| NetrisError::UpdateVNet {
+            name: body.name.clone(),
+            source,
+        };
+        let json = serde_json::to_value(body)
+            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        self.call(
+            Route::UpdateVNet,
+            &format!("/api/v2/vnet/{id}"),
+            Some(&json),
+            step,
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn delete_vnet(&self, id: i64) -> Result<bool, NetrisError> {
+        self.delete(Route::DeleteVNet, &format!("/api/v2/vnet/{id}"), |source| {
+            NetrisError::DeleteVNet { id, source }
+        })
+        .await
+    }
+
+    fn stats(&self) -> CallStats {
+        CallStats {
+            calls: Route::ALL
+                .iter()
+                .map(|r| {
+                    (
+                        r.label().to_owned(),
+                        self.counters[r.index()].load(Ordering::Relaxed),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The Netris controller backend: the [`NetrisApi`] trait that resources use, and
+//! [`NetrisClient`], its implementation over the controller's REST API.
+//!
+//! # Connection
+//!
+//! Settings come from the provider's `netris` block or `GPUFLEET_NETRIS_*` variables
+//! ([`NetrisConfig::from_settings`]). The endpoint must be `https://`; plain `http://` is
+//! accepted only for loopback addresses (local emulators in tests). TLS is always verified:
+//! against `ca_certificate` when it is set, otherwise against the system's trusted roots.
+//! `ca_certificate` may hold the PEM text itself (what `file("ca.pem")` gives) or the path of a
+//! PEM file; a value that starts with `-----BEGIN` is PEM, anything else is a path. With a CA
+//! configured, *only* that CA is trusted.
+//!
+//! # Session
+//!
+//! The client logs in with `POST /api/auth` and keeps the `connect.sid` cookie. An expired
+//! session (HTTP 401) triggers one new login and one retry of the call. Clients are shared per
+//! settings ([`shared_client`]), so a plan or refresh of many segments logs in once.
+//!
+//! # Retries and creates
+//!
+//! Idempotent calls (GET, PUT, DELETE) are retried with exponential backoff and jitter on
+//! server errors (5xx), connection failures and timeouts. A create (POST) is never retried
+//! blindly: when it fails in a way that leaves its outcome unknown, the client first looks the
+//! object up by its name and adopts it if it exists, and only posts again when it does not.
+//! Every object gpufleet creates has a deterministic name, so this lookup is exact.
+//!
+//! # Counting
+//!
+//! Every HTTP request is counted per method and route ([`NetrisApi::stats`]), so tests and
+//! benchmarks can report API calls per resource.
+
+mod client;
+mod error;
+mod types;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt,
+    net::IpAddr,
+    sync::{Arc, Mutex, OnceLock, PoisonError},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+pub use client::{NetrisClient, RetryPolicy};
+pub use error::{ApiError, NetrisError};
+pub use types::{
+    AllocationWrite, DhcpRange, Envelope, GatewayRead, GatewayWrite, IdRef, IpamNode, Link, Named,
+    PortRead, PortRef, PortWrite, Server, Site, StatusLabel, SubnetWrite, Tenant, VNet, VNetWrite,
+    Vpc,
+};
+
+use crate::{diag::Diagnostics, path::AttrPath, provider_config::ProviderSettings};
+
+/// What resources need from a Netris controller. Each method is one logical call; the
+/// implementation may make more HTTP requests (login, retries, a lookup after an ambiguous
+/// create).
+#[async_trait]
+pub trait NetrisApi: Send + Sync + fmt::Debug {
+    /// All tenants (`GET /api/tenants`).
+    async fn tenants(&self) -> Result<Vec<Tenant>, NetrisError>;
+
+    /// All sites (`GET /api/v2/sites`).
+    async fn sites(&self) -> Result<Vec<Site>, NetrisError>;
+
+    /// All VPCs (`GET /api/v2/vpc`).
+    async fn vpcs(&self) -> Result<Vec<Vpc>, NetrisError>;
+
+    /// The server inventory (`GET /api/v2/hw/server`), with each server's links.
+    async fn servers(&self) -> Result<Vec<Server>, NetrisError>;
+
+    /// The IPAM tree of one VPC (`GET /api/v2/ipam?filterByVpc=`); without a VPC, the
+    /// controller returns the default VPC's tree.
+    async fn ipam(&self, vpc_id: Option<i64>) -> Result<Vec<IpamNode>, NetrisError>;
+
+    /// Creates an allocation and returns its id, adopting one of the same name when the
+    /// outcome of the create was ambiguous.
+    async fn create_allocation(&self, body: &AllocationWrite) -> Result<i64, NetrisError>;
+
+    /// Deletes an allocation (which cascades to its subnets). `Ok(false)` when it was
+    /// already gone.
+    async fn delete_allocation(&self, id: i64) -> Result<bool, NetrisError>;
+
+    /// Creates a subnet and returns its id, adopting one of the same name when the outcome
+    /// of the create was ambiguous.
+    async fn create_subnet(&self, body: &SubnetWrite) -> Result<i64, NetrisError>;
+
+    /// Replaces a subnet's settings.
+    async fn update_subnet(&self, id: i64, body: &SubnetWrite) -> Result<(), NetrisError>;
+
+    /// Deletes a subnet. `Ok(false)` when it was already gone.
+    async fn delete_subnet(&self, id: i64) -> Result<bool, NetrisError>;
+
+    /// The V-Nets, of one VPC when given (`GET /api/v2/vnet?filterByVpc=`).
+    async fn vnets(&self, vpc_id: Option<i64>) -> Result<Vec<VNet>, NetrisError>;
+
+    /// One V-Net with its ports and gateways; `None` when it does not exist.
+    async fn vnet(&self, id: i64) -> Result<Option<VNet>, NetrisError>;
+
+    /// Creates a V-Net and returns its id, adopting one of the same name when the outcome
+    /// of the create was ambiguous.
+    async fn create_vnet(&self, body: &VNetWrite) -> Result<i64, NetrisError>;
+
+    /// Replaces a V-Net's settings (the controller ignores VPC changes).
+    async fn update_vnet(&self, id: i64, body: &VNetWrite) -> Result<(), NetrisError>;
+
+    /// Deletes a V-Net. `Ok(false)` when it was already gone.
+    async fn delete_vnet(&self, id: i64) -> Result<bool, NetrisError>;
+
+    /// HTTP requests made so far, per method and route.
+    fn stats(&self) -> CallStats;
+}
+
+/// HTTP requests made, by `"METHOD /route"` (ids shown as `{id}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallStats {
+    /// Count per route; routes never called are absent.
+    pub calls: BTreeMap<String, u64>,
+}
+
+impl CallStats {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.calls.values().sum()
+    }
+
+    /// Requests to one route, e.g. `"GET /api/v2/vnet/{id}"`.
+    pub fn get(&self, route: &str) -> u64 {
+        self.calls.get(route).copied().unwrap_or(0)
+    }
+
+    /// The requests made since `earlier` was taken.
+    #[must_use]
+    pub fn since(&self, earlier: &CallStats) -> CallStats {
+        CallStats {
+            calls: self
+                .calls
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_sub(earlier.get(k))))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+        }
+    }
+}
+
+/// A secret string: never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(redacted)")
+    }
+}
+
+/// Everything needed to talk to one controller.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NetrisConfig {
+    /// Base URL, e.g. `https://netris.example`.
+    pub endpoint: String,
+    /// Controller user.
+    pub username: String,
+    /// Its password.
+    pub password: Secret,
+    /// PEM CA bundle to trust instead of the system roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Bound on one HTTP request.
+    pub request_timeout: Duration,
+    /// How idempotent calls are retried.
+    pub retry: RetryPolicy,
+}
+
+/// The type name that needs the `netris` block, for diagnostics.
+const NEEDED_BY: &str = "gpufleet_network_segment";
+
+impl NetrisConfig {
+    /// A configuration with the default request timeout (60 s, as the Netris Terraform
+    /// provider uses) and retry policy.
+    pub fn new(endpoint: &str, username: &str, password: &str) -> NetrisConfig {
+        NetrisConfig {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            username: username.to_owned(),
+            password: Secret::new(password),
+            ca_pem: None,
+            request_timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Reads the `netris` settings. Missing settings give the diagnostic that names the block
+    /// attribute and the `GPUFLEET_NETRIS_*` variable; settings that are still unknown (the
+    /// provider block depends on other resources) give an error too, since only apply, read
+    /// and import get here.
+    pub fn from_settings(settings: &ProviderSettings) -> Result<NetrisConfig, Diagnostics> {
+        let diags = settings.require("netris", &["endpoint", "username", "password"], NEEDED_BY);
+        if diags.has_error() {
+            return Err(diags);
+        }
+        let (Some(endpoint), Some(username), Some(password)) = (
+            settings.get("netris", "endpoint"),
+            settings.get("netris", "username"),
+            settings.get("netris", "password"),
+        ) else {
+            let mut d = Diagnostics::new();
+            d.error_at(
+                AttrPath::root(),
+                "Provider Settings Not Known",
+                format!(
+                    "{NEEDED_BY} needs the provider's `netris` block, but its values are not \
+                     known yet (they depend on resources that are not applied). Apply those \
+                     first, for example with -target."
+                ),
+            );
+            return Err(d);
+        };
+        let mut config = NetrisConfig::new(endpoint, username, password);
+        if let Some(ca) = settings.get("netris", "ca_certificate") {
+            config.ca_pem = Some(read_ca(ca).map_err(|e| settings_error("ca_certificate", &e))?);
+        }
+        check_endpoint(&config.endpoint).map_err(|e| settings_error("endpoint", &e))?;
+        Ok(config)
+    }
+}
+
+fn settings_error(name: &str, problem: &str) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    d.error_at(
+        AttrPath::root(),
+        "Invalid Provider Setting",
+        format!("netris.{name} {problem}"),
+    );
+    d
+}
+
+/// The PEM bytes of `ca_certificate`: the value itself when it is PEM, else the file it names.
+fn read_ca(value: &str) -> Result<Vec<u8>, String> {
+    if value.trim_start().starts_with("-----BEGIN") {
+        return Ok(value.as_bytes().to_vec());
+    }
+    let pem = std::fs::read(value.trim()).map_err(|e| {
+        format!(
+            "is neither PEM text (it does not start with -----BEGIN) nor a readable file: \
+             cannot read {:?}: {e}",
+            value.trim()
+        )
+    })?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(format!(
+            "names the file {:?}, which holds no PEM certificate",
+            value.trim()
+        ));
+    }
+    Ok(pem)
+}
+
+/// `https://` anywhere; `http://` only on loopback, for local emulators.
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(endpoint)
+        .map_err(|e| format!("is {endpoint:?}, which is not a URL ({e})"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err(format!(
+            "is {endpoint:?}; it must be an https:// URL (plain http is only accepted for \
+             loopback addresses)"
+        )),
+    }
+}
+
+/// A client for `config`, shared with every other operation that uses the same settings, so
+/// sessions are reused across resources.
+pub fn shared_client(config: &NetrisConfig) -> Result<Arc<NetrisClient>, NetrisError> {
+    static CLIENTS: OnceLock<Mutex<HashMap<NetrisConfig, Arc<NetrisClient>>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Mutex::default);
+    let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(c) = clients.get(config) {
+        return Ok(Arc::clone(c));
+    }
+    let client = Arc::new(NetrisClient::new(config.clone())?);
+    clients.insert(config.clone(), Arc::clone(&client));
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    fn settings(netris: Value) -> ProviderSettings {
+        ProviderSettings::resolve(&Value::object([("netris", netris)]), |_| None)
+    }
+
+    #[test]
+    fn missing_settings_name_the_variable() {
+        let Err(d) = NetrisConfig::from_settings(&settings(Value::Null)) else {
+            panic!("expected an error");
+        };
+        assert!(d.0[0].detail.contains("GPUFLEET_NETRIS_ENDPOINT"), "{d:?}");
+    }
+
+    #[test]
+    fn unknown_settings_are_an_error_at_apply() {
+        let Err(d) = NetrisConfig::from_settings(&settings(Value::unknown())) else {
+            panic!("expected an error");
+        };
+        assert_eq!(d.0[0].summary, "Provider Settings Not Known");
+    }
+
+    #[test]
+    fn endpoint_must_be_https_unless_loopback() {
+        assert!(check_endpoint("https://netris.example").is_ok());
+        assert!(check_endpoint("http://127.0.0.1:8080").is_ok());
+        assert!(check_endpoint("http://localhost:8080").is_ok());
+        assert!(check_endpoint("http://netris.example").is_err());
+        assert!(check_endpoint("netris.example").is_err());
+    }
+
+    #[test]
+    fn ca_is_pem_text_or_a_path() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n";
+        assert_eq!(read_ca(pem), Ok(pem.as_bytes().to_vec()));
+        let err = read_ca("/nonexistent/ca.pem").expect_err("missing file");
+        assert!(err.contains("neither PEM text"), "{err}");
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let c = NetrisConfig::new("https://n", "admin", "hunter2");
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+}

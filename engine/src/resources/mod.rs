@@ -1,0 +1,3 @@
+//! Managed resource kinds, one file each.
+
+pub mod network_segment;

@@ -1,0 +1,177 @@
+//! Scripted scenarios: the exact controller calls of each operation, in order. A missing,
+//! extra or reordered call fails the test; the create and delete sequences, with their request
+//! bodies, are also `insta` snapshots, so a change to what gpufleet sends shows up in review.
+//! The counts double as the "API calls per resource" figures: a refresh is one call.
+
+#[path = "network_segment_support.rs"]
+mod support;
+
+use std::sync::Arc;
+
+use gpufleet_engine::value::Value;
+use support::{FakeNetris, Terraform, kind, member, segment};
+
+/// The calls made since the last check, without bodies.
+fn routes(fake: &Arc<FakeNetris>) -> Vec<String> {
+    fake.take_log()
+        .into_iter()
+        .map(|l| match l.split_once(" {") {
+            Some((route, _)) => route.to_owned(),
+            None => l,
+        })
+        .collect()
+}
+
+#[track_caller]
+fn expect(fake: &Arc<FakeNetris>, want: &[&str]) {
+    assert_eq!(routes(fake), want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_sequence() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    let c = segment(
+        &k,
+        &[(
+            "members",
+            Value::set(vec![
+                member(None, Some("gpu-001"), None),
+                member(Some("swp10@leaf-01"), None, Some(true)),
+            ]),
+        )],
+    );
+    tf.apply_ok(&c).await;
+    let log = fake.take_log();
+    insta::assert_snapshot!("create", log.join("\n"));
+    let routes: Vec<&str> = log
+        .iter()
+        .map(|l| l.split(" {").next().unwrap_or(l))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            "GET /api/tenants",
+            "GET /api/v2/vpc",
+            "GET /api/v2/sites",
+            "GET /api/v2/hw/server",
+            "GET /api/v2/ipam?filterByVpc=2",
+            "POST /api/v2/ipam/allocation",
+            "POST /api/v2/ipam/subnet",
+            "GET /api/v2/vnet?filterByVpc=2",
+            "POST /api/v2/vnet",
+            // Provisioning for one read, then done.
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_is_one_call() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    let c = segment(&k, &[]);
+    tf.apply_ok(&c).await;
+    fake.take_log();
+    tf.plan(&c).await;
+    expect(&fake, &["GET /api/v2/vnet/103"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn member_update_sequence() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&segment(&k, &[])).await;
+    fake.take_log();
+    let c = segment(
+        &k,
+        &[(
+            "members",
+            Value::set(vec![member(None, Some("gpu-002"), None)]),
+        )],
+    );
+    tf.apply_ok(&c).await;
+    expect(
+        &fake,
+        &[
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/hw/server",
+            "PUT /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+        ],
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn gateway_update_moves_the_subnet_gateway_first() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&segment(&k, &[])).await;
+    fake.take_log();
+    tf.apply_ok(&segment(&k, &[("gateway", Value::string("10.20.0.254"))]))
+        .await;
+    expect(
+        &fake,
+        &[
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+            "PUT /api/v2/ipam/subnet/102",
+            "PUT /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+            "GET /api/v2/vnet/103",
+        ],
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_sequence() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&segment(&k, &[])).await;
+    fake.take_log();
+    assert!(!tf.destroy().await.has_error());
+    let log = fake.take_log();
+    insta::assert_snapshot!("delete", log.join("\n"));
+    assert_eq!(
+        log,
+        [
+            // The refresh before the plan.
+            "GET /api/v2/vnet/103",
+            "DELETE /api/v2/vnet/103",
+            // Gone: the subnet may go now.
+            "GET /api/v2/vnet/103",
+            "DELETE /api/v2/ipam/subnet/102",
+            "DELETE /api/v2/ipam/allocation/101",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retried_create_adopts_instead_of_posting_again() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    let c = segment(&k, &[]);
+    // The first apply stops after the allocation was created but its answer was lost.
+    fake.fail_next("POST /api/v2/ipam/allocation", support::Fault::LostAnswer);
+    let (_, d) = tf.apply(&c).await;
+    assert!(d.has_error());
+    // Nothing recorded: Terraform keeps no state, the next apply is a plain create.
+    assert!(tf.state.is_null());
+    fake.take_log();
+    tf.apply_ok(&c).await;
+    let calls = routes(&fake);
+    assert!(
+        !calls.contains(&"POST /api/v2/ipam/allocation".to_owned()),
+        "{calls:?}"
+    );
+    assert_eq!(fake.counts(), (1, 1, 1));
+}
