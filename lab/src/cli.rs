@@ -65,7 +65,7 @@ pub enum Command {
     /// everything is healthy, 1 otherwise.
     Status,
     /// Print a component's log (etcd, kube-apiserver, kube-controller-manager,
-    /// kube-scheduler, kwok; or `build` for the Go build).
+    /// kube-scheduler, kwok, netris; or `build` for the Go build).
     Logs {
         /// The component.
         component: String,
@@ -149,11 +149,12 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
             }
             let _ = write!(
                 summary,
-                "; {} GPU nodes ({} GPUs, {}) Ready; API server {}",
+                "; {} GPU nodes ({} GPUs, {}) Ready; API server {}; Netris emulator {}",
                 lab.fleet().nodes().len(),
                 lab.fleet().gpu_count(),
                 lab.fleet().products().join(", "),
-                lab.server_url()
+                lab.server_url(),
+                lab.netris_url()
             );
             eprintln!("{summary}");
             eprintln!(
@@ -183,14 +184,14 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
         }
         Command::Env => {
             let paths = paths(&dir)?;
-            if LabState::load(&paths).is_none() {
+            let Some(state) = LabState::load(&paths) else {
                 return Err(LabError::NotStarted {
                     dir: paths.root().to_path_buf(),
                 });
-            }
+            };
             print!(
                 "{}",
-                settings::render_exports(&settings::settings(&paths.kubeconfig()))
+                settings::render_exports(&settings::lab_settings(&paths, &state.ports))
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -223,16 +224,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
         Command::Build { bin } => {
             let bin = bin.unwrap_or_else(gobuild::default_binary);
             let src = gobuild::source_dir();
-            let (b, s) = (bin.clone(), src.clone());
-            let built = tokio::task::spawn_blocking(move || gobuild::ensure(&b, &s))
-                .await
-                .map_err(|e| {
-                    LabError::Build(gobuild::BuildError::Io {
-                        what: "run the build".into(),
-                        source: std::io::Error::other(e),
-                    })
-                })?
-                .map_err(LabError::Build)?;
+            let built = crate::ensure_built(bin.clone(), src.clone()).await?;
             match built {
                 Some(took) => eprintln!("built in {:.1}s", took.as_secs_f64()),
                 None => eprintln!("up to date"),

@@ -10,11 +10,16 @@
 //!
 //! Start order ([`Component::ALL`]): etcd, kube-apiserver, then kube-controller-manager,
 //! kube-scheduler and kwok (which only need the API server).
+//!
+//! One more component is not Kubernetes: `netris`, the Netris controller emulator
+//! ([`crate::netris`]), run from its own binary `netris-emulator` (built with this crate;
+//! see [`netris_binary`]) with its state under `<dir>/netris/`, an inventory from the lab's
+//! fleet and the tenants of [`LAB_TENANTS`]. It is started after the control plane.
 
 use std::fmt;
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::paths::LabPaths;
@@ -29,7 +34,23 @@ pub const KWOK_STAGES_YAML: &str = include_str!("../kube/stages/kwok-stages.yaml
 /// The service CIDR (no kube-proxy runs, so it is bookkeeping only).
 pub const SERVICE_CIDR: &str = "10.0.0.0/24";
 
-/// One control-plane component.
+/// The tenants the lab's Netris emulator has besides its own `Admin` (created at start
+/// when missing): one per test or example that wants a tenant of its own.
+pub const LAB_TENANTS: [&str; 4] = ["tenant-a", "tenant-b", "tenant-c", "tenant-d"];
+
+/// The Netris emulator's login user.
+pub const NETRIS_USER: &str = "netris";
+
+/// The Netris emulator's login password.
+pub const NETRIS_PASSWORD: &str = "newNet0ps";
+
+/// How long a V-Net of the lab's Netris emulator stays provisioning, in milliseconds.
+pub const NETRIS_PROVISIONING_MS: u64 = 500;
+
+/// The file name of the Netris emulator's binary.
+pub const NETRIS_BIN_NAME: &str = "netris-emulator";
+
+/// One component of the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Component {
     /// etcd, the API server's store.
@@ -43,11 +64,23 @@ pub enum Component {
     KubeScheduler,
     /// kwok: plays the kubelet of every fake node.
     Kwok,
+    /// The Netris controller emulator (binary `netris-emulator`).
+    Netris,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
+        Self::Etcd,
+        Self::KubeApiserver,
+        Self::KubeControllerManager,
+        Self::KubeScheduler,
+        Self::Kwok,
+        Self::Netris,
+    ];
+
+    /// The Kubernetes components (run from `gpufleet-kube`), in start order.
+    pub const CONTROL_PLANE: [Self; 5] = [
         Self::Etcd,
         Self::KubeApiserver,
         Self::KubeControllerManager,
@@ -64,6 +97,7 @@ impl Component {
             Self::KubeControllerManager => "kube-controller-manager",
             Self::KubeScheduler => "kube-scheduler",
             Self::Kwok => "kwok",
+            Self::Netris => "netris",
         }
     }
 
@@ -75,6 +109,7 @@ impl Component {
             "apiserver" => Some(Self::KubeApiserver),
             "kcm" | "controller-manager" => Some(Self::KubeControllerManager),
             "scheduler" => Some(Self::KubeScheduler),
+            "netris-emulator" => Some(Self::Netris),
             _ => Self::ALL.into_iter().find(|c| c.name() == name),
         }
     }
@@ -88,6 +123,7 @@ impl Component {
             Self::KubeControllerManager => ports.controller_manager,
             Self::KubeScheduler => ports.scheduler,
             Self::Kwok => ports.kwok,
+            Self::Netris => ports.netris,
         }
     }
 
@@ -102,12 +138,28 @@ impl Component {
                 format!("https://127.0.0.1:{port}/healthz")
             }
             Self::Kwok => format!("http://127.0.0.1:{port}/healthz"),
+            Self::Netris => format!("https://127.0.0.1:{port}/_admin/healthz"),
         }
     }
 
-    /// The arguments after `gpufleet-kube`: the component name, then its flags.
+    /// The arguments after the program: for the Kubernetes components (program
+    /// `gpufleet-kube`) the component name, then its flags; for `netris` the flags of
+    /// `netris-emulator`.
     #[must_use]
     pub fn args(self, paths: &LabPaths, ports: &Ports) -> Vec<String> {
+        if self == Self::Netris {
+            let mut args = vec![
+                format!("--dir={}", paths.netris_dir().display()),
+                format!("--listen=127.0.0.1:{}", ports.netris),
+                format!("--inventory={}", paths.netris_inventory().display()),
+                "--reseed-if-changed".into(),
+                format!("--user={NETRIS_USER}"),
+                format!("--password={NETRIS_PASSWORD}"),
+                format!("--provisioning-delay-ms={NETRIS_PROVISIONING_MS}"),
+            ];
+            args.extend(LAB_TENANTS.iter().map(|t| format!("--tenant={t}")));
+            return args;
+        }
         let pki = Pki::new(&paths.pki());
         let p = |path: &Path| path.display().to_string();
         let kubeconfig = p(&paths.component_kubeconfig(self));
@@ -116,6 +168,7 @@ impl Component {
         let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
         let mut args = vec![self.name().to_string()];
         let flags: Vec<String> = match self {
+            Self::Netris => Vec::new(),
             Self::Etcd => vec![
                 "--name=lab".into(),
                 format!("--data-dir={}", p(&paths.etcd_data())),
@@ -216,7 +269,7 @@ impl Component {
     #[must_use]
     pub fn client_identity(self) -> Option<&'static str> {
         match self {
-            Self::Etcd | Self::KubeApiserver => None,
+            Self::Etcd | Self::KubeApiserver | Self::Netris => None,
             Self::KubeControllerManager => Some("kube-controller-manager"),
             Self::KubeScheduler => Some("kube-scheduler"),
             Self::Kwok => Some("kwok"),
@@ -258,13 +311,28 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
                 Err(format!("kwok /healthz says {}", body.trim()))
             }
         }
+        Component::Netris => {
+            // Its CA is its own, in <dir>/netris next to <dir>/pki.
+            let ca = pki
+                .dir()
+                .parent()
+                .unwrap_or_else(|| pki.dir())
+                .join("netris")
+                .join(crate::netris::CA_CERT_FILE);
+            let body = https_get(port, "/_admin/healthz", &ca).await?;
+            if body.contains(r#""ok""#) {
+                Ok(())
+            } else {
+                Err(format!("netris /_admin/healthz says {}", body.trim()))
+            }
+        }
         Component::KubeApiserver | Component::KubeControllerManager | Component::KubeScheduler => {
             let path = if component == Component::KubeApiserver {
                 "/readyz"
             } else {
                 "/healthz"
             };
-            let body = https_get(port, path, pki).await?;
+            let body = https_get(port, path, &pki.ca_cert()).await?;
             if body.trim() == "ok" {
                 Ok(())
             } else {
@@ -274,10 +342,10 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
     }
 }
 
-/// GET over HTTPS on loopback, trusting only the lab CA, with no client certificate (the
-/// health endpoints are public).
-async fn https_get(port: u16, path: &str, pki: &Pki) -> Result<String, String> {
-    let ca_pem = std::fs::read(pki.ca_cert()).map_err(|e| format!("read CA: {e}"))?;
+/// GET over HTTPS on loopback, trusting only the CA in `ca_file`, with no client
+/// certificate (the health endpoints are public).
+async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<String, String> {
+    let ca_pem = std::fs::read(ca_file).map_err(|e| format!("read CA: {e}"))?;
     let ca_der = pem_to_der(&ca_pem).ok_or("the CA file holds no certificate")?;
     let url: http::Uri = format!("https://127.0.0.1:{port}")
         .parse()
@@ -296,6 +364,79 @@ async fn https_get(port: u16, path: &str, pki: &Pki) -> Result<String, String> {
         .request_text(request)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Where the `netris-emulator` binary is, building it first when this crate's sources
+/// are at hand.
+///
+/// `$GPUFLEET_LAB_NETRIS_BIN` wins. Otherwise the binary is looked for in cargo's profile
+/// directory of the running executable: its own directory (`target/debug/gpufleet-lab`),
+/// or the parent of `deps/` for a test binary (`target/debug/deps/…`), where cargo does
+/// not build another package's binaries. When the crate's manifest exists (a checkout),
+/// `cargo build -p gpufleet-lab --bin netris-emulator` runs first into that target
+/// directory and profile (a no-op when it is fresh), so the binary is never stale.
+///
+/// # Errors
+/// When no binary can be found or built; the message says what was tried.
+pub fn netris_binary() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("GPUFLEET_LAB_NETRIS_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
+    let dir = exe
+        .parent()
+        .ok_or("the current executable has no directory")?;
+    let profile_dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    let candidate = profile_dir.join(NETRIS_BIN_NAME);
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut build_error = None;
+    if manifest.is_file() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "gpufleet-lab",
+            "--bin",
+            NETRIS_BIN_NAME,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .stdin(std::process::Stdio::null());
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        if let Some(target) = profile_dir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        match cmd.output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                build_error = Some(format!(
+                    "cargo build --bin {NETRIS_BIN_NAME} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            Err(e) => build_error = Some(format!("cannot run cargo: {e}")),
+        }
+    }
+    if candidate.is_file() {
+        if let Some(e) = build_error {
+            tracing::warn!("{e}; using {} as it is", candidate.display());
+        }
+        return Ok(candidate);
+    }
+    Err(format!(
+        "{NETRIS_BIN_NAME} is not at {} ({}); build it with `cargo build -p gpufleet-lab --bin \
+         {NETRIS_BIN_NAME}` or set GPUFLEET_LAB_NETRIS_BIN",
+        candidate.display(),
+        build_error.unwrap_or_else(|| "no sources to build it from".into())
+    ))
 }
 
 /// The DER of the first certificate in a PEM file.
@@ -351,6 +492,7 @@ mod tests {
             controller_manager: 4,
             scheduler: 5,
             kwok: 6,
+            netris: 7,
         };
         (paths, ports)
     }
@@ -372,7 +514,9 @@ mod tests {
         let (paths, ports) = lab();
         for c in Component::ALL {
             let args = c.args(&paths, &ports);
-            assert_eq!(args[0], c.name());
+            if c != Component::Netris {
+                assert_eq!(args[0], c.name());
+            }
             let joined = args.join(" ");
             // `down` finds stray processes by this marker.
             assert!(joined.contains(&paths.marker()), "{c}: {joined}");
@@ -386,6 +530,9 @@ mod tests {
         let api = Component::KubeApiserver.args(&paths, &ports).join(" ");
         assert!(api.contains("--etcd-servers=http://127.0.0.1:1"));
         assert!(api.contains("--secure-port=3"));
+        let netris = Component::Netris.args(&paths, &ports).join(" ");
+        assert!(netris.contains("--dir=/tmp/some lab/netris"), "{netris}");
+        assert!(netris.contains("--tenant=tenant-a"), "{netris}");
         let kwok = Component::Kwok.args(&paths, &ports).join(" ");
         assert!(kwok.contains("--config=/tmp/some lab/kwok-stages.yaml"));
     }

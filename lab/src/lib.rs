@@ -214,28 +214,19 @@ impl Lab {
         };
         let fleet = Fleet::new(spec, scale).map_err(LabError::Fleet)?;
 
-        let (bin, src) = (options.kube_bin.clone(), options.kube_src.clone());
-        let build = tokio::task::spawn_blocking(move || gobuild::ensure(&bin, &src))
-            .await
-            .map_err(|e| {
-                LabError::Build(gobuild::BuildError::Io {
-                    what: "run the build".into(),
-                    source: std::io::Error::other(e),
-                })
-            })?
-            .map_err(LabError::Build)?;
+        let build = ensure_built(options.kube_bin.clone(), options.kube_src.clone()).await?;
 
-        let running: Vec<Component> = Component::ALL
+        let running: Vec<Component> = Component::CONTROL_PLANE
             .into_iter()
             .filter(|c| PidRecord::read(&paths.pid_file(*c)).is_some_and(|r| r.is_alive()))
             .collect();
         let pki = Pki::new(&paths.pki());
         let mut adopted = false;
         if let Some(prev) = &previous
-            && running.len() == Component::ALL.len()
+            && running.len() == Component::CONTROL_PLANE.len()
         {
             let mut healthy = true;
-            for c in Component::ALL {
+            for c in Component::CONTROL_PLANE {
                 if let Some(why) = outdated(&paths, &options.kube_bin, &prev.ports, c) {
                     tracing::info!("{c} is running but outdated: {why}");
                     healthy = false;
@@ -258,7 +249,7 @@ impl Lab {
             }
             _ => {
                 if !running.is_empty() {
-                    let how = if running.len() == Component::ALL.len() {
+                    let how = if running.len() == Component::CONTROL_PLANE.len() {
                         "running, but not healthy or not current".to_string()
                     } else {
                         let names: Vec<&str> = running.iter().map(|c| c.name()).collect();
@@ -292,6 +283,9 @@ impl Lab {
                 ports
             }
         };
+        // The Netris emulator: started when missing (a lab from before it joined is
+        // adopted and gets it now), restarted when outdated or unhealthy.
+        let ports = ensure_netris(&paths, ports, &fleet).await?;
         LabState {
             ports,
             fleet: fleet.spec().clone(),
@@ -560,14 +554,23 @@ impl Lab {
         self.report
     }
 
-    /// The settings for the provider and clients ([`settings::settings`]).
+    /// The settings for the provider and clients ([`settings::lab_settings`]).
     #[must_use]
     pub fn settings(&self) -> Vec<Setting> {
-        settings::settings(&self.kubeconfig_path())
+        settings::lab_settings(&self.paths, &self.ports)
+    }
+
+    /// The Netris emulator's base URL (`https://127.0.0.1:<port>`; its admin plane is
+    /// under `/_admin/`, its CA in [`LabPaths::netris_ca`]).
+    #[must_use]
+    pub fn netris_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.ports.netris)
     }
 
     /// The settings as environment variables: `KUBECONFIG`, `GPUFLEET_KUBE_CONFIG_PATH`,
-    /// and more as emulators join the lab. Set them on a `Command` that runs Terraform.
+    /// `GPUFLEET_NETRIS_ENDPOINT`, `GPUFLEET_NETRIS_USERNAME`, `GPUFLEET_NETRIS_PASSWORD` and
+    /// `GPUFLEET_NETRIS_CA_CERTIFICATE` (the path of the emulator's CA). Set them on a
+    /// `Command` that runs Terraform.
     #[must_use]
     pub fn settings_env(&self) -> Vec<(String, String)> {
         self.settings()
@@ -662,25 +665,7 @@ async fn start_control_plane(paths: &LabPaths, ports: &Ports, bin: &Path) -> Res
             source,
         }
     })?;
-    let spawn = |c: Component| -> Result<PidRecord, LabError> {
-        let record = process::spawn(
-            bin,
-            &c.args(paths, ports),
-            paths.root(),
-            &paths.log_file(c),
-            &paths.pid_file(c),
-        )
-        .map_err(|source| LabError::Spawn {
-            component: c,
-            source,
-        })?;
-        tracing::info!(
-            "started {c} (pid {}) on 127.0.0.1:{}",
-            record.pid,
-            c.port(ports)
-        );
-        Ok(record)
-    };
+    let spawn = |c: Component| spawn_component(bin, c, paths, ports);
     let etcd = spawn(Component::Etcd)?;
     wait_healthy(
         Component::Etcd,
@@ -717,6 +702,77 @@ async fn start_control_plane(paths: &LabPaths, ports: &Ports, bin: &Path) -> Res
         result?;
     }
     Ok(())
+}
+
+/// Makes the Netris emulator run, current and healthy: locates (or builds) its binary,
+/// writes the fleet's inventory for it, keeps a running one that is current and
+/// healthy, and otherwise (re)starts it on its port (a new free one when it has none or
+/// the old one is taken). Returns `ports` with the emulator's port.
+async fn ensure_netris(
+    paths: &LabPaths,
+    mut ports: Ports,
+    fleet: &Fleet,
+) -> Result<Ports, LabError> {
+    let c = Component::Netris;
+    let spawn_error = |e: String| LabError::Spawn {
+        component: c,
+        source: std::io::Error::other(e),
+    };
+    let bin = tokio::task::spawn_blocking(components::netris_binary)
+        .await
+        .map_err(|e| spawn_error(e.to_string()))?
+        .map_err(spawn_error)?;
+    let inventory = netris::NetrisInventory::from_fleet(fleet);
+    let text = serde_json::to_string_pretty(&inventory).map_err(|e| spawn_error(e.to_string()))?;
+    let inventory_file = paths.netris_inventory();
+    let changed = std::fs::read_to_string(&inventory_file).ok().as_deref() != Some(text.as_str());
+    if changed {
+        std::fs::write(&inventory_file, &text).map_err(|source| LabError::StateDir {
+            path: inventory_file.clone(),
+            source,
+        })?;
+    }
+    let pki = Pki::new(&paths.pki());
+    let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
+    if running.is_some() && ports.netris != 0 {
+        let why = if changed {
+            Some("the fleet's inventory changed".to_string())
+        } else if let Some(why) = outdated(paths, &bin, &ports, c) {
+            Some(why)
+        } else {
+            components::check(c, &ports, &pki).await.err()
+        };
+        match why {
+            None => return Ok(ports),
+            Some(why) => tracing::info!("{c} is running but must restart: {why}"),
+        }
+    }
+    if running.is_some() {
+        process::stop(&paths.pid_file(c), STOP_GRACE).map_err(|source| LabError::Stop {
+            component: c,
+            source,
+        })?;
+    }
+    let others = &ports.all()[..ports.all().len() - 1];
+    let bindable = |p: u16| {
+        p != 0
+            && !others.contains(&p)
+            && std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
+    };
+    let mut tries = 0;
+    while !bindable(ports.netris) {
+        tries += 1;
+        if tries > 20 {
+            return Err(spawn_error("no free loopback port for it".into()));
+        }
+        ports.netris = Ports::allocate().map_err(LabError::Ports)?.netris;
+    }
+    let record = spawn_component(&bin, c, paths, &ports)?;
+    if let Err(e) = wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await {
+        let _ = process::stop(&paths.pid_file(c), STOP_GRACE);
+        return Err(e);
+    }
+    Ok(ports)
 }
 
 /// Polls a component's health until it is healthy, it exits, or `timeout` passes.
@@ -815,7 +871,12 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
         .unwrap_or("gpufleet-kube")
         .to_string();
     let marker = paths.marker();
-    for stray in process::find_by_cmdline(&[&bin_name, &marker]) {
+    let mut strays = process::find_by_cmdline(&[&bin_name, &marker]);
+    strays.extend(process::find_by_cmdline(&[
+        components::NETRIS_BIN_NAME,
+        &marker,
+    ]));
+    for stray in strays {
         tracing::warn!("stopping stray lab process {}", stray.pid);
         process::kill_stray(&stray, STOP_GRACE).map_err(|source| LabError::StopStray {
             pid: stray.pid,
@@ -825,10 +886,54 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
     }
     let left: Vec<i32> = process::find_by_cmdline(&[&bin_name, &marker])
         .into_iter()
+        .chain(process::find_by_cmdline(&[
+            components::NETRIS_BIN_NAME,
+            &marker,
+        ]))
         .map(|r| r.pid)
         .collect();
     if !left.is_empty() {
         return Err(LabError::Leftovers { pids: left });
     }
     Ok(report)
+}
+
+/// Builds the control-plane binary if it is missing or stale, off the async runtime (the Go
+/// build takes minutes); returns how long a build took, or `None` when none was needed.
+pub async fn ensure_built(bin: PathBuf, src: PathBuf) -> Result<Option<Duration>, LabError> {
+    tokio::task::spawn_blocking(move || gobuild::ensure(&bin, &src))
+        .await
+        .map_err(|e| {
+            LabError::Build(gobuild::BuildError::Io {
+                what: "run the build".into(),
+                source: std::io::Error::other(e),
+            })
+        })?
+        .map_err(LabError::Build)
+}
+
+/// Starts one component in the background, logging where it listens.
+fn spawn_component(
+    bin: &Path,
+    c: Component,
+    paths: &LabPaths,
+    ports: &Ports,
+) -> Result<PidRecord, LabError> {
+    let record = process::spawn(
+        bin,
+        &c.args(paths, ports),
+        paths.root(),
+        &paths.log_file(c),
+        &paths.pid_file(c),
+    )
+    .map_err(|source| LabError::Spawn {
+        component: c,
+        source,
+    })?;
+    tracing::info!(
+        "started {c} (pid {}) on 127.0.0.1:{}",
+        record.pid,
+        c.port(ports)
+    );
+    Ok(record)
 }

@@ -13,6 +13,7 @@
 //!   etcd/                 etcd's data directory (kept by `down`, deleted by `reset`)
 //!   logs/<component>.log  stdout and stderr of each component (previous run: .log.1)
 //!   run/<component>.pid   pid and start time of each running component
+//!   netris/               the Netris emulator's state, CA (netris-ca.pem) and inventory
 //! ```
 //!
 //! The Go binary is not in here: it is shared by every lab (see [`crate::gobuild`]).
@@ -61,7 +62,13 @@ impl LabPaths {
     /// # Errors
     /// When a directory cannot be created.
     pub fn create(&self) -> io::Result<()> {
-        for dir in [self.root.clone(), self.pki(), self.logs(), self.run()] {
+        for dir in [
+            self.root.clone(),
+            self.pki(),
+            self.logs(),
+            self.run(),
+            self.netris_dir(),
+        ] {
             std::fs::create_dir_all(&dir)?;
         }
         Ok(())
@@ -103,6 +110,24 @@ impl LabPaths {
     #[must_use]
     pub fn etcd_data(&self) -> PathBuf {
         self.root.join("etcd")
+    }
+
+    /// The Netris emulator's state directory.
+    #[must_use]
+    pub fn netris_dir(&self) -> PathBuf {
+        self.root.join("netris")
+    }
+
+    /// The CA certificate of the Netris emulator (PEM): what clients trust.
+    #[must_use]
+    pub fn netris_ca(&self) -> PathBuf {
+        self.netris_dir().join(crate::netris::CA_CERT_FILE)
+    }
+
+    /// The inventory the Netris emulator is seeded with (JSON, from the fleet).
+    #[must_use]
+    pub fn netris_inventory(&self) -> PathBuf {
+        self.netris_dir().join("inventory.json")
     }
 
     /// The lock file that serialises `up`, `down` and `reset` on this directory, across

@@ -18,6 +18,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+/// How many ports a lab has.
+const COUNT: usize = 7;
+
 /// The lowest port the random pick uses.
 const RANDOM_LOW: u16 = 20_000;
 
@@ -36,22 +39,26 @@ pub struct Ports {
     pub scheduler: u16,
     /// kwok's server address (plain HTTP, `/healthz` and metrics).
     pub kwok: u16,
+    /// The Netris controller emulator (HTTPS: its API and `/_admin/`). Zero in the state
+    /// of a lab from before the emulator joined (it gets a port on the next `up`).
+    #[serde(default)]
+    pub netris: u16,
 }
 
 impl Ports {
-    /// Picks six distinct free loopback ports.
+    /// Picks seven distinct free loopback ports.
     ///
-    /// All six are held open until the last one is found, so they are distinct, and
+    /// All seven are held open until the last one is found, so they are distinct, and
     /// released together just before returning.
     ///
     /// # Errors
     /// When no port can be bound at all.
     pub fn allocate() -> io::Result<Self> {
-        let mut held: Vec<TcpListener> = Vec::with_capacity(6);
+        let mut held: Vec<TcpListener> = Vec::with_capacity(COUNT);
         let mut rng = Rng::seeded();
         let high = ephemeral_low().unwrap_or(32_768);
         let mut tries = 0;
-        while held.len() < 6 {
+        while held.len() < COUNT {
             let listener = if high > RANDOM_LOW + 1_000 && tries < 1_000 {
                 tries += 1;
                 let port = RANDOM_LOW + (rng.next() % u64::from(high - RANDOM_LOW)) as u16;
@@ -64,7 +71,7 @@ impl Ports {
             };
             held.push(listener);
         }
-        let mut ports = Vec::with_capacity(6);
+        let mut ports = Vec::with_capacity(COUNT);
         for listener in &held {
             ports.push(listener.local_addr()?.port());
         }
@@ -76,12 +83,13 @@ impl Ports {
             controller_manager: ports[3],
             scheduler: ports[4],
             kwok: ports[5],
+            netris: ports[6],
         })
     }
 
-    /// The six ports, in a fixed order.
+    /// The seven ports, in a fixed order.
     #[must_use]
-    pub fn all(&self) -> [u16; 6] {
+    pub fn all(&self) -> [u16; COUNT] {
         [
             self.etcd_client,
             self.etcd_peer,
@@ -89,16 +97,17 @@ impl Ports {
             self.controller_manager,
             self.scheduler,
             self.kwok,
+            self.netris,
         ]
     }
 
-    /// Whether the six ports are distinct and each can be bound right now, so a lab
+    /// Whether the seven ports are distinct and each can be bound right now, so a lab
     /// that was stopped can start again on the same ports (and its kubeconfig stays
     /// valid).
     #[must_use]
     pub fn all_free(&self) -> bool {
         let distinct: HashSet<u16> = self.all().into_iter().collect();
-        distinct.len() == 6
+        distinct.len() == COUNT
             && self.all().iter().all(|p| {
                 *p != 0 && TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, *p))).is_ok()
             })
@@ -138,10 +147,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allocates_six_distinct_bindable_ports() {
+    fn allocates_seven_distinct_bindable_ports() {
         let ports = Ports::allocate().expect("allocate");
         let distinct: HashSet<u16> = ports.all().into_iter().collect();
-        assert_eq!(distinct.len(), 6, "{ports:?}");
+        assert_eq!(distinct.len(), COUNT, "{ports:?}");
         assert!(ports.all_free(), "{ports:?}");
     }
 
@@ -165,6 +174,14 @@ mod tests {
         for p in second.all() {
             assert!(!first.all().contains(&p), "{first:?} vs {second:?}");
         }
+    }
+
+    #[test]
+    fn a_state_without_the_netris_port_still_loads() {
+        let old = r#"{"etcd_client":1,"etcd_peer":2,"apiserver":3,"controller_manager":4,"scheduler":5,"kwok":6}"#;
+        let ports: Ports = serde_json::from_str(old).expect("parse");
+        assert_eq!(ports.netris, 0);
+        assert!(!ports.all_free(), "a zero port is never free");
     }
 
     #[test]

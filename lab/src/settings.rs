@@ -6,6 +6,10 @@
 
 use std::path::Path;
 
+use crate::components::{NETRIS_PASSWORD, NETRIS_USER};
+use crate::paths::LabPaths;
+use crate::ports::Ports;
+
 /// One environment variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting {
@@ -33,6 +37,47 @@ pub fn settings(kubeconfig: &Path) -> Vec<Setting> {
             help: "the gpufleet provider's kube.config_path",
         },
     ]
+}
+
+/// The settings of the Netris emulator at `endpoint` whose CA certificate is `ca_file`.
+#[must_use]
+pub fn netris_settings(endpoint: &str, ca_file: &Path) -> Vec<Setting> {
+    vec![
+        Setting {
+            name: "GPUFLEET_NETRIS_ENDPOINT",
+            value: endpoint.to_string(),
+            help: "the gpufleet provider's netris.endpoint (the lab's Netris emulator)",
+        },
+        Setting {
+            name: "GPUFLEET_NETRIS_USERNAME",
+            value: NETRIS_USER.to_string(),
+            help: "the gpufleet provider's netris.username",
+        },
+        Setting {
+            name: "GPUFLEET_NETRIS_PASSWORD",
+            value: NETRIS_PASSWORD.to_string(),
+            help: "the gpufleet provider's netris.password",
+        },
+        Setting {
+            name: "GPUFLEET_NETRIS_CA_CERTIFICATE",
+            value: ca_file.display().to_string(),
+            help: "the gpufleet provider's netris.ca_certificate (the emulator's CA, PEM file)",
+        },
+    ]
+}
+
+/// Every setting of the lab at `paths` on `ports`: Kubernetes, and the Netris emulator
+/// when the lab has a port for it.
+#[must_use]
+pub fn lab_settings(paths: &LabPaths, ports: &Ports) -> Vec<Setting> {
+    let mut all = settings(&paths.kubeconfig());
+    if ports.netris != 0 {
+        all.extend(netris_settings(
+            &format!("https://127.0.0.1:{}", ports.netris),
+            &paths.netris_ca(),
+        ));
+    }
+    all
 }
 
 /// Shell `export` lines, with a comment before each.
@@ -75,6 +120,26 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             "/tmp/it's a lab/kubeconfig|/tmp/it's a lab/kubeconfig"
+        );
+    }
+
+    #[test]
+    fn a_lab_with_netris_adds_its_settings() {
+        let paths = LabPaths::new(Path::new("/tmp/lab")).expect("paths");
+        let mut ports = Ports::allocate().expect("ports");
+        let names = |s: Vec<Setting>| s.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        let all = lab_settings(&paths, &ports);
+        assert!(all.iter().any(|s| s.name == "GPUFLEET_NETRIS_ENDPOINT"
+            && s.value == format!("https://127.0.0.1:{}", ports.netris)));
+        assert!(
+            all.iter()
+                .any(|s| s.name == "GPUFLEET_NETRIS_CA_CERTIFICATE"
+                    && s.value == "/tmp/lab/netris/netris-ca.pem")
+        );
+        ports.netris = 0;
+        assert_eq!(
+            names(lab_settings(&paths, &ports)),
+            ["KUBECONFIG", "GPUFLEET_KUBE_CONFIG_PATH"]
         );
     }
 }

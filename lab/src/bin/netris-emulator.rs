@@ -8,6 +8,10 @@
 //! Prints `NETRIS_ADDRESS=…`, `NETRIS_LOGIN=…`, `NETRIS_PASSWORD=…` and
 //! `NETRIS_CA_CERT=…` as `export` lines on stdout (logs go to stderr), so
 //! `eval "$(netris-emulator … &)"`-style wrappers and humans alike can use it.
+//!
+//! `gpufleet-lab up` runs it as the lab's `netris` component with `--inventory` (the
+//! fleet's inventory as JSON, written by the lab), `--reseed-if-changed` and one
+//! `--tenant` per tenant the lab provides.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,7 +19,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use gpufleet_lab::fleet::{Fleet, FleetSpec};
-use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory};
+use gpufleet_lab::netris::model::{Db, Kind, Tenant};
+use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory, Store};
 use tracing_subscriber::EnvFilter;
 
 /// Runs the Netris controller emulator.
@@ -34,6 +39,17 @@ struct Args {
     /// Replicate racks until the fleet has at least this many nodes.
     #[arg(long)]
     scale: Option<usize>,
+    /// Inventory (a `NetrisInventory` JSON, as `POST /_admin/seed` takes) to seed with;
+    /// overrides `--fleet`.
+    #[arg(long)]
+    inventory: Option<PathBuf>,
+    /// When the saved state was seeded from another inventory, start over from this one
+    /// (instead of keeping the saved state).
+    #[arg(long)]
+    reseed_if_changed: bool,
+    /// A tenant to create at start when missing (repeatable).
+    #[arg(long = "tenant")]
+    tenants: Vec<String>,
     /// Login user.
     #[arg(long, default_value = "netris")]
     user: String,
@@ -59,22 +75,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
     let spec = match &args.fleet {
         Some(path) => FleetSpec::from_file(path)?,
         None => FleetSpec::default_fleet(),
     };
-    let fleet = Fleet::new(spec, args.scale)?;
+    let inventory = match &args.inventory {
+        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
+        None => NetrisInventory::from_fleet(&Fleet::new(spec, args.scale)?),
+    };
     let mut config = NetrisConfig::new(&args.dir);
     config.bind = args.listen;
-    config.inventory = NetrisInventory::from_fleet(&fleet);
+    config.inventory = inventory;
     config.api.user = args.user.clone();
     config.api.password = args.password.clone();
     config.api.provisioning_delay = Duration::from_millis(args.provisioning_delay_ms);
     config.api.session_ttl = Duration::from_secs(args.session_ttl_s);
     config.ca_pem_path = args.ca_out.clone();
+    let inventory = config.inventory.clone();
     let emu = NetrisEmulator::start(config).await?;
+    let store = emu.controller().store();
+    if args.reseed_if_changed && store.snapshot().inventory != inventory {
+        tracing::info!("the inventory changed; seeding afresh");
+        store.replace(Db::seeded(inventory, store.now_ms()))?;
+    }
+    ensure_tenants(store.as_ref(), &args.tenants)?;
     println!("export NETRIS_ADDRESS='{}'", emu.url());
     println!("export NETRIS_LOGIN='{}'", args.user);
     println!("export NETRIS_PASSWORD='{}'", args.password);
@@ -82,5 +109,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::signal::ctrl_c().await?;
     tracing::info!("stopping");
     emu.shutdown().await;
+    Ok(())
+}
+
+/// Creates the tenants of `names` that do not exist yet.
+fn ensure_tenants(store: &dyn Store, names: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    store
+        .transact(&mut |db| {
+            for name in names {
+                if db.tenants.values().any(|t| &t.name == name) {
+                    continue;
+                }
+                let id = db.next_id(Kind::Tenant);
+                db.tenants.insert(
+                    id,
+                    Tenant {
+                        id,
+                        name: name.clone(),
+                        description: "seeded by gpufleet-lab".into(),
+                    },
+                );
+                tracing::info!("created tenant {name} (id {id})");
+            }
+            Ok(serde_json::Value::Null)
+        })
+        .map_err(|e| e.message)?;
     Ok(())
 }
