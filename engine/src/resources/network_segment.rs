@@ -1695,21 +1695,9 @@ fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         )
         .into());
     }
-    let schema = segment_schema();
-    let attrs = schema
+    Ok(segment_schema()
         .block
-        .attributes
-        .iter()
-        .map(|a| a.name)
-        .chain(schema.block.blocks.iter().map(|b| b.type_name));
-    Ok(Value::object(attrs.map(|n| {
-        let v = if n == "name" {
-            Value::string(name)
-        } else {
-            Value::Null
-        };
-        (n, v)
-    })))
+        .complete(&Value::object([("name", Value::string(name))])))
 }
 
 #[async_trait]

@@ -332,6 +332,17 @@ impl Block {
         self.blocks.iter().find(|b| b.type_name == name)
     }
 
+    /// `partial` with every attribute and block type of this block present: those it lacks
+    /// are null, so the value conforms to the schema (import skeletons use this).
+    pub fn complete(&self, partial: &Value) -> Value {
+        let names = self
+            .attributes
+            .iter()
+            .map(|a| a.name)
+            .chain(self.blocks.iter().map(|b| b.type_name));
+        Value::object(names.map(|n| (n, partial.get(n).clone())))
+    }
+
     /// The object type of the block's value: every attribute and block type.
     pub fn value_type(&self) -> Type {
         Type::Object(

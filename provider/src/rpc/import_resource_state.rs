@@ -49,21 +49,8 @@ async fn skeleton(
         return kind
             .import(&shared.context(), &req.id)
             .await
-            .map(|v| with_all_attributes(kind, &v));
+            .map(|v| kind.schema().block.complete(&v));
     };
     let value = convert::decode(Some(identity), &super::identity_type(kind), "identity")?;
-    Ok(with_all_attributes(kind, &value))
-}
-
-/// Fills in every attribute the schema has, as null where the skeleton does not say, so the
-/// value conforms to the schema.
-fn with_all_attributes(kind: &dyn ResourceKind, partial: &Value) -> Value {
-    let schema = kind.schema();
-    let attrs = schema
-        .block
-        .attributes
-        .iter()
-        .map(|a| a.name)
-        .chain(schema.block.blocks.iter().map(|b| b.type_name));
-    Value::object(attrs.map(|n| (n, partial.get(n).clone())))
+    Ok(kind.schema().block.complete(&value))
 }
