@@ -3,7 +3,7 @@
 //! failed applies, timeouts and cancellation. Every plan, apply and refresh is checked against
 //! Terraform's consistency rules by the harness.
 
-#[path = "network_segment_support.rs"]
+#[path = "support/network_segment.rs"]
 mod support;
 
 use gpufleet_engine::{

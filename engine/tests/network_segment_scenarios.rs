@@ -3,7 +3,7 @@
 //! bodies, are also `insta` snapshots, so a change to what gpufleet sends shows up in review.
 //! The counts double as the "API calls per resource" figures: a refresh is one call.
 
-#[path = "network_segment_support.rs"]
+#[path = "support/network_segment.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -31,6 +31,7 @@
 mod checks;
 mod compatible;
 mod plan_valid;
+mod proposed_new;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +42,7 @@ pub use checks::{
 };
 pub use compatible::{assert_final_plan_consistent, assert_object_compatible};
 pub use plan_valid::assert_plan_valid;
+pub use proposed_new::{empty_value, proposed_new};
 
 use crate::{
     diag::Diagnostic,

@@ -1,4 +1,5 @@
-//! Shared by the `network_segment_*` tests (included with `#[path]`): a faithful in-memory
+//! Shared by the `network_segment_*` tests (included with `#[path]`; it lives under
+//! `support/` so that it is not a test binary of its own): a faithful in-memory
 //! Netris controller behind the [`NetrisApi`] trait, and a harness that drives a resource kind
 //! the way Terraform core does, checking Terraform's consistency rules on every plan, apply and
 //! refresh.
@@ -25,6 +26,7 @@ use gpufleet_engine::{
     },
     consistency::{
         PathError, assert_object_compatible, assert_plan_valid, assert_wholly_known_conformant,
+        proposed_new,
     },
     context::Context,
     diag::{Diagnostics, Severity},
@@ -32,7 +34,6 @@ use gpufleet_engine::{
     path::AttrPath,
     plan::plan_resource,
     resources::network_segment::NetworkSegment,
-    schema::{AttrType, Attribute, Block, Nesting},
     validate::{Ipv4Net, validate_block},
     value::Value,
 };
@@ -852,99 +853,6 @@ pub fn member(port: Option<&str>, hostname: Option<&str>, untagged: Option<bool>
         ("hostname", hostname.map(Value::string).into()),
         ("untagged", untagged.map(Value::Bool).into()),
     ])
-}
-
-/// Terraform's `objchange.ProposedNew` for attributes (this schema has no blocks besides the
-/// single `timeouts`): config values, prior values for computed attributes left null.
-pub fn proposed_new(block: &Block, prior: &Value, config: &Value) -> Value {
-    if config.is_null() {
-        return Value::Null;
-    }
-    let mut out = BTreeMap::new();
-    for a in &block.attributes {
-        out.insert(
-            a.name.to_owned(),
-            proposed_attr(a, prior.get(a.name), config.get(a.name)),
-        );
-    }
-    for b in &block.blocks {
-        let c = config.get(b.type_name);
-        let v = if c.is_null() {
-            Value::Null
-        } else {
-            proposed_new(&b.block, prior.get(b.type_name), c)
-        };
-        out.insert(b.type_name.to_owned(), v);
-    }
-    Value::Object(out)
-}
-
-fn proposed_attr(a: &Attribute, prior: &Value, config: &Value) -> Value {
-    if a.mode.is_computed() && config.is_null() {
-        return prior.clone();
-    }
-    let AttrType::Nested {
-        nesting,
-        attributes,
-    } = &a.ty
-    else {
-        return config.clone();
-    };
-    if config.is_null() || config.is_unknown() {
-        return config.clone();
-    }
-    let inner = Block {
-        attributes: attributes.clone(),
-        ..Block::default()
-    };
-    let element = |p: &Value, c: &Value| {
-        let mut o = BTreeMap::new();
-        for x in attributes {
-            o.insert(
-                x.name.to_owned(),
-                proposed_attr(x, p.get(x.name), c.get(x.name)),
-            );
-        }
-        Value::Object(o)
-    };
-    match nesting {
-        Nesting::Single | Nesting::Group => element(prior, config),
-        Nesting::Set => {
-            // Correlate each configured element with an unused prior one that equals it once
-            // computed attributes are nulled.
-            let strip = |v: &Value| {
-                let mut o = v.as_object().cloned().unwrap_or_default();
-                for x in &inner.attributes {
-                    if x.mode.is_computed() {
-                        o.insert(x.name.to_owned(), Value::Null);
-                    }
-                }
-                Value::Object(o)
-            };
-            let priors: Vec<&Value> = prior.as_seq().unwrap_or_default().iter().collect();
-            let mut used = vec![false; priors.len()];
-            let items = config
-                .as_seq()
-                .unwrap_or_default()
-                .iter()
-                .map(|c| {
-                    let hit = priors
-                        .iter()
-                        .enumerate()
-                        .find(|(i, p)| !used[*i] && strip(p) == strip(c));
-                    match hit {
-                        Some((i, p)) => {
-                            used[i] = true;
-                            element(p, c)
-                        }
-                        None => c.clone(),
-                    }
-                })
-                .collect();
-            Value::set(items)
-        }
-        Nesting::List | Nesting::Map => config.clone(),
-    }
 }
 
 /// What Terraform decides for an instance.
