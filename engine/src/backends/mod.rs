@@ -2,4 +2,5 @@
 //! the network (reqwest, tokio networking); resources see each backend through a trait, so
 //! their logic can be tested against fakes and the planner stays offline.
 
+pub mod kube;
 pub mod netris;

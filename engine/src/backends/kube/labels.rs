@@ -1,0 +1,20 @@
+//! Label, annotation and taint keys gpufleet sets on host-cluster objects. One list, so the
+//! resources that write them and the data sources that read them agree.
+
+/// The well-known label naming the tool that manages an object.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY`] on every object gpufleet creates. Nodes are not created by
+/// gpufleet, so they never get it: their own value is left alone.
+pub const MANAGED_BY_VALUE: &str = "gpufleet";
+/// On every object of a virtual cluster: the virtual cluster's name.
+pub const VIRTUAL_CLUSTER: &str = "gpufleet.dev/virtual-cluster";
+/// On a virtual cluster's namespace: its isolation tier (`shared`, `dedicated`, `private`).
+pub const ISOLATION: &str = "gpufleet.dev/isolation";
+/// On nodes a pool holds: the pool that holds them, as `<virtual cluster>.<pool>`; the same
+/// key is on objects a pool creates (device-plugin config, Karpenter NodePool).
+pub const POOL: &str = "gpufleet.dev/pool";
+/// On nodes of a dedicated or private pool: the virtual cluster (tenant) they serve. The same
+/// key is the taint (`NoSchedule`) that keeps every other tenant's pods off them.
+pub const TENANT: &str = "gpufleet.dev/tenant";
+/// On nodes a pool holds: the isolation tier of the pool's virtual cluster.
+pub const NODE_ISOLATION: &str = "gpufleet.dev/isolation";
