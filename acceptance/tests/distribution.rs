@@ -1,0 +1,251 @@
+//! The release artifacts of `scripts/release`, installed the way users install any provider:
+//! through a `filesystem_mirror` with a normal `terraform init` (no `dev_overrides`), which
+//! records `h1:` hashes in the lock file and refuses a zip that no longer matches them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpufleet_acceptance::{Workdir, workspace_root};
+
+const VERSION: &str = "0.1.0";
+const NAME: &str = "terraform-provider-gpufleet";
+
+const CONFIG: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = {
+      source  = "gpufleet/gpufleet"
+      version = "0.1.0"
+    }
+  }
+}
+
+data "gpufleet_gpu_catalog" "h100" {
+  product = "NVIDIA-H100-80GB-HBM3"
+}
+
+output "memory_gb" {
+  value = data.gpufleet_gpu_catalog.h100.gpu.memory_gb
+}
+"#;
+
+/// Terraform's name for this machine's platform, as in the zip's file name.
+fn platform() -> String {
+    let os = std::env::consts::OS;
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{os}_{arch}")
+}
+
+struct Release {
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+    mirror: PathBuf,
+}
+
+/// Runs `scripts/release --debug` (the debug build the other tests already made) into a
+/// fresh directory, with `extra` arguments.
+fn release(extra: &[&str], env: &[(&str, &Path)]) -> Release {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("dist");
+    let mirror = dir.path().join("mirror");
+    let status = Command::new(workspace_root().join("scripts/release"))
+        .args(["--debug", "--version", VERSION, "--out"])
+        .arg(&out)
+        .arg("--mirror")
+        .arg(&mirror)
+        .args(extra)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .status()
+        .expect("scripts/release runs");
+    assert!(status.success(), "scripts/release failed: {status}");
+    Release {
+        _dir: dir,
+        out,
+        mirror,
+    }
+}
+
+fn mirror_config(mirror: &Path) -> String {
+    format!(
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    \
+         include = [\"gpufleet/gpufleet\"]\n  }}\n  direct {{\n    \
+         exclude = [\"gpufleet/gpufleet\"]\n  }}\n}}\n",
+        mirror.display()
+    )
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a digest")
+        .to_owned()
+}
+
+#[test]
+fn release_artifacts_have_the_registry_layout() {
+    let r = release(&[], &[]);
+    let zip = format!("{NAME}_{VERSION}_{}.zip", platform());
+    let manifest = format!("{NAME}_{VERSION}_manifest.json");
+    let sums = format!("{NAME}_{VERSION}_SHA256SUMS");
+
+    let manifest_json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.out.join(&manifest)).expect("manifest written"),
+    )
+    .expect("manifest is JSON");
+    assert_eq!(
+        manifest_json,
+        serde_json::json!({"version": 1, "metadata": {"protocol_versions": ["6.0"]}})
+    );
+
+    // SHA256SUMS names both files with their real digests.
+    let sums_text = std::fs::read_to_string(r.out.join(&sums)).expect("SHA256SUMS written");
+    for file in [&zip, &manifest] {
+        let line = format!("{}  {file}", sha256(&r.out.join(file)));
+        assert!(
+            sums_text.lines().any(|l| l == line),
+            "{file} missing or wrong in SHA256SUMS:\n{sums_text}"
+        );
+    }
+
+    // The zip holds exactly the binary, named as Terraform expects, executable.
+    let listing = Command::new("unzip")
+        .arg("-Z1")
+        .arg(r.out.join(&zip))
+        .output()
+        .expect("unzip runs");
+    assert_eq!(
+        String::from_utf8_lossy(&listing.stdout).trim(),
+        format!("{NAME}_v{VERSION}")
+    );
+    let mode = Command::new("unzip")
+        .arg("-Z")
+        .arg(r.out.join(&zip))
+        .output()
+        .expect("unzip runs");
+    assert!(
+        String::from_utf8_lossy(&mode.stdout).contains("-rwxr-xr-x"),
+        "the binary is not executable in the zip:\n{}",
+        String::from_utf8_lossy(&mode.stdout)
+    );
+
+    // The mirror uses the packed layout.
+    assert!(
+        r.mirror
+            .join("registry.terraform.io/gpufleet/gpufleet")
+            .join(&zip)
+            .is_file()
+    );
+}
+
+#[test]
+fn mirror_install_writes_the_lock_file_and_refuses_a_tampered_zip() {
+    let r = release(&[], &[]);
+    let wd = Workdir::without_provider(CONFIG);
+    std::fs::write(wd.cli_config_path(), mirror_config(&r.mirror)).expect("CLI config");
+
+    let init = wd.init();
+    assert!(
+        init.contains("Installed gpufleet/gpufleet v0.1.0"),
+        "{init}"
+    );
+    let lock = wd.read(".terraform.lock.hcl");
+    assert!(
+        lock.contains("provider \"registry.terraform.io/gpufleet/gpufleet\""),
+        "{lock}"
+    );
+    assert!(lock.contains("version     = \"0.1.0\""), "{lock}");
+    assert!(
+        lock.contains("\"h1:"),
+        "no h1: hash in the lock file:\n{lock}"
+    );
+
+    let apply = wd.run_ok(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(apply.contains("memory_gb = 80"), "{apply}");
+
+    // Change one byte of the mirrored zip: with the lock file in place, a fresh install
+    // must refuse it.
+    let zip = r
+        .mirror
+        .join("registry.terraform.io/gpufleet/gpufleet")
+        .join(format!("{NAME}_{VERSION}_{}.zip", platform()));
+    let mut bytes = std::fs::read(&zip).expect("mirrored zip");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&zip, bytes).expect("tamper");
+    std::fs::remove_dir_all(wd.path().join(".terraform")).expect("remove .terraform");
+
+    let refused = wd.run_err(&["init", "-input=false", "-no-color"]);
+    assert!(
+        refused.contains("checksum") || refused.contains("doesn't match"),
+        "init did not explain the refusal:\n{refused}"
+    );
+    assert!(
+        !wd.path()
+            .join(".terraform/providers")
+            .join("registry.terraform.io/gpufleet/gpufleet/0.1.0")
+            .exists()
+    );
+}
+
+#[test]
+fn sums_are_signed_when_a_key_is_given() {
+    let home = tempfile::tempdir().expect("GNUPGHOME");
+    // gpg refuses to trust a home directory others can read.
+    std::fs::set_permissions(
+        home.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod GNUPGHOME");
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""])
+            .args(args)
+            .env("GNUPGHOME", home.path())
+            .output()
+            .expect("gpg runs");
+        assert!(
+            out.status.success(),
+            "gpg {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    gpg(&[
+        "--quick-generate-key",
+        "gpufleet release test <release@gpufleet.test>",
+        "ed25519",
+        "sign",
+        "1d",
+    ]);
+
+    let r = release(
+        &["--gpg-key", "release@gpufleet.test"],
+        &[("GNUPGHOME", home.path())],
+    );
+    let sums = r.out.join(format!("{NAME}_{VERSION}_SHA256SUMS"));
+    let sig = r.out.join(format!("{NAME}_{VERSION}_SHA256SUMS.sig"));
+    assert!(sig.is_file(), "no detached signature");
+    gpg(&["--verify", &sig.to_string_lossy(), &sums.to_string_lossy()]);
+
+    // The signature covers the sums: a changed file no longer verifies.
+    std::fs::write(&sums, "tampered\n").expect("tamper");
+    let bad = Command::new("gpg")
+        .args(["--batch", "--verify"])
+        .arg(&sig)
+        .arg(&sums)
+        .env("GNUPGHOME", home.path())
+        .output()
+        .expect("gpg runs");
+    assert!(
+        !bad.status.success(),
+        "a tampered SHA256SUMS still verified"
+    );
+}
