@@ -1,0 +1,265 @@
+//! Every Terraform file under `examples/` and `modules/` is checked against the provider's own
+//! schemas, without Terraform: an unknown resource or data source type, an unknown or
+//! computed-only attribute, an unknown nested block, a missing required attribute or an
+//! unknown provider function fails here, naming the file and the path inside it.
+
+use std::path::{Path, PathBuf};
+
+use gpufleet_engine::{
+    provider_config,
+    registry::{self, TYPE_PREFIX},
+    schema::{AttrType, Attribute, Block},
+};
+use hcl::{Body, Expression, ObjectKey, Structure};
+
+/// Arguments Terraform itself understands in every resource or data block.
+const META_ARGUMENTS: &[&str] = &["count", "for_each", "provider", "depends_on"];
+/// Blocks Terraform itself understands inside resources.
+const META_BLOCKS: &[&str] = &["lifecycle", "provisioner", "connection"];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .to_path_buf()
+}
+
+fn tf_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            // Terraform's own working directories never hold sources.
+            if path.file_name().is_some_and(|n| n == ".terraform") {
+                continue;
+            }
+            tf_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "tf") {
+            out.push(path);
+        }
+    }
+}
+
+/// Problems found in one file's text, each as `path: message`.
+fn check_text(text: &str) -> Vec<String> {
+    let body = match hcl::parse(text) {
+        Ok(body) => body,
+        Err(e) => return vec![format!("does not parse: {e}")],
+    };
+    let mut problems = Vec::new();
+    for block in body.blocks() {
+        let labels: Vec<&str> = block.labels().iter().map(|l| l.as_str()).collect();
+        match (block.identifier(), labels.as_slice()) {
+            ("resource", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
+                match registry::resource(ty) {
+                    Some(kind) => check_body(
+                        block.body(),
+                        &kind.schema().block,
+                        &format!("{ty}.{name}"),
+                        true,
+                        &mut problems,
+                    ),
+                    None => problems.push(format!("resource {ty}.{name}: unknown resource type")),
+                }
+            }
+            ("data", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
+                match registry::data_source(ty) {
+                    Some(kind) => check_body(
+                        block.body(),
+                        &kind.schema().block,
+                        &format!("data.{ty}.{name}"),
+                        true,
+                        &mut problems,
+                    ),
+                    None => problems.push(format!("data.{ty}.{name}: unknown data source type")),
+                }
+            }
+            ("provider", ["gpufleet"]) => {
+                let mut body = block.body().clone();
+                body.0
+                    .retain(|s| !matches!(s, Structure::Attribute(a) if a.key() == "alias"));
+                check_body(
+                    &body,
+                    &provider_config::schema().block,
+                    "provider.gpufleet",
+                    false,
+                    &mut problems,
+                );
+            }
+            _ => {}
+        }
+    }
+    // Provider functions appear inside expressions anywhere; their names are plain text.
+    for (at, _) in text.match_indices("provider::gpufleet::") {
+        let name: String = text[at + "provider::gpufleet::".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if registry::function(&name).is_none() {
+            problems.push(format!("provider::gpufleet::{name}: unknown function"));
+        }
+    }
+    problems
+}
+
+fn check_body(body: &Body, block: &Block, path: &str, meta: bool, problems: &mut Vec<String>) {
+    let mut set = Vec::new();
+    for structure in body.iter() {
+        match structure {
+            Structure::Attribute(a) => {
+                let key = a.key();
+                set.push(key.to_owned());
+                if meta && META_ARGUMENTS.contains(&key) {
+                    continue;
+                }
+                match block.attribute(key) {
+                    None => problems.push(format!("{path}.{key}: unknown attribute")),
+                    Some(attr) if !attr.mode.is_required() && !attr.mode.is_optional() => {
+                        problems.push(format!("{path}.{key}: computed attribute cannot be set"));
+                    }
+                    Some(attr) => {
+                        check_nested_value(attr, a.expr(), &format!("{path}.{key}"), problems)
+                    }
+                }
+            }
+            Structure::Block(b) => {
+                let ident = b.identifier();
+                if meta && META_BLOCKS.contains(&ident) {
+                    continue;
+                }
+                // `dynamic "x" { content { … } }` generates blocks of type x.
+                let (name, inner) = if ident == "dynamic" {
+                    let label = b.labels().first().map(|l| l.as_str()).unwrap_or_default();
+                    let content = b
+                        .body()
+                        .blocks()
+                        .find(|c| c.identifier() == "content")
+                        .map(|c| c.body().clone())
+                        .unwrap_or_default();
+                    (label.to_owned(), content)
+                } else {
+                    (ident.to_owned(), b.body().clone())
+                };
+                set.push(name.clone());
+                match block.nested_block(&name) {
+                    Some(nested) => {
+                        check_body(
+                            &inner,
+                            &nested.block,
+                            &format!("{path}.{name}"),
+                            false,
+                            problems,
+                        );
+                    }
+                    None => problems.push(format!("{path}.{name}: unknown block")),
+                }
+            }
+        }
+    }
+    for attr in &block.attributes {
+        if attr.mode.is_required() && !set.iter().any(|s| s == attr.name) {
+            problems.push(format!("{path}.{}: required attribute missing", attr.name));
+        }
+    }
+}
+
+/// Checks the keys of literal objects given to nested attributes.
+fn check_nested_value(attr: &Attribute, expr: &Expression, path: &str, problems: &mut Vec<String>) {
+    let AttrType::Nested { attributes, .. } = &attr.ty else {
+        return;
+    };
+    let objects: Vec<&hcl::Object<ObjectKey, Expression>> = match expr {
+        Expression::Object(o) => vec![o],
+        Expression::Array(items) => items
+            .iter()
+            .filter_map(|i| match i {
+                Expression::Object(o) => Some(o),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    for object in objects {
+        for (key, value) in object {
+            let key = match key {
+                ObjectKey::Identifier(i) => i.to_string(),
+                ObjectKey::Expression(Expression::String(s)) => s.clone(),
+                _ => continue,
+            };
+            match attributes.iter().find(|a| a.name == key) {
+                None => problems.push(format!("{path}.{key}: unknown attribute")),
+                Some(a) if !a.mode.is_required() && !a.mode.is_optional() => {
+                    problems.push(format!("{path}.{key}: computed attribute cannot be set"));
+                }
+                Some(a) => check_nested_value(a, value, &format!("{path}.{key}"), problems),
+            }
+        }
+    }
+}
+
+#[test]
+fn examples_and_modules_match_the_schemas() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    tf_files(&root.join("examples"), &mut files);
+    tf_files(&root.join("modules"), &mut files);
+    assert!(
+        !files.is_empty(),
+        "no Terraform files found under examples/"
+    );
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable .tf file");
+        let rel = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        problems.extend(check_text(&text).into_iter().map(|p| format!("{rel}: {p}")));
+    }
+    assert!(
+        problems.is_empty(),
+        "examples disagree with the schemas:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_check_catches_what_terraform_would_reject() {
+    let problems = check_text(
+        r#"
+        provider "gpufleet" {
+          netris {
+            endpoint = "https://n"
+            colour   = "blue"
+          }
+        }
+        resource "gpufleet_warp_drive" "x" {}
+        data "gpufleet_gpu_catalog" "x" {
+          product  = "NVIDIA-H100-80GB-HBM3"
+          wattage  = 700
+          gpu      = {}
+        }
+        data "gpufleet_gpu_catalog" "y" {
+          not_a_block {}
+        }
+        output "p" { value = provider::gpufleet::no_such_function("x") }
+        "#,
+    );
+    let expected = [
+        "provider.gpufleet.netris.colour: unknown attribute",
+        "resource gpufleet_warp_drive.x: unknown resource type",
+        "data.gpufleet_gpu_catalog.x.wattage: unknown attribute",
+        "data.gpufleet_gpu_catalog.x.gpu: computed attribute cannot be set",
+        "data.gpufleet_gpu_catalog.y.not_a_block: unknown block",
+        "provider::gpufleet::no_such_function: unknown function",
+    ];
+    for e in expected {
+        assert!(
+            problems.iter().any(|p| p == e),
+            "missing {e:?} in {problems:#?}"
+        );
+    }
+}
