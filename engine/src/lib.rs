@@ -5,6 +5,7 @@
 //! hands values back. The engine knows nothing of gRPC or msgpack.
 
 pub mod backends;
+pub mod benchmark;
 pub mod catalog;
 pub mod consistency;
 pub mod context;
