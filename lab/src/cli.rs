@@ -65,7 +65,7 @@ pub enum Command {
     /// everything is healthy, 1 otherwise.
     Status,
     /// Print a component's log (etcd, kube-apiserver, kube-controller-manager,
-    /// kube-scheduler, kwok, netris; or `build` for the Go build).
+    /// kube-scheduler, kwok, netris, bcm; or `build` for the Go build).
     Logs {
         /// The component.
         component: String,
@@ -149,12 +149,13 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
             }
             let _ = write!(
                 summary,
-                "; {} GPU nodes ({} GPUs, {}) Ready; API server {}; Netris emulator {}",
+                "; {} GPU nodes ({} GPUs, {}) Ready; API server {}; Netris emulator {}; BCM emulator {}",
                 lab.fleet().nodes().len(),
                 lab.fleet().gpu_count(),
                 lab.fleet().products().join(", "),
                 lab.server_url(),
-                lab.netris_url()
+                lab.netris_url(),
+                lab.bcm_url()
             );
             eprintln!("{summary}");
             eprintln!(

@@ -15,6 +15,16 @@
 //! ([`crate::netris`]), run from its own binary `netris-emulator` (built with this crate;
 //! see [`netris_binary`]) with its state under `<dir>/netris/`, an inventory from the lab's
 //! fleet and the tenants of [`LAB_TENANTS`]. It is started after the control plane.
+//!
+//! Another is `bcm`, the Base Command Manager emulator ([`crate::bcm`]), run from its own
+//! binary `bcm-emulator` (see [`bcm_binary`]) with its state under `<dir>/bcm/`, the
+//! fleet's nodes, and the lab CA (which issues its serving certificate and the client
+//! certificates `pki/bcm-admin.*` and `pki/bcm-readonly.*`). It is started after Netris.
+//!
+//! The last is `vcluster`, the stand-in for vCluster's control-plane container
+//! ([`crate::vcluster`]), run from its own binary `vcluster-standin` (see
+//! [`vcluster_binary`]) with its state under `<dir>/vcluster/`: it runs one more
+//! kube-apiserver (from `gpufleet-kube`) per virtual cluster.
 
 use std::fmt;
 use std::io::{Read as _, Write as _};
@@ -50,6 +60,22 @@ pub const NETRIS_PROVISIONING_MS: u64 = 500;
 /// The file name of the Netris emulator's binary.
 pub const NETRIS_BIN_NAME: &str = "netris-emulator";
 
+/// The file name of the BCM emulator's binary.
+pub const BCM_BIN_NAME: &str = "bcm-emulator";
+
+/// The file name of the vCluster stand-in's binary.
+pub const VCLUSTER_BIN_NAME: &str = crate::vcluster::BIN_NAME;
+
+/// The BCM emulator's login user (for clients without a certificate).
+pub const BCM_USER: &str = "root";
+
+/// The BCM emulator's login password.
+pub const BCM_PASSWORD: &str = "cmdaemon";
+
+/// The length of one boot step of the lab's BCM emulator, in milliseconds (a boot from
+/// `DOWN` to `UP` takes four).
+pub const BCM_STEP_MS: u64 = 250;
+
 /// One component of the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Component {
@@ -66,17 +92,23 @@ pub enum Component {
     Kwok,
     /// The Netris controller emulator (binary `netris-emulator`).
     Netris,
+    /// The Base Command Manager emulator (binary `bcm-emulator`).
+    Bcm,
+    /// The stand-in for vCluster's control-plane container (binary `vcluster-standin`).
+    Vcluster,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::Etcd,
         Self::KubeApiserver,
         Self::KubeControllerManager,
         Self::KubeScheduler,
         Self::Kwok,
         Self::Netris,
+        Self::Bcm,
+        Self::Vcluster,
     ];
 
     /// The Kubernetes components (run from `gpufleet-kube`), in start order.
@@ -98,6 +130,8 @@ impl Component {
             Self::KubeScheduler => "kube-scheduler",
             Self::Kwok => "kwok",
             Self::Netris => "netris",
+            Self::Bcm => "bcm",
+            Self::Vcluster => "vcluster",
         }
     }
 
@@ -110,6 +144,8 @@ impl Component {
             "kcm" | "controller-manager" => Some(Self::KubeControllerManager),
             "scheduler" => Some(Self::KubeScheduler),
             "netris-emulator" => Some(Self::Netris),
+            "bcm-emulator" => Some(Self::Bcm),
+            "vcluster-standin" => Some(Self::Vcluster),
             _ => Self::ALL.into_iter().find(|c| c.name() == name),
         }
     }
@@ -124,6 +160,8 @@ impl Component {
             Self::KubeScheduler => ports.scheduler,
             Self::Kwok => ports.kwok,
             Self::Netris => ports.netris,
+            Self::Bcm => ports.bcm,
+            Self::Vcluster => ports.vcluster,
         }
     }
 
@@ -137,8 +175,8 @@ impl Component {
             Self::KubeControllerManager | Self::KubeScheduler => {
                 format!("https://127.0.0.1:{port}/healthz")
             }
-            Self::Kwok => format!("http://127.0.0.1:{port}/healthz"),
-            Self::Netris => format!("https://127.0.0.1:{port}/_admin/healthz"),
+            Self::Kwok | Self::Vcluster => format!("http://127.0.0.1:{port}/healthz"),
+            Self::Netris | Self::Bcm => format!("https://127.0.0.1:{port}/_admin/healthz"),
         }
     }
 
@@ -160,7 +198,23 @@ impl Component {
             args.extend(LAB_TENANTS.iter().map(|t| format!("--tenant={t}")));
             return args;
         }
+        if self == Self::Vcluster {
+            return crate::vcluster::component::args(paths, ports);
+        }
         let pki = Pki::new(&paths.pki());
+        if self == Self::Bcm {
+            return vec![
+                format!("--dir={}", paths.bcm_dir().display()),
+                format!("--listen=127.0.0.1:{}", ports.bcm),
+                format!("--inventory={}", paths.bcm_inventory().display()),
+                "--reseed-if-changed".into(),
+                format!("--ca-cert={}", pki.ca_cert().display()),
+                format!("--ca-key={}", pki.key("ca").display()),
+                format!("--user={BCM_USER}"),
+                format!("--password={BCM_PASSWORD}"),
+                format!("--step-ms={BCM_STEP_MS}"),
+            ];
+        }
         let p = |path: &Path| path.display().to_string();
         let kubeconfig = p(&paths.component_kubeconfig(self));
         let api = ports.apiserver;
@@ -168,7 +222,7 @@ impl Component {
         let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
         let mut args = vec![self.name().to_string()];
         let flags: Vec<String> = match self {
-            Self::Netris => Vec::new(),
+            Self::Netris | Self::Bcm | Self::Vcluster => Vec::new(),
             Self::Etcd => vec![
                 "--name=lab".into(),
                 format!("--data-dir={}", p(&paths.etcd_data())),
@@ -209,6 +263,8 @@ impl Component {
                     "--proxy-client-key-file={}",
                     p(&pki.key(crate::pki::FRONT_PROXY_CLIENT))
                 ),
+                // Logs and exec go to the node's InternalIP, where kwok answers for it.
+                "--kubelet-preferred-address-types=InternalIP".into(),
             ],
             Self::KubeControllerManager => vec![
                 format!("--kubeconfig={kubeconfig}"),
@@ -255,6 +311,16 @@ impl Component {
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
                 "--node-lease-duration-seconds=40".into(),
                 format!("--server-address=127.0.0.1:{}", ports.kwok),
+                // The API server asks kwok, as the nodes' kubelet, for pod logs: nodes
+                // without addresses get loopback and kwok's own port, and the sample logs
+                // of benchmark containers come from the `ClusterLogs` config.
+                "--node-ip=127.0.0.1".into(),
+                "--node-name=localhost".into(),
+                format!("--node-port={}", ports.kwok),
+                format!(
+                    "--config={}",
+                    p(&paths.root().join("benchmarks").join("kwok-logs.yaml"))
+                ),
                 // At INFO kwok logs every lease renewal: ~2 KB/s for 72 nodes, ~30 KB/s
                 // for 1,000. Warnings and errors are what a lab's log is read for.
                 "--v=WARN".into(),
@@ -269,7 +335,7 @@ impl Component {
     #[must_use]
     pub fn client_identity(self) -> Option<&'static str> {
         match self {
-            Self::Etcd | Self::KubeApiserver | Self::Netris => None,
+            Self::Etcd | Self::KubeApiserver | Self::Netris | Self::Bcm | Self::Vcluster => None,
             Self::KubeControllerManager => Some("kube-controller-manager"),
             Self::KubeScheduler => Some("kube-scheduler"),
             Self::Kwok => Some("kwok"),
@@ -301,14 +367,14 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
                 Err(format!("etcd /health says {}", body.trim()))
             }
         }
-        Component::Kwok => {
+        Component::Kwok | Component::Vcluster => {
             let body = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
                 .await
                 .map_err(|e| e.to_string())??;
             if body.trim() == "ok" {
                 Ok(())
             } else {
-                Err(format!("kwok /healthz says {}", body.trim()))
+                Err(format!("{component} /healthz says {}", body.trim()))
             }
         }
         Component::Netris => {
@@ -324,6 +390,16 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
                 Ok(())
             } else {
                 Err(format!("netris /_admin/healthz says {}", body.trim()))
+            }
+        }
+        Component::Bcm => {
+            // Served with a certificate from the lab CA; the admin plane needs no client
+            // certificate.
+            let body = https_get(port, "/_admin/healthz", &pki.ca_cert()).await?;
+            if body.contains(r#""ok""#) {
+                Ok(())
+            } else {
+                Err(format!("bcm /_admin/healthz says {}", body.trim()))
             }
         }
         Component::KubeApiserver | Component::KubeControllerManager | Component::KubeScheduler => {
@@ -344,7 +420,7 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
 
 /// GET over HTTPS on loopback, trusting only the CA in `ca_file`, with no client
 /// certificate (the health endpoints are public).
-async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<String, String> {
+pub(crate) async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<String, String> {
     let ca_pem = std::fs::read(ca_file).map_err(|e| format!("read CA: {e}"))?;
     let ca_der = pem_to_der(&ca_pem).ok_or("the CA file holds no certificate")?;
     let url: http::Uri = format!("https://127.0.0.1:{port}")
@@ -379,7 +455,32 @@ async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<String, Stri
 /// # Errors
 /// When no binary can be found or built; the message says what was tried.
 pub fn netris_binary() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("GPUFLEET_LAB_NETRIS_BIN") {
+    emulator_binary(NETRIS_BIN_NAME, "GPUFLEET_LAB_NETRIS_BIN")
+}
+
+/// Where the `bcm-emulator` binary is, building it first when this crate's sources are
+/// at hand; `$GPUFLEET_LAB_BCM_BIN` wins. Located and built like [`netris_binary`].
+///
+/// # Errors
+/// When no binary can be found or built; the message says what was tried.
+pub fn bcm_binary() -> Result<PathBuf, String> {
+    emulator_binary(BCM_BIN_NAME, "GPUFLEET_LAB_BCM_BIN")
+}
+
+/// Where the `vcluster-standin` binary is, building it first when this crate's sources
+/// are at hand; `$GPUFLEET_LAB_VCLUSTER_BIN` wins. Located and built like
+/// [`netris_binary`].
+///
+/// # Errors
+/// When no binary can be found or built; the message says what was tried.
+pub fn vcluster_binary() -> Result<PathBuf, String> {
+    emulator_binary(VCLUSTER_BIN_NAME, "GPUFLEET_LAB_VCLUSTER_BIN")
+}
+
+/// An emulator binary of this crate: `$env_var`, else cargo's profile directory of the
+/// running executable, built there first when the sources are at hand.
+fn emulator_binary(bin_name: &str, env_var: &str) -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os(env_var) {
         return Ok(PathBuf::from(bin));
     }
     let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
@@ -391,23 +492,16 @@ pub fn netris_binary() -> Result<PathBuf, String> {
     } else {
         dir
     };
-    let candidate = profile_dir.join(NETRIS_BIN_NAME);
+    let candidate = profile_dir.join(bin_name);
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let mut build_error = None;
     if manifest.is_file() {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "gpufleet-lab",
-            "--bin",
-            NETRIS_BIN_NAME,
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .stdin(std::process::Stdio::null());
+        cmd.args(["build", "-q", "-p", "gpufleet-lab", "--bin", bin_name])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .stdin(std::process::Stdio::null());
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -418,7 +512,7 @@ pub fn netris_binary() -> Result<PathBuf, String> {
             Ok(out) if out.status.success() => {}
             Ok(out) => {
                 build_error = Some(format!(
-                    "cargo build --bin {NETRIS_BIN_NAME} failed: {}",
+                    "cargo build --bin {bin_name} failed: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
                 ));
             }
@@ -432,8 +526,8 @@ pub fn netris_binary() -> Result<PathBuf, String> {
         return Ok(candidate);
     }
     Err(format!(
-        "{NETRIS_BIN_NAME} is not at {} ({}); build it with `cargo build -p gpufleet-lab --bin \
-         {NETRIS_BIN_NAME}` or set GPUFLEET_LAB_NETRIS_BIN",
+        "{bin_name} is not at {} ({}); build it with `cargo build -p gpufleet-lab --bin \
+         {bin_name}` or set {env_var}",
         candidate.display(),
         build_error.unwrap_or_else(|| "no sources to build it from".into())
     ))
@@ -493,6 +587,8 @@ mod tests {
             scheduler: 5,
             kwok: 6,
             netris: 7,
+            bcm: 8,
+            vcluster: 9,
         };
         (paths, ports)
     }
@@ -514,7 +610,7 @@ mod tests {
         let (paths, ports) = lab();
         for c in Component::ALL {
             let args = c.args(&paths, &ports);
-            if c != Component::Netris {
+            if !matches!(c, Component::Netris | Component::Bcm | Component::Vcluster) {
                 assert_eq!(args[0], c.name());
             }
             let joined = args.join(" ");
@@ -533,6 +629,9 @@ mod tests {
         let netris = Component::Netris.args(&paths, &ports).join(" ");
         assert!(netris.contains("--dir=/tmp/some lab/netris"), "{netris}");
         assert!(netris.contains("--tenant=tenant-a"), "{netris}");
+        let bcm = Component::Bcm.args(&paths, &ports).join(" ");
+        assert!(bcm.contains("--dir=/tmp/some lab/bcm"), "{bcm}");
+        assert!(bcm.contains("--ca-cert=/tmp/some lab/pki/ca.crt"), "{bcm}");
         let kwok = Component::Kwok.args(&paths, &ports).join(" ");
         assert!(kwok.contains("--config=/tmp/some lab/kwok-stages.yaml"));
     }

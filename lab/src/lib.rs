@@ -32,8 +32,10 @@
 //! For a lab of its own, a test calls [`Lab::up`] with [`LabOptions`] and
 //! [`Lab::down`] when done.
 
+pub mod bcm;
 pub mod cli;
 pub mod components;
+pub mod crds;
 pub mod error;
 pub mod fleet;
 pub mod gobuild;
@@ -43,10 +45,12 @@ pub mod netris;
 pub mod nodes;
 pub mod paths;
 pub mod pki;
+pub mod pod_logs;
 pub mod ports;
 pub mod process;
 pub mod settings;
 pub mod status;
+pub mod vcluster;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -206,6 +210,12 @@ impl Lab {
         })?;
         let _lock = lock_dir(&paths)?;
         let previous = LabState::load(&paths);
+        // kwok reads the benchmark pods' sample logs from here; it must exist before kwok starts.
+        let logs_dir = paths.root().join("benchmarks");
+        pod_logs::write(&logs_dir).map_err(|source| LabError::StateDir {
+            path: logs_dir.clone(),
+            source,
+        })?;
 
         let (spec, scale) = match (&options.fleet, &previous) {
             (Some(spec), _) => (spec.clone(), options.scale),
@@ -286,6 +296,8 @@ impl Lab {
         // The Netris emulator: started when missing (a lab from before it joined is
         // adopted and gets it now), restarted when outdated or unhealthy.
         let ports = ensure_netris(&paths, ports, &fleet).await?;
+        // The BCM emulator likewise.
+        let ports = ensure_bcm(&paths, ports, &fleet).await?;
         LabState {
             ports,
             fleet: fleet.spec().clone(),
@@ -294,6 +306,15 @@ impl Lab {
         }
         .save(&paths)?;
         write_kubeconfigs(&paths, &ports, &pki)?;
+        // The vCluster stand-in reads the state and the kubeconfig written just above.
+        let ports = vcluster::component::ensure(&paths, ports).await?;
+        LabState {
+            ports,
+            fleet: fleet.spec().clone(),
+            scale: fleet.scale(),
+            kube_bin: options.kube_bin.clone(),
+        }
+        .save(&paths)?;
 
         let kube_config = kubeconfig::load(&paths.kubeconfig())
             .await
@@ -314,6 +335,7 @@ impl Lab {
         let timeout =
             Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
         let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
+        crds::install(&client).await?;
         // Last, so it overlaps with node registration: kube-controller-manager's
         // service-account controller must have made default/default before pods can run.
         wait_default_service_account(&client).await?;
@@ -567,10 +589,42 @@ impl Lab {
         format!("https://127.0.0.1:{}", self.ports.netris)
     }
 
+    /// The BCM emulator's base URL (`https://127.0.0.1:<port>`; its JSON API is
+    /// `POST /json`, its admin plane under `/_admin/`, its CA [`Lab::bcm_ca`]).
+    #[must_use]
+    pub fn bcm_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.ports.bcm)
+    }
+
+    /// The BCM emulator's admin-profile client certificate and key (PEM files).
+    #[must_use]
+    pub fn bcm_admin_identity(&self) -> (PathBuf, PathBuf) {
+        let pki = Pki::new(&self.paths.pki());
+        let (stem, _) = pki::BCM_CLIENTS[0];
+        (pki.cert(stem), pki.key(stem))
+    }
+
+    /// The BCM emulator's read-only-profile client certificate and key (PEM files).
+    #[must_use]
+    pub fn bcm_readonly_identity(&self) -> (PathBuf, PathBuf) {
+        let pki = Pki::new(&self.paths.pki());
+        let (stem, _) = pki::BCM_CLIENTS[1];
+        (pki.cert(stem), pki.key(stem))
+    }
+
+    /// The CA that signed the BCM emulator's certificate and its client certificates
+    /// (the lab CA, PEM file).
+    #[must_use]
+    pub fn bcm_ca(&self) -> PathBuf {
+        Pki::new(&self.paths.pki()).ca_cert()
+    }
+
     /// The settings as environment variables: `KUBECONFIG`, `GPUFLEET_KUBE_CONFIG_PATH`,
-    /// `GPUFLEET_NETRIS_ENDPOINT`, `GPUFLEET_NETRIS_USERNAME`, `GPUFLEET_NETRIS_PASSWORD` and
-    /// `GPUFLEET_NETRIS_CA_CERTIFICATE` (the path of the emulator's CA). Set them on a
-    /// `Command` that runs Terraform.
+    /// `GPUFLEET_NETRIS_ENDPOINT`, `GPUFLEET_NETRIS_USERNAME`, `GPUFLEET_NETRIS_PASSWORD`,
+    /// `GPUFLEET_NETRIS_CA_CERTIFICATE` (the path of the emulator's CA),
+    /// `GPUFLEET_BCM_ENDPOINT`, `GPUFLEET_BCM_CLIENT_CERTIFICATE`, `GPUFLEET_BCM_CLIENT_KEY`
+    /// and `GPUFLEET_BCM_CA_CERTIFICATE` (paths). Set them on a `Command` that runs
+    /// Terraform.
     #[must_use]
     pub fn settings_env(&self) -> Vec<(String, String)> {
         self.settings()
@@ -753,7 +807,8 @@ async fn ensure_netris(
             source,
         })?;
     }
-    let others = &ports.all()[..ports.all().len() - 1];
+    let all = ports.all();
+    let others: Vec<u16> = all.iter().copied().filter(|p| *p != ports.netris).collect();
     let bindable = |p: u16| {
         p != 0
             && !others.contains(&p)
@@ -766,6 +821,81 @@ async fn ensure_netris(
             return Err(spawn_error("no free loopback port for it".into()));
         }
         ports.netris = Ports::allocate().map_err(LabError::Ports)?.netris;
+    }
+    let record = spawn_component(&bin, c, paths, &ports)?;
+    if let Err(e) = wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await {
+        let _ = process::stop(&paths.pid_file(c), STOP_GRACE);
+        return Err(e);
+    }
+    Ok(ports)
+}
+
+/// Makes the BCM emulator run, current and healthy, like [`ensure_netris`]: issues its
+/// client certificates from the lab CA when missing, writes the fleet's nodes for it,
+/// keeps a running one that is current and healthy, and otherwise (re)starts it (on a
+/// new free port when it has none or the old one is taken). Returns `ports` with the
+/// emulator's port.
+async fn ensure_bcm(paths: &LabPaths, mut ports: Ports, fleet: &Fleet) -> Result<Ports, LabError> {
+    let c = Component::Bcm;
+    let spawn_error = |e: String| LabError::Spawn {
+        component: c,
+        source: std::io::Error::other(e),
+    };
+    let pki = Pki::new(&paths.pki());
+    if pki.ensure_bcm_clients().map_err(LabError::Pki)? {
+        tracing::info!(
+            "issued the BCM emulator's client certificates in {}",
+            pki.dir().display()
+        );
+    }
+    let bin = tokio::task::spawn_blocking(components::bcm_binary)
+        .await
+        .map_err(|e| spawn_error(e.to_string()))?
+        .map_err(spawn_error)?;
+    let inventory = bcm::BcmInventory::from_fleet(fleet);
+    let text = serde_json::to_string_pretty(&inventory).map_err(|e| spawn_error(e.to_string()))?;
+    let inventory_file = paths.bcm_inventory();
+    let changed = std::fs::read_to_string(&inventory_file).ok().as_deref() != Some(text.as_str());
+    if changed {
+        std::fs::write(&inventory_file, &text).map_err(|source| LabError::StateDir {
+            path: inventory_file.clone(),
+            source,
+        })?;
+    }
+    let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
+    if running.is_some() && ports.bcm != 0 {
+        let why = if changed {
+            Some("the fleet's nodes changed".to_string())
+        } else if let Some(why) = outdated(paths, &bin, &ports, c) {
+            Some(why)
+        } else {
+            components::check(c, &ports, &pki).await.err()
+        };
+        match why {
+            None => return Ok(ports),
+            Some(why) => tracing::info!("{c} is running but must restart: {why}"),
+        }
+    }
+    if running.is_some() {
+        process::stop(&paths.pid_file(c), STOP_GRACE).map_err(|source| LabError::Stop {
+            component: c,
+            source,
+        })?;
+    }
+    let all = ports.all();
+    let others: Vec<u16> = all.iter().copied().filter(|p| *p != ports.bcm).collect();
+    let bindable = |p: u16| {
+        p != 0
+            && !others.contains(&p)
+            && std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p)).is_ok()
+    };
+    let mut tries = 0;
+    while !bindable(ports.bcm) {
+        tries += 1;
+        if tries > 20 {
+            return Err(spawn_error("no free loopback port for it".into()));
+        }
+        ports.bcm = Ports::allocate().map_err(LabError::Ports)?.bcm;
     }
     let record = spawn_component(&bin, c, paths, &ports)?;
     if let Err(e) = wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await {
@@ -862,6 +992,10 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
             tracing::info!("stopped {c} ({outcome:?})");
             report.stopped.push((c, outcome));
         }
+        if c == Component::Vcluster {
+            // Its virtual clusters' API servers run detached from it.
+            vcluster::component::stop_api_servers(paths)?;
+        }
     }
     // Anything still running with this lab's directory in its arguments (a lost pid
     // file, a crashed `up`): the binary's name and the directory identify it.
@@ -876,6 +1010,14 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
         components::NETRIS_BIN_NAME,
         &marker,
     ]));
+    strays.extend(process::find_by_cmdline(&[
+        components::BCM_BIN_NAME,
+        &marker,
+    ]));
+    strays.extend(process::find_by_cmdline(&[
+        components::VCLUSTER_BIN_NAME,
+        &marker,
+    ]));
     for stray in strays {
         tracing::warn!("stopping stray lab process {}", stray.pid);
         process::kill_stray(&stray, STOP_GRACE).map_err(|source| LabError::StopStray {
@@ -888,6 +1030,14 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
         .into_iter()
         .chain(process::find_by_cmdline(&[
             components::NETRIS_BIN_NAME,
+            &marker,
+        ]))
+        .chain(process::find_by_cmdline(&[
+            components::BCM_BIN_NAME,
+            &marker,
+        ]))
+        .chain(process::find_by_cmdline(&[
+            components::VCLUSTER_BIN_NAME,
             &marker,
         ]))
         .map(|r| r.pid)

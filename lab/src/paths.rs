@@ -14,6 +14,10 @@
 //!   logs/<component>.log  stdout and stderr of each component (previous run: .log.1)
 //!   run/<component>.pid   pid and start time of each running component
 //!   netris/               the Netris emulator's state, CA (netris-ca.pem) and inventory
+//!   bcm/                  the BCM emulator's state and inventory (it uses the lab CA;
+//!                         its client certificates are pki/bcm-admin.* and pki/bcm-readonly.*)
+//!   vcluster/             the vCluster stand-in: one directory per virtual cluster (its
+//!                         record, PKI, API server log and pid file)
 //! ```
 //!
 //! The Go binary is not in here: it is shared by every lab (see [`crate::gobuild`]).
@@ -68,6 +72,8 @@ impl LabPaths {
             self.logs(),
             self.run(),
             self.netris_dir(),
+            self.bcm_dir(),
+            self.vcluster_dir(),
         ] {
             std::fs::create_dir_all(&dir)?;
         }
@@ -128,6 +134,24 @@ impl LabPaths {
     #[must_use]
     pub fn netris_inventory(&self) -> PathBuf {
         self.netris_dir().join("inventory.json")
+    }
+
+    /// The BCM emulator's state directory.
+    #[must_use]
+    pub fn bcm_dir(&self) -> PathBuf {
+        self.root.join("bcm")
+    }
+
+    /// The inventory the BCM emulator is seeded with (JSON, from the fleet).
+    #[must_use]
+    pub fn bcm_inventory(&self) -> PathBuf {
+        self.bcm_dir().join("inventory.json")
+    }
+
+    /// The vCluster stand-in's state directory.
+    #[must_use]
+    pub fn vcluster_dir(&self) -> PathBuf {
+        self.root.join("vcluster")
     }
 
     /// The lock file that serialises `up`, `down` and `reset` on this directory, across

@@ -283,7 +283,7 @@ impl Pki {
 }
 
 /// A new self-signed CA: its parameters (to issue with), key and certificate.
-fn new_ca(
+pub(crate) fn new_ca(
     common_name: &str,
 ) -> Result<(CertificateParams, KeyPair, rcgen::Certificate), rcgen::Error> {
     let key = KeyPair::generate()?;
@@ -301,7 +301,7 @@ fn new_ca(
 }
 
 /// A client certificate and key (PEM) issued by `issuer`.
-fn client_cert(
+pub(crate) fn client_cert(
     common_name: &str,
     group: Option<&str>,
     issuer: &Issuer<'_, &KeyPair>,
@@ -331,10 +331,43 @@ fn dn(common_name: &str, organization: Option<&str>) -> DistinguishedName {
 }
 
 /// Valid from a day ago (tolerates clock skew) for ten years.
-fn set_validity(params: &mut CertificateParams) {
+pub(crate) fn set_validity(params: &mut CertificateParams) {
     let now = OffsetDateTime::now_utc();
     params.not_before = now - Duration::days(1);
     params.not_after = now + Duration::days(3650);
+}
+
+/// The BCM emulator's client certificates: file stem under `pki/` and common name (the
+/// cmdaemon profile the certificate carries).
+pub const BCM_CLIENTS: [(&str, &str); 2] = [("bcm-admin", "admin"), ("bcm-readonly", "readonly")];
+
+impl Pki {
+    /// Issues the BCM emulator's client certificates ([`BCM_CLIENTS`]) from the lab CA
+    /// when they are missing (a lab made before the emulator joined gets them without a
+    /// new CA). Returns whether it issued any.
+    ///
+    /// # Errors
+    /// When the CA cannot be read or a file cannot be written.
+    pub fn ensure_bcm_clients(&self) -> Result<bool, PkiError> {
+        let missing: Vec<&(&str, &str)> = BCM_CLIENTS
+            .iter()
+            .filter(|(stem, _)| !(self.cert(stem).is_file() && self.key(stem).is_file()))
+            .collect();
+        if missing.is_empty() {
+            return Ok(false);
+        }
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|source| PkiError::Write { path, source })
+        };
+        let ca_key = KeyPair::from_pem(&read(self.key("ca"))?)?;
+        let issuer = Issuer::from_ca_cert_pem(&read(self.ca_cert())?, &ca_key)?;
+        for (stem, cn) in missing {
+            let (cert, key) = client_cert(cn, None, &issuer)?;
+            self.write(&self.key(stem), &key, true)?;
+            self.write(&self.cert(stem), &cert, false)?;
+        }
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// How many ports a lab has.
-const COUNT: usize = 7;
+const COUNT: usize = 9;
 
 /// The lowest port the random pick uses.
 const RANDOM_LOW: u16 = 20_000;
@@ -43,12 +43,20 @@ pub struct Ports {
     /// of a lab from before the emulator joined (it gets a port on the next `up`).
     #[serde(default)]
     pub netris: u16,
+    /// The BCM emulator (HTTPS: its JSON API and `/_admin/`). Zero in the state of a lab
+    /// from before the emulator joined.
+    #[serde(default)]
+    pub bcm: u16,
+    /// The vCluster stand-in (plain HTTP: `/healthz` and `/status`). Zero in the state of
+    /// a lab from before the stand-in joined.
+    #[serde(default)]
+    pub vcluster: u16,
 }
 
 impl Ports {
-    /// Picks seven distinct free loopback ports.
+    /// Picks distinct free loopback ports, one per component.
     ///
-    /// All seven are held open until the last one is found, so they are distinct, and
+    /// All are held open until the last one is found, so they are distinct, and
     /// released together just before returning.
     ///
     /// # Errors
@@ -84,10 +92,12 @@ impl Ports {
             scheduler: ports[4],
             kwok: ports[5],
             netris: ports[6],
+            bcm: ports[7],
+            vcluster: ports[8],
         })
     }
 
-    /// The seven ports, in a fixed order.
+    /// Every port, in a fixed order.
     #[must_use]
     pub fn all(&self) -> [u16; COUNT] {
         [
@@ -98,10 +108,12 @@ impl Ports {
             self.scheduler,
             self.kwok,
             self.netris,
+            self.bcm,
+            self.vcluster,
         ]
     }
 
-    /// Whether the seven ports are distinct and each can be bound right now, so a lab
+    /// Whether the ports are distinct and each can be bound right now, so a lab
     /// that was stopped can start again on the same ports (and its kubeconfig stays
     /// valid).
     #[must_use]

@@ -66,8 +66,36 @@ pub fn netris_settings(endpoint: &str, ca_file: &Path) -> Vec<Setting> {
     ]
 }
 
-/// Every setting of the lab at `paths` on `ports`: Kubernetes, and the Netris emulator
-/// when the lab has a port for it.
+/// The settings of the BCM emulator at `endpoint`: the admin profile's client
+/// certificate and key, and the CA that signed the emulator's certificate (file paths).
+#[must_use]
+pub fn bcm_settings(endpoint: &str, cert: &Path, key: &Path, ca_file: &Path) -> Vec<Setting> {
+    vec![
+        Setting {
+            name: "GPUFLEET_BCM_ENDPOINT",
+            value: endpoint.to_string(),
+            help: "the gpufleet provider's bcm.endpoint (the lab's BCM emulator)",
+        },
+        Setting {
+            name: "GPUFLEET_BCM_CLIENT_CERTIFICATE",
+            value: cert.display().to_string(),
+            help: "the gpufleet provider's bcm.client_certificate (admin profile, PEM file)",
+        },
+        Setting {
+            name: "GPUFLEET_BCM_CLIENT_KEY",
+            value: key.display().to_string(),
+            help: "the gpufleet provider's bcm.client_key (PEM file)",
+        },
+        Setting {
+            name: "GPUFLEET_BCM_CA_CERTIFICATE",
+            value: ca_file.display().to_string(),
+            help: "the gpufleet provider's bcm.ca_certificate (the lab CA, PEM file)",
+        },
+    ]
+}
+
+/// Every setting of the lab at `paths` on `ports`: Kubernetes, and the Netris and BCM
+/// emulators when the lab has ports for them.
 #[must_use]
 pub fn lab_settings(paths: &LabPaths, ports: &Ports) -> Vec<Setting> {
     let mut all = settings(&paths.kubeconfig());
@@ -75,6 +103,16 @@ pub fn lab_settings(paths: &LabPaths, ports: &Ports) -> Vec<Setting> {
         all.extend(netris_settings(
             &format!("https://127.0.0.1:{}", ports.netris),
             &paths.netris_ca(),
+        ));
+    }
+    if ports.bcm != 0 {
+        let pki = crate::pki::Pki::new(&paths.pki());
+        let (stem, _) = crate::pki::BCM_CLIENTS[0];
+        all.extend(bcm_settings(
+            &format!("https://127.0.0.1:{}", ports.bcm),
+            &pki.cert(stem),
+            &pki.key(stem),
+            &pki.ca_cert(),
         ));
     }
     all
@@ -136,7 +174,13 @@ mod tests {
                 .any(|s| s.name == "GPUFLEET_NETRIS_CA_CERTIFICATE"
                     && s.value == "/tmp/lab/netris/netris-ca.pem")
         );
+        assert!(
+            all.iter()
+                .any(|s| s.name == "GPUFLEET_BCM_CLIENT_CERTIFICATE"
+                    && s.value == "/tmp/lab/pki/bcm-admin.crt")
+        );
         ports.netris = 0;
+        ports.bcm = 0;
         assert_eq!(
             names(lab_settings(&paths, &ports)),
             ["KUBECONFIG", "GPUFLEET_KUBE_CONFIG_PATH"]

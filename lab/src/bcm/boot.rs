@@ -1,0 +1,306 @@
+//! Power, the boot sequence on the status clock, and leak tracking.
+//!
+//! A boot (power ON of an off node, or RESET) runs `DOWN → BOOTING → INSTALLING →
+//! INSTALLER_CALLINGINIT → UP`, one status per step. The install mode is the node's
+//! `nextBootInstallMode`, else its `installMode`, else its category's, else `AUTO`. When
+//! the install finishes (leaving `INSTALLING`) the disks are cleared if
+//! `blockDevicesClearedOnNextBoot` is non-empty and the mode is `FULL`, and both
+//! one-shot fields are cleared. An install fault in force when the boot began stops it
+//! in `INSTALLER_FAILED` or `INSTALLER_UNREACHABLE` instead (nothing wiped or cleared).
+//!
+//! The clock is evaluated lazily: [`settle`] runs before every call and carries out
+//! every step whose time has passed, with the times they were due, so the outcome does
+//! not depend on when anyone looks.
+//!
+//! Leaks: the disks of a node hold the data of the last tenant it was up for
+//! (`extra_values.gpufleet_tenant`). A node that is up for tenant T while its disks hold
+//! tenant U's data records a leak U → T, unless a wipe is already pending for its next
+//! boot (then the check waits for it to come up again).
+
+use serde_json::{Value, json};
+
+use super::model::{Boot, Db, Leak, NodeState, Obj, Power, Status, str_field, tenant};
+use super::store::{CallError, Faults};
+
+/// The boot's statuses, one per step.
+const SEQUENCE: [Status; 5] = [
+    Status::Down,
+    Status::Booting,
+    Status::Installing,
+    Status::InstallerCallinginit,
+    Status::Up,
+];
+
+/// The install mode a boot of `device` uses.
+#[must_use]
+pub fn install_mode(db: &Db, device: &Obj) -> String {
+    let next = str_field(device, "nextBootInstallMode");
+    if !next.is_empty() {
+        return next.to_string();
+    }
+    let own = str_field(device, "installMode");
+    if !own.is_empty() && own != "CATEGORY" {
+        return own.to_string();
+    }
+    let category = db
+        .categories
+        .get(str_field(device, "category"))
+        .map(|c| str_field(c, "installMode"))
+        .unwrap_or("");
+    if category.is_empty() {
+        "AUTO".into()
+    } else {
+        category.to_string()
+    }
+}
+
+/// Whether the next boot of `device` clears its disks.
+#[must_use]
+pub fn wipe_pending(db: &Db, device: &Obj) -> bool {
+    let devices = device
+        .get("blockDevicesClearedOnNextBoot")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    devices && install_mode(db, device) == "FULL"
+}
+
+/// Starts a boot of node `uuid` at `now`.
+pub fn start(db: &mut Db, uuid: &str, now: u64, step_ms: u64, faults: &Faults) {
+    let Some(device) = db.devices.get(uuid) else {
+        return;
+    };
+    let mode = install_mode(db, device);
+    let wipe = wipe_pending(db, device);
+    let fault = faults.installs.get(str_field(device, "hostname")).copied();
+    if let Some(node) = db.nodes.get_mut(uuid) {
+        node.power = Power::On;
+        node.status = Status::Down;
+        node.message = format!("booting, install mode {mode}");
+        node.boot = Some(Boot {
+            started_ms: now,
+            step_ms: step_ms.max(1),
+            phase: 0,
+            mode,
+            wipe,
+            fault,
+        });
+    }
+}
+
+/// Carries out every boot step due by `now`.
+pub fn settle(db: &mut Db, now: u64) {
+    let booting: Vec<String> = db
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.boot.is_some())
+        .map(|(u, _)| u.clone())
+        .collect();
+    for uuid in booting {
+        while let Some(boot) = db.nodes.get(&uuid).and_then(|n| n.boot.clone()) {
+            let next = boot.phase + 1;
+            let due = boot
+                .started_ms
+                .saturating_add(boot.step_ms.saturating_mul(u64::from(next)));
+            if due > now || usize::from(next) >= SEQUENCE.len() {
+                break;
+            }
+            step(db, &uuid, &boot, next, due);
+        }
+    }
+}
+
+/// Moves node `uuid` to step `phase` of its boot, at time `at`.
+fn step(db: &mut Db, uuid: &str, boot: &Boot, phase: u8, at: u64) {
+    let status = SEQUENCE[usize::from(phase)];
+    if status == Status::InstallerCallinginit {
+        if let Some(fault) = boot.fault {
+            if let Some(node) = db.nodes.get_mut(uuid) {
+                node.status = fault.status();
+                node.message = format!("install stopped: {}", fault.status());
+                node.boot = None;
+            }
+            return;
+        }
+        finish_install(db, uuid, boot.wipe);
+    }
+    let Some(node) = db.nodes.get_mut(uuid) else {
+        return;
+    };
+    node.status = status;
+    if status == Status::Up {
+        node.boot = None;
+        node.message = String::new();
+        leak_check(db, uuid, at);
+    } else if let Some(b) = &mut node.boot {
+        b.phase = phase;
+    }
+}
+
+/// The end of an install: clears the disks when asked to, and the one-shot fields.
+fn finish_install(db: &mut Db, uuid: &str, wipe: bool) {
+    if wipe && let Some(node) = db.nodes.get_mut(uuid) {
+        node.data_owner = None;
+    }
+    let pending = db.devices.get(uuid).is_some_and(|d| {
+        d.get("nextBootInstallMode") != Some(&json!(""))
+            || d.get("blockDevicesClearedOnNextBoot") != Some(&json!([]))
+    });
+    if pending {
+        let rev = db.next_revision();
+        if let Some(device) = db.devices.get_mut(uuid) {
+            device.insert("nextBootInstallMode".into(), json!(""));
+            device.insert("blockDevicesClearedOnNextBoot".into(), json!([]));
+            device.insert("revision".into(), json!(rev));
+        }
+    }
+}
+
+/// Records a leak when node `uuid` is up for a tenant while holding another tenant's
+/// data, and makes the tenant the data's owner.
+fn leak_check(db: &mut Db, uuid: &str, at: u64) {
+    let Some(device) = db.devices.get(uuid) else {
+        return;
+    };
+    let Some(node) = db.nodes.get(uuid) else {
+        return;
+    };
+    if node.status != Status::Up || node.boot.is_some() {
+        return;
+    }
+    let Some(holder) = tenant(device).map(str::to_string) else {
+        return;
+    };
+    if node.data_owner.as_deref() == Some(holder.as_str()) || wipe_pending(db, device) {
+        return;
+    }
+    let hostname = str_field(device, "hostname").to_string();
+    if let Some(from) = node.data_owner.clone() {
+        tracing::warn!("leak: {hostname} is up for {holder} with {from}'s data on its disks");
+        db.leaks.push(Leak {
+            hostname,
+            from,
+            to: holder.clone(),
+            at,
+        });
+    }
+    if let Some(node) = db.nodes.get_mut(uuid) {
+        node.data_owner = Some(holder);
+    }
+}
+
+/// [`leak_check`] on every node that is up.
+pub fn check_leaks(db: &mut Db, now: u64) {
+    let up: Vec<String> = db
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.status == Status::Up && n.boot.is_none())
+        .map(|(u, _)| u.clone())
+        .collect();
+    for uuid in up {
+        leak_check(db, &uuid, now);
+    }
+}
+
+/// `cmdevice.powerOperation({devices, operation, force})` → `{count, index}`.
+///
+/// # Errors
+/// When the argument is malformed or names an unknown device.
+pub fn power_operation(
+    db: &mut Db,
+    arg: &Value,
+    now: u64,
+    step_ms: u64,
+    faults: &Faults,
+) -> Result<Value, CallError> {
+    let bad = |m: &str| CallError::Message(format!("powerOperation: {m}"));
+    let obj = arg
+        .as_object()
+        .ok_or_else(|| bad("the argument must be an object {devices, operation, force}"))?;
+    let devices: Vec<&str> = match obj.get("devices") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| bad("devices must be uuid strings"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(bad("devices must be a list of device uuids")),
+    };
+    let operation = obj
+        .get("operation")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("operation must be ON, OFF, RESET or STATUS"))?
+        .to_ascii_uppercase();
+    let force = match obj.get("force") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_u64().is_some_and(|n| n != 0),
+        Some(_) => return Err(bad("force must be a boolean")),
+    };
+    if !matches!(operation.as_str(), "ON" | "OFF" | "RESET" | "STATUS") {
+        return Err(bad(&format!(
+            "unknown operation {operation:?}; use ON, OFF, RESET or STATUS"
+        )));
+    }
+    let mut uuids = Vec::with_capacity(devices.len());
+    for d in devices {
+        let (uuid, _) = db
+            .find_device(d)
+            .ok_or_else(|| bad(&format!("no device {d}")))?;
+        uuids.push(uuid.clone());
+    }
+    let mut count = 0u64;
+    for uuid in uuids {
+        let Some(node) = db.nodes.get(&uuid).cloned() else {
+            continue;
+        };
+        if node.closed && !force {
+            continue;
+        }
+        let acted = match operation.as_str() {
+            "ON" if node.power == Power::Off => {
+                start(db, &uuid, now, step_ms, faults);
+                true
+            }
+            "OFF" if node.power == Power::On => {
+                power_off(db, &uuid);
+                true
+            }
+            "RESET" => {
+                start(db, &uuid, now, step_ms, faults);
+                true
+            }
+            "STATUS" => true,
+            _ => false,
+        };
+        if acted {
+            count += 1;
+        }
+    }
+    if count > 0 && operation != "STATUS" {
+        db.power_index += 1;
+    }
+    Ok(json!({"count": count, "index": db.power_index}))
+}
+
+fn power_off(db: &mut Db, uuid: &str) {
+    if let Some(node) = db.nodes.get_mut(uuid) {
+        node.power = Power::Off;
+        node.status = Status::Down;
+        node.boot = None;
+        node.message = String::new();
+    }
+}
+
+/// The `cmstatus` record of node `uuid`.
+#[must_use]
+pub fn status_json(uuid: &str, device: &Obj, node: &NodeState) -> Value {
+    json!({
+        "uuid": uuid,
+        "hostname": str_field(device, "hostname"),
+        "status": node.status,
+        "power": node.power,
+        "closed": node.closed,
+        "message": node.message,
+    })
+}

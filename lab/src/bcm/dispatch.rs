@@ -1,0 +1,575 @@
+//! The JSON API as a pure function: [`handle`] takes a [`Request`] value and the store
+//! and returns an [`Outcome`] value. No sockets, no TLS, no sleeping: the transport
+//! turns the outcome into bytes, a dropped connection or a delayed answer, and tests
+//! call [`handle`] directly.
+//!
+//! # The wire
+//!
+//! `POST /json` with `{"service": "cmdevice", "call": "getDevice", "args": [...]}`
+//! (service names in any case; `"arg": x` means `"args": [x]`; missing, `[]` or `{}`
+//! args mean none). Success results are bare JSON; a missing device is `null`. A
+//! failed call answers HTTP 200 `{"errormessage": "…"}`; commits answer
+//! `{"success", "validation", "task_uuid"}`. A body that is not a call at all answers
+//! 400 `{"errormessage": "…"}`.
+//!
+//! # Authentication
+//!
+//! The transport passes the client certificate's common name: `admin` may call
+//! everything, `readonly` only `get*` calls and `cmstatus.*`, any other name nothing.
+//! Without a certificate, `{"service": "login", "username", "password"}` answers `true`
+//! and sets a `cm-login-token` cookie that acts as `admin`. No certificate and no valid
+//! token: HTTP 401.
+//!
+//! # Order of checks
+//!
+//! `down` fault (drop) → body → login → journal → authentication → unknown call →
+//! profile → call fault → the call.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::boot;
+use super::entities::{self, Kind};
+use super::model::Db;
+use super::store::{BcmStore, CallError, JournalEntry};
+use super::uuid::random_uuid;
+
+/// The login cookie's name.
+pub const TOKEN_COOKIE: &str = "cm-login-token";
+
+/// What `cmmain.getVersion` reports.
+pub const CM_VERSION: &str = "11.0-gpufleet-emulator";
+
+/// What the dispatcher needs besides the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfig {
+    /// The login user.
+    pub user: String,
+    /// The login password.
+    pub password: String,
+    /// The length of one boot step (`DOWN → BOOTING → INSTALLING →
+    /// INSTALLER_CALLINGINIT → UP` takes four).
+    pub boot_step: Duration,
+}
+
+impl Default for ApiConfig {
+    /// `root` / `cmdaemon`, 1 s steps.
+    fn default() -> Self {
+        Self {
+            user: "root".into(),
+            password: "cmdaemon".into(),
+            boot_step: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A request, as the transport read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// `POST`, `GET`, … (upper case).
+    pub method: String,
+    /// The path.
+    pub path: String,
+    /// The `Cookie` header, if any.
+    pub cookie: Option<String>,
+    /// The common name of the verified client certificate, if one was presented.
+    pub client_cn: Option<String>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// A `POST /json` request with this body, as client `cn` (`None`: no certificate).
+    #[must_use]
+    pub fn json_call(cn: Option<&str>, body: &Value) -> Self {
+        Self {
+            method: "POST".into(),
+            path: "/json".into(),
+            cookie: None,
+            client_cn: cn.map(str::to_string),
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// A request for `path` with no body and no certificate.
+    #[must_use]
+    pub fn new(method: &str, path: &str) -> Self {
+        Self {
+            method: method.to_ascii_uppercase(),
+            path: path.into(),
+            ..Self::default()
+        }
+    }
+
+    /// With a raw body.
+    #[must_use]
+    pub fn raw(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// With a `Cookie` header.
+    #[must_use]
+    pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
+        self.cookie = Some(cookie.into());
+        self
+    }
+}
+
+/// An answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// The JSON body.
+    pub body: Value,
+    /// A `Set-Cookie` header value to send.
+    pub set_cookie: Option<String>,
+    /// How long the transport waits before answering (latency fault).
+    pub delay: Duration,
+}
+
+impl Response {
+    /// An answer with no cookie and no delay.
+    #[must_use]
+    pub fn new(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            body,
+            set_cookie: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// `{"errormessage": message}` with `status`.
+    #[must_use]
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        Self::new(status, json!({"errormessage": message.into()}))
+    }
+
+    /// The in-band error message, if the answer is one.
+    #[must_use]
+    pub fn errormessage(&self) -> Option<&str> {
+        self.body.get("errormessage").and_then(Value::as_str)
+    }
+
+    /// The login token in `set_cookie`, as a `Cookie` header value.
+    #[must_use]
+    pub fn token_cookie(&self) -> Option<String> {
+        let pair = self.set_cookie.as_deref()?.split(';').next()?.trim();
+        pair.starts_with(TOKEN_COOKIE).then(|| pair.to_string())
+    }
+}
+
+/// What the transport should do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Answer.
+    Reply(Response),
+    /// Drop the connection without answering (the `down` fault).
+    Drop,
+}
+
+impl Outcome {
+    /// The answer, unless the connection is to be dropped.
+    #[must_use]
+    pub fn into_response(self) -> Option<Response> {
+        match self {
+            Outcome::Reply(r) => Some(r),
+            Outcome::Drop => None,
+        }
+    }
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Profile {
+    /// Everything.
+    Admin,
+    /// `get*` calls and `cmstatus.*`.
+    ReadOnly,
+    /// A certificate with another common name: nothing.
+    Other(String),
+}
+
+impl Profile {
+    /// The profile of a certificate with common name `cn`.
+    #[must_use]
+    pub fn from_cn(cn: &str) -> Self {
+        match cn {
+            "admin" => Self::Admin,
+            "readonly" => Self::ReadOnly,
+            other => Self::Other(other.to_string()),
+        }
+    }
+
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Admin => "admin",
+            Self::ReadOnly => "readonly",
+            Self::Other(n) => n,
+        }
+    }
+
+    fn allows(&self, service: &str, call: &str) -> bool {
+        match self {
+            Self::Admin => true,
+            Self::ReadOnly => call.starts_with("get") || service == "cmstatus",
+            Self::Other(_) => false,
+        }
+    }
+}
+
+/// A parsed `/json` body.
+#[derive(Debug, Clone, PartialEq)]
+enum Body {
+    Login { username: String, password: String },
+    Call(Call),
+}
+
+/// One RPC.
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    /// Lower case.
+    service: String,
+    call: String,
+    args: Vec<Value>,
+}
+
+/// Every call the emulator knows: `(service, call)`.
+pub const CALLS: &[(&str, &str)] = &[
+    ("cmdevice", "getDevice"),
+    ("cmdevice", "getDevices"),
+    ("cmdevice", "getNode"),
+    ("cmdevice", "getNodes"),
+    ("cmdevice", "getCategory"),
+    ("cmdevice", "getCategories"),
+    ("cmdevice", "addDevice"),
+    ("cmdevice", "updateDevice"),
+    ("cmdevice", "removeDevice"),
+    ("cmdevice", "addCategory"),
+    ("cmdevice", "updateCategory"),
+    ("cmdevice", "removeCategory"),
+    ("cmdevice", "powerOperation"),
+    ("cmpart", "getSoftwareImage"),
+    ("cmpart", "getSoftwareImages"),
+    ("cmpart", "addSoftwareImage"),
+    ("cmpart", "updateSoftwareImage"),
+    ("cmpart", "removeSoftwareImage"),
+    ("cmstatus", "getStatus"),
+    ("cmstatus", "getStatusForDevices"),
+    ("cmmain", "getVersion"),
+];
+
+fn parse(bytes: &[u8]) -> Result<Body, String> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let Value::Object(obj) = value else {
+        return Err("the body must be a JSON object {\"service\", \"call\", \"args\"}".into());
+    };
+    let service = match obj.get("service") {
+        Some(Value::String(s)) if !s.is_empty() => s.to_ascii_lowercase(),
+        _ => return Err("the body has no \"service\" (a non-empty string)".into()),
+    };
+    if service == "login" {
+        let field = |k: &str| match obj.get(k) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(format!("login needs \"{k}\" (a string)")),
+        };
+        return Ok(Body::Login {
+            username: field("username")?,
+            password: field("password")?,
+        });
+    }
+    let call = match obj.get("call") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return Err("the body has no \"call\" (a non-empty string)".into()),
+    };
+    let args = match (obj.get("args"), obj.get("arg")) {
+        (Some(Value::Array(a)), _) => a.clone(),
+        (Some(Value::Object(m)), _) if !m.is_empty() => vec![Value::Object(m.clone())],
+        (Some(Value::Object(_)) | Some(Value::Null) | None, Some(arg)) => vec![arg.clone()],
+        (Some(Value::Object(_)) | Some(Value::Null) | None, None) => Vec::new(),
+        (Some(other), _) => vec![other.clone()],
+    };
+    Ok(Body::Call(Call {
+        service,
+        call,
+        args,
+    }))
+}
+
+/// The login token in a `Cookie` header.
+fn token(cookie: Option<&str>) -> Option<&str> {
+    cookie?
+        .split(';')
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == TOKEN_COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// Handles one request that is not for the admin plane.
+pub fn handle(store: &BcmStore, config: &ApiConfig, req: &Request) -> Outcome {
+    if store.faults().down {
+        return Outcome::Drop;
+    }
+    if req.path.trim_end_matches('/') != "/json" {
+        return Outcome::Reply(Response::error(
+            404,
+            format!("{} is not served here; use POST /json", req.path),
+        ));
+    }
+    if req.method != "POST" {
+        return Outcome::Reply(Response::error(
+            405,
+            format!("{} /json: use POST", req.method),
+        ));
+    }
+    let call = match parse(&req.body) {
+        Ok(Body::Call(c)) => c,
+        Ok(Body::Login { username, password }) => {
+            return Outcome::Reply(login(store, config, req, &username, &password));
+        }
+        Err(e) => return Outcome::Reply(Response::error(400, e)),
+    };
+    let profile = match (&req.client_cn, token(req.cookie.as_deref())) {
+        (Some(cn), _) => Some(Profile::from_cn(cn)),
+        (None, Some(t)) if store.has_token(t) => Some(Profile::Admin),
+        _ => None,
+    };
+    store.record(JournalEntry {
+        at: store.now_ms(),
+        service: call.service.clone(),
+        call: call.call.clone(),
+        args: call.args.clone(),
+        profile: profile.as_ref().map_or("none", Profile::name).to_string(),
+    });
+    let Some(profile) = profile else {
+        return Outcome::Reply(Response::error(
+            401,
+            "authentication required: present a client certificate or log in",
+        ));
+    };
+    let name = format!("{}.{}", call.service, call.call);
+    if !CALLS.contains(&(call.service.as_str(), call.call.as_str())) {
+        return Outcome::Reply(Response::error(200, format!("no such call: {name}")));
+    }
+    if !profile.allows(&call.service, &call.call) {
+        return Outcome::Reply(Response::error(
+            200,
+            format!("Profile {} does not allow access to {name}", profile.name()),
+        ));
+    }
+    let hit = store.update_faults(|f| {
+        if f.rules.is_empty() {
+            Default::default()
+        } else {
+            f.take(&call.service, &call.call)
+        }
+    });
+    let mut response = match hit.error {
+        Some((status, message)) => Response::error(status, message),
+        None => run(store, config, &call),
+    };
+    response.delay = hit.delay;
+    Outcome::Reply(response)
+}
+
+fn login(
+    store: &BcmStore,
+    config: &ApiConfig,
+    req: &Request,
+    username: &str,
+    password: &str,
+) -> Response {
+    store.record(JournalEntry {
+        at: store.now_ms(),
+        service: "login".into(),
+        call: String::new(),
+        args: vec![json!(username)],
+        profile: req.client_cn.as_deref().map_or_else(
+            || "none".into(),
+            |cn| Profile::from_cn(cn).name().to_string(),
+        ),
+    });
+    if username != config.user || password != config.password {
+        return Response::error(401, "login failed: wrong username or password");
+    }
+    let token = store.new_token();
+    let mut r = Response::new(200, Value::Bool(true));
+    r.set_cookie = Some(format!("{TOKEN_COOKIE}={token}; path=/; Secure; HttpOnly"));
+    r
+}
+
+/// The `i`-th argument (`null` when missing).
+fn arg(args: &[Value], i: usize) -> &Value {
+    args.get(i).unwrap_or(&Value::Null)
+}
+
+/// The `i`-th argument as a string.
+fn arg_str<'a>(args: &'a [Value], i: usize, name: &str) -> Result<&'a str, CallError> {
+    arg(args, i)
+        .as_str()
+        .ok_or_else(|| CallError::Message(format!("{name}: argument {} must be a string", i + 1)))
+}
+
+fn read(store: &BcmStore, f: impl Fn(&Db) -> Result<Value, CallError>) -> Result<Value, CallError> {
+    store.transact(&mut |db, _| f(db))
+}
+
+fn commit(
+    store: &BcmStore,
+    mut f: impl FnMut(&mut Db) -> Result<(), CallError>,
+) -> Result<Value, CallError> {
+    store.transact(&mut |db, _| {
+        f(db)?;
+        Ok(json!({"success": true, "validation": [], "task_uuid": random_uuid()}))
+    })
+}
+
+fn lookup(map: Option<(&String, &super::model::Obj)>) -> Value {
+    map.map_or(Value::Null, |(_, o)| Value::Object(o.clone()))
+}
+
+fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
+    let args = &call.args;
+    let step_ms = u64::try_from(config.boot_step.as_millis()).unwrap_or(u64::MAX);
+    let result = match (call.service.as_str(), call.call.as_str()) {
+        ("cmdevice", "getDevice" | "getNode") => arg_str(args, 0, &call.call)
+            .and_then(|key| read(store, |db| Ok(lookup(db.find_device(key))))),
+        ("cmdevice", "getDevices" | "getNodes") => read(store, |db| {
+            Ok(Value::Array(
+                db.devices.values().cloned().map(Value::Object).collect(),
+            ))
+        }),
+        ("cmdevice", "getCategory") => arg_str(args, 0, "getCategory")
+            .and_then(|key| read(store, |db| Ok(lookup(db.find_category(key))))),
+        ("cmdevice", "getCategories") => read(store, |db| {
+            Ok(Value::Array(
+                db.categories.values().cloned().map(Value::Object).collect(),
+            ))
+        }),
+        ("cmpart", "getSoftwareImage") => arg_str(args, 0, "getSoftwareImage")
+            .and_then(|key| read(store, |db| Ok(lookup(db.find_image(key))))),
+        ("cmpart", "getSoftwareImages") => read(store, |db| {
+            Ok(Value::Array(
+                db.images.values().cloned().map(Value::Object).collect(),
+            ))
+        }),
+        ("cmdevice", "addDevice") => commit(store, |db| {
+            entities::commit(db, Kind::Device, arg(args, 0), true)
+        }),
+        ("cmdevice", "updateDevice") => commit(store, |db| {
+            entities::commit(db, Kind::Device, arg(args, 0), false)
+        }),
+        ("cmdevice", "removeDevice") => {
+            commit(store, |db| entities::remove(db, Kind::Device, arg(args, 0)))
+        }
+        ("cmdevice", "addCategory") => commit(store, |db| {
+            entities::commit(db, Kind::Category, arg(args, 0), true)
+        }),
+        ("cmdevice", "updateCategory") => commit(store, |db| {
+            entities::commit(db, Kind::Category, arg(args, 0), false)
+        }),
+        ("cmdevice", "removeCategory") => commit(store, |db| {
+            entities::remove(db, Kind::Category, arg(args, 0))
+        }),
+        ("cmpart", "addSoftwareImage") => commit(store, |db| {
+            entities::commit(db, Kind::Image, arg(args, 0), true)
+        }),
+        ("cmpart", "updateSoftwareImage") => commit(store, |db| {
+            entities::commit(db, Kind::Image, arg(args, 0), false)
+        }),
+        ("cmpart", "removeSoftwareImage") => {
+            commit(store, |db| entities::remove(db, Kind::Image, arg(args, 0)))
+        }
+        ("cmdevice", "powerOperation") => {
+            let faults = store.faults();
+            store.transact(&mut |db, now| {
+                boot::power_operation(db, arg(args, 0), now, step_ms, &faults)
+            })
+        }
+        ("cmstatus", "getStatus") => arg_str(args, 0, "getStatus").and_then(|key| {
+            read(store, |db| {
+                Ok(db
+                    .find_device(key)
+                    .and_then(|(u, d)| db.nodes.get(u).map(|n| boot::status_json(u, d, n)))
+                    .unwrap_or(Value::Null))
+            })
+        }),
+        ("cmstatus", "getStatusForDevices") => match arg(args, 0) {
+            Value::Array(keys) => read(store, |db| {
+                Ok(Value::Array(
+                    keys.iter()
+                        .filter_map(Value::as_str)
+                        .filter_map(|k| db.find_device(k))
+                        .filter_map(|(u, d)| db.nodes.get(u).map(|n| boot::status_json(u, d, n)))
+                        .collect(),
+                ))
+            }),
+            _ => Err(CallError::Message(
+                "getStatusForDevices: argument 1 must be a list of device uuids".into(),
+            )),
+        },
+        ("cmmain", "getVersion") => Ok(json!({
+            "cmVersion": CM_VERSION,
+            "cmdVersion": CM_VERSION,
+            "buildHash": "gpufleet",
+        })),
+        _ => Err(CallError::Message(format!(
+            "no such call: {}.{}",
+            call.service, call.call
+        ))),
+    };
+    match result {
+        Ok(v) => Response::new(200, v),
+        Err(CallError::Message(m)) => Response::error(200, m),
+        Err(CallError::Refused(validation)) => Response::new(
+            200,
+            json!({"success": false, "validation": validation, "task_uuid": random_uuid()}),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_in_every_accepted_shape() {
+        let args = |b: &str| match parse(b.as_bytes()) {
+            Ok(Body::Call(c)) => c.args,
+            other => panic!("{b}: {other:?}"),
+        };
+        assert_eq!(
+            args(r#"{"service":"cmdevice","call":"x","args":[1,2]}"#),
+            [json!(1), json!(2)]
+        );
+        assert_eq!(
+            args(r#"{"service":"cmdevice","call":"x","arg":"a"}"#),
+            [json!("a")]
+        );
+        assert!(args(r#"{"service":"cmdevice","call":"x","args":{}}"#).is_empty());
+        assert!(args(r#"{"service":"cmdevice","call":"x"}"#).is_empty());
+        assert_eq!(
+            args(r#"{"service":"cmdevice","call":"x","args":{"a":1}}"#),
+            [json!({"a": 1})]
+        );
+        assert!(parse(b"[]").is_err());
+        assert!(parse(br#"{"service":1}"#).is_err());
+        assert!(matches!(
+            parse(br#"{"service":"LOGIN","username":"u","password":"p"}"#),
+            Ok(Body::Login { .. })
+        ));
+    }
+
+    #[test]
+    fn tokens_come_from_the_cookie_header() {
+        assert_eq!(token(Some("a=b; cm-login-token=xyz")), Some("xyz"));
+        assert_eq!(token(Some("a=b")), None);
+        assert_eq!(token(None), None);
+    }
+}

@@ -1,0 +1,467 @@
+//! Where the emulator keeps its state.
+//!
+//! - The entities and node states ([`Db`]) change only through [`BcmStore::transact`],
+//!   which brings the status clock up to now ([`boot::settle`]), runs the change on a
+//!   copy, checks for leaks, and commits the copy only when the change succeeded. With a
+//!   state file every commit is written (temporary file + rename) before it is visible,
+//!   so a restart finds exactly what clients were told.
+//! - Login tokens, faults, the journal and call counts live in memory only.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::boot;
+use super::inventory::BcmInventory;
+use super::model::{DB_VERSION, Db, InstallFault};
+use crate::netris::Clock;
+
+/// The state file's name in the state directory.
+pub const STATE_FILE: &str = "bcm-state.json";
+
+/// The journal keeps at most this many calls (the oldest go first).
+pub const JOURNAL_LIMIT: usize = 10_000;
+
+/// Why a call failed: an in-band `errormessage`, or a commit refused with validation
+/// entries. Either way nothing was changed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// `{"errormessage": …}`.
+    #[error("{0}")]
+    Message(String),
+    /// `{"success": false, "validation": […]}`.
+    #[error("the commit was refused: {0:?}")]
+    Refused(Vec<Validation>),
+}
+
+/// One validation entry of a commit result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validation {
+    /// The field.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// `DUPLICATE_FIELD`, `BAD_VALUE` or `NOT_NULL`.
+    pub error_code: String,
+    /// `ERROR` or `WARNING`.
+    pub severity: String,
+    /// The entity the problem is about (the other one, for a duplicate), or the zero
+    /// uuid.
+    pub ref_entity_uuid: String,
+}
+
+impl Validation {
+    /// An `ERROR`.
+    #[must_use]
+    pub fn error(field: &str, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+            error_code: code.into(),
+            severity: "ERROR".into(),
+            ref_entity_uuid: super::model::ZERO_UUID.into(),
+        }
+    }
+
+    /// The same, about entity `uuid`.
+    #[must_use]
+    pub fn about(mut self, uuid: &str) -> Self {
+        self.ref_entity_uuid = uuid.into();
+        self
+    }
+}
+
+/// A call fault: an error, a delay, or both, for the next `remaining` matching calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRule {
+    /// `service.call` (service case-insensitive), `service.*`, or `None`/`*` for every
+    /// call.
+    pub call: Option<String>,
+    /// Answer with this HTTP status (body `{"errormessage": …}`); the call is not carried out.
+    pub status: Option<u16>,
+    /// Answer HTTP 200 `{"errormessage": this}` (or use it as the message of `status`).
+    pub errormessage: Option<String>,
+    /// Delay the answer; the call itself takes effect at once.
+    pub latency_ms: Option<u64>,
+    /// Calls left; `None`: until cleared.
+    pub remaining: Option<u32>,
+}
+
+impl FaultRule {
+    /// Whether the rule covers `service.call`.
+    #[must_use]
+    pub fn matches(&self, service: &str, call: &str) -> bool {
+        let Some(pattern) = self.call.as_deref().map(str::trim) else {
+            return true;
+        };
+        if pattern == "*" {
+            return true;
+        }
+        let (s, c) = pattern.split_once('.').unwrap_or((pattern, "*"));
+        s.eq_ignore_ascii_case(service) && (c == "*" || c == call)
+    }
+
+    fn is_error(&self) -> bool {
+        self.status.is_some() || self.errormessage.is_some()
+    }
+}
+
+/// Injected faults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Drop every `/json` connection without answering (the admin plane still answers).
+    pub down: bool,
+    /// Call faults.
+    pub rules: Vec<FaultRule>,
+    /// Per hostname: the state its installs stop in.
+    pub installs: BTreeMap<String, InstallFault>,
+}
+
+/// What the faults say about one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultHit {
+    /// Answer this (HTTP status, message) instead of carrying out the call.
+    pub error: Option<(u16, String)>,
+    /// Delay the answer.
+    pub delay: Duration,
+}
+
+impl Faults {
+    /// Applies the rules to one call, counting down (and dropping) the rules it uses.
+    pub fn take(&mut self, service: &str, call: &str) -> FaultHit {
+        let mut hit = FaultHit::default();
+        for rule in &mut self.rules {
+            if rule.remaining == Some(0) || !rule.matches(service, call) {
+                continue;
+            }
+            let mut used = false;
+            if rule.is_error() && hit.error.is_none() {
+                let status = rule.status.unwrap_or(200);
+                let message = rule
+                    .errormessage
+                    .clone()
+                    .unwrap_or_else(|| format!("HTTP {status} (injected fault)"));
+                hit.error = Some((status, message));
+                used = true;
+            }
+            if let Some(ms) = rule.latency_ms {
+                hit.delay = hit.delay.max(Duration::from_millis(ms));
+                used = true;
+            }
+            if used && let Some(n) = &mut rule.remaining {
+                *n = n.saturating_sub(1);
+            }
+        }
+        self.rules.retain(|r| r.remaining != Some(0));
+        hit
+    }
+}
+
+/// One `/json` call as received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// When, epoch ms.
+    pub at: u64,
+    /// The service, lower case.
+    pub service: String,
+    /// The call.
+    pub call: String,
+    /// The arguments (omitted for `login`, whose only argument is a password).
+    pub args: Vec<Value>,
+    /// `admin`, `readonly`, another certificate's common name, or `none`.
+    pub profile: String,
+}
+
+/// Why the state file could not be loaded or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Reading it failed.
+    #[error("failed to read the state file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not a state this emulator wrote.
+    #[error("failed to parse the state file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// It has another format version.
+    #[error("the state file {path} has format version {found}, this emulator writes {DB_VERSION}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+    },
+    /// Writing it failed.
+    #[error("failed to write the state file {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The emulator's state.
+#[derive(Debug)]
+pub struct BcmStore {
+    clock: Arc<dyn Clock>,
+    file: Option<PathBuf>,
+    db: Mutex<Db>,
+    tokens: Mutex<HashSet<String>>,
+    faults: Mutex<Faults>,
+    journal: Mutex<Vec<JournalEntry>>,
+    stats: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Locks a mutex past poisoning: every critical section leaves its data consistent
+/// (commits are one assignment).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl BcmStore {
+    /// A store in memory only, seeded with `inventory`.
+    #[must_use]
+    pub fn in_memory(inventory: BcmInventory, clock: Arc<dyn Clock>) -> Self {
+        Self::with_db(Db::seeded(inventory), clock, None)
+    }
+
+    /// A store persisted in `dir/bcm-state.json`: loaded when the file exists (the saved
+    /// state wins over `inventory`), else seeded from `inventory` and written.
+    ///
+    /// # Errors
+    /// When the file exists but cannot be read or parsed, or cannot be written.
+    pub fn open(
+        dir: &Path,
+        inventory: BcmInventory,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let file = dir.join(STATE_FILE);
+        if file.exists() {
+            let text = std::fs::read_to_string(&file).map_err(|source| StoreError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            let db: Db = serde_json::from_str(&text).map_err(|source| StoreError::Parse {
+                path: file.clone(),
+                source,
+            })?;
+            if db.version != DB_VERSION {
+                return Err(StoreError::Version {
+                    path: file,
+                    found: db.version,
+                });
+            }
+            return Ok(Self::with_db(db, clock, Some(file)));
+        }
+        let db = Db::seeded(inventory);
+        write_atomically(&file, &db)?;
+        Ok(Self::with_db(db, clock, Some(file)))
+    }
+
+    fn with_db(db: Db, clock: Arc<dyn Clock>, file: Option<PathBuf>) -> Self {
+        Self {
+            clock,
+            file,
+            db: Mutex::new(db),
+            tokens: Mutex::new(HashSet::new()),
+            faults: Mutex::new(Faults::default()),
+            journal: Mutex::new(Vec::new()),
+            stats: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The state file, when the store persists.
+    #[must_use]
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Now, epoch ms.
+    #[must_use]
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Brings the status clock up to now, runs `f` on a copy, records leaks, and commits
+    /// the copy when `f` succeeds (writing the state file first when it changed).
+    ///
+    /// # Errors
+    /// What `f` returns, or a [`CallError::Message`] when the state file cannot be
+    /// written (the state then stays as it was).
+    pub fn transact(
+        &self,
+        f: &mut dyn FnMut(&mut Db, u64) -> Result<Value, CallError>,
+    ) -> Result<Value, CallError> {
+        let now = self.clock.now_ms();
+        let mut db = lock(&self.db);
+        let mut next = db.clone();
+        boot::settle(&mut next, now);
+        let out = f(&mut next, now)?;
+        boot::check_leaks(&mut next, now);
+        if next != *db {
+            if let Some(file) = &self.file {
+                write_atomically(file, &next).map_err(|e| CallError::Message(e.to_string()))?;
+            }
+            *db = next;
+        }
+        Ok(out)
+    }
+
+    /// A copy of the state, brought up to now.
+    #[must_use]
+    pub fn snapshot(&self) -> Db {
+        let mut out = None;
+        let _ = self.transact(&mut |db, _| {
+            out = Some(db.clone());
+            Ok(Value::Null)
+        });
+        out.unwrap_or_else(|| lock(&self.db).clone())
+    }
+
+    /// Replaces the state (reset, reseed), and clears tokens, faults, journal and counts.
+    ///
+    /// # Errors
+    /// When the new state cannot be written (the old one stays).
+    pub fn replace(&self, new: Db) -> Result<(), StoreError> {
+        let mut db = lock(&self.db);
+        if let Some(file) = &self.file {
+            write_atomically(file, &new)?;
+        }
+        *db = new;
+        drop(db);
+        lock(&self.tokens).clear();
+        *lock(&self.faults) = Faults::default();
+        lock(&self.journal).clear();
+        lock(&self.stats).clear();
+        Ok(())
+    }
+
+    /// Starts a login session; returns its token.
+    #[must_use]
+    pub fn new_token(&self) -> String {
+        let token = format!(
+            "{}{}",
+            super::uuid::random_uuid().replace('-', ""),
+            super::uuid::random_uuid().replace('-', "")
+        );
+        lock(&self.tokens).insert(token.clone());
+        token
+    }
+
+    /// Whether a token is valid (tokens do not expire; a restart ends them).
+    #[must_use]
+    pub fn has_token(&self, token: &str) -> bool {
+        lock(&self.tokens).contains(token)
+    }
+
+    /// A copy of the faults.
+    #[must_use]
+    pub fn faults(&self) -> Faults {
+        lock(&self.faults).clone()
+    }
+
+    /// Changes the faults atomically.
+    pub fn update_faults<R>(&self, f: impl FnOnce(&mut Faults) -> R) -> R {
+        f(&mut lock(&self.faults))
+    }
+
+    /// Records a call in the journal and the counts.
+    pub fn record(&self, entry: JournalEntry) {
+        *lock(&self.stats)
+            .entry(format!("{}.{}", entry.service, entry.call))
+            .or_insert(0) += 1;
+        let mut journal = lock(&self.journal);
+        if journal.len() >= JOURNAL_LIMIT {
+            journal.remove(0);
+        }
+        journal.push(entry);
+    }
+
+    /// A copy of the journal, oldest first.
+    #[must_use]
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        lock(&self.journal).clone()
+    }
+
+    /// Empties the journal (the counts stay).
+    pub fn clear_journal(&self) {
+        lock(&self.journal).clear();
+    }
+
+    /// Calls per `service.call`.
+    #[must_use]
+    pub fn stats(&self) -> BTreeMap<String, u64> {
+        lock(&self.stats).clone()
+    }
+}
+
+/// Writes `db` through a temporary file and a rename, so a reader (or a restart after a
+/// crash) sees the old state or the new one, never a torn one.
+fn write_atomically(file: &Path, db: &Db) -> Result<(), StoreError> {
+    let err = |source| StoreError::Write {
+        path: file.to_path_buf(),
+        source,
+    };
+    let text = serde_json::to_vec(db).map_err(|e| err(std::io::Error::other(e)))?;
+    let tmp = file.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(err)?;
+    f.write_all(&text).map_err(err)?;
+    drop(f);
+    std::fs::rename(&tmp, file).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_patterns() {
+        let rule = |c: &str| FaultRule {
+            call: Some(c.into()),
+            ..FaultRule::default()
+        };
+        assert!(rule("cmdevice.updateDevice").matches("cmdevice", "updateDevice"));
+        assert!(rule("CMDevice.updateDevice").matches("cmdevice", "updateDevice"));
+        assert!(!rule("cmdevice.updateDevice").matches("cmdevice", "getDevice"));
+        assert!(rule("cmdevice.*").matches("cmdevice", "getDevice"));
+        assert!(rule("cmdevice").matches("cmdevice", "getDevice"));
+        assert!(rule("*").matches("cmpart", "x"));
+        assert!(FaultRule::default().matches("a", "b"));
+    }
+
+    #[test]
+    fn rules_count_down() {
+        let mut f = Faults {
+            rules: vec![FaultRule {
+                call: Some("cmdevice.getDevice".into()),
+                errormessage: Some("boom".into()),
+                remaining: Some(1),
+                ..FaultRule::default()
+            }],
+            ..Faults::default()
+        };
+        assert_eq!(f.take("cmdevice", "getDevices"), FaultHit::default());
+        assert_eq!(
+            f.take("cmdevice", "getDevice").error,
+            Some((200, "boom".into()))
+        );
+        assert!(f.rules.is_empty());
+    }
+}

@@ -1,0 +1,100 @@
+//! `bcm-emulator`: runs the lab's Base Command Manager emulator on its own, until
+//! interrupted.
+//!
+//! ```sh
+//! cargo run -p gpufleet-lab --bin bcm-emulator -- --dir .lab/bcm
+//! ```
+//!
+//! Without `--ca-cert`/`--ca-key` it makes a CA of its own in `--dir`, with an `admin`
+//! and a `readonly` client certificate next to it. Prints `BCM_ENDPOINT=…` and
+//! `BCM_CA_CERT=…` as `export` lines on stdout (logs go to stderr).
+//!
+//! `gpufleet-lab up` runs it as the lab's `bcm` component with the lab's CA,
+//! `--inventory` (the fleet's nodes as JSON, written by the lab) and
+//! `--reseed-if-changed`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use gpufleet_lab::bcm::{BcmConfig, BcmEmulator, BcmInventory};
+use gpufleet_lab::fleet::{Fleet, FleetSpec};
+use tracing_subscriber::EnvFilter;
+
+/// Runs the BCM (cmdaemon) emulator.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// State directory (state file; the CA when it has its own).
+    #[arg(long, env = "BCM_EMULATOR_DIR", default_value = ".lab/bcm")]
+    dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Fleet spec (TOML) to take the nodes from; default: the lab's default fleet.
+    #[arg(long)]
+    fleet: Option<PathBuf>,
+    /// Replicate racks until the fleet has at least this many nodes.
+    #[arg(long)]
+    scale: Option<usize>,
+    /// Inventory (a `BcmInventory` JSON) to seed with; overrides `--fleet`.
+    #[arg(long)]
+    inventory: Option<PathBuf>,
+    /// When the saved state was seeded from another inventory, start over from this one.
+    #[arg(long)]
+    reseed_if_changed: bool,
+    /// The CA certificate (PEM) that issues the server certificate and verifies client
+    /// certificates; needs `--ca-key`.
+    #[arg(long, requires = "ca_key")]
+    ca_cert: Option<PathBuf>,
+    /// The CA's private key (PEM).
+    #[arg(long, requires = "ca_cert")]
+    ca_key: Option<PathBuf>,
+    /// Login user (for clients without a certificate).
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// Login password.
+    #[arg(long, env = "BCM_EMULATOR_PASSWORD", default_value = "cmdaemon")]
+    password: String,
+    /// The length of one boot step in milliseconds (a boot takes four).
+    #[arg(long, default_value_t = 1000)]
+    step_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("BCM_EMULATOR_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let args = Args::parse();
+    let inventory = match &args.inventory {
+        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
+        None => {
+            let spec = match &args.fleet {
+                Some(path) => FleetSpec::from_file(path)?,
+                None => FleetSpec::default_fleet(),
+            };
+            BcmInventory::from_fleet(&Fleet::new(spec, args.scale)?)
+        }
+    };
+    let mut config = BcmConfig::new(&args.dir);
+    config.bind = args.listen;
+    config.inventory = inventory;
+    config.reseed_if_changed = args.reseed_if_changed;
+    config.ca = args.ca_cert.clone().zip(args.ca_key.clone());
+    config.api.user = args.user.clone();
+    config.api.password = args.password.clone();
+    config.api.boot_step = Duration::from_millis(args.step_ms);
+    let emu = BcmEmulator::start(config).await?;
+    println!("export BCM_ENDPOINT='{}'", emu.url());
+    println!("export BCM_CA_CERT='{}'", emu.ca_pem_path().display());
+    tokio::signal::ctrl_c().await?;
+    tracing::info!("stopping");
+    emu.shutdown().await;
+    Ok(())
+}
