@@ -48,6 +48,7 @@ pub mod pki;
 pub mod pod_logs;
 pub mod ports;
 pub mod process;
+pub mod rest;
 pub mod settings;
 pub mod status;
 pub mod vcluster;
