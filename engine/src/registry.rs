@@ -4,20 +4,38 @@
 //! exactly this, so adding a kind is one line.
 
 use crate::{
+    data_sources::bcm_nodes::BcmNodes,
+    data_sources::fleet_inventory::FleetInventory,
     data_sources::gpu_catalog::GpuCatalog,
+    data_sources::virtual_cluster::VirtualClusterData,
     functions::mig_profiles::MigProfiles,
     kinds::{DataSourceKind, FunctionKind, ResourceKind},
+    resources::bcm_node::BcmNode,
+    resources::benchmark::{self as benchmark, Benchmark},
+    resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
     resources::network_segment::{FromSettings, NetworkSegment},
+    resources::virtual_cluster::{self as virtual_cluster, VirtualCluster},
 };
 
 /// Prefix of every resource and data source type name.
 pub const TYPE_PREFIX: &str = "gpufleet_";
 
 /// Managed resource types.
-pub const RESOURCES: &[&dyn ResourceKind] = &[&NetworkSegment(FromSettings)];
+pub const RESOURCES: &[&dyn ResourceKind] = &[
+    &NetworkSegment(FromSettings),
+    &BcmNode(crate::backends::bcm::FromSettings),
+    &VirtualCluster(virtual_cluster::FromSettings),
+    &GpuNodePool(gpu_node_pool::FromSettings),
+    &Benchmark(benchmark::FromSettings),
+];
 
 /// Data source types.
-pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[&GpuCatalog];
+pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[
+    &GpuCatalog,
+    &BcmNodes(crate::backends::bcm::FromSettings),
+    &VirtualClusterData(virtual_cluster::FromSettings),
+    &FleetInventory(gpu_node_pool::FromSettings),
+];
 
 /// Provider-defined functions.
 pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use gpufleet_engine::{
     provider_config,
     registry::{self, TYPE_PREFIX},
-    schema::{AttrType, Attribute, Block},
+    schema::{AttrType, Attribute, Block, Nesting},
 };
 use hcl::{Body, Expression, ObjectKey, Structure};
 
@@ -167,10 +167,22 @@ fn check_body(body: &Body, block: &Block, path: &str, meta: bool, problems: &mut
 
 /// Checks the keys of literal objects given to nested attributes.
 fn check_nested_value(attr: &Attribute, expr: &Expression, path: &str, problems: &mut Vec<String>) {
-    let AttrType::Nested { attributes, .. } = &attr.ty else {
+    let AttrType::Nested {
+        attributes,
+        nesting,
+    } = &attr.ty
+    else {
         return;
     };
     let objects: Vec<&hcl::Object<ObjectKey, Expression>> = match expr {
+        // A map of nested objects: the keys are the user's, the values are the objects.
+        Expression::Object(o) if *nesting == Nesting::Map => o
+            .values()
+            .filter_map(|v| match v {
+                Expression::Object(o) => Some(o),
+                _ => None,
+            })
+            .collect(),
         Expression::Object(o) => vec![o],
         Expression::Array(items) => items
             .iter()

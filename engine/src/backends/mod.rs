@@ -2,5 +2,6 @@
 //! the network (reqwest, tokio networking); resources see each backend through a trait, so
 //! their logic can be tested against fakes and the planner stays offline.
 
+pub mod bcm;
 pub mod kube;
 pub mod netris;

@@ -1,3 +1,6 @@
 //! Data sources, one file each.
 
+pub mod bcm_nodes;
+pub mod fleet_inventory;
 pub mod gpu_catalog;
+pub mod virtual_cluster;

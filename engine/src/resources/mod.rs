@@ -1,3 +1,7 @@
 //! Managed resource kinds, one file each.
 
+pub mod bcm_node;
+pub mod benchmark;
+pub mod gpu_node_pool;
 pub mod network_segment;
+pub mod virtual_cluster;

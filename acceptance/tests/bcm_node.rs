@@ -1,0 +1,568 @@
+//! `gpufleet_bcm_node` and `gpufleet_bcm_nodes` with the real Terraform CLI against the lab's
+//! BCM emulator (the shared lab, [`Lab::shared`]): life cycle with zero leaks, wiping between
+//! tenants (and the leak without it), ten nodes in parallel, a failed install, the read-only
+//! profile, a wrong CA, a provider killed mid-provisioning, and the example.
+//!
+//! Every test uses hostnames of its own (the emulator is shared by every test of the run) and
+//! checks the emulator through its admin plane (`/_admin/state`, `/_admin/leaks`,
+//! `/_admin/journal`). All tests take one process-wide lock, as install faults and the leak
+//! checks must not interleave.
+
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use gpufleet_acceptance::{Output, Workdir, terraform_launcher, workspace_root};
+use gpufleet_lab::Lab;
+use serde_json::{Value, json};
+
+const REQUIRED_PROVIDERS: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+provider "gpufleet" {}
+"#;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Terraform run with the lab's settings (some of them replaced).
+struct Tf {
+    wd: Workdir,
+    env: Vec<(String, String)>,
+}
+
+impl Tf {
+    fn new(body: &str) -> Self {
+        Self::with_env(body, &[])
+    }
+
+    fn with_env(body: &str, overrides: &[(&str, String)]) -> Self {
+        let wd = Workdir::new(&format!("{REQUIRED_PROVIDERS}\n{body}"));
+        let mut env = Lab::shared().settings_env();
+        for (k, v) in overrides {
+            env.retain(|(name, _)| name != k);
+            env.push(((*k).to_owned(), v.clone()));
+        }
+        let tf = Self { wd, env };
+        tf.ok(&["init", "-input=false", "-no-color"]);
+        tf
+    }
+
+    fn write(&self, body: &str) {
+        self.wd
+            .write("main.tf", &format!("{REQUIRED_PROVIDERS}\n{body}"));
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.wd.run_with_env(args, &env)
+    }
+
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert!(out.success(), "terraform {args:?} failed:\n{out}");
+        out
+    }
+
+    fn apply(&self) -> Output {
+        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    fn apply_err(&self) -> Output {
+        let out = self.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+        assert!(!out.success(), "apply was expected to fail:\n{out}");
+        out
+    }
+
+    fn destroy(&self) -> Output {
+        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    fn assert_plan_empty(&self) {
+        let out = self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"]);
+        assert_eq!(out.status_code, 0, "expected an empty plan:\n{out}");
+    }
+
+    fn resources(&self) -> Vec<Value> {
+        let show = self.ok(&["show", "-json", "-no-color"]).json();
+        show["values"]["root_module"]["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn node_state(&self, address: &str) -> Value {
+        self.resources()
+            .into_iter()
+            .find(|r| r["address"] == address)
+            .map(|r| r["values"].clone())
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// `curl` against the emulator's admin plane (trusting the lab CA).
+fn admin(method: &str, path: &str, body: Option<&Value>) -> Value {
+    let lab = Lab::shared();
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-f", "-X", method, "--cacert"])
+        .arg(lab.bcm_ca())
+        .arg(format!("{}{path}", lab.bcm_url()));
+    if let Some(b) = body {
+        cmd.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &b.to_string(),
+        ]);
+    }
+    let out = cmd.output().expect("run curl");
+    assert!(
+        out.status.success(),
+        "curl {method} {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// The emulator's record of one node: status, power, data owner, …
+fn emulated(hostname: &str) -> Value {
+    let state = admin("GET", "/_admin/state", None);
+    state["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["hostname"] == hostname)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The device object the emulator stores for `hostname`.
+fn device(hostname: &str) -> Value {
+    let state = admin("GET", "/_admin/state", None);
+    state["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["hostname"] == hostname)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn leaks_of(hostname: &str) -> Vec<Value> {
+    admin("GET", "/_admin/leaks", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["hostname"] == hostname)
+        .cloned()
+        .collect()
+}
+
+/// How many `updateDevice` calls the journal holds for `hostname`.
+fn updates_of(hostname: &str) -> usize {
+    admin("GET", "/_admin/journal", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["call"] == "updateDevice" && e["args"].to_string().contains(hostname))
+        .count()
+}
+
+/// The hostnames of the fleet's nodes in `rack`, last first (tests take them from the end,
+/// away from what other features pick first).
+fn rack(rack: &str) -> Vec<String> {
+    let mut names: Vec<String> = Lab::shared()
+        .fleet()
+        .nodes()
+        .iter()
+        .filter(|n| n.rack == rack)
+        .map(|n| n.name.clone())
+        .collect();
+    names.sort();
+    names.reverse();
+    names
+}
+
+fn node(name: &str, hostname: &str, tenant: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_bcm_node" "{name}" {{
+  hostname       = "{hostname}"
+  tenant         = "{tenant}"
+  category       = "gpu-compute"
+  software_image = "ubuntu2404-cuda12.8"
+  {extra}
+}}
+"#
+    )
+}
+
+#[test]
+fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
+    let _g = lock();
+    let b3 = rack("rack-b3");
+    let (host, unwiped) = (&b3[0], &b3[1]);
+
+    let tf = Tf::new(&node("n", host, "acc-tenant-a", ""));
+    tf.apply();
+    tf.assert_plan_empty();
+    let st = tf.node_state("gpufleet_bcm_node.n");
+    assert_eq!(st["status"], "UP", "{st:#}");
+    assert_eq!(st["rack"], "rack-b3", "{st:#}");
+    assert_eq!(st["gpu_product"], "NVIDIA-B200", "{st:#}");
+    assert_eq!(
+        device(host)["extra_values"]["gpufleet_tenant"],
+        "acc-tenant-a"
+    );
+
+    // Category in place, then the image (a reprovisioning reboot).
+    tf.write(&node("n", host, "acc-tenant-a", "").replace("gpu-compute", "gpu-inference"));
+    tf.apply();
+    tf.assert_plan_empty();
+    tf.write(
+        &node("n", host, "acc-tenant-a", "")
+            .replace("gpu-compute", "gpu-inference")
+            .replace("cuda12.8", "cuda13.0"),
+    );
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_eq!(tf.node_state("gpufleet_bcm_node.n")["status"], "UP");
+
+    // Import into a fresh directory by hostname.
+    let imported = Tf::new(
+        &node("n", host, "acc-tenant-a", "")
+            .replace("gpu-compute", "gpu-inference")
+            .replace("cuda12.8", "cuda13.0"),
+    );
+    imported.ok(&[
+        "import",
+        "-input=false",
+        "-no-color",
+        "gpufleet_bcm_node.n",
+        host,
+    ]);
+    imported.assert_plan_empty();
+
+    tf.destroy();
+    let n = emulated(host);
+    assert_eq!(n["power"], "OFF", "rack-b3 idles off: {n:#}");
+    assert!(device(host)["extra_values"]["gpufleet_tenant"].is_null());
+
+    // Tenant B after a wiping destroy: no leak.
+    let b = Tf::new(&node("n", host, "acc-tenant-b", ""));
+    b.apply();
+    b.destroy();
+    assert_eq!(leaks_of(host), Vec::<Value>::new());
+
+    // Without the wipe, tenant B comes up on tenant A's data: the emulator sees the leak.
+    let a = Tf::new(&node(
+        "n",
+        unwiped,
+        "acc-tenant-a",
+        "wipe_on_destroy = false",
+    ));
+    a.apply();
+    a.destroy();
+    let b = Tf::new(&node("n", unwiped, "acc-tenant-b", ""));
+    b.apply();
+    let leaks = leaks_of(unwiped);
+    assert_eq!(leaks.len(), 1, "{leaks:#?}");
+    assert_eq!(leaks[0]["from"], "acc-tenant-a");
+    assert_eq!(leaks[0]["to"], "acc-tenant-b");
+    b.destroy();
+}
+
+#[test]
+fn ten_nodes_in_parallel_all_come_up() {
+    let _g = lock();
+    let hosts: Vec<String> = rack("rack-b1").into_iter().take(10).collect();
+    let list = hosts
+        .iter()
+        .map(|h| format!("\"{h}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tf = Tf::new(&format!(
+        r#"
+locals {{ hosts = [{list}] }}
+resource "gpufleet_bcm_node" "n" {{
+  for_each = toset(local.hosts)
+  hostname = each.key
+  tenant   = "acc-tenant-par"
+  category = "gpu-compute"
+}}
+data "gpufleet_bcm_nodes" "held" {{
+  category = "gpu-compute"
+  depends_on = [gpufleet_bcm_node.n]
+}}
+output "held" {{
+  value = [for n in data.gpufleet_bcm_nodes.held.nodes : n.hostname if n.tenant == "acc-tenant-par"]
+}}
+"#
+    ));
+    let started = Instant::now();
+    tf.ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-parallelism=10",
+    ]);
+    eprintln!(
+        "[figures] 10 nodes created in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let resources = tf.resources();
+    let up = resources
+        .iter()
+        .filter(|r| r["type"] == "gpufleet_bcm_node" && r["values"]["status"] == "UP")
+        .count();
+    assert_eq!(up, 10);
+    let held = tf.ok(&["output", "-json", "-no-color", "held"]).json();
+    assert_eq!(held.as_array().map(Vec::len), Some(10), "{held:#}");
+    let started = Instant::now();
+    tf.ok(&[
+        "destroy",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-parallelism=10",
+    ]);
+    eprintln!(
+        "[figures] 10 nodes destroyed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    for h in &hosts {
+        assert!(
+            device(h)["extra_values"]["gpufleet_tenant"].is_null(),
+            "{h}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_install_names_the_node_and_reapply_converges() {
+    let _g = lock();
+    let hosts: Vec<String> = rack("rack-b2").into_iter().take(3).collect();
+    let bad = &hosts[1];
+    let body: String = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| node(&format!("n{i}"), h, "acc-tenant-fail", ""))
+        .collect();
+    let tf = Tf::new(&body);
+    admin(
+        "POST",
+        "/_admin/fault",
+        Some(&json!({"hostname": bad, "install": "installer_failed"})),
+    );
+    let out = tf.apply_err();
+    admin(
+        "POST",
+        "/_admin/fault",
+        Some(&json!({"hostname": bad, "install": null})),
+    );
+    assert!(
+        out.contains(&format!("node {bad} stopped in INSTALLER_FAILED")),
+        "{out}"
+    );
+    for (i, _) in hosts.iter().enumerate().filter(|(_, h)| *h != bad) {
+        let st = tf.node_state(&format!("gpufleet_bcm_node.n{i}"));
+        assert_eq!(st["status"], "UP", "the others succeed: {st:#}");
+    }
+    let failed = tf.node_state("gpufleet_bcm_node.n1");
+    assert_eq!(failed["status"], "INSTALLER_FAILED", "recorded: {failed:#}");
+    tf.apply();
+    tf.assert_plan_empty();
+    tf.destroy();
+    admin("DELETE", "/_admin/fault", None);
+}
+
+#[test]
+fn the_read_only_profile_gets_a_permission_error_at_apply() {
+    let _g = lock();
+    let host = &rack("rack-b2")[5];
+    let (cert, key) = Lab::shared().bcm_readonly_identity();
+    let tf = Tf::with_env(
+        &node("n", host, "acc-tenant-ro", ""),
+        &[
+            (
+                "GPUFLEET_BCM_CLIENT_CERTIFICATE",
+                cert.display().to_string(),
+            ),
+            ("GPUFLEET_BCM_CLIENT_KEY", key.display().to_string()),
+        ],
+    );
+    let out = tf.apply_err();
+    assert!(
+        out.contains("does not allow access to cmdevice.updateDevice"),
+        "{out}"
+    );
+    assert!(device(host)["extra_values"]["gpufleet_tenant"].is_null());
+}
+
+#[test]
+fn a_wrong_ca_is_refused() {
+    let _g = lock();
+    let host = &rack("rack-b2")[6];
+    // The system's CA bundle: valid CAs, none of which signed the emulator's certificate.
+    let bundle = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("a system CA bundle (install ca-certificates)");
+    let tf = Tf::with_env(
+        &node("n", host, "acc-tenant-ca", ""),
+        &[("GPUFLEET_BCM_CA_CERTIFICATE", bundle.to_owned())],
+    );
+    let out = tf.apply_err();
+    assert!(
+        out.combined().to_lowercase().contains("certificate"),
+        "the error is about the certificate:\n{out}"
+    );
+    assert!(device(host)["extra_values"]["gpufleet_tenant"].is_null());
+}
+
+/// Pids of the processes below `root` whose name starts with `prefix`.
+fn descendants(root: u32, prefix: &str) -> Vec<u32> {
+    let mut parent = std::collections::HashMap::new();
+    let mut names = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_owned();
+        let ppid = stat[close + 2..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0);
+        parent.insert(pid, ppid);
+        names.insert(pid, comm);
+    }
+    let below = |mut pid: u32| {
+        while pid > 1 {
+            if pid == root {
+                return true;
+            }
+            pid = parent.get(&pid).copied().unwrap_or(0);
+        }
+        false
+    };
+    names
+        .iter()
+        .filter(|(pid, name)| name.starts_with(prefix) && below(**pid))
+        .map(|(pid, _)| *pid)
+        .collect()
+}
+
+#[test]
+fn a_provider_killed_mid_provisioning_is_adopted_without_a_second_claim() {
+    let _g = lock();
+    let host = &rack("rack-b3")[2];
+    let tf = Tf::new(&node("n", host, "acc-tenant-kill", ""));
+    let mut cmd = Command::new(terraform_launcher());
+    cmd.current_dir(tf.wd.path())
+        .args(["apply", "-auto-approve", "-input=false", "-no-color"])
+        .env("TF_CLI_CONFIG_FILE", tf.wd.cli_config_path())
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in &tf.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start terraform apply");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut killed = Vec::new();
+    while Instant::now() < deadline {
+        let status = emulated(host)["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if matches!(status.as_str(), "BOOTING" | "INSTALLING" | "DOWN")
+            && device(host)["extra_values"]["gpufleet_tenant"] == "acc-tenant-kill"
+        {
+            // "terraform-provider-gpufleet", as the kernel truncates it.
+            killed = descendants(child.id(), "terraform-provi");
+            for pid in &killed {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+            if !killed.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = child.wait().expect("terraform apply ends");
+    assert!(
+        !killed.is_empty(),
+        "the provider was never seen mid-provisioning"
+    );
+    assert!(!status.success(), "the apply was interrupted");
+    assert_eq!(updates_of(host), 1, "one claim");
+
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_eq!(updates_of(host), 1, "adopted: no second claim");
+    assert_eq!(tf.node_state("gpufleet_bcm_node.n")["status"], "UP");
+    tf.destroy();
+}
+
+#[test]
+fn bad_input_fails_at_plan_on_its_attribute() {
+    let _g = lock();
+    let tf = Tf::new(&node(
+        "n",
+        "gpu-nowhere",
+        "acc-tenant-bad",
+        "install_mode = \"MAIN\"",
+    ));
+    let out = tf.run(&["plan", "-input=false", "-no-color"]);
+    assert!(!out.success(), "{out}");
+    assert!(out.contains("install_mode"), "{out}");
+    assert!(out.contains("`AUTO`"), "{out}");
+}
+
+#[test]
+fn bcm_node_example_applies_and_destroys() {
+    let _g = lock();
+    let example = std::fs::read_to_string(workspace_root().join("examples/bcm-node/main.tf"))
+        .expect("examples/bcm-node/main.tf");
+    let tf = Tf {
+        wd: Workdir::new(&example),
+        env: Lab::shared().settings_env(),
+    };
+    tf.ok(&["init", "-input=false", "-no-color"]);
+    tf.apply();
+    tf.assert_plan_empty();
+    let out = tf.ok(&["output", "-json", "-no-color"]).json();
+    let workers = out["workers"]["value"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(workers.len(), 2, "{out:#}");
+    assert!(workers.values().all(|w| w["status"] == "UP"), "{out:#}");
+    tf.destroy();
+}

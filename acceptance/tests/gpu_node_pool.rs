@@ -1,0 +1,488 @@
+//! `gpufleet_gpu_node_pool` and `gpufleet_fleet_inventory` against the shared lab's real API
+//! server: concurrent claims, over-asking, tiers, drift, destroy leaving nodes as found, and a
+//! life cycle plus bad inputs with the real Terraform CLI.
+//!
+//! Tests share one lab, so each uses a product and counts of its own and cleans up: H200 for
+//! the concurrent claims (10 of 16 nodes), B200 for over-asking (nothing is claimed), H100 for
+//! the Terraform life cycle (at most 2 nodes). Virtual clusters are stood in for by their host
+//! namespaces, labelled as the host-cluster contract says.
+
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
+
+use gpufleet_acceptance::{Output, Workdir};
+use gpufleet_engine::{
+    consistency::{assert_object_compatible, proposed_new},
+    context::Context,
+    kinds::{ApplyRequest, ResourceKind},
+    plan::plan_resource,
+    resources::gpu_node_pool::{
+        GpuNodePool, kube_api::KubeHost, node_config::ORIGINALS_ANNOTATION,
+    },
+    value::Value,
+};
+use gpufleet_lab::Lab;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+const H200: &str = "NVIDIA-H200";
+const B200: &str = "NVIDIA-B200";
+
+/// Labels, taints, cordon and whether the originals record is there, per node.
+type Snapshot = BTreeMap<String, (BTreeMap<String, String>, String, bool, bool)>;
+
+async fn snapshot(client: &kube::Client, product: &str) -> Snapshot {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default().labels(&format!("nvidia.com/gpu.product={product}")))
+        .await
+        .expect("list nodes");
+    list.items
+        .into_iter()
+        .map(|n| {
+            let spec = n.spec.unwrap_or_default();
+            let taints = serde_json_string(&spec.taints);
+            (
+                n.metadata.name.unwrap_or_default(),
+                (
+                    n.metadata.labels.unwrap_or_default(),
+                    taints,
+                    spec.unschedulable.unwrap_or(false),
+                    n.metadata
+                        .annotations
+                        .unwrap_or_default()
+                        .contains_key(ORIGINALS_ANNOTATION),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn serde_json_string<T: std::fmt::Debug>(v: &T) -> String {
+    format!("{v:?}")
+}
+
+/// A host namespace standing in for a virtual cluster of `tier`.
+async fn virtual_cluster(client: &kube::Client, name: &str, tier: &str) -> String {
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let namespace = format!("vc-{name}");
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "gpufleet",
+                "gpufleet.dev/virtual-cluster": name,
+                "gpufleet.dev/isolation": tier,
+            },
+        },
+    });
+    ns.patch(
+        &namespace,
+        &PatchParams::apply("gpufleet-acceptance").force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .expect("namespace");
+    format!("{namespace}/{name}")
+}
+
+fn config(kind: &dyn ResourceKind, attrs: &[(&str, Value)]) -> Value {
+    let schema = kind.schema();
+    let mut obj: BTreeMap<String, Value> = schema
+        .block
+        .attributes
+        .iter()
+        .map(|a| (a.name.to_owned(), Value::Null))
+        .chain(
+            schema
+                .block
+                .blocks
+                .iter()
+                .map(|b| (b.type_name.to_owned(), Value::Null)),
+        )
+        .collect();
+    for (k, v) in attrs {
+        obj.insert((*k).to_owned(), v.clone());
+    }
+    Value::Object(obj)
+}
+
+/// Plans and applies like Terraform, checking the result against the plan.
+async fn apply(kind: &dyn ResourceKind, prior: &Value, config: &Value) -> (Value, String) {
+    let ctx = Context::default();
+    let block = kind.schema().block;
+    let planned = if config.is_null() {
+        Value::Null
+    } else {
+        let proposed = proposed_new(&block, prior, config);
+        let p = plan_resource(kind, &ctx, prior.clone(), proposed, config.clone()).await;
+        if p.diagnostics.has_error() {
+            return (prior.clone(), format!("{:?}", p.diagnostics));
+        }
+        p.planned
+    };
+    let r = kind
+        .apply(
+            &ctx,
+            ApplyRequest {
+                prior: prior.clone(),
+                planned: planned.clone(),
+                config: config.clone(),
+            },
+        )
+        .await;
+    let errors: Vec<String> = r.diagnostics.iter().map(|d| d.detail.clone()).collect();
+    if errors.is_empty() && !planned.is_null() {
+        let errs = assert_object_compatible(&block, &planned, &r.new_state);
+        assert!(errs.is_empty(), "inconsistent result: {errs:?}");
+    }
+    (r.new_state, errors.join("\n"))
+}
+
+fn pool_config(kind: &dyn ResourceKind, name: &str, vc: &str, product: &str, n: i64) -> Value {
+    config(
+        kind,
+        &[
+            ("name", Value::string(name)),
+            ("virtual_cluster_id", Value::string(vc)),
+            ("gpu_product", Value::string(product)),
+            ("node_count", Value::int(n)),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_concurrent_pools_never_share_a_node_and_destroy_restores_every_node() {
+    let lab = Lab::shared();
+    let client = lab.client();
+    let before = snapshot(&client, H200).await;
+    let mut vcs = Vec::new();
+    for i in 0..10 {
+        vcs.push(virtual_cluster(&client, &format!("gnp-c{i}"), "dedicated").await);
+    }
+    let host = Arc::new(KubeHost::new(client.clone()));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for vc in vcs.clone() {
+        let host = Arc::clone(&host);
+        tasks.push(tokio::spawn(async move {
+            let kind = GpuNodePool(host);
+            let c = pool_config(&kind, "p", &vc, H200, 1);
+            apply(&kind, &Value::Null, &c).await
+        }));
+    }
+    let mut states = Vec::new();
+    for t in tasks {
+        let (state, err) = t.await.expect("task");
+        assert!(err.is_empty(), "claim failed: {err}");
+        states.push(state);
+    }
+    let took = started.elapsed();
+    let calls = host.calls();
+    println!("10 concurrent pools claimed in {took:?} with {calls} API calls");
+
+    // What the API server says: ten distinct nodes, each held by one pool, tainted.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let held = nodes
+        .list(&ListParams::default().labels("gpufleet.dev/pool"))
+        .await
+        .expect("list");
+    let mine: Vec<&Node> = held
+        .items
+        .iter()
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("gpufleet.dev/pool"))
+                .is_some_and(|p| p.starts_with("gnp-c"))
+        })
+        .collect();
+    assert_eq!(mine.len(), 10, "one node per pool");
+    let mut pools: Vec<&String> = mine
+        .iter()
+        .filter_map(|n| n.metadata.labels.as_ref()?.get("gpufleet.dev/pool"))
+        .collect();
+    pools.sort();
+    pools.dedup();
+    assert_eq!(pools.len(), 10, "no node is shared");
+    for n in &mine {
+        let taints = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert!(
+            taints
+                .iter()
+                .any(|t| t.key == "gpufleet.dev/tenant" && t.effect == "NoSchedule"),
+            "dedicated nodes are tainted"
+        );
+    }
+
+    // Refresh and destroy, counted.
+    let kind = GpuNodePool(Arc::clone(&host));
+    let c0 = host.calls();
+    let r = kind.read(&Context::default(), states[0].clone()).await;
+    assert!(!r.diagnostics.has_error());
+    println!("refresh of one pool: {} API calls", host.calls() - c0);
+    for s in &states {
+        let c0 = host.calls();
+        let (gone, err) = apply(&kind, s, &Value::Null).await;
+        assert!(err.is_empty(), "{err}");
+        assert!(gone.is_null());
+        if s == &states[0] {
+            println!(
+                "destroy of a one-node pool: {} API calls",
+                host.calls() - c0
+            );
+        }
+    }
+    assert_eq!(snapshot(&client, H200).await, before, "every node as found");
+    let ns: Api<Namespace> = Api::all(client.clone());
+    for vc in vcs {
+        let name = vc.split('/').next().unwrap_or_default().to_owned();
+        let _ = ns.delete(&name, &DeleteParams::default()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_asking_fails_names_the_free_count_and_changes_nothing() {
+    let lab = Lab::shared();
+    let client = lab.client();
+    let vc = virtual_cluster(&client, "gnp-over", "shared").await;
+    let before = snapshot(&client, B200).await;
+    let kind = GpuNodePool(Arc::new(KubeHost::new(client.clone())));
+    let (state, err) = apply(
+        &kind,
+        &Value::Null,
+        &pool_config(&kind, "big", &vc, B200, 9),
+    )
+    .await;
+    assert!(state.is_null());
+    assert!(
+        err.contains("not enough free nodes of NVIDIA-B200"),
+        "{err}"
+    );
+    assert!(err.contains("are free") || err.contains("is free"), "{err}");
+    assert_eq!(snapshot(&client, B200).await, before);
+}
+
+// =============================================================================================
+// The real Terraform CLI
+
+const PROVIDER: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+provider "gpufleet" {}
+"#;
+
+struct Tf {
+    wd: Workdir,
+    env: Vec<(String, String)>,
+}
+
+impl Tf {
+    fn new(body: &str) -> Tf {
+        let tf = Tf {
+            wd: Workdir::new(&format!("{PROVIDER}\n{body}")),
+            env: Lab::shared().settings_env(),
+        };
+        tf.ok(&["init", "-input=false", "-no-color"]);
+        tf
+    }
+
+    fn write(&self, body: &str) {
+        self.wd.write("main.tf", &format!("{PROVIDER}\n{body}"));
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.wd.run_with_env(args, &env)
+    }
+
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert!(out.success(), "terraform {args:?} failed:\n{out}");
+        out
+    }
+
+    fn apply(&self) -> Output {
+        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    fn plan_exit(&self) -> i32 {
+        self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+            .status_code
+    }
+}
+
+fn pool_tf(count: u32, extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_gpu_node_pool" "p" {{
+  name               = "life"
+  virtual_cluster_id = "vc-gnp-life/gnp-life"
+  gpu_product        = "{H100}"
+  node_count         = {count}
+  placement = {{ policy = "spread" }}
+  sharing = {{
+    strategy = "time-slicing"
+    replicas = 4
+  }}
+  {extra}
+}}
+
+data "gpufleet_fleet_inventory" "mine" {{
+  holder     = "gnp-life.life"
+  depends_on = [gpufleet_gpu_node_pool.p]
+}}
+
+output "allocatable" {{ value = gpufleet_gpu_node_pool.p.allocatable }}
+output "held" {{ value = length(data.gpufleet_fleet_inventory.mine.nodes) }}
+"#
+    )
+}
+
+#[test]
+fn terraform_life_cycle_drift_import_and_destroy() {
+    let lab = Lab::shared();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, "gnp-life", "dedicated"));
+    let before = rt.block_on(snapshot(&client, H100));
+
+    let tf = Tf::new(&pool_tf(1, ""));
+    tf.apply();
+    assert_eq!(tf.plan_exit(), 0, "no changes after create");
+    let out = tf.ok(&["output", "-json"]).json();
+    assert_eq!(out["allocatable"]["value"]["nvidia.com/gpu"], 32);
+    assert_eq!(out["held"]["value"], 1);
+
+    // Scale up, spread over racks.
+    tf.write(&pool_tf(2, ""));
+    tf.apply();
+    assert_eq!(tf.plan_exit(), 0);
+
+    // Drift: the tenant taint removed out of band is seen and repaired.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let held = rt
+        .block_on(nodes.list(&ListParams::default().labels("gpufleet.dev/pool=gnp-life.life")))
+        .expect("list");
+    assert_eq!(held.items.len(), 2);
+    let victim = held.items[0].metadata.name.clone().unwrap_or_default();
+    rt.block_on(nodes.patch(
+        &victim,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"taints": null}})),
+    ))
+    .expect("drift");
+    assert_eq!(tf.plan_exit(), 2, "drift shows as a change");
+    tf.apply();
+    assert_eq!(tf.plan_exit(), 0, "repaired");
+    let repaired = rt.block_on(nodes.get(&victim)).expect("node");
+    assert!(
+        repaired
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "gpufleet.dev/tenant")
+    );
+
+    // Import into a fresh state.
+    tf.ok(&["state", "rm", "gpufleet_gpu_node_pool.p"]);
+    tf.ok(&[
+        "import",
+        "-no-color",
+        "gpufleet_gpu_node_pool.p",
+        "vc-gnp-life/gnp-life/life",
+    ]);
+    // Import recovers everything but `placement`, which only steers future claims: the
+    // first apply records it without touching a node.
+    let held_before = rt
+        .block_on(nodes.list(&ListParams::default().labels("gpufleet.dev/pool=gnp-life.life")))
+        .expect("list")
+        .items
+        .len();
+    tf.apply();
+    assert_eq!(tf.plan_exit(), 0, "import, apply, then plan is empty");
+    let held_after = rt
+        .block_on(nodes.list(&ListParams::default().labels("gpufleet.dev/pool=gnp-life.life")))
+        .expect("list")
+        .items
+        .len();
+    assert_eq!(held_before, held_after);
+
+    tf.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
+    assert_eq!(
+        rt.block_on(snapshot(&client, H100)),
+        before,
+        "every node as found"
+    );
+}
+
+#[test]
+fn terraform_refuses_bad_input_at_plan_on_its_attribute() {
+    let lab = Lab::shared();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, "gnp-priv", "private"));
+    let cases = [
+        (
+            r#"gpu_product = "NVIDIA-A100-SXM4-80GB"
+  node_count = 1
+  sharing = { strategy = "mig", mig_config = "all-1g.5gb" }"#,
+            "mig_config",
+        ),
+        (
+            r#"gpu_product = "NVIDIA-L40S"
+  node_count = 1
+  sharing = { strategy = "time-slicing", replicas = 0 }"#,
+            "replicas",
+        ),
+        (
+            r#"gpu_product = "RTX-9090"
+  node_count = 1"#,
+            "gpu_product",
+        ),
+        (
+            r#"gpu_product = "NVIDIA-L40S"
+  node_count = 1
+  source = "auto"
+  autoscaling = { min_nodes = 0, max_nodes = 2 }"#,
+            "autoscaling",
+        ),
+        (
+            r#"gpu_product = "NVIDIA-L40S"
+  node_count = 1"#,
+            "source",
+        ),
+    ];
+    for (body, attr) in cases {
+        let tf = Tf::new(&format!(
+            "resource \"gpufleet_gpu_node_pool\" \"bad\" {{\n  name = \"bad\"\n  virtual_cluster_id = \"vc-gnp-priv/gnp-priv\"\n  {body}\n}}\n"
+        ));
+        let out = tf.run(&["plan", "-input=false", "-no-color"]);
+        assert!(!out.success(), "plan should fail for {attr}:\n{out}");
+        assert!(out.contains(attr), "the error names {attr}:\n{out}");
+    }
+}

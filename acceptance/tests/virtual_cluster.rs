@@ -1,0 +1,419 @@
+//! `gpufleet_virtual_cluster` with the real Terraform CLI against the shared lab
+//! ([`Lab::shared`]), whose vCluster stand-in turns each StatefulSet into a real API server:
+//! life cycle with an in-place policy change, a replacing isolation change, import, drift
+//! repair, tenant isolation, a provider killed mid-apply, and a destroy that leaves the host
+//! cluster as it was. The host is inspected through its REST API with the lab's admin kubeconfig.
+//!
+//! The tests share one host cluster, so they take a lock and compare snapshots of the host
+//! objects gpufleet could create.
+
+use std::{
+    collections::BTreeSet,
+    path::Path,
+    process::{Command, Stdio},
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::{Duration, Instant},
+};
+
+use gpufleet_acceptance::{Output, Workdir, terraform_launcher};
+use gpufleet_lab::{Lab, rest::KubeRest};
+use serde_json::Value;
+
+const HEADER: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+provider "gpufleet" {}
+"#;
+
+static HOST: Mutex<()> = Mutex::new(());
+
+fn host_lock() -> MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Tf {
+    wd: Workdir,
+    env: Vec<(String, String)>,
+}
+
+impl Tf {
+    fn new(body: &str) -> Self {
+        let tf = Self {
+            wd: Workdir::new(&format!("{HEADER}\n{body}")),
+            env: Lab::shared().settings_env(),
+        };
+        tf.ok(&["init", "-input=false", "-no-color"]);
+        tf
+    }
+
+    fn write(&self, body: &str) {
+        self.wd.write("main.tf", &format!("{HEADER}\n{body}"));
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.wd.run_with_env(args, &env)
+    }
+
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert!(out.success(), "terraform {args:?} failed:\n{out}");
+        out
+    }
+
+    fn apply(&self) -> Output {
+        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    fn destroy(&self) -> Output {
+        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    fn plan_exit(&self) -> Output {
+        self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+    }
+
+    fn assert_plan_empty(&self) {
+        let out = self.plan_exit();
+        assert_eq!(out.status_code, 0, "expected an empty plan:\n{out}");
+    }
+
+    fn state(&self, address: &str) -> Value {
+        let show = self.ok(&["show", "-json", "-no-color"]).json();
+        show["values"]["root_module"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["address"] == address)
+            .map(|r| r["values"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    fn output_raw(&self, name: &str) -> String {
+        self.ok(&["output", "-raw", "-no-color", name])
+            .stdout
+            .clone()
+    }
+}
+
+/// The lab's host cluster, as its admin.
+fn host() -> KubeRest {
+    KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client")
+}
+
+/// A virtual cluster, through the kubeconfig Terraform gave for it.
+fn tenant(kubeconfig: &Path) -> KubeRest {
+    KubeRest::from_kubeconfig(kubeconfig).expect("tenant client")
+}
+
+/// The labels of namespace `ns`.
+fn namespace_labels(ns: &str) -> Value {
+    host()
+        .get(&format!("/api/v1/namespaces/{ns}"))
+        .expect("namespace")["metadata"]["labels"]
+        .clone()
+}
+
+/// Every object of the kinds a virtual cluster is made of, with its labels, cluster-wide.
+fn host_snapshot() -> BTreeSet<String> {
+    let kinds = [
+        ("Namespace", "/api/v1/namespaces"),
+        ("StatefulSet", "/apis/apps/v1/statefulsets"),
+        ("Service", "/api/v1/services"),
+        ("ServiceAccount", "/api/v1/serviceaccounts"),
+        ("Secret", "/api/v1/secrets"),
+        ("Role", "/apis/rbac.authorization.k8s.io/v1/roles"),
+        (
+            "RoleBinding",
+            "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+        ),
+        ("ResourceQuota", "/api/v1/resourcequotas"),
+        ("LimitRange", "/api/v1/limitranges"),
+        (
+            "NetworkPolicy",
+            "/apis/networking.k8s.io/v1/networkpolicies",
+        ),
+    ];
+    let host = host();
+    kinds
+        .iter()
+        .flat_map(|(kind, path)| {
+            host.list(path).expect("list").into_iter().map(move |o| {
+                format!(
+                    "{kind} {}/{} {}",
+                    o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    o["metadata"]["name"].as_str().unwrap_or_default(),
+                    o["metadata"]["labels"]
+                )
+            })
+        })
+        .collect()
+}
+
+fn vc(address: &str, name: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_virtual_cluster" "{address}" {{
+  name = "{name}"
+  {extra}
+}}
+
+output "{address}_kubeconfig" {{
+  value     = gpufleet_virtual_cluster.{address}.kubeconfig
+  sensitive = true
+}}
+"#
+    )
+}
+
+const QUOTA_50: &str = r#"quota = { gpus = 4, cpu = "16", memory = "64Gi", pods = 50 }"#;
+const QUOTA_80: &str = r#"quota = { gpus = 4, cpu = "16", memory = "64Gi", pods = 80 }"#;
+
+#[test]
+fn life_cycle_replace_import_drift_and_clean_destroy() {
+    let _g = host_lock();
+    let before = host_snapshot();
+    let name = "acc-vc-life";
+    let ns = "vc-acc-vc-life";
+    let tf = Tf::new(&vc("a", name, QUOTA_50));
+    let started = Instant::now();
+    tf.apply();
+    eprintln!("[figures] apply to Ready: {:?}", started.elapsed());
+    tf.assert_plan_empty();
+    let st = tf.state("gpufleet_virtual_cluster.a");
+    assert_eq!(st["status"], "Running", "{st:#}");
+    assert_eq!(st["id"], format!("{ns}/{name}"));
+    assert!(
+        st["endpoint"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("https://127.0.0.1:")),
+        "{st:#}"
+    );
+
+    // In place: a quota change.
+    tf.write(&vc("a", name, QUOTA_80));
+    let plan = tf.plan_exit();
+    assert_eq!(plan.status_code, 2, "{plan}");
+    assert!(plan.contains("update in-place"), "{plan}");
+    tf.apply();
+    tf.assert_plan_empty();
+    let quota_path = format!("/api/v1/namespaces/{ns}/resourcequotas/vc-acc-vc-life");
+    assert_eq!(
+        host().get(&quota_path).expect("quota")["spec"]["hard"]["count/pods"],
+        "80"
+    );
+
+    // Isolation is fixed at creation: a change replaces, and the plan says so.
+    tf.write(&vc(
+        "a",
+        name,
+        &format!("{QUOTA_80}\n  isolation = \"dedicated\""),
+    ));
+    let plan = tf.plan_exit();
+    assert!(plan.contains("must be replaced"), "{plan}");
+    assert!(plan.contains("forces replacement"), "{plan}");
+    assert!(plan.contains("Isolation Change Replaces"), "{plan}");
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_eq!(namespace_labels(ns)["gpufleet.dev/isolation"], "dedicated");
+
+    // Import into a fresh directory, by <namespace>/<name> and by name.
+    for id in [format!("{ns}/{name}"), name.to_owned()] {
+        let imported = Tf::new(&vc(
+            "a",
+            name,
+            &format!("{QUOTA_80}\n  isolation = \"dedicated\""),
+        ));
+        imported.ok(&[
+            "import",
+            "-input=false",
+            "-no-color",
+            "gpufleet_virtual_cluster.a",
+            &id,
+        ]);
+        imported.assert_plan_empty();
+    }
+
+    // Drift: a quota and a namespace label edited out of band.
+    host()
+        .merge_patch(
+            &quota_path,
+            &serde_json::json!({"spec": {"hard": {"count/pods": "999"}}}),
+        )
+        .expect("edit the quota");
+    host()
+        .merge_patch(
+            &format!("/api/v1/namespaces/{ns}"),
+            &serde_json::json!({"metadata": {"labels": {"gpufleet.dev/isolation": "shared"}}}),
+        )
+        .expect("edit the namespace label");
+    let plan = tf.plan_exit();
+    assert_eq!(plan.status_code, 2, "{plan}");
+    assert!(plan.contains("999"), "{plan}");
+    assert!(plan.contains("gpufleet.dev/isolation"), "{plan}");
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_eq!(namespace_labels(ns)["gpufleet.dev/isolation"], "dedicated");
+    assert_eq!(
+        host().get(&quota_path).expect("quota")["spec"]["hard"]["count/pods"],
+        "80"
+    );
+
+    let started = Instant::now();
+    tf.destroy();
+    eprintln!("[figures] destroy: {:?}", started.elapsed());
+    assert_eq!(
+        host_snapshot(),
+        before,
+        "destroy leaves the host cluster as it was"
+    );
+}
+
+#[test]
+fn tenants_reach_only_their_own_api_server() {
+    let _g = host_lock();
+    let tf = Tf::new(&format!(
+        "{}\n{}",
+        vc("a", "acc-vc-ta", ""),
+        vc("b", "acc-vc-tb", "isolation = \"dedicated\"")
+    ));
+    tf.apply();
+    tf.assert_plan_empty();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.kubeconfig");
+    let b = dir.path().join("b.kubeconfig");
+    std::fs::write(&a, tf.output_raw("a_kubeconfig")).expect("write");
+    std::fs::write(&b, tf.output_raw("b_kubeconfig")).expect("write");
+    let (a, b) = (tenant(&a), tenant(&b));
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "only-in-b"},
+        "data": {"tenant": "b"}
+    });
+    b.create("/api/v1/namespaces/default/configmaps", &cm)
+        .expect("B creates a ConfigMap in its own API");
+    let path = "/api/v1/namespaces/default/configmaps/only-in-b";
+    assert_eq!(b.get(path).expect("B sees it")["data"]["tenant"], "b");
+    let seen_by_a = a.get(path).expect_err("A must not see B's objects");
+    assert!(seen_by_a.is_not_found(), "{seen_by_a}");
+    // Nor the host's: A's API server has no namespace of the host.
+    let host_ns = a
+        .get("/api/v1/namespaces/vc-acc-vc-tb")
+        .expect_err("the host's namespaces are not in A's API");
+    assert!(host_ns.is_not_found(), "{host_ns}");
+    tf.destroy();
+}
+
+/// Every process descended from `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // The parent pid is the second field after the parenthesised command name.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(parent) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_provider_killed_mid_apply_converges_without_duplicates() {
+    let _g = host_lock();
+    let name = "acc-vc-kill";
+    let ns = "vc-acc-vc-kill";
+    let tf = Tf::new(&vc("a", name, ""));
+    let mut child = Command::new(terraform_launcher())
+        .args(["apply", "-auto-approve", "-input=false", "-no-color"])
+        .current_dir(tf.wd.path())
+        .env("TF_CLI_CONFIG_FILE", tf.wd.cli_config_path())
+        .envs(tf.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start terraform");
+    // Wait until the apply has written the StatefulSet, then kill the provider.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let written = host()
+            .get(&format!(
+                "/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"
+            ))
+            .is_ok();
+        if written || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for pid in descendants(child.id()) {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.starts_with("terraform-provi") {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+    let _ = child.wait();
+    tf.apply();
+    tf.assert_plan_empty();
+    let sts = host()
+        .list(&format!("/apis/apps/v1/namespaces/{ns}/statefulsets"))
+        .expect("list");
+    assert_eq!(sts.len(), 1, "{sts:#?}");
+    let svcs = host()
+        .list(&format!("/api/v1/namespaces/{ns}/services"))
+        .expect("list");
+    assert_eq!(svcs.len(), 2, "{svcs:#?}");
+    tf.destroy();
+}
+
+#[test]
+fn bad_input_fails_at_plan_on_the_attribute() {
+    let tf = Tf::new(&vc("a", &"a".repeat(53), ""));
+    for (body, needle) in [
+        (vc("a", &"a".repeat(53), ""), "name"),
+        (
+            vc("a", "acc-vc-bad", "isolation = \"isolated\""),
+            "isolation",
+        ),
+        (
+            vc("a", "acc-vc-bad", r#"quota = { cpu = "lots" }"#),
+            "quota.cpu",
+        ),
+        (
+            vc("a", "acc-vc-bad", "kubernetes_version = \"1.20\""),
+            "kubernetes_version",
+        ),
+        (
+            vc(
+                "a",
+                "acc-vc-bad",
+                r#"values_override = yamlencode({ controlPlane = { distro = { k8s = { version = "v1.30.0" } } } })"#,
+            ),
+            "controlPlane.distro.k8s.version",
+        ),
+    ] {
+        tf.write(&body);
+        let out = tf.run(&["plan", "-input=false", "-no-color"]);
+        assert!(!out.success(), "{out}");
+        assert!(out.combined().contains(needle), "{needle}:\n{out}");
+    }
+}

@@ -1,0 +1,240 @@
+//! `gpufleet_bcm_nodes`: the nodes BCM knows, with who holds them, for capacity planning.
+//!
+//! One read is four calls whatever the fleet's size: every device, the status of all of them
+//! in one call, every category and every software image (to name them).
+
+use std::{collections::HashMap, sync::Arc};
+
+use async_trait::async_trait;
+
+use crate::{
+    backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings},
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::{DataSourceKind, ReadResponse},
+    schema::{Attribute, Block, Schema},
+    value::{Type, Value},
+};
+
+/// The data source type name.
+pub const TYPE_NAME: &str = "gpufleet_bcm_nodes";
+
+/// The `gpufleet_bcm_nodes` data source, over a [`BcmBackend`]. The registry uses
+/// `BcmNodes(FromSettings)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BcmNodes<B = FromSettings>(pub B);
+
+fn node_type() -> Type {
+    Type::object([
+        ("hostname", Type::String),
+        ("id", Type::String),
+        ("status", Type::String),
+        ("power", Type::String),
+        ("category", Type::String),
+        ("software_image", Type::String),
+        ("tenant", Type::String),
+        ("rack", Type::String),
+        ("gpu_product", Type::String),
+        ("gpu_count", Type::Number),
+        ("mac", Type::String),
+        ("ip", Type::String),
+    ])
+}
+
+fn nodes_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "The physical nodes of NVIDIA Base Command Manager, with their status, category, \
+             image, GPUs and the tenant holding them (null when free), for capacity planning. \
+             Filters combine; without any, every node is listed. Needs the provider's `bcm` \
+             block.",
+        )
+        .attr(
+            Attribute::optional("category", Type::String)
+                .describe("Only nodes in this category, e.g. `free-pool`."),
+        )
+        .attr(
+            Attribute::optional("status", Type::String)
+                .describe("Only nodes with this status, e.g. `UP` (case is ignored)."),
+        )
+        .attr(
+            Attribute::optional("gpu_product", Type::String).describe(
+                "Only nodes with this GPU product, e.g. `NVIDIA-B200` (case is ignored).",
+            ),
+        )
+        .attr(Attribute::optional("rack", Type::String).describe("Only nodes in this rack."))
+        .attr(
+            Attribute::optional("free_only", Type::Bool)
+                .describe("When `true`, only nodes no tenant holds."),
+        )
+        .attr(
+            Attribute::computed("nodes", Type::list(node_type())).describe(
+                "The matching nodes, sorted by hostname. Each has `hostname`, `id` (BCM uuid), \
+                 `status`, `power` (`on`/`off`), `category`, `software_image` (the node's own, \
+                 else its category's), `tenant` (null when free), `rack`, `gpu_product`, \
+                 `gpu_count`, `mac` and `ip`.",
+            ),
+        )
+        .attr(
+            Attribute::computed("hostnames", Type::list(Type::String))
+                .describe("The hostnames in `nodes`, for `slice()` and `contains()`."),
+        )
+        .attr(
+            Attribute::computed("gpus", Type::Number)
+                .describe("The sum of `gpu_count` over `nodes`."),
+        ),
+    )
+}
+
+/// The filters of a read.
+struct Filters<'a> {
+    category: Option<&'a str>,
+    status: Option<&'a str>,
+    gpu_product: Option<&'a str>,
+    rack: Option<&'a str>,
+    free_only: bool,
+}
+
+impl Filters<'_> {
+    fn keep(&self, d: &Device, category: Option<&str>, status: Option<&DeviceStatus>) -> bool {
+        let eq = |want: Option<&str>, have: Option<&str>, fold: bool| match want {
+            None => true,
+            Some(w) => have.is_some_and(|h| {
+                if fold {
+                    h.eq_ignore_ascii_case(w)
+                } else {
+                    h == w
+                }
+            }),
+        };
+        eq(self.category, category, false)
+            && eq(self.status, status.map(|s| s.status.as_str()), true)
+            && eq(self.gpu_product, d.gpu_product(), true)
+            && eq(self.rack, d.rack(), false)
+            && (!self.free_only || (d.tenant().is_none() && d.releasing().is_none()))
+    }
+}
+
+fn opt(s: Option<&str>) -> Value {
+    s.map_or(Value::Null, Value::string)
+}
+
+async fn list_nodes(api: &dyn BcmApi, config: &Value) -> Result<Value, BcmError> {
+    let devices: Vec<Device> = api
+        .devices()
+        .await?
+        .into_iter()
+        .filter(|d| {
+            d.rest
+                .get("childType")
+                .and_then(serde_json::Value::as_str)
+                .is_none_or(|t| t.ends_with("Node") && t != "HeadNode")
+        })
+        .collect();
+    let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
+    let statuses: HashMap<String, DeviceStatus> = if uuids.is_empty() {
+        HashMap::new()
+    } else {
+        api.statuses(&uuids)
+            .await?
+            .into_iter()
+            .map(|s| (s.uuid.clone(), s))
+            .collect()
+    };
+    let categories = api.categories().await?;
+    let images: HashMap<String, String> = api
+        .software_images()
+        .await?
+        .into_iter()
+        .map(|i| (i.uuid, i.name))
+        .collect();
+    let filters = Filters {
+        category: config.get("category").as_str(),
+        status: config.get("status").as_str(),
+        gpu_product: config.get("gpu_product").as_str(),
+        rack: config.get("rack").as_str(),
+        free_only: config.get("free_only").as_bool().unwrap_or(false),
+    };
+    let mut rows: Vec<(String, Value, i64)> = Vec::new();
+    for d in &devices {
+        let category = categories
+            .iter()
+            .find(|c| Some(c.uuid.as_str()) == d.category.as_deref());
+        let status = statuses.get(&d.uuid);
+        if !filters.keep(d, category.map(|c| c.name.as_str()), status) {
+            continue;
+        }
+        let image_uuid = d.image().or_else(|| category.and_then(|c| c.image()));
+        let image = image_uuid.map(|u| images.get(u).map_or(u, String::as_str));
+        let row = Value::object([
+            ("hostname", Value::string(d.hostname.clone())),
+            ("id", Value::string(d.uuid.clone())),
+            ("status", opt(status.map(|s| s.status.as_str()))),
+            (
+                "power",
+                opt(status.map(|s| if s.is_on() { "on" } else { "off" })),
+            ),
+            ("category", opt(category.map(|c| c.name.as_str()))),
+            ("software_image", opt(image)),
+            ("tenant", opt(d.tenant())),
+            ("rack", opt(d.rack())),
+            ("gpu_product", opt(d.gpu_product())),
+            ("gpu_count", d.gpu_count().map_or(Value::Null, Value::int)),
+            ("mac", opt(d.mac_address())),
+            ("ip", opt(d.ip())),
+        ]);
+        rows.push((d.hostname.clone(), row, d.gpu_count().unwrap_or(0)));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut state = config.as_object().cloned().unwrap_or_default();
+    state.insert(
+        "hostnames".to_owned(),
+        Value::List(rows.iter().map(|r| Value::string(r.0.clone())).collect()),
+    );
+    state.insert(
+        "gpus".to_owned(),
+        Value::int(rows.iter().map(|r| r.2).sum()),
+    );
+    state.insert(
+        "nodes".to_owned(),
+        Value::List(rows.into_iter().map(|r| r.1).collect()),
+    );
+    Ok(Value::Object(state))
+}
+
+#[async_trait]
+impl<B: BcmBackend> DataSourceKind for BcmNodes<B> {
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        nodes_schema()
+    }
+
+    async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {
+        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
+            Ok(api) => api,
+            Err(diagnostics) => {
+                return ReadResponse {
+                    new_state: Value::Null,
+                    diagnostics,
+                };
+            }
+        };
+        match list_nodes(api.as_ref(), &config).await {
+            Ok(new_state) => ReadResponse {
+                new_state,
+                diagnostics: Diagnostics::new(),
+            },
+            Err(e) => ReadResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostic::error(
+                    "BCM Nodes Read Failed",
+                    format!("{TYPE_NAME}: {e}."),
+                )
+                .into(),
+            },
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! `gpufleet_fleet_inventory`: the host cluster's GPU nodes, who holds them and what is free.
+//!
+//! One list of the nodes that carry `nvidia.com/gpu.product` (one API call per read), grouped
+//! by product; a node is held when it carries `gpufleet.dev/pool`, and free when it is also
+//! Ready and not cordoned, the same rule `gpufleet_gpu_node_pool` claims by.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use async_trait::async_trait;
+
+use crate::{
+    backends::kube::{NODE_ISOLATION, POOL, TENANT},
+    catalog,
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::{DataSourceKind, ReadResponse},
+    path::AttrPath,
+    resources::gpu_node_pool::{
+        Backend, FromSettings, api::HostNode, node_config::is_free, schema::DEFAULT_TOPOLOGY_KEY,
+        spec::GPU_PRODUCT_LABEL,
+    },
+    schema::{Attribute, Block, Schema},
+    value::{Type, Value},
+};
+
+/// The data source type name.
+pub const TYPE_NAME: &str = "gpufleet_fleet_inventory";
+
+/// The NVLink domain label the lab (and fleets following its convention) set.
+const NVLINK_DOMAIN_LABEL: &str = "topology.gpufleet.dev/nvlink-domain";
+
+/// The `gpufleet_fleet_inventory` data source over a node-pool [`Backend`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FleetInventory<B = FromSettings>(pub B);
+
+fn node_type() -> Type {
+    Type::object([
+        ("name", Type::String),
+        ("gpu_product", Type::String),
+        ("gpus", Type::Number),
+        ("rack", Type::String),
+        ("nvlink_domain", Type::String),
+        ("ready", Type::Bool),
+        ("pool", Type::String),
+        ("tenant", Type::String),
+        ("isolation", Type::String),
+        ("free", Type::Bool),
+    ])
+}
+
+fn product_type() -> Type {
+    Type::object([
+        ("gpu_product", Type::String),
+        ("nodes", Type::Number),
+        ("free_nodes", Type::Number),
+        ("gpus", Type::Number),
+        ("free_gpus", Type::Number),
+        ("held_gpus", Type::Number),
+    ])
+}
+
+fn inventory_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "The host cluster's GPU nodes (those with the `nvidia.com/gpu.product` label of GPU \
+             feature discovery), by product and rack, with the pool and tenant holding each, \
+             the free capacity per product and the fraction of GPUs held. A node is free when \
+             it is Ready, not cordoned and held by no `gpufleet_gpu_node_pool`. Needs the \
+             provider's `kubernetes` block.",
+        )
+        .attr(Attribute::optional("gpu_product", Type::String).describe(
+            "Only nodes of this product (catalog aliases work). Unknown products are an error.",
+        ))
+        .attr(
+            Attribute::optional("rack", Type::String)
+                .describe("Only nodes in this rack (the `gpufleet.dev/rack` label)."),
+        )
+        .attr(Attribute::optional("holder", Type::String).describe(
+            "Only nodes held by this pool (`<virtual cluster>.<pool>`, the \
+             `gpufleet.dev/pool` label) or, when it has no dot, by this tenant (virtual \
+             cluster).",
+        ))
+        .attr(Attribute::optional("free_only", Type::Bool).describe("Only free nodes."))
+        .attr(
+            Attribute::computed("nodes", Type::list(node_type()))
+                .describe("The matching nodes, sorted by name."),
+        )
+        .attr(
+            Attribute::computed("products", Type::list(product_type())).describe(
+                "Per GPU product among the matching nodes: nodes, free nodes, GPUs, free and \
+                 held GPUs.",
+            ),
+        )
+        .attr(
+            Attribute::computed("total_gpus", Type::Number).describe("GPUs on the matching nodes."),
+        )
+        .attr(
+            Attribute::computed("held_gpus", Type::Number)
+                .describe("GPUs on matching nodes held by a pool."),
+        )
+        .attr(
+            Attribute::computed("held_fraction", Type::Number)
+                .describe("`held_gpus / total_gpus`, between 0 and 1 (0 when there are no GPUs)."),
+        ),
+    )
+}
+
+fn text(v: Option<&str>) -> Value {
+    v.map_or(Value::Null, Value::string)
+}
+
+fn node_value(n: &HostNode) -> Value {
+    Value::object([
+        ("name", Value::string(n.name.clone())),
+        ("gpu_product", text(n.label(GPU_PRODUCT_LABEL))),
+        ("gpus", Value::int(n.gpus.into())),
+        ("rack", text(n.label(DEFAULT_TOPOLOGY_KEY))),
+        ("nvlink_domain", text(n.label(NVLINK_DOMAIN_LABEL))),
+        ("ready", Value::Bool(n.ready)),
+        ("pool", text(n.label(POOL))),
+        ("tenant", text(n.label(TENANT))),
+        ("isolation", text(n.label(NODE_ISOLATION))),
+        ("free", Value::Bool(is_free(n))),
+    ])
+}
+
+fn held_by(n: &HostNode, holder: &str) -> bool {
+    match n.label(POOL) {
+        Some(p) if holder.contains('.') => p == holder,
+        Some(p) => n.label(TENANT) == Some(holder) || p.split('.').next() == Some(holder),
+        None => false,
+    }
+}
+
+/// The data source's value for the listed `nodes` and the filters in `config`.
+pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
+    let product = config
+        .get("gpu_product")
+        .as_str()
+        .and_then(catalog::lookup)
+        .map(|m| m.product);
+    let rack = config.get("rack").as_str();
+    let holder = config.get("holder").as_str();
+    let free_only = config.get("free_only").as_bool().unwrap_or(false);
+    let mut picked: Vec<&HostNode> = nodes
+        .iter()
+        .filter(|n| product.is_none_or(|p| n.label(GPU_PRODUCT_LABEL) == Some(p)))
+        .filter(|n| rack.is_none_or(|r| n.label(DEFAULT_TOPOLOGY_KEY) == Some(r)))
+        .filter(|n| holder.is_none_or(|h| held_by(n, h)))
+        .filter(|n| !free_only || is_free(n))
+        .collect();
+    picked.sort_by(|a, b| a.name.cmp(&b.name));
+    // product -> (nodes, free nodes, gpus, free gpus, held gpus)
+    let mut per: BTreeMap<String, [i64; 5]> = BTreeMap::new();
+    for n in &picked {
+        let e = per
+            .entry(n.label(GPU_PRODUCT_LABEL).unwrap_or_default().to_owned())
+            .or_default();
+        let g = i64::from(n.gpus);
+        e[0] += 1;
+        e[2] += g;
+        if is_free(n) {
+            e[1] += 1;
+            e[3] += g;
+        }
+        if n.label(POOL).is_some() {
+            e[4] += g;
+        }
+    }
+    let total: i64 = per.values().map(|e| e[2]).sum();
+    let held: i64 = per.values().map(|e| e[4]).sum();
+    let fraction = if total == 0 {
+        bigdecimal::BigDecimal::from(0)
+    } else {
+        (bigdecimal::BigDecimal::from(held) / bigdecimal::BigDecimal::from(total)).round(4)
+    };
+    let mut out = config.clone();
+    let set = |out: &mut Value, k: &str, v: Value| {
+        if let Some(m) = out.as_object_mut() {
+            m.insert(k.to_owned(), v);
+        }
+    };
+    set(
+        &mut out,
+        "nodes",
+        Value::List(picked.iter().map(|n| node_value(n)).collect()),
+    );
+    set(
+        &mut out,
+        "products",
+        Value::List(
+            per.iter()
+                .map(|(p, e)| {
+                    Value::object([
+                        ("gpu_product", Value::string(p.clone())),
+                        ("nodes", Value::int(e[0])),
+                        ("free_nodes", Value::int(e[1])),
+                        ("gpus", Value::int(e[2])),
+                        ("free_gpus", Value::int(e[3])),
+                        ("held_gpus", Value::int(e[4])),
+                    ])
+                })
+                .collect(),
+        ),
+    );
+    set(&mut out, "total_gpus", Value::int(total));
+    set(&mut out, "held_gpus", Value::int(held));
+    set(&mut out, "held_fraction", Value::Number(fraction));
+    out
+}
+
+#[async_trait]
+impl<B: Backend> DataSourceKind for FleetInventory<B> {
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        inventory_schema()
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let mut d = Diagnostics::new();
+        if let Some(p) = config.get("gpu_product").as_str()
+            && catalog::lookup(p).is_none()
+        {
+            d.error_at(
+                AttrPath::attr("gpu_product"),
+                "Unknown GPU Product",
+                format!(
+                    "{p:?} is not a GPU product gpufleet knows. Known products are: {}.",
+                    catalog::product_names().join(", ")
+                ),
+            );
+        }
+        d
+    }
+
+    async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {
+        let host = match self.0.connect(ctx).await {
+            Ok(h) => h,
+            Err(diagnostics) => {
+                return ReadResponse {
+                    new_state: Value::Null,
+                    diagnostics,
+                };
+            }
+        };
+        // The product filter goes into the selector: one call, no more data than needed.
+        let selector = match config.get("gpu_product").as_str().and_then(catalog::lookup) {
+            Some(m) => format!("{GPU_PRODUCT_LABEL}={}", m.product),
+            None => GPU_PRODUCT_LABEL.to_owned(),
+        };
+        match host.list_nodes(&selector).await {
+            Ok(nodes) => ReadResponse {
+                new_state: inventory(&config, &nodes),
+                diagnostics: Diagnostics::new(),
+            },
+            Err(e) => ReadResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostic::error(
+                    "Fleet Inventory Read Failed",
+                    format!("{TYPE_NAME}: {e}."),
+                )
+                .into(),
+            },
+        }
+    }
+}
+
+/// A host given directly, for tests.
+pub fn with_host<A: crate::resources::gpu_node_pool::api::HostApi + 'static>(
+    host: Arc<A>,
+) -> FleetInventory<Arc<A>> {
+    FleetInventory(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::gpu_node_pool::memory::MemoryHost;
+
+    #[test]
+    fn inventory_counts_free_and_held_capacity() {
+        let host = MemoryHost::with_nodes("NVIDIA-L40S", &[("r1", 3)]);
+        host.add_nodes("NVIDIA-H200", "r2", 1, 8);
+        host.claim_behind_the_back("gpu-r1-00", "team-a.infer");
+        let cfg = Value::object([
+            ("gpu_product", Value::Null),
+            ("rack", Value::Null),
+            ("holder", Value::Null),
+            ("free_only", Value::Null),
+        ]);
+        let v = inventory(&cfg, &host.nodes_now());
+        assert_eq!(v.get("total_gpus"), &Value::int(32));
+        assert_eq!(v.get("held_gpus"), &Value::int(8));
+        assert_eq!(
+            v.get("held_fraction")
+                .as_number()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("0.2500")
+        );
+        let l40s = &v.get("products").as_seq().expect("products")[1];
+        assert_eq!(l40s.get("free_nodes"), &Value::int(2));
+        let mut by_tenant = cfg.clone();
+        set_holder(&mut by_tenant, "team-a");
+        let v = inventory(&by_tenant, &host.nodes_now());
+        assert_eq!(v.get("nodes").as_seq().map(<[Value]>::len), Some(1));
+    }
+
+    fn set_holder(v: &mut Value, h: &str) {
+        if let Some(m) = v.as_object_mut() {
+            m.insert("holder".into(), Value::string(h));
+        }
+    }
+}

@@ -1,0 +1,1260 @@
+//! `gpufleet_bcm_node`: one bare-metal GPU server, held by a tenant, through NVIDIA Base
+//! Command Manager.
+//!
+//! # Holding a node
+//!
+//! BCM has no notion of tenants, so gpufleet records the holder on the device itself, as
+//! `extra_values.gpufleet_tenant`. A node without it is free. Create claims a free node by
+//! hostname; a node another tenant holds is refused with an error that names that tenant. A
+//! node the *same* tenant already holds is adopted: that is what an apply re-run after the
+//! provider was killed mid-provisioning finds, and it must not claim (or reboot) a second time.
+//!
+//! # Create
+//!
+//! 1. Resolve the category and software image names, read the node by hostname.
+//! 2. Claim: one whole-object `updateDevice` that sets the category, the node's own software
+//!    image (none: inherit the category's), the install mode and the tenant. From here on the
+//!    node is recorded in state, whatever happens next.
+//! 3. Power: a powered-off node is switched on, a running one is reset, so it boots into the
+//!    chosen image. A node already booting for this tenant is left alone.
+//! 4. Wait for `UP` within the `create` timeout. `INSTALLER_FAILED` or
+//!    `INSTALLER_UNREACHABLE`, or the timeout, is an error that names the node; the state is
+//!    still returned, so the node is never orphaned.
+//!
+//! With `power = "off"` the node is claimed and switched off instead, without waiting.
+//!
+//! # Update
+//!
+//! Category, image and install mode change in place with one `updateDevice`. Only an image
+//! change reprovisions: the node is rebooted with a one-shot `nextBootInstallMode` (FULL when
+//! the install mode is FULL, else AUTO) and waited for. Power changes switch the node on (and
+//! wait for `UP`) or off. `hostname` and `tenant` force a replacement.
+//!
+//! # Destroy
+//!
+//! With `wipe_on_destroy` (the default), one `updateDevice` sets
+//! `blockDevicesClearedOnNextBoot` and `nextBootInstallMode = FULL`, moves the node to the
+//! `free-pool` category (its image and install mode back to the category's) and moves the
+//! tenant to `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched
+//! on when off), waited for, unmarked, and switched off again when its rack idles powered off
+//! (`extra_values.idle_power = "off"`). While the mark is on, the node is neither held (the
+//! wiping boot comes up as nobody's, so the erased disks never count as a tenant's data) nor
+//! free: no one can claim it, and a wipe that fails or is interrupted leaves the node in this
+//! tenant's state until a later destroy finishes it. Without `wipe_on_destroy`, the node is
+//! only released (free pool, no tenant).
+//!
+//! # Refresh
+//!
+//! A refresh reads the device, its status and its category (and its own image when it has one).
+//! Status, power, category, image and install mode drift show up as changes. A node released
+//! by someone else (no tenant, or another one) reads as gone.
+//!
+//! # Concurrency
+//!
+//! Updates carry the `revision` the node was read with, so a change made by someone else in
+//! between fails with an error instead of being overwritten.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::{
+    backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings, PowerOp},
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    path::AttrPath,
+    schema::{Attribute, Block, Schema},
+    timeouts::{self, Operation, Timeouts},
+    validate::OneOf,
+    value::{Type, Value},
+};
+
+/// The resource type name.
+pub const TYPE_NAME: &str = "gpufleet_bcm_node";
+
+/// Default timeouts: a full install of a GPU server takes 5–10 minutes on real hardware.
+pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
+    create: Duration::from_secs(30 * 60),
+    read: Duration::from_secs(2 * 60),
+    update: Duration::from_secs(30 * 60),
+    delete: Duration::from_secs(30 * 60),
+};
+
+/// The category released nodes go back to.
+pub const FREE_POOL: &str = "free-pool";
+
+/// Block devices cleared by a wipe when the inventory names none
+/// (`extra_values.block_devices`).
+const DEFAULT_WIPE_DEVICES: &[&str] = &["/dev/sda", "/dev/nvme0n1"];
+
+/// The install modes a node may be given.
+const INSTALL_MODES: &[&str] = &["AUTO", "FULL", "NOSYNC", "SKIP"];
+
+/// The first wait between status polls; it grows to [`POLL_MAX`].
+const POLL_FIRST: Duration = Duration::from_millis(200);
+
+/// The longest wait between status polls.
+const POLL_MAX: Duration = Duration::from_secs(3);
+
+/// After a boot was started, this many `UP` answers in a row count as up even without
+/// seeing the node go down first (the boot may have finished between two polls).
+const UP_CONFIRMATIONS: u32 = 3;
+
+/// The wait after poll number `n` (0-based): ×1.5 each time, capped.
+fn poll_delay(n: u32) -> Duration {
+    let grown = POLL_FIRST.as_secs_f64() * 1.5f64.powi(i32::try_from(n.min(20)).unwrap_or(20));
+    Duration::from_secs_f64(grown).min(POLL_MAX)
+}
+
+// =============================================================================================
+// Model
+
+/// The `gpufleet_bcm_node` resource kind, over a [`BcmBackend`]. The registry uses
+/// `BcmNode(FromSettings)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BcmNode<B = FromSettings>(pub B);
+
+/// The desired node, from a planned value whose configuration is known.
+#[derive(Debug, Clone)]
+struct Desired {
+    hostname: String,
+    category: String,
+    software_image: Option<String>,
+    install_mode: String,
+    power_on: bool,
+    tenant: String,
+}
+
+impl Desired {
+    fn from_value(v: &Value) -> Result<Desired, Diagnostics> {
+        let mut d = Diagnostics::new();
+        let mut text = |name: &str| -> String {
+            if let Some(s) = v.get(name).as_str() {
+                return s.to_owned();
+            }
+            d.error_at(
+                AttrPath::attr(name),
+                "Value Not Known At Apply",
+                format!("{name} must be known to apply a {TYPE_NAME}."),
+            );
+            String::new()
+        };
+        let (hostname, category, tenant) = (text("hostname"), text("category"), text("tenant"));
+        if d.has_error() {
+            return Err(d);
+        }
+        Ok(Desired {
+            hostname,
+            category,
+            tenant,
+            software_image: v.get("software_image").as_str().map(str::to_owned),
+            install_mode: v.get("install_mode").as_str().unwrap_or("AUTO").to_owned(),
+            power_on: v.get("power").as_str() != Some("off"),
+        })
+    }
+}
+
+/// Why a step of apply, read or import stopped.
+#[derive(Debug)]
+enum StepError {
+    /// A BCM call failed.
+    Bcm(BcmError),
+    /// BCM's objects do not allow the step ("the node is held by another tenant").
+    Conflict(String),
+    /// The install stopped in a failure state.
+    InstallFailed(DeviceStatus),
+    /// The operation's timeout passed.
+    TimedOut { op: Operation, waited: Duration },
+    /// Terraform asked the provider to stop.
+    Cancelled,
+}
+
+impl From<BcmError> for StepError {
+    fn from(e: BcmError) -> StepError {
+        StepError::Bcm(e)
+    }
+}
+
+impl StepError {
+    fn diagnostic(&self, summary: &str, hostname: &str, doing: &str) -> Diagnostic {
+        let what = format!("{TYPE_NAME} {hostname:?}");
+        let detail = match self {
+            StepError::Bcm(e) if e.is_permission_denied() => format!(
+                "{what}: {e}. The BCM profile in use may not make this change; use a client \
+                 certificate of a profile that may (for example admin)."
+            ),
+            StepError::Bcm(e) => format!("{what}: {e}."),
+            StepError::Conflict(msg) => format!("{what}: {msg}"),
+            StepError::InstallFailed(s) => format!(
+                "{what}: node {hostname} stopped in {} while {doing}{}. The node stays \
+                 recorded in state; fix the cause (see the node's provisioning log on the head \
+                 node) and apply again.",
+                s.status,
+                if s.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.message)
+                }
+            ),
+            StepError::TimedOut { op, waited } => format!(
+                "{what}: node {hostname} was not UP after {} while {doing} (the {} timeout). \
+                 Raise timeouts.{} if installs take longer; the node stays recorded in state.",
+                timeouts::render(*waited),
+                op.name(),
+                op.name()
+            ),
+            StepError::Cancelled => format!(
+                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
+                 The node stays recorded in state."
+            ),
+        };
+        Diagnostic::error(summary, detail)
+    }
+}
+
+/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
+async fn bounded<T>(
+    ctx: &Context,
+    op: Operation,
+    started: Instant,
+    deadline: Instant,
+    fut: impl Future<Output = Result<T, StepError>>,
+) -> Result<T, StepError> {
+    let timed = tokio::time::timeout_at(deadline, fut);
+    match ctx.cancel.run_until_cancelled(timed).await {
+        None => Err(StepError::Cancelled),
+        Some(Err(_elapsed)) => Err(StepError::TimedOut {
+            op,
+            waited: started.elapsed(),
+        }),
+        Some(Ok(r)) => r,
+    }
+}
+
+fn set_attr(v: &mut Value, name: &str, x: Value) {
+    if let Some(m) = v.as_object_mut() {
+        m.insert(name.to_owned(), x);
+    }
+}
+
+/// Replaces every unknown in `v` with null, for states returned after a failure.
+fn nulled_unknowns(v: &Value) -> Value {
+    match v {
+        Value::Unknown(_) => Value::Null,
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn opt(s: Option<&str>) -> Value {
+    s.map_or(Value::Null, Value::string)
+}
+
+/// The schema's spelling of a status record's power.
+fn power_word(s: &DeviceStatus) -> &'static str {
+    if s.is_on() { "on" } else { "off" }
+}
+
+/// Fills the computed attributes from what BCM shows; hardware facts already recorded are
+/// kept, as the plan promised them.
+fn fill_observed(s: &mut Value, device: &Device, status: Option<&DeviceStatus>) {
+    set_attr(s, "id", Value::string(device.uuid.clone()));
+    let facts = [
+        ("mac", opt(device.mac_address())),
+        ("rack", opt(device.rack())),
+        ("gpu_product", opt(device.gpu_product())),
+        (
+            "gpu_count",
+            device.gpu_count().map_or(Value::Null, Value::int),
+        ),
+    ];
+    for (name, value) in facts {
+        if s.get(name).is_unknown() || s.get(name).is_null() {
+            set_attr(s, name, value);
+        }
+    }
+    if s.get("ip").is_unknown() {
+        set_attr(s, "ip", opt(device.ip()));
+    }
+    if let Some(st) = status
+        && s.get("status").is_unknown()
+    {
+        set_attr(s, "status", Value::string(st.status.clone()));
+    }
+}
+
+// =============================================================================================
+// schema()
+
+fn node_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "A bare-metal GPU server in NVIDIA Base Command Manager, held by one tenant: \
+             claimed from the free pool by hostname, given a category, a software image and an \
+             install mode, powered on and provisioned until it is `UP`. On destroy the node's \
+             disks are wiped by a FULL reinstall before it returns to the `free-pool` \
+             category (see `wipe_on_destroy`). The holder is recorded on the device as \
+             `extra_values.gpufleet_tenant`. Needs the provider's `bcm` block.",
+        )
+        .attr(
+            Attribute::computed("id", Type::String)
+                .use_state_for_unknown()
+                .describe("The node's BCM uuid."),
+        )
+        .attr(
+            Attribute::required("hostname", Type::String)
+                .requires_replace()
+                .describe(
+                    "The node's hostname in BCM (the same server's Kubernetes node name). The \
+                     node must be free or already held by `tenant`. Changing it replaces the \
+                     resource: the old node is released and the new one claimed.",
+                ),
+        )
+        .attr(Attribute::required("category", Type::String).describe(
+            "Name of the BCM category the node joins while held, e.g. `gpu-compute`. Changes \
+             in place, without a reboot.",
+        ))
+        .attr(
+            Attribute::optional("software_image", Type::String).describe(
+                "Name of the software image to provision, e.g. `ubuntu2404-cuda12.8`. When not \
+             set, the node uses its category's image. Changing it reprovisions the node (a \
+             reboot with an AUTO install, FULL when `install_mode` is FULL).",
+            ),
+        )
+        .attr(
+            Attribute::optional("install_mode", Type::String)
+                .default("AUTO")
+                .validate(OneOf::new(INSTALL_MODES))
+                .describe(
+                    "How the node's disks are provisioned at boot: `AUTO` (sync changes, \
+                     repartition only when needed), `FULL` (repartition and sync everything), \
+                     `NOSYNC` (keep the disks unless the layout is wrong) or `SKIP` (touch \
+                     nothing). Changes in place; takes effect at the next boot.",
+                ),
+        )
+        .attr(
+            Attribute::optional("power", Type::String)
+                .default("on")
+                .validate(OneOf::new(&["on", "off"]))
+                .describe(
+                    "`on`: the node is powered on and provisioned, and apply waits until it is \
+                     `UP`. `off`: the node is held but powered off.",
+                ),
+        )
+        .attr(
+            Attribute::required("tenant", Type::String)
+                .requires_replace()
+                .describe(
+                    "The tenant holding the node, recorded on the device. A node held by \
+                     another tenant cannot be claimed. Changing it replaces the resource, so \
+                     the node is wiped between tenants.",
+                ),
+        )
+        .attr(
+            Attribute::optional("wipe_on_destroy", Type::Bool)
+                .default(true)
+                .describe(
+                    "On destroy, clear the node's block devices with a FULL reinstall before \
+                     it returns to the free pool, so the next tenant finds none of this \
+                     tenant's data. `false` only releases the node (faster, but the data \
+                     stays on its disks).",
+                ),
+        )
+        .attr(Attribute::computed("status", Type::String).describe(
+            "The node's status in BCM: `UP`, `DOWN`, `BOOTING`, `INSTALLING`, \
+             `INSTALLER_CALLINGINIT`, `INSTALLER_FAILED`, `INSTALLER_UNREACHABLE`, …",
+        ))
+        .attr(
+            Attribute::computed("mac", Type::String)
+                .use_state_for_unknown()
+                .describe("The MAC address of the node's boot interface."),
+        )
+        .attr(
+            Attribute::computed("ip", Type::String)
+                .describe("The address of the node's boot interface; null while it has none."),
+        )
+        .attr(
+            Attribute::computed("rack", Type::String)
+                .use_state_for_unknown()
+                .describe("The rack the node sits in."),
+        )
+        .attr(
+            Attribute::computed("gpu_product", Type::String)
+                .use_state_for_unknown()
+                .describe(
+                    "The node's GPU product as GPU feature discovery names it, from the BCM \
+                     inventory, e.g. `NVIDIA-B200`.",
+                ),
+        )
+        .attr(
+            Attribute::computed("gpu_count", Type::Number)
+                .use_state_for_unknown()
+                .describe("The number of GPUs in the node, from the BCM inventory."),
+        )
+        .block(timeouts::block(
+            "How long operations may take. Defaults: create 30m, update 30m, delete 30m, \
+             read 2m. Create, image changes and a wiping destroy include waiting for the node \
+             to be `UP`.",
+        )),
+    )
+}
+
+// =============================================================================================
+// validate()
+
+/// Names must be non-empty and without blanks; the schema's validators judge the rest.
+fn validate_node(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    for name in ["hostname", "category", "software_image", "tenant"] {
+        let Some(s) = config.get(name).as_str() else {
+            continue;
+        };
+        if s.trim().is_empty() || s.contains(char::is_whitespace) {
+            d.error_at(
+                AttrPath::attr(name),
+                "Invalid Name",
+                format!("{name} is {s:?}; it must be a non-empty name without blanks."),
+            );
+        }
+    }
+    d
+}
+
+// =============================================================================================
+// plan()
+
+/// The attributes whose change needs BCM to be told.
+const REMOTE_ATTRIBUTES: &[&str] = &["category", "software_image", "install_mode", "power"];
+
+fn plan_node(req: &PlanRequest) -> PlanResponse {
+    let mut planned = req.proposed.clone();
+    if !req.prior.is_null() {
+        // A change BCM never sees (wipe_on_destroy, timeouts) keeps what was observed.
+        let remote_same = REMOTE_ATTRIBUTES
+            .iter()
+            .all(|a| planned.get(a) == req.prior.get(a));
+        if remote_same {
+            for a in ["status", "ip"] {
+                if planned.get(a).is_unknown() {
+                    set_attr(&mut planned, a, req.prior.get(a).clone());
+                }
+            }
+        }
+    }
+    PlanResponse {
+        planned,
+        requires_replace: Vec::new(),
+        diagnostics: Diagnostics::new(),
+    }
+}
+
+// =============================================================================================
+// apply()
+
+/// The uuids of the category and image a node should have.
+#[derive(Debug, Clone)]
+struct Refs {
+    category: String,
+    image: Option<String>,
+}
+
+async fn resolve_refs(api: &dyn BcmApi, want: &Desired) -> Result<Refs, StepError> {
+    let category = api.category(&want.category).await?.ok_or_else(|| {
+        StepError::Conflict(format!(
+            "BCM has no category named {:?}. List them with `cmsh -c \"category list\"`.",
+            want.category
+        ))
+    })?;
+    let image = match &want.software_image {
+        None => None,
+        Some(name) => Some(
+            api.software_image(name)
+                .await?
+                .ok_or_else(|| {
+                    StepError::Conflict(format!(
+                        "BCM has no software image named {name:?}. List them with `cmsh -c \
+                         \"softwareimage list\"`."
+                    ))
+                })?
+                .uuid,
+        ),
+    };
+    Ok(Refs {
+        category: category.uuid,
+        image,
+    })
+}
+
+/// What apply has learned so far; becomes the (partial) state.
+#[derive(Debug, Default)]
+struct Progress {
+    /// The node, once it is held (claimed or adopted).
+    device: Option<Device>,
+    /// The last status seen.
+    status: Option<DeviceStatus>,
+}
+
+impl Progress {
+    fn state(&self, planned: &Value) -> Value {
+        let mut s = planned.clone();
+        if let Some(d) = &self.device {
+            fill_observed(&mut s, d, self.status.as_ref());
+        }
+        nulled_unknowns(&s)
+    }
+}
+
+/// Polls the node's status until it is `UP`. After a boot was started (`booting`), an `UP`
+/// counts only once the node was seen down, or after [`UP_CONFIRMATIONS`] in a row.
+async fn wait_up(
+    api: &dyn BcmApi,
+    uuid: &str,
+    hostname: &str,
+    booting: bool,
+    p: &mut Progress,
+) -> Result<(), StepError> {
+    let mut seen_down = !booting;
+    let mut ups = 0;
+    for n in 0.. {
+        let Some(s) = api.status(uuid).await? else {
+            return Err(StepError::Conflict(format!(
+                "node {hostname} ({uuid}) has no status in BCM: was it removed?"
+            )));
+        };
+        let (up, failed) = (s.is_up(), s.is_failed());
+        p.status = Some(s.clone());
+        if failed {
+            return Err(StepError::InstallFailed(s));
+        }
+        if up {
+            ups += 1;
+            if seen_down || ups >= UP_CONFIRMATIONS {
+                return Ok(());
+            }
+        } else {
+            seen_down = true;
+            ups = 0;
+        }
+        tokio::time::sleep(poll_delay(n)).await;
+    }
+    Ok(())
+}
+
+/// Switches the node on (or resets it when it already runs) so it boots; returns whether a
+/// boot was started. A node already on its way up is left alone.
+async fn boot(
+    api: &dyn BcmApi,
+    device: &Device,
+    status: &DeviceStatus,
+    fresh: bool,
+) -> Result<bool, StepError> {
+    let uuids = [device.uuid.clone()];
+    let what = format!("node {}", device.hostname);
+    let op = if !status.is_on() {
+        PowerOp::On
+    } else if status.is_booting() {
+        return Ok(true);
+    } else if status.is_up() && !fresh {
+        return Ok(false);
+    } else {
+        PowerOp::Reset
+    };
+    let r = api.power(&uuids, op, &what).await?;
+    Ok(r.count > 0 || op == PowerOp::Reset)
+}
+
+/// The create's steps, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreateStep {
+    /// Read the node, resolve names, claim (or adopt) it.
+    Claim,
+    /// Power it on (or off).
+    Power,
+    /// Wait for UP.
+    Wait { booting: bool },
+    /// Nothing left to do.
+    Done,
+}
+
+/// The node as `want` has it, from `d` as read (whole object, same revision).
+fn desired_device(d: &Device, want: &Desired, refs: &Refs) -> Device {
+    let mut n = d.clone();
+    n.category = Some(refs.category.clone());
+    n.set_image(refs.image.as_deref());
+    n.install_mode = Some(want.install_mode.clone());
+    n.set_tenant(Some(&want.tenant));
+    n
+}
+
+async fn create_step(
+    api: &dyn BcmApi,
+    want: &Desired,
+    step: CreateStep,
+    p: &mut Progress,
+    changed: &mut bool,
+) -> Result<CreateStep, StepError> {
+    match step {
+        CreateStep::Claim => {
+            let refs = resolve_refs(api, want).await?;
+            let Some(d) = api.device(&want.hostname).await? else {
+                return Err(StepError::Conflict(format!(
+                    "BCM has no node named {:?}.",
+                    want.hostname
+                )));
+            };
+            if let Some(t) = d.releasing() {
+                return Err(StepError::Conflict(format!(
+                    "node {} is still being wiped after tenant {t:?} released it; it can be \
+                     claimed once the wipe has finished.",
+                    want.hostname
+                )));
+            }
+            match d.tenant() {
+                Some(t) if t != want.tenant => {
+                    return Err(StepError::Conflict(format!(
+                        "node {} is held by tenant {t:?}, not {:?}; it cannot be claimed until \
+                         that tenant releases it.",
+                        want.hostname, want.tenant
+                    )));
+                }
+                _ => {}
+            }
+            let n = desired_device(&d, want, &refs);
+            if n != d {
+                api.update_device(&n).await?;
+                *changed = true;
+            } else {
+                tracing::info!(hostname = %want.hostname, "adopting a node this tenant already holds");
+            }
+            p.device = Some(n);
+            Ok(CreateStep::Power)
+        }
+        CreateStep::Power => {
+            let Some(d) = p.device.clone() else {
+                return Ok(CreateStep::Claim);
+            };
+            let Some(s) = api.status(&d.uuid).await? else {
+                return Err(StepError::Conflict(format!(
+                    "node {} has no status in BCM.",
+                    d.hostname
+                )));
+            };
+            p.status = Some(s.clone());
+            if !want.power_on {
+                if s.is_on() {
+                    api.power(
+                        std::slice::from_ref(&d.uuid),
+                        PowerOp::Off,
+                        &format!("node {}", d.hostname),
+                    )
+                    .await?;
+                    p.status = api.status(&d.uuid).await?;
+                }
+                return Ok(CreateStep::Done);
+            }
+            // A node that already held this tenant's settings and is up needs no boot; one
+            // just claimed does, to come up with its new image.
+            let booting = boot(api, &d, &s, *changed || s.is_failed()).await?;
+            Ok(CreateStep::Wait { booting })
+        }
+        CreateStep::Wait { booting } => {
+            let Some(d) = p.device.clone() else {
+                return Ok(CreateStep::Claim);
+            };
+            wait_up(api, &d.uuid, &d.hostname, booting, p).await?;
+            // The address is assigned while provisioning.
+            if let Some(fresh) = api.device(&d.uuid).await? {
+                p.device = Some(fresh);
+            }
+            Ok(CreateStep::Done)
+        }
+        CreateStep::Done => Ok(CreateStep::Done),
+    }
+}
+
+fn failed(
+    summary: &str,
+    hostname: &str,
+    doing: &str,
+    e: &StepError,
+    state: Value,
+) -> ApplyResponse {
+    ApplyResponse {
+        new_state: state,
+        diagnostics: e.diagnostic(summary, hostname, doing).into(),
+    }
+}
+
+async fn apply_create(api: &dyn BcmApi, ctx: &Context, planned: &Value) -> ApplyResponse {
+    let want = match Desired::from_value(planned) {
+        Ok(w) => w,
+        Err(d) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: d,
+            };
+        }
+    };
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let deadline = started + t.create;
+    let mut p = Progress::default();
+    let mut changed = false;
+    let mut step = CreateStep::Claim;
+    while step != CreateStep::Done {
+        let doing = match step {
+            CreateStep::Claim => "claiming the node",
+            CreateStep::Power => "powering the node",
+            CreateStep::Wait { .. } => "waiting for the node to be provisioned and UP",
+            CreateStep::Done => "finishing",
+        };
+        let r = bounded(
+            ctx,
+            Operation::Create,
+            started,
+            deadline,
+            create_step(api, &want, step, &mut p, &mut changed),
+        )
+        .await;
+        match r {
+            Ok(next) => step = next,
+            Err(e) => {
+                let state = if p.device.is_some() {
+                    p.state(planned)
+                } else {
+                    Value::Null
+                };
+                return failed("BCM Node Create Failed", &want.hostname, doing, &e, state);
+            }
+        }
+    }
+    ApplyResponse {
+        new_state: p.state(planned),
+        diagnostics: Diagnostics::new(),
+    }
+}
+
+/// Reads the node in `prior` and checks it is still held by the tenant.
+async fn held_node(api: &dyn BcmApi, uuid: &str, want: &Desired) -> Result<Device, StepError> {
+    let d = api.device(uuid).await?;
+    match d {
+        Some(d) if d.tenant() == Some(want.tenant.as_str()) => Ok(d),
+        Some(d) => Err(StepError::Conflict(format!(
+            "node {} is no longer held by tenant {:?} (it is {}). Run `terraform apply` \
+             again: the refresh will notice and claim it anew.",
+            d.hostname,
+            want.tenant,
+            d.tenant()
+                .map_or_else(|| "free".to_owned(), |t| format!("held by {t:?}"))
+        ))),
+        None => Err(StepError::Conflict(format!(
+            "node {} ({uuid}) no longer exists in BCM.",
+            want.hostname
+        ))),
+    }
+}
+
+async fn update_node(
+    api: &dyn BcmApi,
+    prior: &Value,
+    want: &Desired,
+    p: &mut Progress,
+) -> Result<(), StepError> {
+    let uuid = prior.get("id").as_str().unwrap_or_default().to_owned();
+    let d = held_node(api, &uuid, want).await?;
+    let image_changed = prior.get("software_image").as_str() != want.software_image.as_deref();
+    let settings_changed = image_changed
+        || prior.get("category").as_str() != Some(want.category.as_str())
+        || prior.get("install_mode").as_str() != Some(want.install_mode.as_str());
+    let mut n = d.clone();
+    if settings_changed {
+        let refs = resolve_refs(api, want).await?;
+        n = desired_device(&d, want, &refs);
+        if image_changed && want.power_on {
+            // Reprovision: the next boot syncs the new image.
+            let mode = if want.install_mode == "FULL" {
+                "FULL"
+            } else {
+                "AUTO"
+            };
+            n.next_boot_install_mode = Some(mode.to_owned());
+        }
+        if n != d {
+            api.update_device(&n).await?;
+        }
+    }
+    p.device = Some(n.clone());
+    let Some(s) = api.status(&uuid).await? else {
+        return Err(StepError::Conflict(format!(
+            "node {} has no status in BCM.",
+            want.hostname
+        )));
+    };
+    p.status = Some(s.clone());
+    let what = format!("node {}", want.hostname);
+    if !want.power_on {
+        if s.is_on() {
+            api.power(std::slice::from_ref(&uuid), PowerOp::Off, &what)
+                .await?;
+            p.status = api.status(&uuid).await?;
+        }
+        return Ok(());
+    }
+    let booting = boot(api, &n, &s, image_changed || s.is_failed()).await?;
+    wait_up(api, &uuid, &want.hostname, booting, p).await?;
+    if booting && let Some(fresh) = api.device(&uuid).await? {
+        p.device = Some(fresh);
+    }
+    Ok(())
+}
+
+async fn apply_update(
+    api: &dyn BcmApi,
+    ctx: &Context,
+    prior: &Value,
+    planned: &Value,
+) -> ApplyResponse {
+    if prior.get("id").as_str().is_none() {
+        return apply_create(api, ctx, planned).await;
+    }
+    let want = match Desired::from_value(planned) {
+        Ok(w) => w,
+        Err(d) => {
+            return ApplyResponse {
+                new_state: prior.clone(),
+                diagnostics: d,
+            };
+        }
+    };
+    let remote_same = REMOTE_ATTRIBUTES
+        .iter()
+        .all(|a| planned.get(a) == prior.get(a));
+    if remote_same {
+        // Only local settings changed (wipe_on_destroy, timeouts): nothing to tell BCM.
+        let mut s = planned.clone();
+        for a in ["status", "ip"] {
+            if s.get(a).is_unknown() {
+                set_attr(&mut s, a, prior.get(a).clone());
+            }
+        }
+        return ApplyResponse {
+            new_state: nulled_unknowns(&s),
+            diagnostics: Diagnostics::new(),
+        };
+    }
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let mut p = Progress::default();
+    let r = bounded(
+        ctx,
+        Operation::Update,
+        started,
+        started + t.update,
+        update_node(api, prior, &want, &mut p),
+    )
+    .await;
+    match r {
+        Ok(()) => {
+            let mut s = p.state(planned);
+            // Hardware facts were promised as they were.
+            for a in ["mac", "rack", "gpu_product", "gpu_count"] {
+                set_attr(&mut s, a, prior.get(a).clone());
+            }
+            ApplyResponse {
+                new_state: s,
+                diagnostics: Diagnostics::new(),
+            }
+        }
+        Err(e) => {
+            // BCM may hold the old or the new settings: keep the prior state, so the next plan
+            // shows what is still to do.
+            let mut state = prior.clone();
+            if let Some(s) = &p.status {
+                set_attr(&mut state, "status", Value::string(s.status.clone()));
+            }
+            failed(
+                "BCM Node Update Failed",
+                &want.hostname,
+                "updating the node",
+                &e,
+                state,
+            )
+        }
+    }
+}
+
+/// The block devices a wipe clears: the inventory's list, else [`DEFAULT_WIPE_DEVICES`].
+fn wipe_devices(d: &Device) -> Vec<String> {
+    let listed: Vec<String> = d
+        .extra_values
+        .get("block_devices")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if listed.is_empty() {
+        DEFAULT_WIPE_DEVICES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    } else {
+        listed
+    }
+}
+
+async fn release_node(
+    api: &dyn BcmApi,
+    uuid: &str,
+    tenant: &str,
+    wipe: bool,
+    p: &mut Progress,
+) -> Result<(), StepError> {
+    let Some(d) = api.device(uuid).await? else {
+        return Ok(());
+    };
+    let resuming = wipe && d.releasing() == Some(tenant);
+    if d.tenant() != Some(tenant) && !resuming {
+        // Released already (by an earlier, interrupted destroy or by someone else).
+        return Ok(());
+    }
+    let what = format!("node {}", d.hostname);
+    let mut n = d.clone();
+    if !resuming {
+        let pool = api.category(FREE_POOL).await?.ok_or_else(|| {
+            StepError::Conflict(format!(
+                "BCM has no category {FREE_POOL:?} to return the node to."
+            ))
+        })?;
+        n.category = Some(pool.uuid);
+        n.set_image(None);
+        n.install_mode = None;
+        n.set_tenant(None);
+    }
+    if wipe {
+        // Until the wiping boot has finished, the node carries the tenant whose data is on
+        // it, so a failed or interrupted wipe never leaves it looking free.
+        n.set_releasing(Some(tenant));
+        n.block_devices_cleared_on_next_boot = wipe_devices(&d);
+        n.next_boot_install_mode = Some("FULL".to_owned());
+    }
+    if n != d {
+        api.update_device(&n).await?;
+    }
+    p.device = Some(n.clone());
+    if !wipe {
+        return Ok(());
+    }
+    let Some(s) = api.status(uuid).await? else {
+        return Err(StepError::Conflict(format!(
+            "node {} has no status in BCM.",
+            d.hostname
+        )));
+    };
+    let op = if s.is_on() {
+        PowerOp::Reset
+    } else {
+        PowerOp::On
+    };
+    api.power(&[uuid.to_owned()], op, &what).await?;
+    wait_up(api, uuid, &d.hostname, true, p).await?;
+    // Wiped: the node is free now. Re-read for the revision the boot left behind.
+    if let Some(mut done) = api.device(uuid).await? {
+        done.set_releasing(None);
+        api.update_device(&done).await?;
+        p.device = Some(done);
+    }
+    if d.idles_off() {
+        api.power(&[uuid.to_owned()], PowerOp::Off, &what).await?;
+    }
+    Ok(())
+}
+
+async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+    let hostname = prior
+        .get("hostname")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Some(uuid) = prior.get("id").as_str().map(str::to_owned) else {
+        return ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        };
+    };
+    let tenant = prior.get("tenant").as_str().unwrap_or_default().to_owned();
+    let wipe = prior.get("wipe_on_destroy").as_bool().unwrap_or(true);
+    let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let mut p = Progress::default();
+    let r = bounded(
+        ctx,
+        Operation::Delete,
+        started,
+        started + t.delete,
+        release_node(api, &uuid, &tenant, wipe, &mut p),
+    )
+    .await;
+    match r {
+        Ok(()) => ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => {
+            let mut state = prior.clone();
+            if let Some(s) = &p.status {
+                set_attr(&mut state, "status", Value::string(s.status.clone()));
+            }
+            failed(
+                "BCM Node Destroy Failed",
+                &hostname,
+                if wipe {
+                    "wiping and releasing the node"
+                } else {
+                    "releasing the node"
+                },
+                &e,
+                state,
+            )
+        }
+    }
+}
+
+// =============================================================================================
+// read()
+
+/// The state of a held node as BCM shows it, normalised against `prior`.
+async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, StepError> {
+    let mut s = prior.clone();
+    set_attr(&mut s, "id", Value::string(d.uuid.clone()));
+    set_attr(&mut s, "hostname", Value::string(d.hostname.clone()));
+    set_attr(&mut s, "tenant", opt(d.tenant().or(d.releasing())));
+    let category = match d.category.as_deref().filter(|c| !c.is_empty()) {
+        Some(uuid) => match api.category(uuid).await? {
+            Some(c) => Value::string(c.name),
+            None => Value::string(uuid),
+        },
+        None => Value::Null,
+    };
+    set_attr(&mut s, "category", category);
+    let image = match d.image() {
+        Some(uuid) => match api.software_image(uuid).await? {
+            Some(i) => Value::string(i.name),
+            None => Value::string(uuid),
+        },
+        None => Value::Null,
+    };
+    set_attr(&mut s, "software_image", image);
+    set_attr(&mut s, "install_mode", opt(d.install_mode.as_deref()));
+    let status = api.status(&d.uuid).await?;
+    if let Some(st) = &status {
+        set_attr(&mut s, "status", Value::string(st.status.clone()));
+        set_attr(&mut s, "power", Value::string(power_word(st)));
+    }
+    if s.get("wipe_on_destroy").is_null() {
+        set_attr(&mut s, "wipe_on_destroy", Value::Bool(true));
+    }
+    for (name, value) in [
+        ("mac", opt(d.mac_address())),
+        ("ip", opt(d.ip())),
+        ("rack", opt(d.rack())),
+        ("gpu_product", opt(d.gpu_product())),
+        ("gpu_count", d.gpu_count().map_or(Value::Null, Value::int)),
+    ] {
+        set_attr(&mut s, name, value);
+    }
+    Ok(nulled_unknowns(&s))
+}
+
+async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
+    let hostname = state
+        .get("hostname")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let result = bounded(ctx, Operation::Read, started, started + t.read, async {
+        // Imports know only the hostname; the tenant then comes from the node.
+        let key = state.get("id").as_str().unwrap_or(&hostname);
+        let Some(d) = api.device(key).await? else {
+            return Ok(Value::Null);
+        };
+        // A node whose wipe was interrupted is still this tenant's until the wipe finishes.
+        let holder = d.tenant().or(d.releasing());
+        let ours = match state.get("tenant").as_str() {
+            Some(t) => holder == Some(t),
+            None => holder.is_some(),
+        };
+        if !ours {
+            return Ok(Value::Null);
+        }
+        observe(api, state, &d).await
+    })
+    .await;
+    match result {
+        Ok(new_state) => ReadResponse {
+            new_state,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => ReadResponse {
+            new_state: state.clone(),
+            diagnostics: e
+                .diagnostic("BCM Node Read Failed", &hostname, "reading the node")
+                .into(),
+        },
+    }
+}
+
+// =============================================================================================
+// import()
+
+/// The state skeleton for an import by hostname: every attribute null but `hostname`; read
+/// fills the rest from the node, which must be held by some tenant.
+fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
+    let hostname = id.trim();
+    if hostname.is_empty() || hostname.contains(char::is_whitespace) {
+        return Err(Diagnostic::error(
+            "Invalid Import ID",
+            format!(
+                "import a {TYPE_NAME} by its hostname, e.g. `terraform import \
+                 {TYPE_NAME}.a gpu-b3-001`."
+            ),
+        )
+        .into());
+    }
+    Ok(node_schema()
+        .block
+        .complete(&Value::object([("hostname", Value::string(hostname))])))
+}
+
+#[async_trait]
+impl<B: BcmBackend> ResourceKind for BcmNode<B> {
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        node_schema()
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        validate_node(config)
+    }
+
+    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
+        plan_node(&req)
+    }
+
+    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
+        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
+            Ok(api) => api,
+            Err(diagnostics) => {
+                return ApplyResponse {
+                    new_state: req.prior,
+                    diagnostics,
+                };
+            }
+        };
+        if req.planned.is_null() {
+            apply_delete(api.as_ref(), ctx, &req.prior).await
+        } else if req.prior.is_null() {
+            apply_create(api.as_ref(), ctx, &req.planned).await
+        } else {
+            apply_update(api.as_ref(), ctx, &req.prior, &req.planned).await
+        }
+    }
+
+    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
+        match self.0.connect(ctx) {
+            Ok(api) => read_node(api.as_ref(), ctx, &state).await,
+            Err(diagnostics) => ReadResponse {
+                new_state: state,
+                diagnostics,
+            },
+        }
+    }
+
+    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
+        // Fail early, with the settings diagnostic, when there is no head node to read from.
+        self.0.connect(ctx)?;
+        import_skeleton(id)
+    }
+
+    fn identity_attributes(&self) -> &'static [&'static str] {
+        &["hostname"]
+    }
+}
+
+// =============================================================================================
+// tests
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::validate_block;
+
+    fn config(overrides: &[(&str, Value)]) -> Value {
+        let mut v = node_schema().block.complete(&Value::object([
+            ("hostname", Value::string("gpu-001")),
+            ("category", Value::string("gpu-compute")),
+            ("tenant", Value::string("tenant-a")),
+        ]));
+        for (k, x) in overrides {
+            set_attr(&mut v, k, x.clone());
+        }
+        v
+    }
+
+    fn error_paths(config: &Value) -> Vec<String> {
+        let mut d = validate_block(&node_schema().block, config);
+        d.extend(validate_node(config));
+        d.iter()
+            .map(|d| d.path.as_ref().map(ToString::to_string).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn bad_input_is_diagnosed_on_its_attribute() {
+        let cases: &[(&str, Value, &str)] = &[
+            ("install_mode", Value::string("MAIN"), "install_mode"),
+            ("install_mode", Value::string("auto"), "install_mode"),
+            ("power", Value::string("reboot"), "power"),
+            ("hostname", Value::string("gpu 001"), "hostname"),
+            ("tenant", Value::string(""), "tenant"),
+            ("software_image", Value::string(" "), "software_image"),
+        ];
+        for (attr, v, want) in cases {
+            assert_eq!(
+                error_paths(&config(&[(attr, v.clone())])),
+                [*want],
+                "{attr}"
+            );
+        }
+        assert!(error_paths(&config(&[])).is_empty());
+        assert!(error_paths(&config(&[("install_mode", Value::unknown())])).is_empty());
+    }
+
+    #[test]
+    fn import_skeleton_names_every_attribute() {
+        let s = import_skeleton(" gpu-001 ").expect("skeleton");
+        assert!(s.conforms_to(&node_schema().value_type()));
+        assert_eq!(s.get("hostname"), &Value::string("gpu-001"));
+        assert!(import_skeleton("").is_err());
+    }
+
+    #[test]
+    fn polls_grow_and_are_capped() {
+        assert_eq!(poll_delay(0), POLL_FIRST);
+        assert!(poll_delay(1) > poll_delay(0));
+        assert_eq!(poll_delay(40), POLL_MAX);
+    }
+}

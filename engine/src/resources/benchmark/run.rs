@@ -1,0 +1,746 @@
+//! One run against the cluster: create (or adopt) the Job, wait for the gang to start and the
+//! Job to finish, read the log, record the environment, and clean up.
+//!
+//! # Expected flow
+//!
+//! 1. Look up the pool's nodes (for placement and the environment) and the virtual cluster's
+//!    versions.
+//! 2. Find `gfb-<name>`: a Job with the same spec hash is adopted (a re-run after a killed
+//!    provider); one with another hash is deleted first. Then apply the Service and the Job.
+//! 3. Gang start: every pod must be running (or done) within `start_timeout`; otherwise
+//!    everything is deleted and the run fails, naming the pods that did not start and why.
+//! 4. Wait for the Job to complete or fail, within the create timeout.
+//! 5. Read pod 0's log (the termination message when the log cannot be read), parse it.
+//! 6. Delete the Job, its pods and the Service: the resource is the record.
+//!
+//! Terraform's stop request ends any wait at once; what was created is deleted then too.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use bigdecimal::BigDecimal;
+use serde_json::Value as Json;
+use tokio::time::Instant;
+
+use crate::{
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::ApplyResponse,
+    resources::gpu_node_pool::spec::pool_label,
+    timeouts::{self, Timeouts},
+    value::Value,
+};
+
+use super::{
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    cluster::{Cluster, ClusterError, Kind},
+    environment::{
+        CUDA_MAJOR_LABEL, DRIVER_MAJOR_LABEL, Environment, GPU_COUNT_LABEL, version_from_labels,
+    },
+    render::{
+        self, COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, Placement, SPEC_HASH_ANNOTATION,
+        Toleration,
+    },
+    schema::RAW_OUTPUT_MAX,
+    spec::{BenchmarkSpec, OnFailure},
+    thresholds,
+};
+
+/// How often pods and the Job are polled.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
+pub const THRESHOLD_PREFIX: &str = "threshold: ";
+
+/// Why a run stopped before it had output to record.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A cluster call failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// The objects the run needs are missing or wrong.
+    #[error("{0}")]
+    Setup(String),
+    /// Not every pod started within the gang deadline.
+    #[error("not every pod was running within start_timeout ({waited}): {pending}")]
+    GangStart {
+        /// How long the run waited.
+        waited: String,
+        /// The pods that did not start, and why.
+        pending: String,
+    },
+    /// The create timeout passed.
+    #[error("the Job did not finish within the create timeout ({0})")]
+    TimedOut(String),
+    /// Terraform asked the provider to stop.
+    #[error("stopped because Terraform asked the provider to stop")]
+    Cancelled,
+}
+
+/// What the pool lends the run.
+#[derive(Debug, Default)]
+struct PoolInfo {
+    placement: Placement,
+    nodes: BTreeMap<String, BTreeMap<String, String>>,
+    sharing: String,
+}
+
+fn labels_of(o: &Json) -> BTreeMap<String, String> {
+    o.pointer("/metadata/labels")
+        .and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn str_at<'a>(o: &'a Json, p: &str) -> Option<&'a str> {
+    o.pointer(p).and_then(Json::as_str)
+}
+
+fn now() -> String {
+    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
+}
+
+/// The pool's nodes, placement and sharing mode.
+async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolInfo, RunError> {
+    let Some(pool) = &spec.pool else {
+        return Ok(PoolInfo {
+            sharing: "none".to_owned(),
+            ..PoolInfo::default()
+        });
+    };
+    let label = pool_label(&pool.vc.name, &pool.name);
+    let selector = format!("{}={label}", crate::backends::kube::POOL);
+    let nodes = cluster.list(Kind::Node, None, &selector).await?;
+    if nodes.is_empty() {
+        return Err(RunError::Setup(format!(
+            "node pool {} has no nodes (none is labelled {selector}).",
+            pool.id()
+        )));
+    }
+    let mut extra = Vec::new();
+    for n in &nodes {
+        for t in n
+            .pointer("/spec/taints")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let effect = str_at(t, "/effect").unwrap_or_default();
+            if effect == "NoSchedule" || effect == "NoExecute" {
+                extra.push(Toleration {
+                    key: str_at(t, "/key").unwrap_or_default().to_owned(),
+                    value: str_at(t, "/value").map(str::to_owned),
+                    effect: effect.to_owned(),
+                });
+            }
+        }
+    }
+    let by_name: BTreeMap<String, BTreeMap<String, String>> = nodes
+        .iter()
+        .map(|n| {
+            (
+                str_at(n, "/metadata/name").unwrap_or_default().to_owned(),
+                labels_of(n),
+            )
+        })
+        .collect();
+    let first = by_name.values().next().cloned().unwrap_or_default();
+    let sharing = if let Some(c) = first.get("nvidia.com/mig.config") {
+        format!("mig:{c}")
+    } else if let Some(c) = first.get("nvidia.com/device-plugin.config") {
+        format!("time-slicing:{c}")
+    } else {
+        "none".to_owned()
+    };
+    Ok(PoolInfo {
+        placement: Placement::on_pool(&label, &pool.vc.name, &extra),
+        nodes: by_name,
+        sharing,
+    })
+}
+
+/// The virtual cluster's vCluster and Kubernetes versions, from its StatefulSet's images.
+async fn vc_versions(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+) -> Result<(String, String), RunError> {
+    let Some(vc) = &spec.vc else {
+        return Ok(Default::default());
+    };
+    let Some(sts) = cluster
+        .get(Kind::StatefulSet, Some(&vc.namespace), &vc.name)
+        .await?
+    else {
+        return Ok(Default::default());
+    };
+    let tag = |path: &str, container: &str| {
+        sts.pointer(path)
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| str_at(c, "/name") == Some(container))
+            .and_then(|c| str_at(c, "/image"))
+            .and_then(|i| i.rsplit_once(':'))
+            .map(|(_, t)| t.to_owned())
+            .unwrap_or_default()
+    };
+    Ok((
+        tag("/spec/template/spec/containers", "syncer"),
+        tag("/spec/template/spec/initContainers", "kubernetes"),
+    ))
+}
+
+/// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
+pub async fn cleanup(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ClusterError> {
+    let job = render::job_name(name);
+    cluster.delete(Kind::Job, namespace, &job).await?;
+    cluster.delete(Kind::Service, namespace, &job).await?;
+    for pod in cluster
+        .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+        .await?
+    {
+        if let Some(p) = str_at(&pod, "/metadata/name") {
+            cluster.delete(Kind::Pod, namespace, p).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until no pod of the benchmark is left, polling within `limit`.
+async fn wait_pods_gone(
+    cluster: &dyn Cluster,
+    namespace: &str,
+    name: &str,
+    limit: Duration,
+) -> Result<(), ClusterError> {
+    let until = Instant::now() + limit;
+    loop {
+        let left = cluster
+            .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+            .await?;
+        if left.is_empty() || Instant::now() >= until {
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn phase(pod: &Json) -> &str {
+    str_at(pod, "/status/phase").unwrap_or("Pending")
+}
+
+/// Why a pod is not running yet: the scheduler's message when it has one.
+fn pending_reason(pod: &Json) -> String {
+    let name = str_at(pod, "/metadata/name").unwrap_or("?");
+    let msg = pod
+        .pointer("/status/conditions")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| {
+            str_at(c, "/type") == Some("PodScheduled") && str_at(c, "/status") == Some("False")
+        })
+        .and_then(|c| str_at(c, "/message"));
+    match msg {
+        Some(m) => format!("{name} ({m})"),
+        None => format!("{name} ({})", phase(pod)),
+    }
+}
+
+async fn job_pods(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Vec<Json>, ClusterError> {
+    let selector = format!("{JOB_NAME_LABEL}={}", render::job_name(&spec.name));
+    cluster
+        .list(Kind::Pod, Some(&spec.namespace), &selector)
+        .await
+}
+
+/// Step 3: all pods running or done before the gang deadline.
+async fn wait_gang(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    started: Instant,
+    deadline: Instant,
+    pool_size: Option<usize>,
+) -> Result<(), RunError> {
+    loop {
+        let pods = job_pods(cluster, spec).await?;
+        let started_pods = pods
+            .iter()
+            .filter(|p| matches!(phase(p), "Running" | "Succeeded" | "Failed"))
+            .count();
+        if started_pods >= spec.nodes as usize {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let mut pending: Vec<String> = pods
+                .iter()
+                .filter(|p| phase(p) == "Pending")
+                .map(pending_reason)
+                .collect();
+            if pods.len() < spec.nodes as usize {
+                pending.push(format!(
+                    "{} of {} pods were not created",
+                    spec.nodes as usize - pods.len(),
+                    spec.nodes
+                ));
+            }
+            if let Some(n) = pool_size
+                && n < spec.nodes as usize
+            {
+                pending.push(format!(
+                    "the pool has {n} node(s) and the run asks for {}, one pod per node",
+                    spec.nodes
+                ));
+            }
+            return Err(RunError::GangStart {
+                waited: timeouts::render(Duration::from_secs(started.elapsed().as_secs())),
+                pending: pending.join("; "),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Step 4: the Job's final condition, `true` for Complete.
+async fn wait_done(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<bool, RunError> {
+    let name = render::job_name(&spec.name);
+    loop {
+        let job = cluster
+            .get(Kind::Job, Some(&spec.namespace), &name)
+            .await?
+            .ok_or_else(|| RunError::Setup(format!("Job {name} disappeared during the run.")))?;
+        let done = job
+            .pointer("/status/conditions")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| str_at(c, "/status") == Some("True"))
+            .find_map(|c| match str_at(c, "/type") {
+                Some("Complete") => Some(true),
+                Some("Failed") => Some(false),
+                _ => None,
+            });
+        if let Some(ok) = done {
+            return Ok(ok);
+        }
+        if Instant::now() >= deadline {
+            return Err(RunError::TimedOut(timeouts::render(limit)));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// What step 5 read from the pods.
+#[derive(Debug, Default)]
+struct Observed {
+    log: String,
+    nodes: Vec<String>,
+    image_digest: String,
+    exit_codes: Vec<(String, i64)>,
+}
+
+fn index_of(pod: &Json) -> i64 {
+    pod.pointer(&format!(
+        "/metadata/annotations/{}",
+        COMPLETION_INDEX_ANNOTATION.replace('/', "~1")
+    ))
+    .and_then(Json::as_str)
+    .and_then(|s| s.parse().ok())
+    .unwrap_or(i64::MAX)
+}
+
+async fn observe(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Observed, RunError> {
+    let mut pods = job_pods(cluster, spec).await?;
+    pods.sort_by_key(index_of);
+    let mut o = Observed::default();
+    for p in &pods {
+        o.nodes
+            .push(str_at(p, "/spec/nodeName").unwrap_or_default().to_owned());
+        let status = p
+            .pointer("/status/containerStatuses/0")
+            .cloned()
+            .unwrap_or_default();
+        if o.image_digest.is_empty() {
+            o.image_digest = str_at(&status, "/imageID").unwrap_or_default().to_owned();
+        }
+        if let Some(code) = status
+            .pointer("/state/terminated/exitCode")
+            .and_then(Json::as_i64)
+        {
+            o.exit_codes.push((
+                str_at(p, "/metadata/name").unwrap_or_default().to_owned(),
+                code,
+            ));
+        }
+    }
+    let Some(first) = pods.first() else {
+        return Err(RunError::Setup(
+            "the Job finished without a pod to read.".to_owned(),
+        ));
+    };
+    let pod = str_at(first, "/metadata/name").unwrap_or_default();
+    let message = str_at(
+        first,
+        "/status/containerStatuses/0/state/terminated/message",
+    )
+    .unwrap_or_default()
+    .to_owned();
+    o.log = match cluster.logs(&spec.namespace, pod, spec.suite.name()).await {
+        Ok(log) if !log.trim().is_empty() => log,
+        Ok(_) if !message.is_empty() => message,
+        Err(e) if !message.is_empty() => {
+            tracing::info!(target: "gpufleet::benchmark", "{e}; using the termination message");
+            message
+        }
+        Ok(log) => log,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(o)
+}
+
+/// The end of `log`, at most [`RAW_OUTPUT_MAX`] bytes, cut at a character boundary.
+pub fn tail(log: &str) -> String {
+    if log.len() <= RAW_OUTPUT_MAX {
+        return log.to_owned();
+    }
+    let mut start = log.len() - RAW_OUTPUT_MAX;
+    while !log.is_char_boundary(start) {
+        start += 1;
+    }
+    log[start..].to_owned()
+}
+
+fn set_attr(v: &mut Value, name: &str, x: Value) {
+    if let Some(m) = v.as_object_mut() {
+        m.insert(name.to_owned(), x);
+    }
+}
+
+/// The verdict of a run from its results: tool failures plus broken thresholds.
+pub fn verdict(
+    tool_failures: &[String],
+    results: &BTreeMap<String, BigDecimal>,
+    spec: &BenchmarkSpec,
+) -> Vec<String> {
+    let mut failures = tool_failures.to_vec();
+    failures.extend(
+        thresholds::violations(results, &spec.thresholds)
+            .iter()
+            .map(|v| format!("{THRESHOLD_PREFIX}{v}")),
+    );
+    failures
+}
+
+/// The state of a recorded run, and the error `on_failure = "fail"` asks for.
+pub fn record(
+    planned: &Value,
+    spec: &BenchmarkSpec,
+    results: &BTreeMap<String, BigDecimal>,
+    failures: &[String],
+) -> (Value, Diagnostics) {
+    let mut s = planned.clone();
+    set_attr(&mut s, "id", Value::string(spec.id()));
+    set_attr(
+        &mut s,
+        "results",
+        Value::Map(
+            results
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::Number(v.clone())))
+                .collect(),
+        ),
+    );
+    set_attr(
+        &mut s,
+        "failures",
+        Value::List(failures.iter().map(Value::string).collect()),
+    );
+    let passed = failures.is_empty();
+    set_attr(
+        &mut s,
+        "status",
+        Value::string(if passed { "passed" } else { "failed" }),
+    );
+    let mut d = Diagnostics::new();
+    if !passed {
+        let text = format!(
+            "{TYPE_NAME} {:?} ({}) failed:\n- {}",
+            spec.name,
+            spec.suite.name(),
+            failures.join("\n- ")
+        );
+        match spec.on_failure {
+            OnFailure::Fail => d.push(Diagnostic::error(
+                "Benchmark Failed",
+                format!(
+                    "{text}\nThe run is recorded; the next apply runs it again. Set on_failure = \
+                     \"record\" to keep failed runs without an error."
+                ),
+            )),
+            OnFailure::Record => {}
+        }
+    }
+    (s, d)
+}
+
+/// Runs the benchmark of `planned` and returns its record.
+pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
+    let spec = match BenchmarkSpec::from_value(planned) {
+        Ok(s) => s,
+        Err(diagnostics) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics,
+            };
+        }
+    };
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let deadline = started + t.create;
+    let outcome = ctx
+        .cancel
+        .run_until_cancelled(execute(
+            cluster, &spec, planned, started, deadline, t.create,
+        ))
+        .await
+        .unwrap_or(Err(RunError::Cancelled));
+    match outcome {
+        Ok(resp) => resp,
+        Err(e) => {
+            // Nothing of a run that did not finish is kept.
+            if let Err(c) = cleanup(cluster, &spec.namespace, &spec.name).await {
+                tracing::warn!(target: "gpufleet::benchmark", "cleanup after a failed run: {c}");
+            }
+            let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
+            ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostic::error(
+                    "Benchmark Run Failed",
+                    format!(
+                        "{TYPE_NAME} {:?}: {e}. Everything the run created was removed.",
+                        spec.name
+                    ),
+                )
+                .into(),
+            }
+        }
+    }
+}
+
+async fn execute(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    planned: &Value,
+    started: Instant,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<ApplyResponse, RunError> {
+    if cluster
+        .get(Kind::Namespace, None, &spec.namespace)
+        .await?
+        .is_none()
+    {
+        return Err(RunError::Setup(format!(
+            "namespace {} does not exist",
+            spec.namespace
+        )));
+    }
+    let kubernetes_version = cluster.server_version().await?;
+    let (vcluster_version, vc_kubernetes_version) = vc_versions(cluster, spec).await?;
+    let pool = pool_info(cluster, spec).await?;
+
+    let mut job = render::job(spec, &pool.placement, limit.as_secs().max(1));
+    let hash = super::environment::sha256_hex(job.to_string().as_bytes());
+    job["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
+    let name = render::job_name(&spec.name);
+    let existing = cluster.get(Kind::Job, Some(&spec.namespace), &name).await?;
+    let adopt = existing.as_ref().is_some_and(|j| {
+        j.pointer("/metadata/annotations")
+            .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+            .and_then(Json::as_str)
+            == Some(hash.as_str())
+    });
+    let started_at = match (&existing, adopt) {
+        (Some(j), true) => str_at(j, "/metadata/creationTimestamp").map_or_else(now, str::to_owned),
+        _ => now(),
+    };
+    if !adopt {
+        if existing.is_some() {
+            // A leftover of another configuration: a Job's template cannot change in place.
+            cleanup(cluster, &spec.namespace, &spec.name).await?;
+            loop {
+                if cluster
+                    .get(Kind::Job, Some(&spec.namespace), &name)
+                    .await?
+                    .is_none()
+                {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(RunError::TimedOut(timeouts::render(limit)));
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        if let Some(svc) = render::service(spec) {
+            cluster.apply(&svc).await?;
+        }
+        cluster.apply(&job).await?;
+    }
+    tracing::info!(
+        target: "gpufleet::benchmark",
+        "{} Job {name} in {} ({} node(s))",
+        if adopt { "adopted" } else { "created" },
+        spec.namespace,
+        spec.nodes
+    );
+
+    let gang_deadline = (started + spec.start_timeout).min(deadline);
+    let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
+    wait_gang(cluster, spec, started, gang_deadline, pool_size).await?;
+    let completed = wait_done(cluster, spec, deadline, limit).await?;
+    let observed = observe(cluster, spec).await?;
+    let finished_at = now();
+    if let Err(e) = cleanup(cluster, &spec.namespace, &spec.name).await {
+        tracing::warn!(target: "gpufleet::benchmark", "cleanup after the run: {e}");
+    }
+
+    // Environment: GPU facts from the nodes the pods ran on.
+    let mut node_labels = BTreeMap::new();
+    if let Some(first) = observed.nodes.first() {
+        node_labels = match pool.nodes.get(first) {
+            Some(l) => l.clone(),
+            None => cluster
+                .get(Kind::Node, None, first)
+                .await?
+                .map(|n| labels_of(&n))
+                .unwrap_or_default(),
+        };
+    }
+    let label = |k: &str| node_labels.get(k).cloned().unwrap_or_default();
+    let env = Environment {
+        kubernetes_version,
+        vcluster_version,
+        virtual_cluster_kubernetes_version: vc_kubernetes_version,
+        nodes: observed.nodes.clone(),
+        gpu_product: label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL),
+        gpu_count: label(GPU_COUNT_LABEL),
+        driver_version: version_from_labels(&node_labels, DRIVER_MAJOR_LABEL),
+        cuda_version: version_from_labels(&node_labels, CUDA_MAJOR_LABEL),
+        image: spec.image.clone(),
+        image_digest: observed.image_digest.clone(),
+        suite: spec.suite.name().to_owned(),
+        command: render::command(spec),
+        parameters: spec.parameters.clone(),
+        node_count: spec.nodes,
+        gpus_per_node: spec.gpus_per_node,
+        node_pool_id: spec.pool.as_ref().map(|p| p.id()).unwrap_or_default(),
+        sharing: pool.sharing,
+        started_at: started_at.clone(),
+        finished_at: finished_at.clone(),
+    };
+
+    let mut tool_failures: Vec<String> = observed
+        .exit_codes
+        .iter()
+        .filter(|(_, code)| *code != 0)
+        .map(|(pod, code)| format!("pod {pod} exited with code {code}"))
+        .collect();
+    if !completed && tool_failures.is_empty() {
+        tool_failures.push("the Job failed".to_owned());
+    }
+    let results = match spec.suite.parse(&observed.log) {
+        Ok(parsed) => {
+            tool_failures.extend(parsed.failures);
+            parsed.metrics
+        }
+        Err(e) => {
+            tool_failures.push(e.to_string());
+            BTreeMap::new()
+        }
+    };
+    let failures = verdict(&tool_failures, &results, spec);
+    let (mut state, diagnostics) = record(planned, spec, &results, &failures);
+    set_attr(
+        &mut state,
+        "environment",
+        Value::Map(
+            env.to_map()
+                .into_iter()
+                .map(|(k, v)| (k, Value::string(v)))
+                .collect(),
+        ),
+    );
+    set_attr(&mut state, "environment_hash", Value::string(env.hash()));
+    set_attr(&mut state, "raw_output", Value::string(tail(&observed.log)));
+    set_attr(&mut state, "started_at", Value::string(started_at));
+    set_attr(&mut state, "finished_at", Value::string(finished_at));
+    Ok(ApplyResponse {
+        new_state: state,
+        diagnostics,
+    })
+}
+
+/// Step 6 for destroy: removes whatever the benchmark left, waiting for its pods to go.
+pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
+    let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let (Some(namespace), Some(name)) = (
+        super::spec::namespace_of(prior),
+        prior.get("name").as_str().map(str::to_owned),
+    ) else {
+        return ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        };
+    };
+    let work = async {
+        cleanup(cluster, &namespace, &name).await?;
+        wait_pods_gone(cluster, &namespace, &name, t.delete).await
+    };
+    let done = ctx
+        .cancel
+        .run_until_cancelled(tokio::time::timeout(t.delete, work))
+        .await;
+    let problem = match done {
+        Some(Ok(Ok(()))) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostics::new(),
+            };
+        }
+        // A namespace that is gone took the objects with it.
+        Some(Ok(Err(ClusterError::Call { source, .. }))) if matches!(&*source, kube::Error::Api(s) if s.code == 404) =>
+        {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostics::new(),
+            };
+        }
+        Some(Ok(Err(e))) => e.to_string(),
+        Some(Err(_)) => format!(
+            "gave up after the delete timeout ({})",
+            timeouts::render(t.delete)
+        ),
+        None => "stopped because Terraform asked the provider to stop".to_owned(),
+    };
+    ApplyResponse {
+        new_state: prior.clone(),
+        diagnostics: Diagnostic::error(
+            "Benchmark Cleanup Failed",
+            format!("{TYPE_NAME} {name:?}: {problem}."),
+        )
+        .into(),
+    }
+}

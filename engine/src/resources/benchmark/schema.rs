@@ -1,0 +1,248 @@
+//! The attributes of `gpufleet_benchmark`.
+
+use crate::{
+    schema::{AttrMode, Attribute, Block, Nesting, Schema},
+    timeouts,
+    validate::{DnsLabel, IntBetween, OneOf, PositiveDuration},
+    value::Type,
+};
+
+/// Longest benchmark name: the Job is `gfb-<name>`, and its pods' hostnames
+/// (`<job>-<index>`) must stay DNS labels.
+pub const NAME_MAX: usize = 40;
+
+/// The suites `suite` accepts, in the order the docs list them.
+pub const SUITE_NAMES: &[&str] = &[
+    "nccl-all-reduce",
+    "nvbandwidth",
+    "dcgm-diag",
+    "aiperf",
+    "gpu-burn",
+    "custom",
+];
+
+/// How much of the pod log `raw_output` keeps: its last 16 KiB (results are printed last).
+pub const RAW_OUTPUT_MAX: usize = 16 * 1024;
+
+/// The default of `start_timeout`.
+pub const DEFAULT_START_TIMEOUT: &str = "5m";
+
+fn threshold_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("min", Type::Number)
+            .describe("The run fails when the metric is below this value."),
+        Attribute::optional("max", Type::Number)
+            .describe("The run fails when the metric is above this value."),
+    ]
+}
+
+/// The resource schema.
+pub fn benchmark_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "One benchmark run on a GPU node pool: a Kubernetes Job (an Indexed Job with one pod \
+             per node and a headless Service when `nodes` > 1) in the virtual cluster's host \
+             namespace, placed on the pool's nodes. Its pod log is parsed into `results`, checked \
+             against `thresholds`, and recorded with the environment it ran in, so runs can be \
+             compared (`environment_hash`). The Job and its pods are removed when the run ends; \
+             the resource is the record. Changing what runs (suite, image, command, parameters, \
+             placement, `triggers`) runs it again. Needs the provider's `kubernetes` block.",
+        )
+        .attr(
+            Attribute::computed("id", Type::String)
+                .use_state_for_unknown()
+                .describe("`<namespace>/<name>`."),
+        )
+        .attr(
+            Attribute::required("name", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(NAME_MAX))
+                .describe(
+                    "Name of the benchmark, unique in its namespace; lowercase letters, digits \
+                     and `-`, at most 40 characters. The Job is `gfb-<name>`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("virtual_cluster_id", Type::String)
+                .requires_replace()
+                .describe(
+                    "The `id` of the `gpufleet_virtual_cluster` (`<host namespace>/<name>`) to \
+                     run for: the Job runs in its host namespace, and its vCluster and \
+                     Kubernetes versions are recorded. Set this or `namespace`.",
+                ),
+        )
+        .attr(
+            Attribute::optional_computed("namespace", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(63))
+                .describe(
+                    "The host namespace to run in; must exist. Defaults to the namespace of \
+                     `virtual_cluster_id`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("node_pool_id", Type::String)
+                .requires_replace()
+                .describe(
+                    "The `id` of the `gpufleet_gpu_node_pool` \
+                     (`<namespace>/<virtual cluster>/<pool>`) to run on: the pods select its \
+                     nodes (`gpufleet.dev/pool`) and tolerate their taints. Without it the pods \
+                     go wherever the scheduler finds GPUs.",
+                ),
+        )
+        .attr(
+            Attribute::required("suite", Type::String)
+                .requires_replace()
+                .validate(OneOf::new(SUITE_NAMES))
+                .describe(
+                    "What runs and how its output is read: `nccl-all-reduce` (nccl-tests), \
+                     `nvbandwidth`, `dcgm-diag` (`dcgmi diag -j`), `aiperf`, `gpu-burn`, or \
+                     `custom` (a command whose last line is a JSON object of metrics). The \
+                     container is named after the suite.",
+                ),
+        )
+        .attr(
+            Attribute::required("image", Type::String)
+                .requires_replace()
+                .describe(
+                    "The container image. Pin it by digest (`…@sha256:…`) for reproducible \
+                     runs; the digest the node pulled is recorded in `environment` either way.",
+                ),
+        )
+        .attr(
+            Attribute::optional("command", Type::list(Type::String))
+                .requires_replace()
+                .describe(
+                    "The container's command. Defaults to the suite's usual invocation built \
+                     from `parameters`; required for `custom`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("nodes", Type::Number)
+                .default(1)
+                .requires_replace()
+                .validate(IntBetween::new(1, 256))
+                .describe(
+                    "How many nodes run at once, one pod per node. Above 1 the pods start as a \
+                     gang: all must be running within `start_timeout`, or the run fails and \
+                     everything is removed.",
+                ),
+        )
+        .attr(
+            Attribute::optional("gpus_per_node", Type::Number)
+                .default(1)
+                .requires_replace()
+                .validate(IntBetween::new(1, 64))
+                .describe("`nvidia.com/gpu` each pod requests."),
+        )
+        .attr(
+            Attribute::optional("parameters", Type::map(Type::String))
+                .requires_replace()
+                .describe(
+                    "Suite parameters, recorded and hashed: `min_bytes`, `max_bytes`, \
+                     `step_factor` for `nccl-all-reduce` (defaults `8`, `8G`, `2`), `level` for \
+                     `dcgm-diag` (default `2`), `testcases` for `nvbandwidth`, `seconds` for \
+                     `gpu-burn` (default `60`). Every entry is also set as an environment \
+                     variable `GPUFLEET_PARAM_<KEY>` in the container.",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "thresholds",
+                Nesting::Map,
+                AttrMode::Optional,
+                threshold_attributes(),
+            )
+            .describe(
+                "Metric name → bounds (`min`, `max`). A metric outside its bounds fails the run. \
+                 Names must be metrics of the suite (see the benchmarks guide). Changing \
+                 thresholds re-checks the recorded results without running again.",
+            ),
+        )
+        .attr(
+            Attribute::optional("on_failure", Type::String)
+                .default("fail")
+                .validate(OneOf::new(&["fail", "record"]))
+                .describe(
+                    "`fail`: a failed run is an apply error naming each metric, its value and \
+                     its bound; the run is still recorded, and tainted so the next apply runs it \
+                     again. `record`: the run is recorded with `status = \"failed\"` and no \
+                     error.",
+                ),
+        )
+        .attr(
+            Attribute::optional("triggers", Type::map(Type::String))
+                .requires_replace()
+                .describe("Arbitrary values; changing any of them runs the benchmark again."),
+        )
+        .attr(
+            Attribute::optional("start_timeout", Type::String)
+                .default(DEFAULT_START_TIMEOUT)
+                .validate(PositiveDuration::new())
+                .describe(
+                    "How long every pod may take to be scheduled and running (the gang \
+                     deadline). Defaults to `5m`.",
+                ),
+        )
+        .attr(Attribute::computed("status", Type::String).describe(
+            "`passed`, or `failed` when the tool reported a failure, the output could not \
+                 be read, or a metric is outside its thresholds.",
+        ))
+        .attr(
+            Attribute::computed("failures", Type::list(Type::String)).describe(
+                "Why the run failed, one entry per reason: the tool's own verdict (a failed \
+                 test, a FAULTY GPU, a non-zero exit) and every broken threshold (prefixed \
+                 `threshold: `, naming the metric, its value and its bound). Empty when it \
+                 passed.",
+            ),
+        )
+        .attr(
+            Attribute::computed("results", Type::map(Type::Number))
+                .use_state_for_unknown()
+                .describe("Metric name → value, as the tool printed it."),
+        )
+        .attr(
+            Attribute::computed("environment", Type::map(Type::String))
+                .use_state_for_unknown()
+                .describe(
+                    "What the run ran on: `kubernetes_version`, `vcluster_version`, \
+                     `virtual_cluster_kubernetes_version`, `nodes` (comma-separated), \
+                     `gpu_product`, `gpu_count`, `driver_version`, `cuda_version`, `image`, \
+                     `image_digest`, `suite`, `parameters` (JSON), `node_pool_id`, `sharing`, \
+                     `started_at`, `finished_at`. Values that could not be found are empty.",
+                ),
+        )
+        .attr(
+            Attribute::computed("environment_hash", Type::String)
+                .use_state_for_unknown()
+                .describe(
+                    "SHA-256 (hex) of what must match for two runs to be comparable: suite, \
+                     image (digest when known), command, parameters, nodes, GPUs per node, GPU \
+                     product and count, driver and CUDA versions, sharing mode, Kubernetes and \
+                     vCluster versions. Not times, node names or pool ids.",
+                ),
+        )
+        .attr(
+            Attribute::computed("raw_output", Type::String)
+                .use_state_for_unknown()
+                .describe(
+                    "The end of the pod log (of pod 0 in a gang), at most 16 KiB; the full log \
+                     is parsed.",
+                ),
+        )
+        .attr(
+            Attribute::computed("started_at", Type::String)
+                .use_state_for_unknown()
+                .describe("When the run started (RFC 3339)."),
+        )
+        .attr(
+            Attribute::computed("finished_at", Type::String)
+                .use_state_for_unknown()
+                .describe("When the run finished (RFC 3339)."),
+        )
+        .block(timeouts::block(
+            "How long operations may take. Defaults: create 30m (the whole run, start included), \
+             delete 5m, read 1m.",
+        )),
+    )
+}

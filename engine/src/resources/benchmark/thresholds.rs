@@ -1,0 +1,256 @@
+//! Thresholds: which metric names a suite accepts, and which results fall outside their
+//! bounds. Pure.
+
+use std::{collections::BTreeMap, fmt};
+
+use bigdecimal::BigDecimal;
+
+use crate::{benchmark::Suite, diag::Diagnostics, path::AttrPath, value::Value};
+
+/// The bounds of one metric.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bounds {
+    /// The smallest acceptable value.
+    pub min: Option<BigDecimal>,
+    /// The largest acceptable value.
+    pub max: Option<BigDecimal>,
+}
+
+/// One metric outside its bounds (or missing from the output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The metric.
+    pub metric: String,
+    /// Its value; `None` when the run did not report it.
+    pub value: Option<BigDecimal>,
+    /// The bound it broke, as `min 400` or `max 12.5`.
+    pub bound: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(v) => write!(
+                f,
+                "{} = {} is outside its bound ({})",
+                self.metric, v, self.bound
+            ),
+            None => write!(
+                f,
+                "{} was not reported by the run (bound {})",
+                self.metric, self.bound
+            ),
+        }
+    }
+}
+
+/// The thresholds of a value (`thresholds` attribute); entries whose bounds are not known are
+/// left out.
+pub fn of_value(v: &Value) -> BTreeMap<String, Bounds> {
+    let Some(map) = v.as_map().or_else(|| v.as_object()) else {
+        return BTreeMap::new();
+    };
+    map.iter()
+        .map(|(k, b)| {
+            (
+                k.clone(),
+                Bounds {
+                    min: b.get("min").as_number().cloned(),
+                    max: b.get("max").as_number().cloned(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Whether `name` is a metric `suite` can report. Suites whose names come from the run
+/// (`<testcase>`, `<key>`) accept any snake_case name.
+pub fn is_metric_of(suite: &dyn Suite, name: &str) -> bool {
+    suite.metrics().iter().any(|m| {
+        if m.name.starts_with('<') {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        } else {
+            m.name == name
+        }
+    })
+}
+
+/// Plan-time checks of `thresholds` against `suite`: unknown metric names (listing the
+/// suite's metrics), and bounds that exclude every value.
+pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
+    let Some(map) = thresholds.as_map().or_else(|| thresholds.as_object()) else {
+        return;
+    };
+    let path = AttrPath::attr("thresholds");
+    for (name, bounds) in map {
+        if !is_metric_of(suite, name) {
+            let known: Vec<String> = suite.metrics().into_iter().map(|m| m.name).collect();
+            d.error_at(
+                path.push_key(name),
+                "Unknown Metric",
+                format!(
+                    "{name:?} is not a metric of the {} suite; it reports: {}.",
+                    suite.name(),
+                    known.join(", ")
+                ),
+            );
+        }
+        let (min, max) = (bounds.get("min"), bounds.get("max"));
+        if min.is_null() && max.is_null() {
+            d.error_at(
+                path.push_key(name),
+                "Empty Threshold",
+                format!("the threshold of {name:?} sets neither min nor max."),
+            );
+        }
+        if let (Some(lo), Some(hi)) = (min.as_number(), max.as_number())
+            && lo > hi
+        {
+            d.error_at(
+                path.push_key(name),
+                "Impossible Threshold",
+                format!("the threshold of {name:?} has min {lo} above max {hi}."),
+            );
+        }
+    }
+}
+
+/// The metrics of `results` outside `thresholds`, in metric order.
+pub fn violations(
+    results: &BTreeMap<String, BigDecimal>,
+    thresholds: &BTreeMap<String, Bounds>,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (metric, b) in thresholds {
+        let value = results.get(metric);
+        let broken = |bound: String| Violation {
+            metric: metric.clone(),
+            value: value.cloned(),
+            bound,
+        };
+        match value {
+            None => {
+                let bound = match (&b.min, &b.max) {
+                    (Some(lo), Some(hi)) => format!("min {lo}, max {hi}"),
+                    (Some(lo), None) => format!("min {lo}"),
+                    (None, Some(hi)) => format!("max {hi}"),
+                    (None, None) => continue,
+                };
+                out.push(broken(bound));
+            }
+            Some(v) => {
+                if let Some(lo) = &b.min
+                    && v < lo
+                {
+                    out.push(broken(format!("min {lo}")));
+                } else if let Some(hi) = &b.max
+                    && v > hi
+                {
+                    out.push(broken(format!("max {hi}")));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+    use crate::benchmark::suite;
+
+    fn num(s: &str) -> BigDecimal {
+        BigDecimal::from_str(s).expect("number")
+    }
+
+    fn bounds(min: Option<&str>, max: Option<&str>) -> Bounds {
+        Bounds {
+            min: min.map(num),
+            max: max.map(num),
+        }
+    }
+
+    #[test]
+    fn values_inside_their_bounds_pass_and_the_edges_are_inclusive() {
+        let results = BTreeMap::from([
+            ("largest_size_bus_bandwidth".to_owned(), num("480.16")),
+            ("wrong_count".to_owned(), num("0")),
+        ]);
+        let t = BTreeMap::from([
+            (
+                "largest_size_bus_bandwidth".to_owned(),
+                bounds(Some("480.16"), None),
+            ),
+            ("wrong_count".to_owned(), bounds(None, Some("0"))),
+        ]);
+        assert!(violations(&results, &t).is_empty());
+    }
+
+    #[test]
+    fn a_value_below_min_or_above_max_names_metric_value_and_bound() {
+        let results = BTreeMap::from([("a".to_owned(), num("479.99")), ("b".to_owned(), num("3"))]);
+        let t = BTreeMap::from([
+            ("a".to_owned(), bounds(Some("480"), None)),
+            ("b".to_owned(), bounds(Some("1"), Some("2"))),
+        ]);
+        let v = violations(&results, &t);
+        let text: Vec<String> = v.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "a = 479.99 is outside its bound (min 480)",
+                "b = 3 is outside its bound (max 2)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_metric_the_run_did_not_report_fails() {
+        let t = BTreeMap::from([("gflops_min".to_owned(), bounds(Some("1000"), None))]);
+        let v = violations(&BTreeMap::new(), &t);
+        assert_eq!(v.len(), 1);
+        assert!(v[0].value.is_none());
+    }
+
+    #[test]
+    fn unknown_metric_names_are_refused_with_the_suite_metrics() {
+        let nccl = suite("nccl-all-reduce").expect("suite");
+        let t = Value::Map(BTreeMap::from([(
+            "busbw".to_owned(),
+            Value::object([("min", Value::int(400)), ("max", Value::Null)]),
+        )]));
+        let mut d = Diagnostics::new();
+        validate(nccl, &t, &mut d);
+        assert!(d.has_error());
+        let detail = &d.iter().next().expect("one").detail;
+        assert!(detail.contains("average_bus_bandwidth"), "{detail}");
+        assert!(detail.contains("largest_size_bus_bandwidth"), "{detail}");
+    }
+
+    #[test]
+    fn pattern_suites_accept_run_defined_names() {
+        let nvb = suite("nvbandwidth").expect("suite");
+        assert!(is_metric_of(nvb, "host_to_device_memcpy_ce"));
+        assert!(!is_metric_of(nvb, "has space"));
+        let burn = suite("gpu-burn").expect("suite");
+        assert!(is_metric_of(burn, "gpus_faulty"));
+        assert!(!is_metric_of(burn, "host_to_device_memcpy_ce"));
+    }
+
+    #[test]
+    fn min_above_max_is_refused() {
+        let burn = suite("gpu-burn").expect("suite");
+        let t = Value::Map(BTreeMap::from([(
+            "gflops_min".to_owned(),
+            Value::object([("min", Value::int(5)), ("max", Value::int(4))]),
+        )]));
+        let mut d = Diagnostics::new();
+        validate(burn, &t, &mut d);
+        assert!(d.has_error());
+    }
+}

@@ -1,0 +1,387 @@
+//! [`HostApi`] on a real API server, through the shared `kube::Client`.
+//!
+//! A node write is a JSON merge patch that carries `metadata.resourceVersion`: the API server
+//! applies it only while the node still has that version and answers `409 Conflict`
+//! otherwise, which is what makes a claim atomic. The patch is computed against the node as
+//! read, so keys to remove are sent as `null`. ConfigMap keys are written with merge patches
+//! too (one key at a time, so pools sharing the device-plugin ConfigMap never drop each
+//! other's keys), and Karpenter NodePools with server-side apply.
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use kube::{
+    Api,
+    api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind, ObjectMeta},
+};
+use serde_json::{Map, Value as Json, json};
+
+use super::api::{HostApi, HostError, HostNode, NodeTaint, NodeWrite, PodRef, WriteOutcome};
+use crate::backends::kube::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_VALUE};
+
+/// The host cluster over a `kube::Client`, counting its calls.
+#[derive(Clone)]
+pub struct KubeHost {
+    client: kube::Client,
+    calls: std::sync::Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for KubeHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeHost")
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeHost {
+    /// A host over `client`.
+    pub fn new(client: kube::Client) -> KubeHost {
+        KubeHost {
+            client,
+            calls: std::sync::Arc::default(),
+        }
+    }
+
+    /// API requests made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn node_pools(&self) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "nodepools");
+        Api::all_with(self.client.clone(), &ar)
+    }
+}
+
+fn err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> HostError {
+    let what = what.into();
+    move |e| HostError {
+        what,
+        message: e.to_string(),
+    }
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn host_node(n: Node) -> HostNode {
+    let spec = n.spec.unwrap_or_default();
+    let status = n.status.unwrap_or_default();
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let gpus = status
+        .capacity
+        .unwrap_or_default()
+        .get("nvidia.com/gpu")
+        .and_then(|q| q.0.parse::<u32>().ok())
+        .unwrap_or(0);
+    HostNode {
+        name: n.metadata.name.unwrap_or_default(),
+        resource_version: n.metadata.resource_version.unwrap_or_default(),
+        labels: n.metadata.labels.unwrap_or_default(),
+        annotations: n.metadata.annotations.unwrap_or_default(),
+        taints: spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| NodeTaint {
+                key: t.key,
+                value: t.value.filter(|v| !v.is_empty()),
+                effect: t.effect,
+            })
+            .collect(),
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        ready,
+        gpus,
+    }
+}
+
+/// A merge patch of a string map from `old` to `new`: changed keys, and `null` for removed.
+fn map_patch(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Json {
+    let mut m = Map::new();
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        m.insert(k.clone(), Json::Null);
+    }
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            m.insert(k.clone(), Json::String(v.clone()));
+        }
+    }
+    Json::Object(m)
+}
+
+/// The guarded merge patch that turns `current` into `write`.
+pub fn node_patch(current: &HostNode, write: &NodeWrite) -> Json {
+    let taints: Vec<Json> = write
+        .taints
+        .iter()
+        .map(|t| match &t.value {
+            Some(v) => json!({"key": t.key, "value": v, "effect": t.effect}),
+            None => json!({"key": t.key, "effect": t.effect}),
+        })
+        .collect();
+    json!({
+        "metadata": {
+            "resourceVersion": current.resource_version,
+            "labels": map_patch(&current.labels, &write.labels),
+            "annotations": map_patch(&current.annotations, &write.annotations),
+        },
+        "spec": {
+            "taints": if taints.is_empty() { Json::Null } else { Json::Array(taints) },
+            "unschedulable": if write.unschedulable { Json::Bool(true) } else { Json::Null },
+        },
+    })
+}
+
+#[async_trait]
+impl HostApi for KubeHost {
+    async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, HostError> {
+        self.count();
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        Ok(api
+            .get_opt(name)
+            .await
+            .map_err(err(format!("read namespace {name}")))?
+            .map(|ns| ns.metadata.labels.unwrap_or_default()))
+    }
+
+    async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
+        self.count();
+        let api: Api<Node> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(err(format!("list nodes ({selector})")))?;
+        Ok(list.items.into_iter().map(host_node).collect())
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError> {
+        self.count();
+        let api: Api<Node> = Api::all(self.client.clone());
+        Ok(api
+            .get_opt(name)
+            .await
+            .map_err(err(format!("read node {name}")))?
+            .map(host_node))
+    }
+
+    async fn write_node(
+        &self,
+        current: &HostNode,
+        write: &NodeWrite,
+    ) -> Result<WriteOutcome, HostError> {
+        self.count();
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = node_patch(current, write);
+        match api
+            .patch(
+                &current.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(n) => Ok(WriteOutcome::Written(host_node(n))),
+            Err(e) if status_code(&e) == Some(409) => Ok(WriteOutcome::Conflict),
+            Err(e) if status_code(&e) == Some(404) => Ok(WriteOutcome::Gone),
+            Err(e) => Err(err(format!("patch node {}", current.name))(e)),
+        }
+    }
+
+    async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError> {
+        self.count();
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let pods = api
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await
+            .map_err(err(format!("list the pods on node {node}")))?;
+        Ok(pods
+            .items
+            .into_iter()
+            .map(|p| {
+                let daemon = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "DaemonSet");
+                let mirror = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+                let done = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                PodRef {
+                    namespace: p.metadata.namespace.unwrap_or_default(),
+                    name: p.metadata.name.unwrap_or_default(),
+                    stays: daemon || mirror || done,
+                }
+            })
+            .collect())
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
+        self.count();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        match api.evict(&pod.name, &EvictParams::default()).await {
+            Ok(_) => Ok(true),
+            Err(e) if status_code(&e) == Some(404) => Ok(true),
+            Err(e) if status_code(&e) == Some(429) => Ok(false),
+            Err(e) => Err(err(format!("evict pod {}/{}", pod.namespace, pod.name))(e)),
+        }
+    }
+
+    async fn config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, HostError> {
+        self.count();
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api
+            .get_opt(name)
+            .await
+            .map_err(err(format!("read ConfigMap {namespace}/{name}")))?
+            .and_then(|c| c.data?.get(key).cloned()))
+    }
+
+    async fn set_config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), HostError> {
+        self.count();
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let what = format!("write key {key} of ConfigMap {namespace}/{name}");
+        let patch = json!({"data": {key: value}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => {
+                let Some(value) = value else { return Ok(()) };
+                self.count();
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(name.to_owned()),
+                        namespace: Some(namespace.to_owned()),
+                        labels: Some([(MANAGED_BY.to_owned(), MANAGED_BY_VALUE.to_owned())].into()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([(key.to_owned(), value.to_owned())].into()),
+                    ..ConfigMap::default()
+                };
+                match api.create(&PostParams::default(), &cm).await {
+                    Ok(_) => Ok(()),
+                    // Another pool created it in the meantime: add the key to theirs.
+                    Err(e) if status_code(&e) == Some(409) => {
+                        self.count();
+                        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await
+                            .map(|_| ())
+                            .map_err(err(what))
+                    }
+                    Err(e) => Err(err(what)(e)),
+                }
+            }
+            Err(e) => Err(err(what)(e)),
+        }
+    }
+
+    async fn apply_node_pool(&self, body: &Json) -> Result<(), HostError> {
+        self.count();
+        let name = body["metadata"]["name"].as_str().unwrap_or_default();
+        self.node_pools()
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map(|_| ())
+            .map_err(err(format!("apply Karpenter NodePool {name}")))
+    }
+
+    async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
+        self.count();
+        let got = self
+            .node_pools()
+            .get_opt(name)
+            .await
+            .map_err(err(format!("read Karpenter NodePool {name}")))?;
+        Ok(got.map(|o| serde_json::to_value(o).unwrap_or(Json::Null)))
+    }
+
+    async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
+        self.count();
+        match self
+            .node_pools()
+            .delete(name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(err(format!("delete Karpenter NodePool {name}"))(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_patch_is_guarded_and_nulls_what_goes() {
+        let current = HostNode {
+            name: "n".into(),
+            resource_version: "42".into(),
+            labels: [
+                ("a".to_owned(), "1".to_owned()),
+                ("b".to_owned(), "2".to_owned()),
+            ]
+            .into(),
+            ..HostNode::default()
+        };
+        let write = NodeWrite {
+            labels: [
+                ("a".to_owned(), "1".to_owned()),
+                ("c".to_owned(), "3".to_owned()),
+            ]
+            .into(),
+            ..NodeWrite::default()
+        };
+        let p = node_patch(&current, &write);
+        assert_eq!(p["metadata"]["resourceVersion"], "42");
+        assert_eq!(p["metadata"]["labels"], json!({"b": null, "c": "3"}));
+        assert_eq!(p["spec"]["taints"], Json::Null);
+    }
+}

@@ -1,0 +1,295 @@
+//! An in-memory host cluster behind [`HostApi`], for tests and dry runs: nodes with resource
+//! versions that every write bumps (so guarded writes conflict exactly as on an API server),
+//! namespaces, pods, ConfigMaps and Karpenter NodePools, and a count of calls.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use async_trait::async_trait;
+
+use super::api::{HostApi, HostError, HostNode, NodeWrite, PodRef, WriteOutcome};
+use crate::backends::kube::POOL;
+
+#[derive(Debug, Default)]
+struct State {
+    nodes: BTreeMap<String, HostNode>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    pods: BTreeMap<String, Vec<PodRef>>,
+    config_maps: BTreeMap<(String, String), BTreeMap<String, String>>,
+    node_pools: BTreeMap<String, serde_json::Value>,
+    version: u64,
+}
+
+/// The in-memory host cluster.
+#[derive(Debug, Default)]
+pub struct MemoryHost {
+    state: Mutex<State>,
+    calls: AtomicU64,
+}
+
+impl MemoryHost {
+    /// An empty cluster.
+    pub fn new() -> Arc<MemoryHost> {
+        Arc::new(MemoryHost::default())
+    }
+
+    /// A cluster with Ready 8-GPU nodes of `product`, `gpu-<rack>-<nn>`, per `(rack, count)`.
+    pub fn with_nodes(product: &str, racks: &[(&str, usize)]) -> Arc<MemoryHost> {
+        let host = MemoryHost::new();
+        for (rack, n) in racks {
+            host.add_nodes(product, rack, *n, 8);
+        }
+        host
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Host-cluster calls made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Adds `n` Ready nodes of `product` in `rack`.
+    pub fn add_nodes(&self, product: &str, rack: &str, n: usize, gpus: u32) {
+        let mut s = self.lock();
+        for i in 0..n {
+            s.version += 1;
+            let name = format!("gpu-{rack}-{i:02}");
+            let node = HostNode {
+                name: name.clone(),
+                resource_version: s.version.to_string(),
+                labels: [
+                    ("nvidia.com/gpu.product".to_owned(), product.to_owned()),
+                    ("gpufleet.dev/rack".to_owned(), rack.to_owned()),
+                    ("kubernetes.io/hostname".to_owned(), name.clone()),
+                ]
+                .into(),
+                ready: true,
+                gpus,
+                ..HostNode::default()
+            };
+            s.nodes.insert(name, node);
+        }
+    }
+
+    /// Adds a namespace with labels.
+    pub fn add_namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        self.lock().namespaces.insert(
+            name.to_owned(),
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+    }
+
+    /// Every node as it is now.
+    pub fn nodes_now(&self) -> Vec<HostNode> {
+        self.lock().nodes.values().cloned().collect()
+    }
+
+    /// One node as it is now.
+    pub fn node(&self, name: &str) -> Option<HostNode> {
+        self.lock().nodes.get(name).cloned()
+    }
+
+    /// Changes a node out of band.
+    pub fn edit_node(&self, name: &str, f: impl FnOnce(&mut HostNode)) {
+        let mut s = self.lock();
+        s.version += 1;
+        let v = s.version.to_string();
+        if let Some(n) = s.nodes.get_mut(name) {
+            f(n);
+            n.resource_version = v;
+        }
+    }
+
+    /// Another pool takes a node out of band.
+    pub fn claim_behind_the_back(&self, name: &str, pool: &str) {
+        self.edit_node(name, |n| {
+            n.labels.insert(POOL.to_owned(), pool.to_owned());
+        });
+    }
+
+    /// Bumps a node's resource version without changing it (a status heartbeat).
+    pub fn touch(&self, name: &str) {
+        self.edit_node(name, |_| {});
+    }
+
+    /// Deletes a node out of band.
+    pub fn delete_node(&self, name: &str) {
+        self.lock().nodes.remove(name);
+    }
+
+    /// The pool holding a node.
+    pub fn holder(&self, name: &str) -> Option<String> {
+        self.node(name)?.labels.get(POOL).cloned()
+    }
+
+    /// Puts a pod on a node.
+    pub fn add_pod(&self, node: &str, namespace: &str, name: &str) {
+        self.lock()
+            .pods
+            .entry(node.to_owned())
+            .or_default()
+            .push(PodRef {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                stays: false,
+            });
+    }
+
+    /// A ConfigMap's data.
+    pub fn config_map(&self, namespace: &str, name: &str) -> BTreeMap<String, String> {
+        self.lock()
+            .config_maps
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A Karpenter NodePool.
+    pub fn node_pool(&self, name: &str) -> Option<serde_json::Value> {
+        self.lock().node_pools.get(name).cloned()
+    }
+}
+
+fn matches(node: &HostNode, selector: &str) -> bool {
+    selector
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .all(|term| match term.split_once('=') {
+            Some((k, v)) => node.labels.get(k).map(String::as_str) == Some(v),
+            None => node.labels.contains_key(term),
+        })
+}
+
+#[async_trait]
+impl HostApi for MemoryHost {
+    async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, HostError> {
+        self.count();
+        Ok(self.lock().namespaces.get(name).cloned())
+    }
+
+    async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
+        self.count();
+        Ok(self
+            .lock()
+            .nodes
+            .values()
+            .filter(|n| matches(n, selector))
+            .cloned()
+            .collect())
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError> {
+        self.count();
+        Ok(self.node(name))
+    }
+
+    async fn write_node(
+        &self,
+        current: &HostNode,
+        write: &NodeWrite,
+    ) -> Result<WriteOutcome, HostError> {
+        self.count();
+        let (name, resource_version) = (current.name.as_str(), current.resource_version.as_str());
+        let mut s = self.lock();
+        s.version += 1;
+        let v = s.version.to_string();
+        let Some(n) = s.nodes.get_mut(name) else {
+            return Ok(WriteOutcome::Gone);
+        };
+        if n.resource_version != resource_version {
+            return Ok(WriteOutcome::Conflict);
+        }
+        n.labels = write.labels.clone();
+        n.annotations = write.annotations.clone();
+        n.taints = write.taints.clone();
+        n.unschedulable = write.unschedulable;
+        n.resource_version = v;
+        Ok(WriteOutcome::Written(n.clone()))
+    }
+
+    async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError> {
+        self.count();
+        Ok(self.lock().pods.get(node).cloned().unwrap_or_default())
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
+        self.count();
+        for pods in self.lock().pods.values_mut() {
+            pods.retain(|p| p != pod);
+        }
+        Ok(true)
+    }
+
+    async fn config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, HostError> {
+        self.count();
+        Ok(self.config_map(namespace, name).get(key).cloned())
+    }
+
+    async fn set_config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), HostError> {
+        self.count();
+        let mut s = self.lock();
+        let data = s
+            .config_maps
+            .entry((namespace.to_owned(), name.to_owned()))
+            .or_default();
+        match value {
+            Some(v) => {
+                data.insert(key.to_owned(), v.to_owned());
+            }
+            None => {
+                data.remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply_node_pool(&self, body: &serde_json::Value) -> Result<(), HostError> {
+        self.count();
+        let name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.lock().node_pools.insert(name, body.clone());
+        Ok(())
+    }
+
+    async fn get_node_pool(&self, name: &str) -> Result<Option<serde_json::Value>, HostError> {
+        self.count();
+        Ok(self.node_pool(name))
+    }
+
+    async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
+        self.count();
+        self.lock().node_pools.remove(name);
+        Ok(())
+    }
+}

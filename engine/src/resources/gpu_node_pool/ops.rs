@@ -1,0 +1,737 @@
+//! Apply, read and import: the steps against the host cluster.
+
+use std::{collections::BTreeMap, future::Future, time::Duration};
+
+use tokio::time::Instant;
+
+use super::{
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    api::{HostApi, HostError, HostNode},
+    claim::{self, ClaimError, ClaimRequest},
+    karpenter::{self, NODEPOOL_LABEL},
+    node_config::{Desired, Tier, cordon_write, desired, held_write, is_configured, release_write},
+    spec::{
+        DEVICE_PLUGIN_CONFIG_LABEL, GPU_PRODUCT_LABEL, MIG_CONFIG_LABEL, PoolSpec, Sharing, Source,
+        VirtualClusterRef, pool_label,
+    },
+};
+use crate::{
+    backends::kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
+    catalog,
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::{ApplyResponse, ReadResponse},
+    timeouts::{self, Operation, Timeouts},
+    value::Value,
+};
+
+/// Namespace of the device-plugin ConfigMap time-slicing pools write their key into.
+pub const DEVICE_PLUGIN_NAMESPACE: &str = "gpu-operator";
+/// Name of that ConfigMap.
+pub const DEVICE_PLUGIN_CONFIG_MAP: &str = "gpufleet-device-plugin-config";
+
+/// How often a drain looks at a node's pods again.
+const DRAIN_POLL: Duration = Duration::from_millis(500);
+
+/// Why a step stopped.
+#[derive(Debug)]
+pub(super) enum StepError {
+    /// A host-cluster call failed.
+    Host(HostError),
+    /// A claim or release failed.
+    Claim(ClaimError),
+    /// The cluster does not allow the step.
+    Conflict(String),
+    /// The operation's timeout passed.
+    TimedOut { op: Operation, waited: Duration },
+    /// Terraform asked the provider to stop.
+    Cancelled,
+}
+
+impl From<HostError> for StepError {
+    fn from(e: HostError) -> StepError {
+        StepError::Host(e)
+    }
+}
+
+impl From<ClaimError> for StepError {
+    fn from(e: ClaimError) -> StepError {
+        StepError::Claim(e)
+    }
+}
+
+impl StepError {
+    pub(super) fn diagnostic(&self, summary: &str, name: &str, doing: &str) -> Diagnostic {
+        let what = format!("{TYPE_NAME} {name:?}");
+        let detail = match self {
+            StepError::Host(e) => format!("{what}: {e}."),
+            StepError::Claim(e) => format!("{what}: {e}."),
+            StepError::Conflict(m) => format!("{what}: {m}"),
+            StepError::TimedOut { op, waited } => format!(
+                "{what}: gave up after {} while {doing} (the {} timeout). The nodes held so \
+                 far are recorded in state.",
+                timeouts::render(*waited),
+                op.name()
+            ),
+            StepError::Cancelled => format!(
+                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
+                 The nodes held so far are recorded in state."
+            ),
+        };
+        Diagnostic::error(summary, detail)
+    }
+}
+
+/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
+async fn bounded<T>(
+    ctx: &Context,
+    op: Operation,
+    started: Instant,
+    deadline: Instant,
+    fut: impl Future<Output = Result<T, StepError>>,
+) -> Result<T, StepError> {
+    match ctx
+        .cancel
+        .run_until_cancelled(tokio::time::timeout_at(deadline, fut))
+        .await
+    {
+        None => Err(StepError::Cancelled),
+        Some(Err(_)) => Err(StepError::TimedOut {
+            op,
+            waited: started.elapsed(),
+        }),
+        Some(Ok(r)) => r,
+    }
+}
+
+pub(super) fn set_attr(v: &mut Value, name: &str, x: Value) {
+    if let Some(m) = v.as_object_mut() {
+        m.insert(name.to_owned(), x);
+    }
+}
+
+/// Replaces every unknown in `v` with null.
+pub(super) fn nulled_unknowns(v: &Value) -> Value {
+    match v {
+        Value::Unknown(_) => Value::Null,
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
+                .collect(),
+        ),
+        Value::Map(m) => Value::Map(
+            m.iter()
+                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
+                .collect(),
+        ),
+        Value::List(xs) => Value::List(xs.iter().map(nulled_unknowns).collect()),
+        Value::Set(xs) => Value::set(xs.iter().map(nulled_unknowns).collect()),
+        other => other.clone(),
+    }
+}
+
+/// What the tenant can request from `gpus` physical GPUs shared as `sharing`.
+pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
+    match sharing {
+        Sharing::None => [("nvidia.com/gpu".to_owned(), gpus)].into(),
+        Sharing::TimeSlicing(r) => [("nvidia.com/gpu".to_owned(), gpus * u64::from(*r))].into(),
+        Sharing::Mig(p) => [(p.resource_name(), gpus * u64::from(p.max_instances))].into(),
+    }
+}
+
+/// The device plugin's config for time-slicing with `replicas`.
+pub fn time_slicing_config(replicas: u32) -> String {
+    format!(
+        "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    \
+         renameByDefault: false\n    failRequestsGreaterThanOne: false\n    resources:\n    \
+         - name: nvidia.com/gpu\n      replicas: {replicas}\n"
+    )
+}
+
+fn replicas_in(config: &str) -> Option<i64> {
+    config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replicas:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The state for `held` nodes, from a planned (or prior) value.
+fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Value {
+    let mut s = v.clone();
+    let mut names: Vec<String> = held.iter().map(|n| n.name.clone()).collect();
+    names.sort();
+    let gpus: u64 = held.iter().map(|n| u64::from(n.gpus)).sum();
+    set_attr(&mut s, "id", Value::string(spec.id()));
+    set_attr(
+        &mut s,
+        "nodes",
+        Value::List(names.into_iter().map(Value::string).collect()),
+    );
+    set_attr(
+        &mut s,
+        "gpus",
+        Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)),
+    );
+    set_attr(
+        &mut s,
+        "allocatable",
+        Value::Map(
+            allocatable(&spec.sharing, gpus)
+                .into_iter()
+                .map(|(k, n)| (k, Value::int(i64::try_from(n).unwrap_or(i64::MAX))))
+                .collect(),
+        ),
+    );
+    set_attr(&mut s, "status", Value::string(status));
+    nulled_unknowns(&s)
+}
+
+fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
+    match spec.source {
+        Source::Auto if held == 0 => "pending",
+        Source::Auto => "ready",
+        Source::Host if held == spec.target() as usize => "ready",
+        Source::Host => "degraded",
+    }
+}
+
+/// The tier of the pool's virtual cluster, from its namespace.
+async fn tier_of(api: &dyn HostApi, vc: &VirtualClusterRef) -> Result<Tier, StepError> {
+    let Some(labels) = api.namespace_labels(&vc.namespace).await? else {
+        return Err(StepError::Conflict(format!(
+            "the virtual cluster's namespace {} does not exist. Create the \
+             gpufleet_virtual_cluster first (refer to its id, so Terraform orders them).",
+            vc.namespace
+        )));
+    };
+    if labels.get(VIRTUAL_CLUSTER).map(String::as_str) != Some(vc.name.as_str()) {
+        return Err(StepError::Conflict(format!(
+            "namespace {} is not the host namespace of virtual cluster {:?} (its label {} is \
+             {:?}).",
+            vc.namespace,
+            vc.name,
+            VIRTUAL_CLUSTER,
+            labels.get(VIRTUAL_CLUSTER)
+        )));
+    }
+    labels
+        .get(ISOLATION)
+        .and_then(|t| Tier::parse(t))
+        .ok_or_else(|| {
+            StepError::Conflict(format!(
+                "namespace {} has no valid {ISOLATION} label (shared, dedicated or private).",
+                vc.namespace
+            ))
+        })
+}
+
+/// The private-tier check plan and apply share.
+pub(super) fn refuse_private_host(tier: Tier, source: Source) -> Option<String> {
+    (tier == Tier::Private && source == Source::Host).then(|| {
+        "the virtual cluster is `private`: its tenants get nodes of their own, never \
+         host-cluster nodes. Use source = \"auto\" (or \"bcm\" once supported)."
+            .to_owned()
+    })
+}
+
+async fn write_sharing_config(
+    api: &dyn HostApi,
+    spec: &PoolSpec,
+    had_time_slicing: bool,
+) -> Result<(), StepError> {
+    match spec.sharing {
+        Sharing::TimeSlicing(r) => {
+            api.set_config_key(
+                DEVICE_PLUGIN_NAMESPACE,
+                DEVICE_PLUGIN_CONFIG_MAP,
+                &spec.pool_label(),
+                Some(&time_slicing_config(r)),
+            )
+            .await?;
+        }
+        _ if had_time_slicing => {
+            api.set_config_key(
+                DEVICE_PLUGIN_NAMESPACE,
+                DEVICE_PLUGIN_CONFIG_MAP,
+                &spec.pool_label(),
+                None,
+            )
+            .await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Cordons `nodes`, evicts their pods until none is left or `timeout` passes, then releases
+/// them exactly as found. Returns the nodes still held when it stops.
+async fn drain_and_release(
+    api: &dyn HostApi,
+    pool: &str,
+    nodes: Vec<HostNode>,
+    timeout: Duration,
+) -> Result<(), (Vec<HostNode>, StepError)> {
+    let mut cordoned = Vec::new();
+    for n in &nodes {
+        match claim::write_held(api, n, pool, cordon_write).await {
+            Ok(Some(c)) => cordoned.push(c),
+            Ok(None) => {}
+            Err(e) => return Err((nodes.clone(), e.into())),
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut left = 0;
+        for n in &cordoned {
+            let pods = api
+                .pods_on(&n.name)
+                .await
+                .map_err(|e| (nodes.clone(), e.into()))?;
+            for p in pods.iter().filter(|p| !p.stays) {
+                left += 1;
+                api.evict(p).await.map_err(|e| (nodes.clone(), e.into()))?;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err((
+                nodes.clone(),
+                StepError::Conflict(format!(
+                    "draining took longer than drain_timeout ({}): {left} pod(s) were still \
+                     on the nodes being released. The nodes stay cordoned and held; raise \
+                     drain_timeout or move the pods, then apply again.",
+                    timeouts::render(timeout)
+                )),
+            ));
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    for n in &cordoned {
+        claim::rewrite(api, &n.name, pool, release_write)
+            .await
+            .map_err(|e| (nodes.clone(), e.into()))?;
+    }
+    Ok(())
+}
+
+/// Brings the pool to `spec` on the cluster; returns the nodes it holds. On failure, also the
+/// nodes held at that point.
+async fn converge(
+    api: &dyn HostApi,
+    spec: &PoolSpec,
+    prefer: &[String],
+    had_time_slicing: bool,
+) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
+    let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
+    if let Some(why) = refuse_private_host(tier, spec.source) {
+        return Err((Vec::new(), StepError::Conflict(why)));
+    }
+    let want = desired(spec, tier);
+    let pool = spec.pool_label();
+    if spec.source == Source::Auto {
+        write_sharing_config(api, spec, had_time_slicing)
+            .await
+            .map_err(|e| (Vec::new(), e))?;
+        api.apply_node_pool(&karpenter::node_pool(spec, &want))
+            .await
+            .map_err(|e| (Vec::new(), e.into()))?;
+        let launched = api
+            .list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
+            .await
+            .map_err(|e| (Vec::new(), e.into()))?;
+        return Ok(launched);
+    }
+    let all = api
+        .list_nodes(&format!("{GPU_PRODUCT_LABEL}={}", spec.model.product))
+        .await
+        .map_err(|e| (Vec::new(), e.into()))?;
+    let (mut held, others): (Vec<HostNode>, Vec<HostNode>) = all
+        .into_iter()
+        .partition(|n| n.label(POOL) == Some(pool.as_str()));
+    // Repair drift on what is held.
+    let mut repaired = Vec::with_capacity(held.len());
+    for n in &held {
+        match claim::write_held(api, n, &pool, |x| held_write(x, &want)).await {
+            Ok(Some(n)) => repaired.push(n),
+            Ok(None) => {}
+            Err(e) => return Err((held.clone(), e.into())),
+        }
+    }
+    held = repaired;
+    let target = spec.target() as usize;
+    if held.len() < target {
+        let req = ClaimRequest {
+            product: spec.model.product,
+            pool: &pool,
+            want: &want,
+            topology_key: &spec.topology_key,
+            policy: spec.policy,
+            prefer,
+        };
+        let got = claim::claim(api, req, others, &held, target - held.len())
+            .await
+            .map_err(|e| (held.clone(), e.into()))?;
+        held.extend(got.nodes);
+    } else if held.len() > target {
+        // The emptiest go first.
+        let mut load = Vec::with_capacity(held.len());
+        for n in &held {
+            let pods = api
+                .pods_on(&n.name)
+                .await
+                .map_err(|e| (held.clone(), e.into()))?;
+            load.push((pods.iter().filter(|p| !p.stays).count(), n.name.clone()));
+        }
+        load.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let going: Vec<String> = load
+            .into_iter()
+            .take(held.len() - target)
+            .map(|(_, n)| n)
+            .collect();
+        let (release, keep): (Vec<HostNode>, Vec<HostNode>) =
+            held.into_iter().partition(|n| going.contains(&n.name));
+        if let Err((mut still, e)) =
+            drain_and_release(api, &pool, release, spec.drain_timeout).await
+        {
+            still.extend(keep);
+            return Err((still, e));
+        }
+        held = keep;
+    }
+    write_sharing_config(api, spec, had_time_slicing)
+        .await
+        .map_err(|e| (held.clone(), e))?;
+    Ok(held)
+}
+
+fn failed(summary: &str, name: &str, doing: &str, e: &StepError, state: Value) -> ApplyResponse {
+    ApplyResponse {
+        new_state: state,
+        diagnostics: e.diagnostic(summary, name, doing).into(),
+    }
+}
+
+fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
+    PoolSpec::from_value(v).map_err(|diagnostics| ApplyResponse {
+        new_state: state.clone(),
+        diagnostics,
+    })
+}
+
+/// Create or update.
+pub(super) async fn apply_upsert(
+    api: &dyn HostApi,
+    ctx: &Context,
+    prior: &Value,
+    planned: &Value,
+) -> ApplyResponse {
+    let spec = match spec_or_fail(planned, prior) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let creating = prior.is_null();
+    let op = if creating {
+        Operation::Create
+    } else {
+        Operation::Update
+    };
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let prefer: Vec<String> = prior
+        .get("nodes")
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
+    let mut held_at_failure: Vec<HostNode> = Vec::new();
+    let result = bounded(ctx, op, started, started + t.get(op), async {
+        match converge(api, &spec, &prefer, had_ts).await {
+            Ok(held) => Ok(held),
+            Err((held, e)) => {
+                held_at_failure = held;
+                Err(e)
+            }
+        }
+    })
+    .await;
+    let summary = if creating {
+        "GPU Node Pool Create Failed"
+    } else {
+        "GPU Node Pool Update Failed"
+    };
+    match result {
+        Ok(held) => {
+            let status = status_for(&spec, held.len());
+            ApplyResponse {
+                new_state: state_of(planned, &spec, &held, status),
+                diagnostics: Diagnostics::new(),
+            }
+        }
+        Err(e) => {
+            let state = if creating && held_at_failure.is_empty() && spec.source == Source::Host {
+                Value::Null
+            } else if creating {
+                state_of(planned, &spec, &held_at_failure, "degraded")
+            } else {
+                // Keep the prior configuration, with what is held now.
+                match PoolSpec::from_value(prior) {
+                    Ok(p) => state_of(prior, &p, &held_at_failure, "degraded"),
+                    Err(_) => prior.clone(),
+                }
+            };
+            failed(
+                summary,
+                &spec.name,
+                "bringing the pool's nodes in line",
+                &e,
+                state,
+            )
+        }
+    }
+}
+
+/// Destroy.
+pub(super) async fn apply_delete(api: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+    let spec = match spec_or_fail(prior, prior) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let pool = spec.pool_label();
+    let mut still: Vec<HostNode> = Vec::new();
+    let result = bounded(ctx, Operation::Delete, started, started + t.delete, async {
+        if spec.source == Source::Auto {
+            api.delete_node_pool(&spec.node_pool_name()).await?;
+        } else {
+            let held = api.list_nodes(&format!("{POOL}={pool}")).await?;
+            if let Err((left, e)) = drain_and_release(api, &pool, held, spec.drain_timeout).await {
+                still = left;
+                return Err(e);
+            }
+        }
+        if matches!(spec.sharing, Sharing::TimeSlicing(_)) {
+            api.set_config_key(
+                DEVICE_PLUGIN_NAMESPACE,
+                DEVICE_PLUGIN_CONFIG_MAP,
+                &pool,
+                None,
+            )
+            .await?;
+        }
+        Ok(())
+    })
+    .await;
+    match result {
+        Ok(()) => ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => {
+            let state = if still.is_empty() {
+                prior.clone()
+            } else {
+                state_of(prior, &spec, &still, "degraded")
+            };
+            failed(
+                "GPU Node Pool Delete Failed",
+                &spec.name,
+                "draining and releasing the pool's nodes",
+                &e,
+                state,
+            )
+        }
+    }
+}
+
+/// Refresh: the nodes that hold the pool label, checked against what the pool wants.
+pub(super) async fn read(api: &dyn HostApi, ctx: &Context, state: &Value) -> ReadResponse {
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let result = bounded(ctx, Operation::Read, started, started + t.read, async {
+        if state.get("gpu_product").is_null() {
+            return read_imported(api, state).await;
+        }
+        let spec = PoolSpec::from_value(state)
+            .map_err(|_| StepError::Conflict("the state does not describe a pool".to_owned()))?;
+        if spec.source == Source::Auto {
+            if api.get_node_pool(&spec.node_pool_name()).await?.is_none() {
+                return Ok(Value::Null);
+            }
+            let launched = api
+                .list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
+                .await?;
+            return Ok(state_of(
+                state,
+                &spec,
+                &launched,
+                status_for(&spec, launched.len()),
+            ));
+        }
+        let held = api
+            .list_nodes(&format!("{POOL}={}", spec.pool_label()))
+            .await?;
+        if held.is_empty() {
+            return Ok(Value::Null);
+        }
+        let tier = match api.namespace_labels(&spec.vc.namespace).await? {
+            Some(l) => l.get(ISOLATION).and_then(|t| Tier::parse(t)),
+            None => None,
+        }
+        // Without its namespace, judge by what the nodes say.
+        .or_else(|| {
+            held.iter()
+                .find_map(|n| n.label(ISOLATION).and_then(Tier::parse))
+        })
+        .unwrap_or(Tier::Shared);
+        let want: Desired = desired(&spec, tier);
+        let configured = held.iter().filter(|n| is_configured(n, &want)).count();
+        let mut s = state_of(state, &spec, &held, "ready");
+        let count = if configured == held.len() {
+            held.len()
+        } else {
+            configured
+        };
+        if !state.get("node_count").is_null() {
+            set_attr(&mut s, "node_count", Value::int(count as i64));
+        }
+        if count != spec.target() as usize || configured != held.len() {
+            set_attr(&mut s, "status", Value::string("degraded"));
+        }
+        Ok(s)
+    })
+    .await;
+    match result {
+        Ok(new_state) => ReadResponse {
+            new_state,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => ReadResponse {
+            new_state: state.clone(),
+            diagnostics: e
+                .diagnostic(
+                    "GPU Node Pool Read Failed",
+                    &name,
+                    "reading the pool's nodes",
+                )
+                .into(),
+        },
+    }
+}
+
+/// Fills an import skeleton (name, virtual cluster) from the cluster.
+async fn read_imported(api: &dyn HostApi, state: &Value) -> Result<Value, StepError> {
+    let name = state.get("name").as_str().unwrap_or_default();
+    let vc_id = state.get("virtual_cluster_id").as_str().unwrap_or_default();
+    let Some(vc) = VirtualClusterRef::parse(vc_id) else {
+        return Ok(Value::Null);
+    };
+    let label = pool_label(&vc.name, name);
+    let mut s = state.clone();
+    set_attr(
+        &mut s,
+        "drain_timeout",
+        Value::string(super::schema::DEFAULT_DRAIN_TIMEOUT),
+    );
+    let np_name = format!("gpufleet-{}-{name}", vc.name);
+    if let Some(np) = api.get_node_pool(&np_name).await? {
+        let product = np["spec"]["template"]["spec"]["requirements"][0]["values"][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        set_attr(&mut s, "gpu_product", Value::string(product));
+        set_attr(&mut s, "source", Value::string("auto"));
+        let max = np["spec"]["limits"]["nodes"]
+            .as_str()
+            .and_then(|n| n.parse::<i64>().ok());
+        set_attr(
+            &mut s,
+            "autoscaling",
+            Value::object([
+                ("min_nodes", Value::int(0)),
+                ("max_nodes", Value::int(max.unwrap_or(1))),
+            ]),
+        );
+    } else {
+        let held = api.list_nodes(&format!("{POOL}={label}")).await?;
+        let Some(first) = held.first() else {
+            return Ok(Value::Null);
+        };
+        let product = first
+            .label(GPU_PRODUCT_LABEL)
+            .and_then(catalog::lookup)
+            .map(|m| m.product)
+            .unwrap_or_default();
+        set_attr(&mut s, "gpu_product", Value::string(product));
+        set_attr(&mut s, "source", Value::string("host"));
+        set_attr(&mut s, "node_count", Value::int(held.len() as i64));
+        let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
+            Some(("mig", Value::Null, Value::string(m)))
+        } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
+            let cfg = api
+                .config_key(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, &label)
+                .await?;
+            let r = cfg.as_deref().and_then(replicas_in).unwrap_or(1);
+            Some(("time-slicing", Value::int(r), Value::Null))
+        } else {
+            None
+        };
+        if let Some((strategy, replicas, mig)) = sharing {
+            set_attr(
+                &mut s,
+                "sharing",
+                Value::object([
+                    ("strategy", Value::string(strategy)),
+                    ("replicas", replicas),
+                    ("mig_config", mig),
+                ]),
+            );
+        }
+    }
+    let spec = PoolSpec::from_value(&s).map_err(|_| {
+        StepError::Conflict(format!("no pool {name} of virtual cluster {vc_id} found"))
+    })?;
+    // Fill the computed attributes the way a refresh does.
+    Box::pin(read_spec(api, &s, &spec)).await
+}
+
+async fn read_spec(api: &dyn HostApi, s: &Value, spec: &PoolSpec) -> Result<Value, StepError> {
+    let held = if spec.source == Source::Auto {
+        api.list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
+            .await?
+    } else {
+        api.list_nodes(&format!("{POOL}={}", spec.pool_label()))
+            .await?
+    };
+    Ok(state_of(s, spec, &held, status_for(spec, held.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_counts_what_the_tenant_can_request() {
+        assert_eq!(allocatable(&Sharing::None, 8)["nvidia.com/gpu"], 8);
+        assert_eq!(
+            allocatable(&Sharing::TimeSlicing(4), 8)["nvidia.com/gpu"],
+            32
+        );
+        let a100 = catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("catalog");
+        let p = a100.mig_profile("1g.10gb").expect("profile");
+        assert_eq!(
+            allocatable(&Sharing::Mig(p), 16)["nvidia.com/mig-1g.10gb"],
+            16 * 7
+        );
+    }
+
+    #[test]
+    fn time_slicing_config_round_trips_replicas() {
+        assert_eq!(replicas_in(&time_slicing_config(4)), Some(4));
+    }
+}

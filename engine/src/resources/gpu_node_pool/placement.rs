@@ -1,0 +1,192 @@
+//! Which free nodes a pool claims: pure, deterministic, and aware of the topology domains
+//! (racks, NVLink domains) named by a node label.
+//!
+//! * `pack` fills as few domains as possible. Domains where the pool already holds nodes come
+//!   first (a scale-up stays local); then, while some domain can take all that is still
+//!   needed, the smallest such domain (best fit, so big domains stay whole for big pools);
+//!   otherwise the largest domain entirely.
+//! * `spread` takes one node at a time from the domain where the pool holds the fewest nodes
+//!   (ties: the domain with the most free nodes, then the name).
+//!
+//! Nodes without the label form one domain of their own (the empty name).
+
+use std::collections::BTreeMap;
+
+use super::{api::HostNode, spec::Policy};
+
+/// The domain of `node` under `key`.
+pub fn domain_of<'a>(node: &'a HostNode, key: &str) -> &'a str {
+    node.label(key).unwrap_or("")
+}
+
+/// Up to `need` of the `free` nodes, in the order they should be claimed.
+pub fn choose(
+    free: &[&HostNode],
+    held: &[&HostNode],
+    need: usize,
+    key: &str,
+    policy: Policy,
+) -> Vec<String> {
+    let mut domains: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for n in free {
+        domains.entry(domain_of(n, key)).or_default().push(&n.name);
+    }
+    for names in domains.values_mut() {
+        names.sort_unstable();
+        // Claimed from the back: keep the lowest names first.
+        names.reverse();
+    }
+    let mut held_in: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in held {
+        *held_in.entry(domain_of(n, key)).or_default() += 1;
+    }
+    let mut chosen: Vec<String> = Vec::new();
+    let take =
+        |d: &str, k: usize, domains: &mut BTreeMap<&str, Vec<&str>>, out: &mut Vec<String>| {
+            if let Some(names) = domains.get_mut(d) {
+                for _ in 0..k {
+                    match names.pop() {
+                        Some(n) => out.push(n.to_owned()),
+                        None => break,
+                    }
+                }
+            }
+        };
+    match policy {
+        Policy::Pack => {
+            let mut local: Vec<(&str, usize)> = held_in
+                .iter()
+                .filter(|(d, _)| domains.contains_key(**d))
+                .map(|(d, n)| (*d, *n))
+                .collect();
+            local.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            for (d, _) in local {
+                let left = need - chosen.len();
+                take(d, left, &mut domains, &mut chosen);
+            }
+            while chosen.len() < need {
+                let left = need - chosen.len();
+                let sizes: Vec<(&str, usize)> = domains
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(d, v)| (*d, v.len()))
+                    .collect();
+                let fit = sizes
+                    .iter()
+                    .filter(|(_, n)| *n >= left)
+                    .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)));
+                let largest = sizes.iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)));
+                match fit.or(largest) {
+                    Some((d, _)) => {
+                        let d = *d;
+                        take(d, left, &mut domains, &mut chosen);
+                    }
+                    None => break,
+                }
+            }
+        }
+        Policy::Spread => {
+            while chosen.len() < need {
+                let next = domains
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(d, v)| (*d, held_in.get(d).copied().unwrap_or(0), v.len()))
+                    .min_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0)));
+                let Some((d, _, _)) = next else { break };
+                take(d, 1, &mut domains, &mut chosen);
+                *held_in.entry(d).or_default() += 1;
+            }
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, rack: &str) -> HostNode {
+        HostNode {
+            name: name.to_owned(),
+            labels: [("rack".to_owned(), rack.to_owned())].into(),
+            ..HostNode::default()
+        }
+    }
+
+    fn racks(nodes: &[HostNode], chosen: &[String]) -> Vec<String> {
+        chosen
+            .iter()
+            .map(|c| {
+                nodes
+                    .iter()
+                    .find(|n| &n.name == c)
+                    .map(|n| domain_of(n, "rack").to_owned())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    fn fleet() -> Vec<HostNode> {
+        // r1: 4 free, r2: 2 free, r3: 3 free
+        let mut v = Vec::new();
+        for i in 0..4 {
+            v.push(node(&format!("a{i}"), "r1"));
+        }
+        for i in 0..2 {
+            v.push(node(&format!("b{i}"), "r2"));
+        }
+        for i in 0..3 {
+            v.push(node(&format!("c{i}"), "r3"));
+        }
+        v
+    }
+
+    #[test]
+    fn pack_best_fits_into_one_domain() {
+        let f = fleet();
+        let free: Vec<&HostNode> = f.iter().collect();
+        let got = choose(&free, &[], 3, "rack", Policy::Pack);
+        assert_eq!(racks(&f, &got), ["r3", "r3", "r3"]);
+        let got = choose(&free, &[], 2, "rack", Policy::Pack);
+        assert_eq!(racks(&f, &got), ["r2", "r2"]);
+    }
+
+    #[test]
+    fn pack_uses_the_fewest_domains_when_none_fits() {
+        let f = fleet();
+        let free: Vec<&HostNode> = f.iter().collect();
+        let got = choose(&free, &[], 6, "rack", Policy::Pack);
+        let mut r = racks(&f, &got);
+        r.dedup();
+        assert_eq!(r, ["r1", "r2"], "4 from r1 then best fit 2 from r2");
+    }
+
+    #[test]
+    fn pack_grows_where_the_pool_already_is() {
+        let f = fleet();
+        let held = node("c9", "r3");
+        let free: Vec<&HostNode> = f.iter().collect();
+        let got = choose(&free, &[&held], 2, "rack", Policy::Pack);
+        assert_eq!(racks(&f, &got), ["r3", "r3"]);
+    }
+
+    #[test]
+    fn spread_uses_the_most_domains() {
+        let f = fleet();
+        let free: Vec<&HostNode> = f.iter().collect();
+        let got = choose(&free, &[], 3, "rack", Policy::Spread);
+        let mut r = racks(&f, &got);
+        r.sort();
+        assert_eq!(r, ["r1", "r2", "r3"]);
+        let got = choose(&free, &[], 9, "rack", Policy::Spread);
+        assert_eq!(got.len(), 9);
+    }
+
+    #[test]
+    fn asks_beyond_the_free_nodes_get_what_there_is() {
+        let f = fleet();
+        let free: Vec<&HostNode> = f.iter().collect();
+        assert_eq!(choose(&free, &[], 20, "rack", Policy::Pack).len(), 9);
+        assert!(choose(&[], &[], 1, "rack", Policy::Spread).is_empty());
+    }
+}

@@ -1,0 +1,230 @@
+//! The schema of `gpufleet_gpu_node_pool`.
+
+use crate::{
+    schema::{AttrMode, Attribute, Block, Nesting, Schema},
+    timeouts,
+    validate::{DnsLabel, IntBetween, OneOf, PositiveDuration},
+    value::Type,
+};
+
+/// The default `placement.topology_key`: the rack.
+pub const DEFAULT_TOPOLOGY_KEY: &str = "gpufleet.dev/rack";
+
+/// The default `drain_timeout`.
+pub const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
+
+fn sharing_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("strategy", Type::String)
+            .default("none")
+            .validate(OneOf::new(&["none", "time-slicing", "mig"]))
+            .describe(
+                "`none` (whole GPUs), `time-slicing` (each GPU advertised `replicas` times, \
+                 through the NVIDIA device plugin's time-slicing config; no memory or fault \
+                 isolation), or `mig` (GPUs partitioned by the MIG manager into `mig_config`).",
+            ),
+        Attribute::optional("replicas", Type::Number).describe(
+            "With `time-slicing`: how many pods may share one GPU (at least 1). The pool's \
+             nodes get the label `nvidia.com/device-plugin.config=<pool>`, and the key `<pool>` \
+             of the ConfigMap `gpu-operator/gpufleet-device-plugin-config` holds the device \
+             plugin's config; point the GPU Operator's ClusterPolicy \
+             (`devicePlugin.config.name`) at that ConfigMap.",
+        ),
+        Attribute::optional("mig_config", Type::String).describe(
+            "With `mig`: the MIG manager profile, `all-<profile>` (or just `<profile>`), e.g. \
+             `all-1g.10gb`; the profile must exist for `gpu_product` (see \
+             `provider::gpufleet::mig_profiles`). Set as the node label `nvidia.com/mig.config`.",
+        ),
+    ]
+}
+
+fn placement_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("topology_key", Type::String)
+            .default(DEFAULT_TOPOLOGY_KEY)
+            .describe(
+                "The node label that names a topology domain, e.g. `gpufleet.dev/rack` or \
+                 `topology.gpufleet.dev/nvlink-domain`.",
+            ),
+        Attribute::optional("policy", Type::String)
+            .default("pack")
+            .validate(OneOf::new(&["pack", "spread"]))
+            .describe(
+                "`pack` claims nodes in as few domains as possible (NVLink and rack locality \
+                 for training); `spread` in as many as possible (failure isolation for \
+                 inference).",
+            ),
+    ]
+}
+
+fn taint_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::required("key", Type::String).describe("Taint key."),
+        Attribute::optional("value", Type::String).describe("Taint value; may be left out."),
+        Attribute::required("effect", Type::String)
+            .validate(OneOf::new(&["NoSchedule", "PreferNoSchedule", "NoExecute"]))
+            .describe("`NoSchedule`, `PreferNoSchedule` or `NoExecute`."),
+    ]
+}
+
+/// The resource schema.
+pub fn pool_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "GPU capacity for one virtual cluster: nodes of one GPU product, labelled, tainted \
+             and configured for the virtual cluster's isolation tier and the chosen GPU \
+             sharing mode. With `source = \"host\"` the pool claims free, Ready host-cluster \
+             nodes; every claim is a write guarded by the node's resource version, so pools \
+             applied at the same time never share a node. With `source = \"auto\"` it emits a \
+             Karpenter `NodePool` (`karpenter.sh/v1`) and holds what Karpenter launches. \
+             Destroying the pool drains its nodes and leaves them exactly as it found them. \
+             Needs the provider's `kubernetes` block.",
+        )
+        .attr(
+            Attribute::computed("id", Type::String)
+                .use_state_for_unknown()
+                .describe("`<virtual cluster id>/<name>`, i.e. `<host namespace>/<virtual cluster>/<name>`; the import id."),
+        )
+        .attr(
+            Attribute::required("name", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(63))
+                .describe(
+                    "Name of the pool, unique within its virtual cluster. Nodes carry \
+                     `gpufleet.dev/pool=<virtual cluster>.<name>`. Changing it replaces the pool.",
+                ),
+        )
+        .attr(
+            Attribute::required("virtual_cluster_id", Type::String)
+                .requires_replace()
+                .describe(
+                    "The `id` of the `gpufleet_virtual_cluster` (`<host namespace>/<name>`) the \
+                     pool serves. Its namespace's `gpufleet.dev/isolation` label decides the \
+                     tier: `shared` nodes are labelled only; `dedicated` and `private` nodes \
+                     also get `gpufleet.dev/tenant=<name>` and the taint \
+                     `gpufleet.dev/tenant=<name>:NoSchedule`.",
+                ),
+        )
+        .attr(
+            Attribute::required("gpu_product", Type::String)
+                .requires_replace()
+                .describe(
+                    "The GPU product, as GPU feature discovery writes it in the \
+                     `nvidia.com/gpu.product` label (e.g. `NVIDIA-H100-80GB-HBM3`; catalog \
+                     aliases work too). Must be in `gpufleet_gpu_catalog`. Changing it \
+                     replaces the pool.",
+                ),
+        )
+        .attr(
+            Attribute::optional("node_count", Type::Number)
+                .validate(IntBetween::new(1, 10_000))
+                .describe(
+                    "How many nodes the pool holds. Exactly one of `node_count` and \
+                     `autoscaling` must be set. Raising it claims more nodes; lowering it \
+                     drains and releases the emptiest nodes first.",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "autoscaling",
+                Nesting::Single,
+                AttrMode::Optional,
+                vec![
+                    Attribute::required("min_nodes", Type::Number)
+                        .validate(IntBetween::new(0, 10_000))
+                        .describe("Fewest nodes."),
+                    Attribute::required("max_nodes", Type::Number)
+                        .validate(IntBetween::new(1, 10_000))
+                        .describe("Most nodes; also the Karpenter `nodes` limit."),
+                ],
+            )
+            .describe(
+                "Let the pool grow and shrink between `min_nodes` and `max_nodes` (only with \
+                 `source = \"auto\"`: Karpenter launches nodes as pods need them).",
+            ),
+        )
+        .attr(
+            Attribute::optional("source", Type::String)
+                .default("host")
+                .requires_replace()
+                .validate(OneOf::new(&["host", "bcm", "auto"]))
+                .describe(
+                    "Where nodes come from: `host` claims existing host-cluster nodes (not for \
+                     `private` virtual clusters); `auto` emits a Karpenter `NodePool` named \
+                     `gpufleet-<virtual cluster>-<name>`; `bcm` (bare-metal provisioning \
+                     through Base Command Manager) is not supported yet. Changing it replaces \
+                     the pool.",
+                ),
+        )
+        .attr(
+            Attribute::nested("sharing", Nesting::Single, AttrMode::Optional, sharing_attributes())
+                .describe("How pods share the pool's GPUs. Leaving it out means whole GPUs."),
+        )
+        .attr(
+            Attribute::nested(
+                "placement",
+                Nesting::Single,
+                AttrMode::Optional,
+                placement_attributes(),
+            )
+            .describe(
+                "Which free nodes a `host` pool claims. Leaving it out packs by rack.",
+            ),
+        )
+        .attr(
+            Attribute::optional("node_labels", Type::map(Type::String)).describe(
+                "Extra labels for the pool's nodes. A value a node already had is restored \
+                 when the pool releases it. Keys gpufleet manages (`gpufleet.dev/pool`, \
+                 `gpufleet.dev/tenant`, `gpufleet.dev/isolation`, \
+                 `nvidia.com/device-plugin.config`, `nvidia.com/mig.config`) are refused.",
+            ),
+        )
+        .attr(
+            Attribute::nested("node_taints", Nesting::List, AttrMode::Optional, taint_attributes())
+                .describe(
+                    "Extra taints for the pool's nodes (the tenant taint of dedicated and \
+                     private tiers is added on its own).",
+                ),
+        )
+        .attr(
+            Attribute::optional("drain_timeout", Type::String)
+                .default(DEFAULT_DRAIN_TIMEOUT)
+                .validate(PositiveDuration::new())
+                .describe(
+                    "How long to wait for a node's pods to be evicted (disruption budgets \
+                     apply) before scaling down or destroying fails, e.g. `\"10m\"`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("karpenter_node_class", Type::String).describe(
+                "With `source = \"auto\"`: the node class the Karpenter `NodePool` refers \
+                 to, as `<group>/<kind>/<name>`. Defaults to \
+                 `karpenter.k8s.aws/EC2NodeClass/default`.",
+            ),
+        )
+        .attr(
+            Attribute::computed("nodes", Type::list(Type::String))
+                .describe("Names of the nodes the pool holds, sorted."),
+        )
+        .attr(
+            Attribute::computed("gpus", Type::Number)
+                .describe("Physical GPUs on the pool's nodes."),
+        )
+        .attr(
+            Attribute::computed("allocatable", Type::map(Type::Number)).describe(
+                "What the tenant can request, by resource name: `nvidia.com/gpu` (GPUs × \
+                 `replicas` with time-slicing) or `nvidia.com/mig-<profile>` (GPUs × instances \
+                 per GPU with MIG).",
+            ),
+        )
+        .attr(Attribute::computed("status", Type::String).describe(
+            "`ready` when the pool holds `node_count` correctly configured nodes, `degraded` \
+             when a refresh found fewer (the next apply repairs it), `pending` while an `auto` \
+             pool has no nodes yet.",
+        ))
+        .block(timeouts::block(
+            "How long operations may take. Defaults: create 10m, update 20m, delete 20m, \
+             read 2m. Update and delete include draining nodes.",
+        )),
+    )
+}

@@ -1,0 +1,315 @@
+//! Create, update and delete against the host cluster.
+//!
+//! Create and update are the same idempotent steps: make sure the namespace is ours (an
+//! earlier delete may still be terminating it), server-side apply the namespace and every
+//! rendered object, delete the optional objects the configuration no longer has, then wait
+//! for the control plane as `vcluster connect` does (or, when paused, only look once).
+//! Because every object has a fixed name and every write is a forced server-side apply, an
+//! apply that was interrupted, even by killing the provider, converges when run again,
+//! without duplicates.
+//!
+//! Delete removes the namespace and waits until it has finished terminating, so a virtual
+//! cluster of the same name can be created right after.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    host::{HostApi, HostError},
+    nulled_unknowns,
+    objects::{Names, ObjectKind},
+    read::owned_by,
+    readiness::{self, Readiness, WaitError},
+    render::{self, Rendered},
+    set_attr,
+    spec::Spec,
+};
+use crate::{
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::ApplyResponse,
+    timeouts::{self, Operation, Timeouts},
+    value::Value,
+};
+
+/// How often a terminating namespace is looked at.
+const NAMESPACE_POLL: Duration = Duration::from_secs(1);
+
+/// Why an apply step stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// A host call failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// Waiting for the control plane stopped.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    /// The namespace belongs to something else.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl StepError {
+    fn diagnostic(&self, summary: &str, name: &str, op: Operation, doing: &str) -> Diagnostic {
+        let what = format!("{TYPE_NAME} {name:?}");
+        let detail = match self {
+            StepError::Wait(WaitError::TimedOut { waited, last }) => format!(
+                "{what}: gave up after {} while {doing} (the {op} timeout); last seen: {last}. \
+                 Raise timeouts.{op} if the host cluster is slow; what was created is recorded \
+                 in state.",
+                timeouts::render(*waited),
+                op = op.name(),
+            ),
+            StepError::Wait(WaitError::Cancelled) => format!(
+                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
+                 Apply again to finish."
+            ),
+            other => format!("{what}: {other} (while {doing})."),
+        };
+        Diagnostic::error(summary, detail)
+    }
+}
+
+/// Waits until `namespace` does not exist, or exists and is not terminating.
+async fn settle_namespace(
+    host: &dyn HostApi,
+    ctx: &Context,
+    namespace: &str,
+    deadline: Instant,
+) -> Result<Option<serde_json::Value>, StepError> {
+    let started = Instant::now();
+    loop {
+        let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
+        match ns {
+            Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {}
+            other => return Ok(other),
+        }
+        if Instant::now() + NAMESPACE_POLL > deadline {
+            return Err(WaitError::TimedOut {
+                waited: started.elapsed(),
+                last: format!("namespace {namespace} is still terminating"),
+            }
+            .into());
+        }
+        if ctx
+            .cancel
+            .run_until_cancelled(tokio::time::sleep(NAMESPACE_POLL))
+            .await
+            .is_none()
+        {
+            return Err(WaitError::Cancelled.into());
+        }
+    }
+}
+
+/// Writes every object of `rendered`, and removes the optional ones it lacks.
+async fn write_objects(
+    host: &dyn HostApi,
+    spec: &Spec,
+    rendered: &Rendered,
+) -> Result<(), StepError> {
+    host.apply(&rendered.namespace).await?;
+    for (_, o) in &rendered.objects {
+        host.apply(o).await?;
+    }
+    for r in &rendered.absent {
+        host.delete(r.kind, Some(&spec.namespace), &r.name).await?;
+    }
+    Ok(())
+}
+
+/// The state after a successful create or update: the planned value with what apply learned
+/// in place of its unknowns. Values already known in the plan are kept as planned.
+fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value {
+    let mut s = planned.clone();
+    let fill = |s: &mut Value, k: &str, v: Value| {
+        if s.get(k).is_unknown() {
+            set_attr(s, k, v);
+        }
+    };
+    fill(
+        &mut s,
+        "id",
+        Value::string(format!("{}/{}", spec.namespace, spec.name)),
+    );
+    fill(&mut s, "namespace", Value::string(spec.namespace.clone()));
+    let (status, access) = match readiness {
+        Readiness::Ready(a) => ("Running", Some(a)),
+        Readiness::Paused(a) => ("Paused", a.as_ref()),
+        _ => ("Pending", None),
+    };
+    fill(&mut s, "status", Value::string(status));
+    fill(
+        &mut s,
+        "kubeconfig",
+        access.map(|a| a.kubeconfig.clone()).into(),
+    );
+    fill(
+        &mut s,
+        "endpoint",
+        access.and_then(|a| a.endpoint.clone()).into(),
+    );
+    fill(
+        &mut s,
+        "cluster_ca_certificate",
+        access.and_then(|a| a.ca.clone()).into(),
+    );
+    fill(&mut s, "drift", Value::List(Vec::new()));
+    nulled_unknowns(&s)
+}
+
+/// Create (`prior` null) or update.
+pub async fn apply_upsert(
+    host: &dyn HostApi,
+    ctx: &Context,
+    prior: &Value,
+    planned: &Value,
+) -> ApplyResponse {
+    let spec = match Spec::from_value(planned) {
+        Ok(s) => s,
+        Err(diagnostics) => {
+            return ApplyResponse {
+                new_state: prior.clone(),
+                diagnostics,
+            };
+        }
+    };
+    let creating = prior.is_null();
+    let op = if creating {
+        Operation::Create
+    } else {
+        Operation::Update
+    };
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let deadline = Instant::now() + t.get(op);
+    let names = Names {
+        name: spec.name.clone(),
+    };
+    let rendered = render::render(&spec);
+    let mut wrote = false;
+    let calls_before = host.calls();
+    let result: Result<Readiness, StepError> = async {
+        let existing = settle_namespace(host, ctx, &spec.namespace, deadline).await?;
+        if let Some(ns) = existing
+            && !owned_by(&ns, &spec.name)
+        {
+            return Err(StepError::Conflict(format!(
+                "namespace {} already exists and was not created by gpufleet for this virtual \
+                 cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
+                 gpufleet.dev/virtual-cluster={}). Choose another namespace",
+                spec.namespace, spec.name
+            )));
+        }
+        wrote = true;
+        write_objects(host, &spec, &rendered).await?;
+        if spec.paused {
+            return Ok(readiness::observe(host, &spec.namespace, &names).await?);
+        }
+        Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, deadline).await?)
+    }
+    .await;
+    tracing::info!(
+        target: "gpufleet::virtual_cluster",
+        "{} {}: {} host API calls",
+        op.name(),
+        spec.name,
+        host.calls().saturating_sub(calls_before)
+    );
+    match result {
+        Ok(readiness) => ApplyResponse {
+            new_state: finished_state(planned, &spec, &readiness),
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => {
+            let doing = if wrote {
+                "waiting for the control plane to be ready"
+            } else {
+                "preparing the namespace"
+            };
+            let summary = if creating {
+                "Virtual Cluster Create Failed"
+            } else {
+                "Virtual Cluster Update Failed"
+            };
+            // A create that wrote objects records them (Terraform then replaces the tainted
+            // instance, deleting the namespace); an update keeps the prior state, so the next
+            // plan shows what is still to do.
+            let state = match (creating, wrote) {
+                (true, true) => {
+                    let mut s = finished_state(planned, &spec, &Readiness::Waiting(String::new()));
+                    set_attr(
+                        &mut s,
+                        "drift",
+                        Value::List(vec![Value::string("the last apply did not finish")]),
+                    );
+                    s
+                }
+                (true, false) => Value::Null,
+                (false, _) => prior.clone(),
+            };
+            ApplyResponse {
+                new_state: state,
+                diagnostics: e.diagnostic(summary, &spec.name, op, doing).into(),
+            }
+        }
+    }
+}
+
+/// Delete: the namespace and everything in it, waiting until it is gone.
+pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+    let name = prior.get("name").as_str().unwrap_or_default().to_owned();
+    let namespace = prior
+        .get("namespace")
+        .as_str()
+        .map_or_else(|| super::spec::default_namespace(&name), str::to_owned);
+    let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let deadline = Instant::now() + t.delete;
+    let calls_before = host.calls();
+    let result: Result<(), StepError> = async {
+        match host.get(ObjectKind::Namespace, None, &namespace).await? {
+            Some(ns) if owned_by(&ns, &name) => {
+                host.delete(ObjectKind::Namespace, None, &namespace).await?;
+            }
+            // Not ours (or already gone): leave the namespace, remove only our objects.
+            Some(_) => {
+                let names = Names { name: name.clone() };
+                for r in names.all().iter().rev() {
+                    host.delete(r.kind, Some(&namespace), &r.name).await?;
+                }
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
+        match settle_namespace(host, ctx, &namespace, deadline).await? {
+            None => Ok(()),
+            Some(_) => Err(StepError::Conflict(format!(
+                "namespace {namespace} was created again while it was being deleted"
+            ))),
+        }
+    }
+    .await;
+    tracing::info!(
+        target: "gpufleet::virtual_cluster",
+        "delete {name}: {} host API calls",
+        host.calls().saturating_sub(calls_before)
+    );
+    match result {
+        Ok(()) => ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => ApplyResponse {
+            new_state: prior.clone(),
+            diagnostics: e
+                .diagnostic(
+                    "Virtual Cluster Delete Failed",
+                    &name,
+                    Operation::Delete,
+                    "deleting the namespace",
+                )
+                .into(),
+        },
+    }
+}

@@ -1,0 +1,398 @@
+//! Refresh: observe the host objects of a virtual cluster, reflect what the user can see in
+//! the attributes (quota, limit range, network isolation, paused), and list every other
+//! difference from the rendered objects in `drift`, so the next plan shows it and the next
+//! apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
+//!
+//! Each object is read once: the namespace, the eleven objects gpufleet writes, the
+//! control-plane pods and the kubeconfig Secret (about fifteen calls, whatever the fleet size).
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::Value as Json;
+
+use super::{
+    host::{HostApi, HostError},
+    objects::{Names, ObjectKind, ObjectRef},
+    quantity,
+    readiness::{self, Readiness},
+    render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
+    schema::{ISOLATIONS, POD_SECURITY_LEVELS},
+    set_attr,
+    spec::Spec,
+    versions::{self, VCLUSTER_VERSION},
+};
+use crate::{
+    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER},
+    value::Value,
+};
+
+/// The host objects of one virtual cluster, as read.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// The namespace, if it exists and is not terminating.
+    pub namespace: Option<Json>,
+    /// The objects gpufleet writes, by reference; absent ones are missing.
+    pub objects: BTreeMap<ObjectRef, Json>,
+    /// The control plane's readiness.
+    pub readiness: Option<Readiness>,
+}
+
+impl Observed {
+    fn get(&self, kind: ObjectKind, name: &str) -> Option<&Json> {
+        self.objects.get(&ObjectRef {
+            kind,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// Whether the namespace is ours: labelled for this virtual cluster by gpufleet.
+pub fn owned_by(ns: &Json, name: &str) -> bool {
+    let label = |k: &str| ns.pointer(&format!("/metadata/labels/{}", k.replace('/', "~1")));
+    label(MANAGED_BY).and_then(Json::as_str) == Some(MANAGED_BY_VALUE)
+        && label(VIRTUAL_CLUSTER).and_then(Json::as_str) == Some(name)
+}
+
+/// Reads everything; `namespace: None` when the namespace is gone or terminating (then
+/// nothing else is read).
+pub async fn observe(
+    host: &dyn HostApi,
+    namespace: &str,
+    names: &Names,
+) -> Result<Observed, HostError> {
+    let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
+    let live = ns.filter(|n| n.pointer("/metadata/deletionTimestamp").is_none());
+    let Some(ns) = live else {
+        return Ok(Observed::default());
+    };
+    let mut objects = BTreeMap::new();
+    for r in names.all() {
+        if let Some(o) = host.get(r.kind, Some(namespace), &r.name).await? {
+            objects.insert(r, o);
+        }
+    }
+    let readiness = readiness::observe(host, namespace, names).await?;
+    Ok(Observed {
+        namespace: Some(ns),
+        objects,
+        readiness: Some(readiness),
+    })
+}
+
+fn labels_of(o: &Json) -> BTreeMap<String, String> {
+    o.pointer("/metadata/labels")
+        .and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn str_at<'a>(o: &'a Json, ptr: &str) -> Option<&'a str> {
+    o.pointer(ptr).and_then(Json::as_str)
+}
+
+/// The vcluster.yaml stored in the config Secret.
+fn stored_config(observed: &Observed, names: &Names) -> Option<(String, Json)> {
+    let secret = observed.get(ObjectKind::Secret, &names.config())?;
+    let data = str_at(secret, &format!("/data/{}", CONFIG_KEY.replace('/', "~1")))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let parsed = serde_saphyr::from_str::<Json>(&text).ok()?;
+    Some((text, parsed))
+}
+
+/// A quantity as observed, kept in the prior spelling when it is the same amount.
+fn quantity_value(observed: Option<&str>, prior: &Value) -> Value {
+    match (observed, prior.as_str()) {
+        (Some(o), Some(p)) if quantity::same(o, p) => Value::string(p),
+        (Some(o), _) => Value::string(o),
+        (None, _) => Value::Null,
+    }
+}
+
+fn count_value(observed: Option<&str>) -> Value {
+    observed
+        .and_then(|s| quantity::parse(s).ok())
+        .and_then(|n| {
+            use bigdecimal::ToPrimitive;
+            n.is_integer().then(|| n.to_i64()).flatten()
+        })
+        .map_or(Value::Null, Value::int)
+}
+
+fn quota_value(rq: Option<&Json>, prior: &Value) -> Value {
+    let Some(rq) = rq else { return Value::Null };
+    let hard = |k: &str| str_at(rq, &format!("/spec/hard/{}", k.replace('/', "~1")));
+    Value::object([
+        ("gpus", count_value(hard("requests.nvidia.com/gpu"))),
+        (
+            "cpu",
+            quantity_value(hard("requests.cpu"), prior.get("cpu")),
+        ),
+        (
+            "memory",
+            quantity_value(hard("requests.memory"), prior.get("memory")),
+        ),
+        ("pods", count_value(hard("count/pods"))),
+    ])
+}
+
+fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
+    let Some(lr) = lr else { return Value::Null };
+    let container = lr
+        .pointer("/spec/limits")
+        .and_then(Json::as_array)
+        .and_then(|ls| ls.iter().find(|l| l["type"] == "Container"));
+    let at = |ptr: &str| container.and_then(|c| str_at(c, ptr));
+    Value::object([
+        (
+            "default_cpu",
+            quantity_value(at("/default/cpu"), prior.get("default_cpu")),
+        ),
+        (
+            "default_memory",
+            quantity_value(at("/default/memory"), prior.get("default_memory")),
+        ),
+        (
+            "default_request_cpu",
+            quantity_value(at("/defaultRequest/cpu"), prior.get("default_request_cpu")),
+        ),
+        (
+            "default_request_memory",
+            quantity_value(
+                at("/defaultRequest/memory"),
+                prior.get("default_request_memory"),
+            ),
+        ),
+    ])
+}
+
+/// Differences between the observed objects and `rendered`, one sentence each.
+fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec<String> {
+    let mut out = Vec::new();
+    let compare_labels = |out: &mut Vec<String>, what: &str, o: &Json, want: &Json| {
+        let have = labels_of(o);
+        for (k, v) in labels_of(want) {
+            match have.get(&k) {
+                Some(h) if *h == v => {}
+                Some(h) => out.push(format!("{what}: label {k} is {h:?}, want {v:?}")),
+                None => out.push(format!("{what}: label {k} is missing")),
+            }
+        }
+    };
+    if let Some(ns) = &observed.namespace {
+        let name = str_at(ns, "/metadata/name").unwrap_or_default();
+        compare_labels(
+            &mut out,
+            &format!("Namespace {name}"),
+            ns,
+            &rendered.namespace,
+        );
+    }
+    let reflected = [
+        ObjectKind::ResourceQuota,
+        ObjectKind::LimitRange,
+        ObjectKind::NetworkPolicy,
+    ];
+    for (r, want) in &rendered.objects {
+        match observed.objects.get(r) {
+            None if reflected.contains(&r.kind) => {}
+            None => out.push(format!("{r}: missing")),
+            Some(o) => compare_labels(&mut out, &r.to_string(), o, want),
+        }
+    }
+    let mut diffs = Vec::new();
+    if let Some((text, _)) = stored_config(observed, names)
+        && text != rendered.vcluster_yaml
+    {
+        diffs.push(format!(
+            "Secret {}: vcluster.yaml differs from the rendered configuration",
+            names.config()
+        ));
+    }
+    let sts_ref = ObjectRef {
+        kind: ObjectKind::StatefulSet,
+        name: names.name.clone(),
+    };
+    if let (Some(have), Some(want)) = (observed.objects.get(&sts_ref), rendered.object(&sts_ref)) {
+        let ptr = format!(
+            "/spec/template/metadata/annotations/{}",
+            CONFIG_DIGEST.replace('/', "~1")
+        );
+        for (p, what) in [
+            (ptr.as_str(), "pod template"),
+            ("/spec/selector", "selector"),
+            ("/spec/serviceName", "service name"),
+        ] {
+            if have.pointer(p) != want.pointer(p) {
+                diffs.push(format!(
+                    "StatefulSet {}: {what} differs from the rendered one",
+                    names.name
+                ));
+            }
+        }
+    }
+    for svc in [names.name.clone(), names.headless()] {
+        let r = ObjectRef {
+            kind: ObjectKind::Service,
+            name: svc.clone(),
+        };
+        if let (Some(have), Some(want)) = (observed.objects.get(&r), rendered.object(&r))
+            && have.pointer("/spec/selector") != want.pointer("/spec/selector")
+        {
+            diffs.push(format!(
+                "Service {svc}: selector differs from the rendered one"
+            ));
+        }
+    }
+    out.extend(diffs);
+    out
+}
+
+/// The state of the virtual cluster as observed, normalised against `prior`; null when the
+/// namespace is gone. An import (a `prior` without `isolation`) takes every configurable
+/// attribute from the cluster; a refresh keeps the configured ones and reports differences
+/// in `drift`, except those users can see directly (quota, limit range, network isolation,
+/// paused), which are reflected in their attributes.
+pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Value {
+    let Some(ns) = &observed.namespace else {
+        return Value::Null;
+    };
+    let importing = prior.get("isolation").is_null();
+    let mut s = prior.clone();
+    let namespace = str_at(ns, "/metadata/name").unwrap_or_default().to_owned();
+    set_attr(&mut s, "namespace", Value::string(namespace.clone()));
+    set_attr(
+        &mut s,
+        "id",
+        Value::string(format!("{namespace}/{}", names.name)),
+    );
+    let ns_labels = labels_of(ns);
+    let config = stored_config(observed, names).map(|(_, c)| c);
+    if importing {
+        if let Some(i) = ns_labels
+            .get(ISOLATION)
+            .filter(|i| ISOLATIONS.contains(&i.as_str()))
+        {
+            set_attr(&mut s, "isolation", Value::string(i.clone()));
+        }
+        if let Some(p) = ns_labels
+            .get(POD_SECURITY_ENFORCE)
+            .filter(|p| POD_SECURITY_LEVELS.contains(&p.as_str()))
+        {
+            set_attr(&mut s, "pod_security", Value::string(p.clone()));
+        }
+        let version = config
+            .as_ref()
+            .and_then(|c| c.pointer("/controlPlane/distro/k8s/version")?.as_str())
+            .and_then(versions::minor_of_tag);
+        if let Some(v) = version {
+            set_attr(&mut s, "kubernetes_version", Value::string(v));
+        }
+        let sleep = config.as_ref().and_then(|c| {
+            c.pointer("/sleep/auto/afterInactivity")?
+                .as_str()
+                .map(str::to_owned)
+        });
+        set_attr(
+            &mut s,
+            "sleep",
+            sleep.map_or(Value::Null, |a| {
+                Value::object([("after_inactivity", Value::string(a))])
+            }),
+        );
+        let config_secret = observed.get(ObjectKind::Secret, &names.config());
+        let user: BTreeMap<String, Value> = config_secret
+            .map(labels_of)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| {
+                !matches!(k.as_str(), "app" | "release")
+                    && !k.starts_with("gpufleet.dev/")
+                    && k != MANAGED_BY
+            })
+            .map(|(k, v)| (k, Value::string(v)))
+            .collect();
+        set_attr(
+            &mut s,
+            "labels",
+            if user.is_empty() {
+                Value::Null
+            } else {
+                Value::Map(user)
+            },
+        );
+    }
+    set_attr(
+        &mut s,
+        "quota",
+        quota_value(
+            observed.get(ObjectKind::ResourceQuota, &names.vc()),
+            prior.get("quota"),
+        ),
+    );
+    set_attr(
+        &mut s,
+        "limit_range",
+        limit_range_value(
+            observed.get(ObjectKind::LimitRange, &names.vc()),
+            prior.get("limit_range"),
+        ),
+    );
+    set_attr(
+        &mut s,
+        "network_isolation",
+        Value::Bool(
+            observed
+                .get(ObjectKind::NetworkPolicy, &names.vc())
+                .is_some(),
+        ),
+    );
+    let sts = observed.get(ObjectKind::StatefulSet, &names.name);
+    if let Some(replicas) = sts.and_then(|o| o.pointer("/spec/replicas")?.as_i64()) {
+        set_attr(&mut s, "paused", Value::Bool(replicas == 0));
+    }
+    let image_version = sts
+        .and_then(|o| str_at(o, "/spec/template/spec/containers/0/image"))
+        .and_then(|i| i.rsplit_once(':').map(|(_, tag)| tag.to_owned()));
+    let version = image_version
+        .or_else(|| prior.get("vcluster_version").as_str().map(str::to_owned))
+        .unwrap_or_else(|| VCLUSTER_VERSION.to_owned());
+    set_attr(&mut s, "vcluster_version", Value::string(version));
+    let (status, access) = match &observed.readiness {
+        Some(Readiness::Ready(a)) => ("Running", Some(a.clone())),
+        Some(Readiness::Paused(a)) => ("Paused", a.clone()),
+        _ => ("Pending", None),
+    };
+    set_attr(&mut s, "status", Value::string(status));
+    if let Some(a) = access {
+        set_attr(&mut s, "kubeconfig", Value::string(a.kubeconfig));
+        set_attr(&mut s, "endpoint", a.endpoint.into());
+        set_attr(&mut s, "cluster_ca_certificate", a.ca.into());
+    } else if status != "Running" {
+        // Keep what was recorded: a restarting control plane keeps its kubeconfig.
+        for k in ["kubeconfig", "endpoint", "cluster_ca_certificate"] {
+            if s.get(k).is_unknown() {
+                set_attr(&mut s, k, Value::Null);
+            }
+        }
+    }
+    // Drift is measured against what gpufleet last wrote (the prior state); an import has no
+    // prior, so against what the observed attributes would render.
+    let basis = if importing { &s } else { prior };
+    let found: Vec<Value> = match Spec::from_value(basis) {
+        Ok(spec) => drift(observed, &render::render(&spec), names)
+            .into_iter()
+            .map(Value::string)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    set_attr(&mut s, "drift", Value::List(found));
+    super::nulled_unknowns(&s)
+}

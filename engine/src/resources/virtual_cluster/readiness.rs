@@ -1,0 +1,371 @@
+//! Waiting for a virtual control plane the way `vcluster connect` does: the newest pod
+//! labelled `app=vcluster,release=<name>` must be Ready (a crash loop or an image that cannot
+//! be pulled fails at once), then Secret `vc-<name>` key `config` holds its kubeconfig.
+//!
+//! [`observe`] takes one look; [`wait_ready`] repeats it every second until the control plane
+//! is ready, something fails, the deadline passes or Terraform asks to stop. The caller
+//! supplies the deadline (the resource's `create` or `update` timeout).
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value as Json;
+use tokio::time::Instant;
+
+use super::{
+    host::{HostApi, HostError},
+    objects::{Names, ObjectKind},
+};
+use crate::context::Context;
+
+/// How often the control plane is looked at, as vCluster's CLI does.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Container states that will not get better by waiting (after vCluster's `HasPodProblem`).
+const CRITICAL_REASONS: &[&str] = &[
+    "CrashLoopBackOff",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "PreCreateHookError",
+    "PostStartHookError",
+];
+
+/// How to reach a virtual cluster, from Secret `vc-<name>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Access {
+    /// The whole kubeconfig (sensitive).
+    pub kubeconfig: String,
+    /// The API server URL.
+    pub endpoint: Option<String>,
+    /// The CA certificate, PEM.
+    pub ca: Option<String>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the kubeconfig: it holds an admin key.
+        f.debug_struct("Access")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one look at the control plane found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Ready, with its kubeconfig.
+    Ready(Access),
+    /// Scaled to zero; the kubeconfig, if the control plane ever wrote one.
+    Paused(Option<Access>),
+    /// Not ready yet, and why.
+    Waiting(String),
+    /// A problem waiting will not fix.
+    Failed(String),
+}
+
+/// Why waiting stopped without a ready control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// A host call failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The control plane cannot start.
+    #[error("the control plane cannot start: {0}")]
+    Failed(String),
+    /// The deadline passed.
+    #[error("the control plane was not ready after {waited:?}: {last}")]
+    TimedOut {
+        /// How long it waited.
+        waited: Duration,
+        /// The last reason it was not ready.
+        last: String,
+    },
+    /// Terraform asked the provider to stop.
+    #[error("stopped because Terraform asked the provider to stop")]
+    Cancelled,
+}
+
+fn i64_at(v: &Json, ptr: &str) -> Option<i64> {
+    v.pointer(ptr).and_then(Json::as_i64)
+}
+
+/// Decodes Secret `vc-<name>`.
+pub fn access_of(secret: &Json) -> Option<Access> {
+    let b64 = |key: &str| -> Option<String> {
+        let data = secret.pointer(&format!("/data/{key}"))?.as_str()?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .ok()?;
+        String::from_utf8(bytes).ok()
+    };
+    let kubeconfig = b64("config")?;
+    let parsed = kube::config::Kubeconfig::from_yaml(&kubeconfig).ok();
+    let cluster = parsed
+        .as_ref()
+        .and_then(|k| k.clusters.first())
+        .and_then(|c| c.cluster.as_ref());
+    let endpoint = cluster.and_then(|c| c.server.clone());
+    let ca = b64("certificate-authority").or_else(|| {
+        let data = cluster?.certificate_authority_data.as_ref()?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .ok()?;
+        String::from_utf8(bytes).ok()
+    });
+    Some(Access {
+        kubeconfig,
+        endpoint,
+        ca,
+    })
+}
+
+/// A problem with `pod` that waiting will not fix, described.
+pub fn pod_problem(pod: &Json) -> Option<String> {
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or("?");
+    if pod.pointer("/status/phase").and_then(Json::as_str) == Some("Failed") {
+        return Some(format!("pod {name} failed"));
+    }
+    let statuses = ["/status/initContainerStatuses", "/status/containerStatuses"];
+    for s in statuses.iter().filter_map(|p| pod.pointer(p)?.as_array()) {
+        for c in s {
+            let waiting = c.pointer("/state/waiting/reason").and_then(Json::as_str);
+            if let Some(reason) = waiting.filter(|r| CRITICAL_REASONS.contains(r)) {
+                let container = c["name"].as_str().unwrap_or("?");
+                let message = c
+                    .pointer("/state/waiting/message")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default();
+                return Some(
+                    format!("pod {name} container {container}: {reason} {message}")
+                        .trim_end()
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    None
+}
+
+/// Why `pod` is not ready yet, or `None` when every container is ready and running.
+fn pod_not_ready(pod: &Json) -> Option<String> {
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or("?");
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Json::as_str)
+        .unwrap_or("Pending");
+    let containers = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Json::as_array);
+    let all_ready = containers.is_some_and(|cs| {
+        !cs.is_empty()
+            && cs.iter().all(|c| {
+                c["ready"].as_bool() == Some(true) && c.pointer("/state/running").is_some()
+            })
+    });
+    if phase == "Running" && all_ready {
+        return None;
+    }
+    let condition = pod
+        .pointer("/status/conditions")
+        .and_then(Json::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["status"] == "False" && c["message"].is_string())
+        })
+        .and_then(|c| c["message"].as_str());
+    Some(match condition {
+        Some(m) => format!("pod {name} is {phase}: {m}"),
+        None => format!("pod {name} is {phase}, not ready yet"),
+    })
+}
+
+/// The newest of `pods` by creation time (names break ties).
+fn newest(pods: &[Json]) -> Option<&Json> {
+    pods.iter().max_by_key(|p| {
+        (
+            p.pointer("/metadata/creationTimestamp")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            p.pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    })
+}
+
+/// One look at the control plane of the virtual cluster `names` in `namespace`.
+pub async fn observe(
+    host: &dyn HostApi,
+    namespace: &str,
+    names: &Names,
+) -> Result<Readiness, HostError> {
+    let ns = Some(namespace);
+    let Some(sts) = host.get(ObjectKind::StatefulSet, ns, &names.name).await? else {
+        return Ok(Readiness::Waiting(format!(
+            "StatefulSet {} does not exist",
+            names.name
+        )));
+    };
+    if i64_at(&sts, "/spec/replicas") == Some(0) {
+        let secret = host
+            .get(ObjectKind::Secret, ns, &names.kubeconfig())
+            .await?;
+        return Ok(Readiness::Paused(secret.as_ref().and_then(access_of)));
+    }
+    let generation = i64_at(&sts, "/metadata/generation").unwrap_or(0);
+    let observed = i64_at(&sts, "/status/observedGeneration").unwrap_or(0);
+    let current = sts.pointer("/status/currentRevision");
+    let update = sts.pointer("/status/updateRevision");
+    if observed < generation || (update.is_some() && current != update) {
+        return Ok(Readiness::Waiting(format!(
+            "StatefulSet {} is rolling out",
+            names.name
+        )));
+    }
+    let selector = format!("app=vcluster,release={}", names.name);
+    let pods = host.list(ObjectKind::Pod, namespace, &selector).await?;
+    let Some(pod) = newest(&pods) else {
+        return Ok(Readiness::Waiting(format!(
+            "no control-plane pod ({selector}) yet"
+        )));
+    };
+    if let Some(problem) = pod_problem(pod) {
+        return Ok(Readiness::Failed(problem));
+    }
+    if let Some(why) = pod_not_ready(pod) {
+        return Ok(Readiness::Waiting(why));
+    }
+    match host
+        .get(ObjectKind::Secret, ns, &names.kubeconfig())
+        .await?
+    {
+        Some(secret) => match access_of(&secret) {
+            Some(access) => Ok(Readiness::Ready(access)),
+            None => Ok(Readiness::Waiting(format!(
+                "Secret {} has no kubeconfig under key config yet",
+                names.kubeconfig()
+            ))),
+        },
+        None => Ok(Readiness::Waiting(format!(
+            "the control plane has not written Secret {} yet",
+            names.kubeconfig()
+        ))),
+    }
+}
+
+/// Waits until the control plane is ready (or paused, when it is meant to be), polling every
+/// second until `deadline`, and stops at once when Terraform cancels.
+pub async fn wait_ready(
+    host: &dyn HostApi,
+    ctx: &Context,
+    namespace: &str,
+    names: &Names,
+    deadline: Instant,
+) -> Result<Readiness, WaitError> {
+    let started = Instant::now();
+    let mut last = String::from("not looked at yet");
+    loop {
+        let look = ctx
+            .cancel
+            .run_until_cancelled(tokio::time::timeout_at(
+                deadline,
+                observe(host, namespace, names),
+            ))
+            .await;
+        match look {
+            None => return Err(WaitError::Cancelled),
+            Some(Err(_)) => {
+                return Err(WaitError::TimedOut {
+                    waited: started.elapsed(),
+                    last,
+                });
+            }
+            Some(Ok(r)) => match r? {
+                Readiness::Failed(why) => return Err(WaitError::Failed(why)),
+                Readiness::Waiting(why) => {
+                    tracing::debug!(target: "gpufleet::virtual_cluster", "{}: {why}", names.name);
+                    last = why;
+                }
+                done => return Ok(done),
+            },
+        }
+        let pause = ctx
+            .cancel
+            .run_until_cancelled(tokio::time::sleep_until(
+                (Instant::now() + POLL).min(deadline),
+            ))
+            .await;
+        if pause.is_none() {
+            return Err(WaitError::Cancelled);
+        }
+        if Instant::now() >= deadline {
+            return Err(WaitError::TimedOut {
+                waited: started.elapsed(),
+                last,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn crash_loops_are_problems_and_pending_is_not() {
+        let crashing = json!({
+            "metadata": { "name": "a-0" },
+            "status": { "phase": "Running", "containerStatuses": [{
+                "name": "syncer", "ready": false,
+                "state": { "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 10s" } },
+            }] },
+        });
+        assert_eq!(
+            pod_problem(&crashing).as_deref(),
+            Some("pod a-0 container syncer: CrashLoopBackOff back-off 10s")
+        );
+        let pending = json!({
+            "metadata": { "name": "a-0" },
+            "status": { "phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "message": "0/3 nodes are available",
+            }] },
+        });
+        assert_eq!(pod_problem(&pending), None);
+        assert_eq!(
+            pod_not_ready(&pending).as_deref(),
+            Some("pod a-0 is Pending: 0/3 nodes are available")
+        );
+    }
+
+    #[test]
+    fn access_comes_from_the_kubeconfig_secret() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://127.0.0.1:40001\ncontexts: []\nusers: []\n";
+        let secret = json!({ "data": {
+            "config": b64(kubeconfig),
+            "certificate-authority": b64("-----BEGIN CERTIFICATE-----\n"),
+        } });
+        let a = access_of(&secret).expect("access");
+        assert_eq!(a.endpoint.as_deref(), Some("https://127.0.0.1:40001"));
+        assert_eq!(a.ca.as_deref(), Some("-----BEGIN CERTIFICATE-----\n"));
+        assert_eq!(a.kubeconfig, kubeconfig);
+        assert!(
+            !format!("{a:?}").contains("server"),
+            "no kubeconfig in Debug"
+        );
+    }
+}

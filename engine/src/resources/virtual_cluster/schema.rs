@@ -1,0 +1,257 @@
+//! The schema of `gpufleet_virtual_cluster`, shared with the data source's descriptions.
+
+use super::{
+    quantity::Quantity,
+    versions::{SupportedKubernetesVersion, default_kubernetes_version},
+};
+use crate::{
+    schema::{AttrMode, Attribute, Block, Nesting, Schema},
+    timeouts,
+    validate::{DnsLabel, IntBetween, OneOf, PositiveDuration},
+    value::Type,
+};
+
+/// The isolation tiers, as the `isolation` attribute spells them.
+pub const ISOLATIONS: &[&str] = &["shared", "dedicated", "private"];
+
+/// The pod security levels.
+pub const POD_SECURITY_LEVELS: &[&str] = &["privileged", "baseline", "restricted"];
+
+/// Names are DNS labels of at most this many characters, so that every derived name
+/// (`vc-workload-<name>`, `<name>-headless`) stays a valid object name.
+pub const NAME_MAX: usize = 52;
+
+fn quota_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("gpus", Type::Number)
+            .validate(IntBetween::at_least(0))
+            .describe("GPUs the tenant's pods may request in total (`requests.nvidia.com/gpu`)."),
+        Attribute::optional("cpu", Type::String)
+            .validate(Quantity)
+            .describe(
+                "CPU the tenant's pods may request in total (`requests.cpu`), e.g. `\"64\"`.",
+            ),
+        Attribute::optional("memory", Type::String)
+            .validate(Quantity)
+            .describe(
+                "Memory the tenant's pods may request in total (`requests.memory`), e.g. \
+                 `\"512Gi\"`.",
+            ),
+        Attribute::optional("pods", Type::Number)
+            .validate(IntBetween::at_least(1))
+            .describe(
+                "How many pods may exist in the host namespace (`count/pods`), the virtual \
+                 cluster's own control-plane pod included.",
+            ),
+    ]
+}
+
+fn limit_range_attributes() -> Vec<Attribute> {
+    let q = |name: &'static str, text: &'static str| {
+        Attribute::optional(name, Type::String)
+            .validate(Quantity)
+            .describe(text)
+    };
+    vec![
+        q("default_cpu", "CPU limit of a container that sets none."),
+        q(
+            "default_memory",
+            "Memory limit of a container that sets none.",
+        ),
+        q(
+            "default_request_cpu",
+            "CPU request of a container that sets none.",
+        ),
+        q(
+            "default_request_memory",
+            "Memory request of a container that sets none.",
+        ),
+    ]
+}
+
+/// The resource's schema.
+pub fn resource_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "A tenant's virtual Kubernetes control plane (vCluster-compatible) in a namespace of \
+             the host cluster. gpufleet renders what the vCluster chart would create there \
+             (StatefulSet, Services, ServiceAccounts, Role and RoleBinding, the \
+             `vc-config-<name>` Secret holding vcluster.yaml) plus the tenant's ResourceQuota, \
+             LimitRange, NetworkPolicy and pod security labels, writes them with server-side \
+             apply, and waits until the control plane is ready the way `vcluster connect` does. \
+             Needs the provider's `kubernetes` block.",
+        )
+        .attr(
+            Attribute::computed("id", Type::String)
+                .use_state_for_unknown()
+                .describe("`<namespace>/<name>`."),
+        )
+        .attr(
+            Attribute::required("name", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(NAME_MAX))
+                .describe(
+                    "Name of the virtual cluster (and of its StatefulSet and Service). Lowercase \
+                     letters, digits and `-`, at most 52 characters. Changing it replaces the \
+                     virtual cluster.",
+                ),
+        )
+        .attr(
+            Attribute::optional_computed("namespace", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(63))
+                .describe(
+                    "The host namespace the virtual cluster lives in; defaults to `vc-<name>`. \
+                     gpufleet creates it and deletes it with the virtual cluster, so it must not \
+                     be a namespace anything else uses. Changing it replaces the virtual cluster.",
+                ),
+        )
+        .attr(
+            Attribute::optional("kubernetes_version", Type::String)
+                .default(default_kubernetes_version())
+                .validate(SupportedKubernetesVersion)
+                .describe(
+                    "Kubernetes minor version of the virtual control plane, one the pinned \
+                     vCluster release runs; defaults to the newest. Upgrades happen in place \
+                     (the control plane restarts); downgrades are refused.",
+                ),
+        )
+        .attr(
+            Attribute::optional("isolation", Type::String)
+                .default("shared")
+                .requires_replace()
+                .validate(OneOf::new(ISOLATIONS))
+                .describe(
+                    "The tenancy tier, fixed at creation: `shared` (tenant pods run on the \
+                     shared host nodes), `dedicated` (only on nodes labelled and tainted \
+                     `gpufleet.dev/tenant=<name>`, which GPU node pools of this virtual cluster \
+                     provide) or `private` (dedicated nodes and vCluster's private-nodes mode). \
+                     **Changing it replaces the virtual cluster**: its API server, data and \
+                     kubeconfig are created anew.",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "quota",
+                Nesting::Single,
+                AttrMode::Optional,
+                quota_attributes(),
+            )
+            .describe(
+                "A ResourceQuota `vc-<name>` on the host namespace, which bounds everything \
+                     the tenant runs. Without it, there is none. Changes made outside Terraform \
+                     show up here on refresh and are reverted by the next apply.",
+            ),
+        )
+        .attr(
+            Attribute::nested(
+                "limit_range",
+                Nesting::Single,
+                AttrMode::Optional,
+                limit_range_attributes(),
+            )
+            .describe(
+                "A LimitRange `vc-<name>` with container defaults, so that pods without requests \
+                 still count against `quota`. Without it, there is none.",
+            ),
+        )
+        .attr(
+            Attribute::optional("network_isolation", Type::Bool)
+                .default(true)
+                .describe(
+                    "A NetworkPolicy `vc-<name>` that admits traffic into the namespace only from \
+                     the namespace itself, plus the API server port (8443) from anywhere.",
+                ),
+        )
+        .attr(
+            Attribute::optional("pod_security", Type::String)
+                .default("baseline")
+                .validate(OneOf::new(POD_SECURITY_LEVELS))
+                .describe(
+                    "Pod Security Standard enforced on the host namespace \
+                     (`pod-security.kubernetes.io/enforce`) and by the virtual cluster \
+                     (`policies.podSecurityStandard`).",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "sleep",
+                Nesting::Single,
+                AttrMode::Optional,
+                vec![
+                    Attribute::required("after_inactivity", Type::String)
+                        .validate(PositiveDuration::new())
+                        .describe(
+                            "Put the virtual cluster to sleep after this long without \
+                                   API activity, e.g. `\"1h\"`.",
+                        ),
+                ],
+            )
+            .describe("vCluster's sleep mode (`sleep.auto.afterInactivity` in vcluster.yaml)."),
+        )
+        .attr(
+            Attribute::optional("paused", Type::Bool)
+                .default(false)
+                .describe(
+                    "Scale the control plane to zero, keeping its data, as `vcluster pause` \
+                     does; `false` resumes it. `status` is then `Paused`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("labels", Type::map(Type::String)).describe(
+                "Labels for every host object of the virtual cluster. Keys gpufleet sets itself \
+                 (`app`, `release`, `app.kubernetes.io/managed-by`, `gpufleet.dev/*`, \
+                 `pod-security.kubernetes.io/*`) are refused.",
+            ),
+        )
+        .attr(
+            Attribute::optional("values_override", Type::String).describe(
+                "YAML (or JSON, e.g. from `yamlencode` or `jsonencode`) deep-merged into the \
+                 rendered vcluster.yaml: mappings merge key by key, anything else replaces. Keys \
+                 gpufleet manages from other attributes are refused at plan time, naming the \
+                 key: `controlPlane.distro` (`kubernetes_version`), `sync.fromHost.nodes`, \
+                 `sync.toHost.pods.enforceTolerations` and `privateNodes` (`isolation`), \
+                 `policies.resourceQuota` (`quota`), `policies.limitRange` (`limit_range`), \
+                 `policies.networkPolicy` (`network_isolation`), `policies.podSecurityStandard` \
+                 (`pod_security`) and `sleep` (`sleep`). An import cannot recover it.",
+            ),
+        )
+        .attr(
+            Attribute::computed("endpoint", Type::String)
+                .describe("The virtual API server's URL, from its kubeconfig."),
+        )
+        .attr(
+            Attribute::computed("kubeconfig", Type::String)
+                .sensitive()
+                .describe(
+                    "An admin kubeconfig of the virtual cluster, from the Secret `vc-<name>` \
+                     key `config`.",
+                ),
+        )
+        .attr(
+            Attribute::computed("cluster_ca_certificate", Type::String)
+                .describe("PEM CA certificate of the virtual API server."),
+        )
+        .attr(Attribute::computed("status", Type::String).describe(
+            "`Running` when the control-plane pod is ready and its kubeconfig written, \
+             `Paused` when scaled to zero, `Pending` otherwise.",
+        ))
+        .attr(
+            Attribute::computed("vcluster_version", Type::String).describe(
+                "The vCluster release whose chart gpufleet renders (pinned by the provider).",
+            ),
+        )
+        .attr(
+            Attribute::computed("drift", Type::list(Type::String)).describe(
+                "Differences found on refresh between the host objects and what gpufleet renders \
+             (a missing object, a label edited outside Terraform, …); the next apply repairs \
+             them, so it is empty after every apply.",
+            ),
+        )
+        .block(timeouts::block(
+            "How long operations may take. Defaults: create 10m, update 10m, delete 10m, \
+             read 2m. Create and update include waiting for the control plane to be ready; \
+             delete includes waiting for the namespace to finish terminating.",
+        )),
+    )
+}

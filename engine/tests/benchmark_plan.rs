@@ -1,0 +1,220 @@
+//! Plans of `gpufleet_benchmark` without a cluster: what is known at plan time, what forces a
+//! new run, thresholds re-checked in place, and bad input diagnosed on the right attribute.
+//! Every plan is checked against Terraform's plan-validity rules.
+
+#[path = "support/network_segment.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+
+use gpufleet_engine::{
+    consistency::assert_object_compatible,
+    context::Context,
+    kinds::ResourceKind,
+    path::AttrPath,
+    resources::benchmark::{Benchmark, FromSettings},
+    value::Value,
+};
+use support::{Action, config, plan, show};
+
+fn kind() -> Benchmark {
+    Benchmark(FromSettings)
+}
+
+fn threshold(min: Option<i64>, max: Option<i64>) -> Value {
+    Value::object([
+        ("min", min.map_or(Value::Null, Value::int)),
+        ("max", max.map_or(Value::Null, Value::int)),
+    ])
+}
+
+fn thresholds(entries: &[(&str, Value)]) -> Value {
+    Value::Map(
+        entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    )
+}
+
+fn bench(extra: &[(&str, Value)]) -> Value {
+    let mut attrs = vec![
+        ("name", Value::string("allreduce")),
+        ("virtual_cluster_id", Value::string("vc-team-a/team-a")),
+        ("node_pool_id", Value::string("vc-team-a/team-a/train")),
+        ("suite", Value::string("nccl-all-reduce")),
+        (
+            "image",
+            Value::string("nvcr.io/nvidia/hpc-benchmarks:25.04"),
+        ),
+    ];
+    attrs.extend(extra.iter().cloned());
+    config(&kind(), &attrs)
+}
+
+/// What a run returns for `planned`: a passed nccl run with a bus bandwidth of 480.16.
+fn applied(planned: &Value) -> Value {
+    let mut s = planned.clone();
+    let m = s.as_object_mut().expect("object");
+    let fill = [
+        ("status", Value::string("passed")),
+        ("failures", Value::List(Vec::new())),
+        (
+            "results",
+            Value::Map(BTreeMap::from([(
+                "largest_size_bus_bandwidth".to_owned(),
+                Value::Number("480.16".parse().expect("number")),
+            )])),
+        ),
+        ("environment", Value::Map(BTreeMap::new())),
+        ("environment_hash", Value::string("ab".repeat(32))),
+        (
+            "raw_output",
+            Value::string("# Avg bus bandwidth    : 159.151\n"),
+        ),
+        ("started_at", Value::string("2026-03-02T10:00:00Z")),
+        ("finished_at", Value::string("2026-03-02T10:05:00Z")),
+    ];
+    for (k, v) in fill {
+        if m.get(k).is_some_and(Value::is_unknown) {
+            m.insert(k.to_owned(), v);
+        }
+    }
+    let errs = assert_object_compatible(&kind().schema().block, planned, &s);
+    assert!(errs.is_empty(), "{errs:?}");
+    s
+}
+
+async fn created(extra: &[(&str, Value)]) -> Value {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &bench(extra)).await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    applied(&p.planned)
+}
+
+#[tokio::test]
+async fn create_knows_namespace_and_id_and_leaves_the_run_unknown() {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &bench(&[])).await;
+    assert_eq!(p.action, Action::Create);
+    assert_eq!(p.planned.get("namespace"), &Value::string("vc-team-a"));
+    assert_eq!(p.planned.get("id"), &Value::string("vc-team-a/allreduce"));
+    assert_eq!(p.planned.get("on_failure"), &Value::string("fail"));
+    assert_eq!(p.planned.get("nodes"), &Value::int(1));
+    for a in ["status", "results", "environment_hash", "raw_output"] {
+        assert!(p.planned.get(a).is_unknown(), "{a}");
+    }
+}
+
+#[tokio::test]
+async fn the_same_configuration_plans_no_change() {
+    let prior = created(&[]).await;
+    let p = plan(&kind(), &Context::default(), &prior, &bench(&[])).await;
+    assert_eq!(p.action, Action::NoOp);
+}
+
+#[tokio::test]
+async fn a_trigger_or_parameter_change_runs_again() {
+    let prior = created(&[]).await;
+    let triggers = Value::Map(BTreeMap::from([("nodes".to_owned(), Value::string("a,b"))]));
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &bench(&[("triggers", triggers)]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Replace);
+    assert!(p.requires_replace.contains(&AttrPath::attr("triggers")));
+    let params = Value::Map(BTreeMap::from([(
+        "max_bytes".to_owned(),
+        Value::string("1G"),
+    )]));
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &bench(&[("parameters", params)]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Replace);
+}
+
+#[tokio::test]
+async fn a_stricter_threshold_is_re_checked_in_place_and_plans_failed() {
+    let prior = created(&[]).await;
+    let t = thresholds(&[("largest_size_bus_bandwidth", threshold(Some(500), None))]);
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &bench(&[("thresholds", t)]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(p.planned.get("status"), &Value::string("failed"));
+    let failures = p.planned.get("failures").as_seq().expect("known failures");
+    assert_eq!(failures.len(), 1);
+    let text = failures[0].as_str().expect("string");
+    assert!(
+        text.contains("largest_size_bus_bandwidth = 480.16") && text.contains("min 500"),
+        "{text}"
+    );
+    assert_eq!(p.planned.get("results"), prior.get("results"));
+}
+
+#[tokio::test]
+async fn an_unknown_metric_is_an_error_on_thresholds_listing_the_suite_metrics() {
+    let t = thresholds(&[("busbw", threshold(Some(400), None))]);
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &bench(&[("thresholds", t)]),
+    )
+    .await;
+    let d = p.diagnostics.iter().next().expect("a diagnostic");
+    assert_eq!(
+        d.path.as_ref(),
+        Some(&AttrPath::attr("thresholds").push_key("busbw"))
+    );
+    assert!(d.detail.contains("average_bus_bandwidth"), "{}", d.detail);
+}
+
+#[tokio::test]
+async fn neither_virtual_cluster_nor_namespace_is_an_error() {
+    let c = config(
+        &kind(),
+        &[
+            ("name", Value::string("a")),
+            ("suite", Value::string("gpu-burn")),
+            ("image", Value::string("gpu-burn:latest")),
+        ],
+    );
+    let p = plan(&kind(), &Context::default(), &Value::Null, &c).await;
+    assert!(p.diagnostics.has_error());
+}
+
+#[tokio::test]
+async fn custom_needs_a_command() {
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &bench(&[("suite", Value::string("custom"))]),
+    )
+    .await;
+    let d = p.diagnostics.iter().next().expect("a diagnostic");
+    assert_eq!(d.path.as_ref(), Some(&AttrPath::attr("command")));
+}
+
+#[tokio::test]
+async fn a_pool_of_another_virtual_cluster_is_refused() {
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &bench(&[("node_pool_id", Value::string("vc-b/b/train"))]),
+    )
+    .await;
+    let d = p.diagnostics.iter().next().expect("a diagnostic");
+    assert_eq!(d.path.as_ref(), Some(&AttrPath::attr("node_pool_id")));
+}

@@ -1,0 +1,107 @@
+//! The Job and Service of a run, rendered from configuration and placement without a cluster.
+
+use std::collections::BTreeMap;
+
+use gpufleet_engine::{
+    resources::benchmark::{
+        render::{self, Placement, Toleration},
+        spec::BenchmarkSpec,
+    },
+    value::Value,
+};
+
+fn spec(nodes: i64, extra: &[(&str, Value)]) -> BenchmarkSpec {
+    let mut attrs: BTreeMap<String, Value> = BTreeMap::from([
+        ("name".to_owned(), Value::string("allreduce")),
+        (
+            "virtual_cluster_id".to_owned(),
+            Value::string("vc-team-a/team-a"),
+        ),
+        (
+            "node_pool_id".to_owned(),
+            Value::string("vc-team-a/team-a/train"),
+        ),
+        ("suite".to_owned(), Value::string("nccl-all-reduce")),
+        (
+            "image".to_owned(),
+            Value::string("nvcr.io/nvidia/hpc-benchmarks:25.04"),
+        ),
+        ("nodes".to_owned(), Value::int(nodes)),
+        ("gpus_per_node".to_owned(), Value::int(8)),
+        (
+            "parameters".to_owned(),
+            Value::Map(BTreeMap::from([(
+                "max_bytes".to_owned(),
+                Value::string("16G"),
+            )])),
+        ),
+    ]);
+    for (k, v) in extra {
+        attrs.insert((*k).to_owned(), v.clone());
+    }
+    BenchmarkSpec::from_value(&Value::Object(attrs)).expect("spec")
+}
+
+fn placement() -> Placement {
+    Placement::on_pool(
+        "team-a.train",
+        "team-a",
+        &[Toleration {
+            key: "example.com/maintenance".into(),
+            value: None,
+            effect: "NoExecute".into(),
+        }],
+    )
+}
+
+#[test]
+fn gang_job_has_one_pod_per_node_on_the_pool() {
+    let s = spec(2, &[]);
+    let job = render::job(&s, &placement(), 1800);
+    insta::assert_snapshot!(
+        "gang_job",
+        serde_json::to_string_pretty(&job).expect("json")
+    );
+    let svc = render::service(&s).expect("a gang has a service");
+    insta::assert_snapshot!(
+        "gang_service",
+        serde_json::to_string_pretty(&svc).expect("json")
+    );
+}
+
+#[test]
+fn single_node_job_has_no_service_and_no_anti_affinity() {
+    let s = spec(
+        1,
+        &[
+            ("suite", Value::string("dcgm-diag")),
+            (
+                "parameters",
+                Value::Map(BTreeMap::from([("level".to_owned(), Value::string("3"))])),
+            ),
+        ],
+    );
+    assert!(render::service(&s).is_none());
+    let job = render::job(&s, &placement(), 600);
+    insta::assert_snapshot!(
+        "single_job",
+        serde_json::to_string_pretty(&job).expect("json")
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    assert!(pod.get("affinity").is_none());
+    assert_eq!(pod["containers"][0]["name"], "dcgm-diag");
+    assert_eq!(
+        pod["containers"][0]["command"],
+        serde_json::json!(["dcgmi", "diag", "-r", "3", "-j"])
+    );
+}
+
+#[test]
+fn a_configured_command_wins_over_the_suite_default() {
+    let cmd = Value::List(vec![
+        Value::string("python"),
+        Value::string("/bench/step.py"),
+    ]);
+    let s = spec(1, &[("suite", Value::string("custom")), ("command", cmd)]);
+    assert_eq!(render::command(&s), ["python", "/bench/step.py"]);
+}

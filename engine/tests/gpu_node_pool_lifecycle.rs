@@ -1,0 +1,446 @@
+//! `gpufleet_gpu_node_pool` through whole Terraform runs against the in-memory host cluster:
+//! create per tier and sharing mode, no-op re-plans, scale up and down, drift repair,
+//! over-asking, import, auto pools and destroy. Every plan, apply and refresh is checked
+//! against Terraform's consistency rules by the harness.
+
+#[path = "support/network_segment.rs"]
+mod support;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use gpufleet_engine::{
+    backends::kube::{POOL, TENANT},
+    kinds::ResourceKind,
+    resources::gpu_node_pool::{
+        DEVICE_PLUGIN_CONFIG_MAP, DEVICE_PLUGIN_NAMESPACE, GpuNodePool,
+        api::{HostNode, NodeWrite},
+        memory::MemoryHost,
+    },
+    value::Value,
+};
+use support::{Action, Terraform, config, show};
+
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+
+/// A cluster with 4 H100 nodes in each of racks r1 and r2, and three virtual clusters.
+fn host() -> Arc<MemoryHost> {
+    let h = MemoryHost::with_nodes(H100, &[("r1", 4), ("r2", 4)]);
+    for (ns, vc, tier) in [
+        ("vc-a", "a", "dedicated"),
+        ("vc-s", "s", "shared"),
+        ("vc-p", "p", "private"),
+    ] {
+        h.add_namespace(
+            ns,
+            &[
+                ("app.kubernetes.io/managed-by", "gpufleet"),
+                ("gpufleet.dev/virtual-cluster", vc),
+                ("gpufleet.dev/isolation", tier),
+            ],
+        );
+    }
+    h
+}
+
+fn pool(kind: &dyn ResourceKind, extra: &[(&str, Value)]) -> Value {
+    let mut attrs = vec![
+        ("name", Value::string("train")),
+        ("virtual_cluster_id", Value::string("vc-a/a")),
+        ("gpu_product", Value::string(H100)),
+        ("node_count", Value::int(2)),
+    ];
+    for (k, v) in extra {
+        attrs.retain(|(a, _)| a != k);
+        attrs.push((k, v.clone()));
+    }
+    config(kind, &attrs)
+}
+
+fn sharing(strategy: &str, replicas: Option<i64>, mig: Option<&str>) -> Value {
+    Value::object([
+        ("strategy", Value::string(strategy)),
+        ("replicas", replicas.map(Value::int).into()),
+        ("mig_config", mig.map(Value::string).into()),
+    ])
+}
+
+fn snapshot(h: &MemoryHost) -> BTreeMap<String, NodeWrite> {
+    h.nodes_now()
+        .iter()
+        .map(|n| (n.name.clone(), NodeWrite::of(n)))
+        .collect()
+}
+
+fn held(h: &MemoryHost, pool: &str) -> Vec<HostNode> {
+    h.nodes_now()
+        .into_iter()
+        .filter(|n| n.label(POOL) == Some(pool))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn dedicated_pool_is_labelled_tainted_and_destroy_leaves_nodes_as_found() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[]);
+    assert_eq!(tf.apply_ok(&c).await, Action::Create);
+    assert_eq!(tf.state.get("id"), &Value::string("vc-a/a/train"));
+    assert_eq!(tf.state.get("gpus"), &Value::int(16));
+    assert_eq!(tf.state.get("status"), &Value::string("ready"));
+    let nodes = held(&h, "a.train");
+    assert_eq!(nodes.len(), 2);
+    for n in &nodes {
+        assert_eq!(n.label(TENANT), Some("a"));
+        assert_eq!(n.label("gpufleet.dev/isolation"), Some("dedicated"));
+        assert!(
+            n.taints
+                .iter()
+                .any(|t| t.key == TENANT && t.effect == "NoSchedule")
+        );
+        // Packed: one rack.
+        assert_eq!(
+            n.label("gpufleet.dev/rack"),
+            nodes[0].label("gpufleet.dev/rack")
+        );
+    }
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert!(!tf.destroy().await.has_error());
+    assert_eq!(snapshot(&h), before, "every node as it was before the pool");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shared_pool_gets_labels_but_no_taint() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(
+        &k,
+        &[("virtual_cluster_id", Value::string("vc-s/s"))],
+    ))
+    .await;
+    for n in held(&h, "s.train") {
+        assert_eq!(n.label("gpufleet.dev/isolation"), Some("shared"));
+        assert_eq!(n.label(TENANT), None);
+        assert!(n.taints.is_empty());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn time_slicing_reports_replicas_and_writes_its_own_config_key() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(
+        &k,
+        &[
+            ("node_count", Value::int(1)),
+            ("sharing", sharing("time-slicing", Some(4), None)),
+        ],
+    );
+    tf.apply_ok(&c).await;
+    let alloc = tf.state.get("allocatable");
+    assert_eq!(
+        alloc.get("nvidia.com/gpu"),
+        &Value::Null,
+        "a map, not an object"
+    );
+    assert_eq!(
+        alloc.as_map().and_then(|m| m.get("nvidia.com/gpu")),
+        Some(&Value::int(32))
+    );
+    let n = &held(&h, "a.train")[0];
+    assert_eq!(n.label("nvidia.com/device-plugin.config"), Some("a.train"));
+    let cm = h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP);
+    assert!(cm["a.train"].contains("replicas: 4"), "{cm:?}");
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+
+    // A second pool's key sits beside the first one's.
+    let mut tf2 = Terraform::new(&k);
+    let c2 = pool(
+        &k,
+        &[
+            ("name", Value::string("infer")),
+            ("node_count", Value::int(1)),
+            ("sharing", sharing("time-slicing", Some(2), None)),
+        ],
+    );
+    tf2.apply_ok(&c2).await;
+    let cm = h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP);
+    assert_eq!(cm.len(), 2);
+
+    assert!(!tf.destroy().await.has_error());
+    assert!(!tf2.destroy().await.has_error());
+    assert!(
+        h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP)
+            .is_empty()
+    );
+    assert_eq!(snapshot(&h), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn mig_pool_sets_the_profile_and_reports_instances() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(
+        &k,
+        &[
+            ("node_count", Value::int(1)),
+            ("sharing", sharing("mig", None, Some("all-1g.10gb"))),
+        ],
+    ))
+    .await;
+    let n = &held(&h, "a.train")[0];
+    assert_eq!(n.label("nvidia.com/mig.config"), Some("all-1g.10gb"));
+    assert_eq!(
+        tf.state
+            .get("allocatable")
+            .as_map()
+            .and_then(|m| m.get("nvidia.com/mig-1g.10gb")),
+        Some(&Value::int(8 * 7))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn scale_up_claims_more_and_scale_down_releases_the_emptiest() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, &[("node_count", Value::int(2))]))
+        .await;
+    assert_eq!(
+        tf.apply_ok(&pool(&k, &[("node_count", Value::int(4))]))
+            .await,
+        Action::Update
+    );
+    assert_eq!(held(&h, "a.train").len(), 4);
+    assert_eq!(tf.state.get("gpus"), &Value::int(32));
+    // Busy nodes stay; the idle ones go.
+    let names: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    h.add_pod(&names[0], "vc-a", "job-0");
+    h.add_pod(&names[1], "vc-a", "job-1");
+    tf.apply_ok(&pool(&k, &[("node_count", Value::int(2))]))
+        .await;
+    let mut left: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    left.sort();
+    assert_eq!(left, names[..2]);
+    for n in &names[2..] {
+        assert_eq!(
+            NodeWrite::of(&h.node(n).expect("node")),
+            before[n],
+            "{n} as found"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn over_asking_fails_claims_nothing_and_names_the_free_count() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let (action, d) = tf.apply(&pool(&k, &[("node_count", Value::int(9))])).await;
+    assert_eq!(action, Action::Create);
+    let text = show(&d);
+    assert!(text.contains("only 8 are free"), "{text}");
+    assert!(tf.state.is_null());
+    assert_eq!(snapshot(&h), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drift_is_seen_on_refresh_and_repaired_by_apply() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[("node_count", Value::int(3))]);
+    tf.apply_ok(&c).await;
+    let names: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    // A taint removed, and a node gone.
+    h.edit_node(&names[0], |n| n.taints.clear());
+    h.delete_node(&names[1]);
+    let p = tf.plan(&c).await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(tf.state.get("status"), &Value::string("degraded"));
+    assert_eq!(tf.state.get("node_count"), &Value::int(1));
+    tf.apply_ok(&c).await;
+    let now = held(&h, "a.train");
+    assert_eq!(now.len(), 3);
+    assert!(now.iter().all(|n| n.taints.iter().any(|t| t.key == TENANT)));
+    assert!(
+        now.iter().any(|n| n.name == names[0]),
+        "the drifted node is kept and repaired"
+    );
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn import_by_id_reads_the_pool_back() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[("sharing", sharing("time-slicing", Some(3), None))]);
+    tf.apply_ok(&c).await;
+    let mut imported = Terraform::new(&k);
+    let d = imported.import("vc-a/a/train").await;
+    assert!(!d.has_error(), "{}", show(&d));
+    for a in [
+        "gpu_product",
+        "node_count",
+        "source",
+        "nodes",
+        "gpus",
+        "allocatable",
+    ] {
+        assert_eq!(imported.state.get(a), tf.state.get(a), "{a}");
+    }
+    assert_eq!(
+        imported.state.get("sharing").get("replicas"),
+        &Value::int(3)
+    );
+    assert_eq!(imported.plan(&c).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn private_tier_refuses_host_nodes_at_plan_on_source() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let p = tf
+        .plan(&pool(
+            &k,
+            &[("virtual_cluster_id", Value::string("vc-p/p"))],
+        ))
+        .await;
+    let errs: Vec<String> = p
+        .diagnostics
+        .iter()
+        .map(|d| d.path.as_ref().map(ToString::to_string).unwrap_or_default())
+        .collect();
+    assert_eq!(errs, ["source"], "{}", show(&p.diagnostics));
+    assert_eq!(
+        h.nodes_now()
+            .iter()
+            .filter(|n| n.label(POOL).is_some())
+            .count(),
+        0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_pool_emits_a_karpenter_node_pool_and_removes_it() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(
+        &k,
+        &[
+            ("virtual_cluster_id", Value::string("vc-p/p")),
+            ("source", Value::string("auto")),
+            ("node_count", Value::Null),
+            (
+                "autoscaling",
+                Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(3))]),
+            ),
+        ],
+    );
+    tf.apply_ok(&c).await;
+    assert_eq!(tf.state.get("status"), &Value::string("pending"));
+    let np = h.node_pool("gpufleet-p-train").expect("NodePool");
+    assert_eq!(np["spec"]["limits"]["nodes"], "3");
+    assert_eq!(np["spec"]["template"]["spec"]["taints"][0]["value"], "p");
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert!(!tf.destroy().await.has_error());
+    assert!(h.node_pool("gpufleet-p-train").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_is_refused_at_plan_on_its_attribute() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    type Case<'a> = (&'a str, Vec<(&'a str, Value)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "unknown product",
+            vec![("gpu_product", Value::string("RTX-9090"))],
+            "gpu_product",
+        ),
+        (
+            "mig profile of another product",
+            vec![("sharing", sharing("mig", None, Some("all-1g.5gb")))],
+            "sharing.mig_config",
+        ),
+        (
+            "replicas below one",
+            vec![("sharing", sharing("time-slicing", Some(0), None))],
+            "sharing.replicas",
+        ),
+        (
+            "count and autoscaling",
+            vec![
+                (
+                    "autoscaling",
+                    Value::object([("min_nodes", Value::int(1)), ("max_nodes", Value::int(2))]),
+                ),
+                ("source", Value::string("auto")),
+            ],
+            "autoscaling",
+        ),
+        ("bcm", vec![("source", Value::string("bcm"))], "source"),
+        (
+            "reserved label",
+            vec![(
+                "node_labels",
+                Value::Map([("gpufleet.dev/tenant".to_owned(), Value::string("x"))].into()),
+            )],
+            "node_labels[\"gpufleet.dev/tenant\"]",
+        ),
+        (
+            "bad vc id",
+            vec![("virtual_cluster_id", Value::string("a"))],
+            "virtual_cluster_id",
+        ),
+    ];
+    for (case, extra, want) in cases {
+        let mut tf = Terraform::new(&k);
+        let p = support::plan(&k, &tf.ctx, &Value::Null, &pool(&k, &extra)).await;
+        let paths: Vec<String> = p
+            .diagnostics
+            .iter()
+            .map(|d| d.path.as_ref().map(ToString::to_string).unwrap_or_default())
+            .collect();
+        assert_eq!(paths, [want], "{case}: {}", show(&p.diagnostics));
+        tf.state = Value::Null;
+    }
+    assert_eq!(
+        h.nodes_now()
+            .iter()
+            .filter(|n| n.label(POOL).is_some())
+            .count(),
+        0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_calls_per_operation_are_bounded() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[("node_count", Value::int(4))]);
+    tf.apply_ok(&c).await;
+    let create = h.calls();
+    let _ = tf.plan(&c).await;
+    let refresh = h.calls() - create;
+    assert!(!tf.destroy().await.has_error());
+    let destroy = h.calls() - create - refresh;
+    println!("host calls, 4 nodes: create {create}, refresh {refresh}, destroy {destroy}");
+    // The plan of the create reads the namespace once; create lists once, claims 4 nodes.
+    assert!(create <= 1 + 1 + 1 + 4, "create made {create} calls");
+    assert_eq!(
+        refresh, 2,
+        "a refresh lists the pool's nodes and reads the namespace"
+    );
+}

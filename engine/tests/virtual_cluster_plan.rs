@@ -1,0 +1,334 @@
+//! Plans of `gpufleet_virtual_cluster` without a cluster: defaults, computed values known at
+//! plan time, in-place changes, replacement, and bad input diagnosed on the right attribute.
+//! Every plan is checked against Terraform's plan-validity rules.
+
+#[path = "support/network_segment.rs"]
+mod support;
+
+use gpufleet_engine::{
+    consistency::assert_object_compatible,
+    context::Context,
+    diag::Severity,
+    kinds::ResourceKind,
+    path::{AttrPath, PathStep},
+    resources::virtual_cluster::{FromSettings, VirtualCluster},
+    value::Value,
+};
+use support::{Action, config, plan, show};
+
+fn kind() -> VirtualCluster {
+    VirtualCluster(FromSettings)
+}
+
+fn vc(extra: &[(&str, Value)]) -> Value {
+    let mut attrs = vec![("name", Value::string("team-a"))];
+    attrs.extend(extra.iter().cloned());
+    config(&kind(), &attrs)
+}
+
+/// What apply returns for `planned`: the unknowns filled as a running cluster fills them.
+fn applied(planned: &Value) -> Value {
+    let mut s = planned.clone();
+    if let Some(m) = s.as_object_mut() {
+        for (k, v) in [
+            (
+                "kubeconfig",
+                Value::string("apiVersion: v1\nkind: Config\n"),
+            ),
+            ("endpoint", Value::string("https://127.0.0.1:40001")),
+            (
+                "cluster_ca_certificate",
+                Value::string("-----BEGIN CERTIFICATE-----\n"),
+            ),
+        ] {
+            if m.get(k).is_some_and(Value::is_unknown) {
+                m.insert(k.to_owned(), v);
+            }
+        }
+    }
+    let errs = assert_object_compatible(&kind().schema().block, planned, &s);
+    assert!(errs.is_empty(), "{errs:?}");
+    s
+}
+
+async fn created(extra: &[(&str, Value)]) -> Value {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &vc(extra)).await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    applied(&p.planned)
+}
+
+fn error_paths(d: &gpufleet_engine::diag::Diagnostics) -> Vec<String> {
+    d.iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| d.path.as_ref().map(ToString::to_string).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn create_knows_namespace_id_status_and_versions() {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&[])).await;
+    assert_eq!(p.action, Action::Create);
+    let s = &p.planned;
+    assert_eq!(s.get("namespace"), &Value::string("vc-team-a"));
+    assert_eq!(s.get("id"), &Value::string("vc-team-a/team-a"));
+    assert_eq!(s.get("kubernetes_version"), &Value::string("1.36"));
+    assert_eq!(s.get("isolation"), &Value::string("shared"));
+    assert_eq!(s.get("status"), &Value::string("Running"));
+    assert_eq!(s.get("drift"), &Value::List(Vec::new()));
+    assert!(s.get("vcluster_version").as_str().is_some());
+    for a in ["kubeconfig", "endpoint", "cluster_ca_certificate"] {
+        assert!(s.get(a).is_unknown(), "{a}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_name_plans_without_error() {
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[("name", Value::unknown())]),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    assert!(p.planned.get("namespace").is_unknown());
+    assert!(p.planned.get("id").is_unknown());
+}
+
+#[tokio::test]
+async fn unchanged_configuration_is_a_no_op() {
+    let prior = created(&[("quota", quota("64", 8))]).await;
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("quota", quota("64", 8))]),
+    )
+    .await;
+    assert_eq!(p.action, Action::NoOp, "{:?}", p.planned);
+}
+
+fn quota(cpu: &str, gpus: i64) -> Value {
+    Value::object([
+        ("gpus", Value::int(gpus)),
+        ("cpu", Value::string(cpu)),
+        ("memory", Value::Null),
+        ("pods", Value::Null),
+    ])
+}
+
+#[tokio::test]
+async fn policy_changes_in_place_and_keeps_the_kubeconfig() {
+    let prior = created(&[("quota", quota("64", 8))]).await;
+    let c = vc(&[
+        ("quota", quota("32", 4)),
+        ("pod_security", Value::string("restricted")),
+    ]);
+    let p = plan(&kind(), &Context::default(), &prior, &c).await;
+    assert_eq!(p.action, Action::Update);
+    assert!(p.requires_replace.is_empty());
+    for a in [
+        "kubeconfig",
+        "endpoint",
+        "cluster_ca_certificate",
+        "id",
+        "namespace",
+    ] {
+        assert_eq!(p.planned.get(a), prior.get(a), "{a}");
+    }
+    applied(&p.planned);
+}
+
+#[tokio::test]
+async fn pausing_shows_the_status_and_expects_a_new_kubeconfig() {
+    let prior = created(&[]).await;
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("paused", Value::Bool(true))]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(p.planned.get("status"), &Value::string("Paused"));
+    assert!(p.planned.get("kubeconfig").is_unknown());
+}
+
+#[tokio::test]
+async fn isolation_change_replaces_and_says_so() {
+    let prior = created(&[]).await;
+    let c = vc(&[("isolation", Value::string("dedicated"))]);
+    // The update half of the plan carries the warning; the harness re-plans the create half.
+    let p = gpufleet_engine::plan::plan_resource(
+        &kind(),
+        &Context::default(),
+        prior.clone(),
+        gpufleet_engine::consistency::proposed_new(&kind().schema().block, &prior, &c),
+        c.clone(),
+    )
+    .await;
+    assert_eq!(p.requires_replace, [AttrPath::attr("isolation")]);
+    let warning = p
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Severity::Warning)
+        .expect("a warning");
+    assert_eq!(warning.path, Some(AttrPath::attr("isolation")));
+    assert!(warning.detail.contains("destroys"), "{}", warning.detail);
+    let full = plan(&kind(), &Context::default(), &prior, &c).await;
+    assert_eq!(full.action, Action::Replace);
+}
+
+#[tokio::test]
+async fn upgrades_are_in_place_and_downgrades_refused() {
+    let prior = created(&[("kubernetes_version", Value::string("1.35"))]).await;
+    let up = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("kubernetes_version", Value::string("1.36"))]),
+    )
+    .await;
+    assert_eq!(up.action, Action::Update);
+    assert!(up.planned.get("kubeconfig").is_unknown());
+    let down = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("kubernetes_version", Value::string("1.34"))]),
+    )
+    .await;
+    assert_eq!(error_paths(&down.diagnostics), ["kubernetes_version"]);
+}
+
+#[tokio::test]
+async fn bad_input_is_diagnosed_on_its_attribute() {
+    let labels = |k: &str| Value::Map([(k.to_owned(), Value::string("x"))].into());
+    /// (case, attributes set, paths of the expected errors)
+    type Case<'a> = (&'a str, Vec<(&'a str, Value)>, Vec<&'a str>);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "name too long",
+            vec![("name", Value::string("a".repeat(53)))],
+            vec!["name"],
+        ),
+        (
+            "name not a DNS label",
+            vec![("name", Value::string("Team_A"))],
+            vec!["name"],
+        ),
+        (
+            "isolation",
+            vec![("isolation", Value::string("isolated"))],
+            vec!["isolation"],
+        ),
+        (
+            "version",
+            vec![("kubernetes_version", Value::string("1.20"))],
+            vec!["kubernetes_version"],
+        ),
+        (
+            "quota quantities",
+            vec![(
+                "quota",
+                Value::object([
+                    ("gpus", Value::int(-1)),
+                    ("cpu", Value::string("lots")),
+                    ("memory", Value::string("64GB")),
+                    ("pods", Value::Null),
+                ]),
+            )],
+            vec!["quota.gpus", "quota.cpu", "quota.memory"],
+        ),
+        (
+            "pod security",
+            vec![("pod_security", Value::string("strict"))],
+            vec!["pod_security"],
+        ),
+        (
+            "sleep",
+            vec![(
+                "sleep",
+                Value::object([("after_inactivity", Value::string("soon"))]),
+            )],
+            vec!["sleep.after_inactivity"],
+        ),
+        (
+            "reserved label",
+            vec![("labels", labels("gpufleet.dev/tenant"))],
+            vec!["labels[\"gpufleet.dev/tenant\"]"],
+        ),
+        (
+            "override not YAML",
+            vec![("values_override", Value::string("a: [1"))],
+            vec!["values_override"],
+        ),
+        (
+            "override not a mapping",
+            vec![("values_override", Value::string("[1, 2]"))],
+            vec!["values_override"],
+        ),
+    ];
+    for (case, extra, want) in cases {
+        let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&extra)).await;
+        assert_eq!(
+            error_paths(&p.diagnostics),
+            want,
+            "{case}: {}",
+            show(&p.diagnostics)
+        );
+    }
+}
+
+#[tokio::test]
+async fn overrides_of_managed_keys_are_refused_naming_the_key() {
+    for (yaml, key, attr) in [
+        (
+            "sync:\n  fromHost:\n    nodes:\n      selector:\n        labels:\n          pool: any\n",
+            "sync.fromHost.nodes.selector.labels.pool",
+            "isolation",
+        ),
+        (
+            "{\"controlPlane\": {\"distro\": {\"k8s\": {\"version\": \"v1.30.0\"}}}}",
+            "controlPlane.distro.k8s.version",
+            "kubernetes_version",
+        ),
+        (
+            "policies:\n  resourceQuota: {enabled: false}\n",
+            "policies.resourceQuota.enabled",
+            "quota",
+        ),
+    ] {
+        let p = plan(
+            &kind(),
+            &Context::default(),
+            &Value::Null,
+            &vc(&[("values_override", Value::string(yaml))]),
+        )
+        .await;
+        let errs: Vec<_> = p
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        assert_eq!(errs.len(), 1, "{yaml}: {}", show(&p.diagnostics));
+        assert_eq!(
+            errs[0].path,
+            Some(AttrPath(vec![PathStep::Attr("values_override".into())]))
+        );
+        assert!(errs[0].detail.contains(key), "{}", errs[0].detail);
+        assert!(errs[0].detail.contains(attr), "{}", errs[0].detail);
+    }
+    // Keys gpufleet leaves alone merge.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[(
+            "values_override",
+            Value::string("sync:\n  toHost:\n    ingresses:\n      enabled: true\n"),
+        )]),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+}

@@ -1,0 +1,69 @@
+# Two tenants on one host cluster: a shared development tier and a dedicated production tier
+# with its own time-sliced GPUs. Try it against the lab:
+#
+#   eval "$(gpufleet-lab up)"   # prints the provider settings as environment variables
+#   terraform init && terraform apply
+#   terraform output -raw dev_kubeconfig > dev.kubeconfig && kubectl --kubeconfig dev.kubeconfig get ns
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+# Settings come from the environment (KUBECONFIG or GPUFLEET_KUBE_*).
+provider "gpufleet" {}
+
+# Development: pods run on the shared nodes, bounded by a quota.
+resource "gpufleet_virtual_cluster" "dev" {
+  name      = "dev"
+  isolation = "shared"
+
+  quota = {
+    gpus   = 4
+    cpu    = "32"
+    memory = "128Gi"
+    pods   = 100
+  }
+  limit_range = {
+    default_request_cpu    = "100m"
+    default_request_memory = "128Mi"
+  }
+}
+
+# Production: pods run only on nodes dedicated to this tenant.
+resource "gpufleet_virtual_cluster" "prod" {
+  name         = "prod"
+  isolation    = "dedicated"
+  pod_security = "restricted"
+
+  quota = {
+    gpus   = 32
+    cpu    = "256"
+    memory = "1Ti"
+    pods   = 500
+  }
+}
+
+# Two host nodes for prod, each GPU shared four ways by time-slicing.
+resource "gpufleet_gpu_node_pool" "prod_h100" {
+  name               = "h100"
+  virtual_cluster_id = gpufleet_virtual_cluster.prod.id
+  gpu_product        = "NVIDIA-H100-80GB-HBM3"
+  node_count         = 2
+  source             = "host"
+
+  sharing = {
+    strategy = "time-slicing"
+    replicas = 4
+  }
+}
+
+output "dev_kubeconfig" {
+  value     = gpufleet_virtual_cluster.dev.kubeconfig
+  sensitive = true
+}
+
+output "prod_kubeconfig" {
+  value     = gpufleet_virtual_cluster.prod.kubeconfig
+  sensitive = true
+}

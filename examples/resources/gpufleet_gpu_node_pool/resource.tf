@@ -1,0 +1,48 @@
+# Two H100 nodes for a dedicated tenant, packed into one rack (NVLink and rack locality for
+# training): the nodes get gpufleet.dev/tenant=team-a and the matching NoSchedule taint.
+resource "gpufleet_gpu_node_pool" "train" {
+  name               = "train"
+  virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  gpu_product        = "NVIDIA-H100-80GB-HBM3"
+  node_count         = 2
+
+  placement = {
+    topology_key = "gpufleet.dev/rack"
+    policy       = "pack"
+  }
+
+  node_labels = {
+    "example.com/cost-center" = "ml-research"
+  }
+  drain_timeout = "10m"
+}
+
+# One L40S node shared by time-slicing: 4 GPUs x 4 replicas = 16 nvidia.com/gpu.
+resource "gpufleet_gpu_node_pool" "infer" {
+  name               = "infer"
+  virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  gpu_product        = "NVIDIA-L40S"
+  node_count         = 1
+
+  sharing = {
+    strategy = "time-slicing"
+    replicas = 4
+  }
+}
+
+# A100s split into seven 1g.10gb MIG instances each.
+resource "gpufleet_gpu_node_pool" "notebooks" {
+  name               = "notebooks"
+  virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  gpu_product        = "NVIDIA-A100-SXM4-80GB"
+  node_count         = 1
+
+  sharing = {
+    strategy   = "mig"
+    mig_config = "all-1g.10gb"
+  }
+}
+
+output "train_allocatable" {
+  value = gpufleet_gpu_node_pool.train.allocatable
+}
