@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod session;
+pub use session::Session;
+
 /// The provider's source address, as written in `required_providers`.
 pub const PROVIDER_SOURCE: &str = "gpufleet/gpufleet";
 

@@ -9,7 +9,7 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
-use gpufleet_acceptance::{Output, Workdir};
+use gpufleet_acceptance::Session;
 use gpufleet_engine::{
     consistency::{assert_object_compatible, proposed_new},
     context::Context,
@@ -285,47 +285,30 @@ terraform {
 provider "gpufleet" {}
 "#;
 
-struct Tf {
-    wd: Workdir,
-    env: Vec<(String, String)>,
-}
+/// A Terraform session against the shared lab, with the provider block prepended.
+struct Tf(Session);
 
 impl Tf {
     fn new(body: &str) -> Tf {
-        let tf = Tf {
-            wd: Workdir::new(&format!("{PROVIDER}\n{body}")),
-            env: Lab::shared().settings_env(),
-        };
-        tf.ok(&["init", "-input=false", "-no-color"]);
-        tf
+        Tf(Session::new(
+            &format!("{PROVIDER}\n{body}"),
+            Lab::shared().settings_env(),
+        ))
     }
 
     fn write(&self, body: &str) {
-        self.wd.write("main.tf", &format!("{PROVIDER}\n{body}"));
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.wd.run_with_env(args, &env)
-    }
-
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.run(args);
-        assert!(out.success(), "terraform {args:?} failed:\n{out}");
-        out
-    }
-
-    fn apply(&self) -> Output {
-        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+        self.0.write(&format!("{PROVIDER}\n{body}"));
     }
 
     fn plan_exit(&self) -> i32 {
-        self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
-            .status_code
+        self.0.plan().status_code
+    }
+}
+
+impl std::ops::Deref for Tf {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.0
     }
 }
 

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gpufleet_acceptance::{Output, Workdir, terraform_launcher};
+use gpufleet_acceptance::{Output, Session, terraform_launcher};
 use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::Value;
 
@@ -35,72 +35,34 @@ fn host_lock() -> MutexGuard<'static, ()> {
     HOST.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-struct Tf {
-    wd: Workdir,
-    env: Vec<(String, String)>,
-}
+/// A Terraform session against the shared lab, with the provider block prepended.
+struct Tf(Session);
 
 impl Tf {
     fn new(body: &str) -> Self {
-        let tf = Self {
-            wd: Workdir::new(&format!("{HEADER}\n{body}")),
-            env: Lab::shared().settings_env(),
-        };
-        tf.ok(&["init", "-input=false", "-no-color"]);
-        tf
+        Tf(Session::new(
+            &format!("{HEADER}\n{body}"),
+            Lab::shared().settings_env(),
+        ))
     }
 
     fn write(&self, body: &str) {
-        self.wd.write("main.tf", &format!("{HEADER}\n{body}"));
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.wd.run_with_env(args, &env)
-    }
-
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.run(args);
-        assert!(out.success(), "terraform {args:?} failed:\n{out}");
-        out
-    }
-
-    fn apply(&self) -> Output {
-        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
-    }
-
-    fn destroy(&self) -> Output {
-        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+        self.0.write(&format!("{HEADER}\n{body}"));
     }
 
     fn plan_exit(&self) -> Output {
-        self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
-    }
-
-    fn assert_plan_empty(&self) {
-        let out = self.plan_exit();
-        assert_eq!(out.status_code, 0, "expected an empty plan:\n{out}");
+        self.0.plan()
     }
 
     fn state(&self, address: &str) -> Value {
-        let show = self.ok(&["show", "-json", "-no-color"]).json();
-        show["values"]["root_module"]["resources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["address"] == address)
-            .map(|r| r["values"].clone())
-            .unwrap_or(Value::Null)
+        self.0.resource(address)
     }
+}
 
-    fn output_raw(&self, name: &str) -> String {
-        self.ok(&["output", "-raw", "-no-color", name])
-            .stdout
-            .clone()
+impl std::ops::Deref for Tf {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.0
     }
 }
 
@@ -347,7 +309,7 @@ fn a_provider_killed_mid_apply_converges_without_duplicates() {
         .args(["apply", "-auto-approve", "-input=false", "-no-color"])
         .current_dir(tf.wd.path())
         .env("TF_CLI_CONFIG_FILE", tf.wd.cli_config_path())
-        .envs(tf.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(tf.env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -1,0 +1,118 @@
+//! A [`Workdir`] bound to the backend settings of a lab (or any environment), so tests run
+//! Terraform against it without repeating the variables on every call.
+
+use serde_json::Value;
+
+use crate::{Output, Workdir};
+
+/// A work directory whose commands all run with the same extra environment, typically
+/// `Lab::settings_env()`.
+#[derive(Debug)]
+pub struct Session {
+    /// The work directory.
+    pub wd: Workdir,
+    env: Vec<(String, String)>,
+}
+
+impl Session {
+    /// Writes `main_tf`, runs `terraform init`, and keeps `env` for every later command.
+    ///
+    /// # Panics
+    /// When init fails.
+    pub fn new(main_tf: &str, env: Vec<(String, String)>) -> Session {
+        let s = Session {
+            wd: Workdir::new(main_tf),
+            env,
+        };
+        s.ok(&["init", "-input=false", "-no-color"]);
+        s
+    }
+
+    /// The extra environment every command runs with.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Replaces `main.tf`.
+    pub fn write(&self, main_tf: &str) {
+        self.wd.write("main.tf", main_tf);
+    }
+
+    /// `terraform ARGS` with the session's environment, whatever its exit code.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.wd.run_with_env(args, &env)
+    }
+
+    /// `terraform ARGS`, which must succeed.
+    ///
+    /// # Panics
+    /// When it fails, showing its output.
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args);
+        assert!(out.success(), "terraform {args:?} failed:\n{out}");
+        out
+    }
+
+    /// `terraform apply -auto-approve`, which must succeed.
+    pub fn apply(&self) -> Output {
+        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    /// `terraform destroy -auto-approve`, which must succeed.
+    pub fn destroy(&self) -> Output {
+        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    /// `terraform plan -detailed-exitcode`: exit code 0 is no change, 2 is changes, 1 errors.
+    pub fn plan(&self) -> Output {
+        self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
+    }
+
+    /// Requires the plan to be empty.
+    ///
+    /// # Panics
+    /// When the plan has changes or fails.
+    pub fn assert_plan_empty(&self) {
+        let out = self.plan();
+        assert_eq!(out.status_code, 0, "expected an empty plan:\n{out}");
+    }
+
+    /// The attribute values of the resource at `address` (`module.x.type.name[key]` too), or
+    /// null when the state has none.
+    pub fn resource(&self, address: &str) -> Value {
+        fn find(module: &Value, address: &str) -> Option<Value> {
+            let own = module["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["address"] == address)
+                .map(|r| r["values"].clone());
+            own.or_else(|| {
+                module["child_modules"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|m| find(m, address))
+            })
+        }
+        let show = self.ok(&["show", "-json", "-no-color"]).json();
+        find(&show["values"]["root_module"], address).unwrap_or(Value::Null)
+    }
+
+    /// Every resource address in the state.
+    pub fn addresses(&self) -> Vec<String> {
+        self.wd.state_list()
+    }
+
+    /// `terraform output -raw NAME`.
+    pub fn output_raw(&self, name: &str) -> String {
+        self.ok(&["output", "-raw", "-no-color", name])
+            .stdout
+            .clone()
+    }
+}
