@@ -389,7 +389,6 @@ async fn bad_input_is_refused_at_plan_on_its_attribute() {
             ],
             "autoscaling",
         ),
-        ("bcm", vec![("source", Value::string("bcm"))], "source"),
         (
             "reserved label",
             vec![(

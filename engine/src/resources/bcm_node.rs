@@ -65,6 +65,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
     path::AttrPath,
+    resources::gpu_node_pool::bcm::POOL_KEY,
     schema::{Attribute, Block, Schema},
     timeouts::{self, Operation, Timeouts},
     validate::OneOf,
@@ -158,7 +159,7 @@ impl Desired {
 
 /// Why a step of apply, read or import stopped.
 #[derive(Debug)]
-enum StepError {
+pub(crate) enum StepError {
     /// A BCM call failed.
     Bcm(BcmError),
     /// BCM's objects do not allow the step ("the node is held by another tenant").
@@ -493,11 +494,11 @@ async fn resolve_refs(api: &dyn BcmApi, want: &Desired) -> Result<Refs, StepErro
 
 /// What apply has learned so far; becomes the (partial) state.
 #[derive(Debug, Default)]
-struct Progress {
+pub(crate) struct Progress {
     /// The node, once it is held (claimed or adopted).
-    device: Option<Device>,
+    pub(crate) device: Option<Device>,
     /// The last status seen.
-    status: Option<DeviceStatus>,
+    pub(crate) status: Option<DeviceStatus>,
 }
 
 impl Progress {
@@ -512,7 +513,7 @@ impl Progress {
 
 /// Polls the node's status until it is `UP`. After a boot was started (`booting`), an `UP`
 /// counts only once the node was seen down, or after [`UP_CONFIRMATIONS`] in a row.
-async fn wait_up(
+pub(crate) async fn wait_up(
     api: &dyn BcmApi,
     uuid: &str,
     hostname: &str,
@@ -548,7 +549,7 @@ async fn wait_up(
 
 /// Switches the node on (or resets it when it already runs) so it boots; returns whether a
 /// boot was started. A node already on its way up is left alone.
-async fn boot(
+pub(crate) async fn boot(
     api: &dyn BcmApi,
     device: &Device,
     status: &DeviceStatus,
@@ -911,7 +912,9 @@ fn wipe_devices(d: &Device) -> Vec<String> {
     }
 }
 
-async fn release_node(
+/// Releases a node `tenant` holds back to the free pool; with `wipe`, through a wiping FULL
+/// reinstall (see the module's Destroy section). Resumes a wipe an earlier call left unfinished.
+pub(crate) async fn release_node(
     api: &dyn BcmApi,
     uuid: &str,
     tenant: &str,
@@ -938,6 +941,9 @@ async fn release_node(
         n.set_image(None);
         n.install_mode = None;
         n.set_tenant(None);
+        if !wipe {
+            n.extra_values.remove(POOL_KEY);
+        }
     }
     if wipe {
         // Until the wiping boot has finished, the node carries the tenant whose data is on
@@ -969,6 +975,8 @@ async fn release_node(
     // Wiped: the node is free now. Re-read for the revision the boot left behind.
     if let Some(mut done) = api.device(uuid).await? {
         done.set_releasing(None);
+        // A node pool's mark stays until the wipe is done, so the pool can resume it.
+        done.extra_values.remove(POOL_KEY);
         api.update_device(&done).await?;
         p.device = Some(done);
     }

@@ -62,25 +62,29 @@ impl MemoryHost {
 
     /// Adds `n` Ready nodes of `product` in `rack`.
     pub fn add_nodes(&self, product: &str, rack: &str, n: usize, gpus: u32) {
-        let mut s = self.lock();
         for i in 0..n {
-            s.version += 1;
-            let name = format!("gpu-{rack}-{i:02}");
-            let node = HostNode {
-                name: name.clone(),
-                resource_version: s.version.to_string(),
-                labels: [
-                    ("nvidia.com/gpu.product".to_owned(), product.to_owned()),
-                    ("gpufleet.dev/rack".to_owned(), rack.to_owned()),
-                    ("kubernetes.io/hostname".to_owned(), name.clone()),
-                ]
-                .into(),
-                ready: true,
-                gpus,
-                ..HostNode::default()
-            };
-            s.nodes.insert(name, node);
+            self.add_node(&format!("gpu-{rack}-{i:02}"), product, rack, gpus);
         }
+    }
+
+    /// Adds one Ready node `name` of `product` in `rack` (a BCM node's host node, say).
+    pub fn add_node(&self, name: &str, product: &str, rack: &str, gpus: u32) {
+        let mut s = self.lock();
+        s.version += 1;
+        let node = HostNode {
+            name: name.to_owned(),
+            resource_version: s.version.to_string(),
+            labels: [
+                ("nvidia.com/gpu.product".to_owned(), product.to_owned()),
+                ("gpufleet.dev/rack".to_owned(), rack.to_owned()),
+                ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+            ]
+            .into(),
+            ready: true,
+            gpus,
+            ..HostNode::default()
+        };
+        s.nodes.insert(name.to_owned(), node);
     }
 
     /// Adds a namespace with labels.

@@ -25,6 +25,18 @@
 //! An `auto` pool server-side-applies a Karpenter `NodePool` ([`karpenter`]) and reports the
 //! nodes Karpenter launched for it.
 //!
+//! # BCM pools
+//!
+//! A `bcm` pool first holds bare-metal servers in Base Command Manager ([`bcm`]): it claims
+//! free servers of its GPU product for its virtual cluster (placed by their BCM rack),
+//! records itself on each device, powers them on or reboots them and waits until they are
+//! `UP`; then it claims their host nodes (same names) with the labels and taints a `host`
+//! pool sets. Not enough free servers is an error naming how many are free, at plan when BCM
+//! can be asked, and nothing is claimed. Releasing a node (scale-down, destroy) releases the
+//! host node as a `host` pool does, then wipes the server with the FULL reinstall
+//! `gpufleet_bcm_node` uses and returns it to the free pool. An apply re-run after the
+//! provider was killed adopts the servers already recorded for the pool.
+//!
 //! # Refresh and drift
 //!
 //! A refresh of a host pool lists the nodes labelled for it (one call) and reads the
@@ -39,6 +51,7 @@
 //! [`api::HostApi`]; [`kube_api`] implements it on the API server and [`memory`] in memory.
 
 pub mod api;
+pub mod bcm;
 pub mod claim;
 pub mod karpenter;
 pub mod kube_api;
@@ -58,6 +71,8 @@ pub use ops::{
 };
 
 use crate::{
+    backends::bcm::{BcmApi, BcmBackend},
+    catalog,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -86,11 +101,20 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(20 * 60),
 };
 
-/// Where the kind gets its host cluster from.
+/// Where the kind gets its host cluster (and, for `bcm` pools, its BCM head node) from.
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// The host cluster for this operation, or the diagnostic naming the missing settings.
     async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics>;
+
+    /// The BCM head node for a `bcm` pool, or the diagnostic naming the missing settings.
+    fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        Err(Diagnostic::error(
+            "No BCM Head Node",
+            format!("a {TYPE_NAME} with source = \"bcm\" needs the provider's bcm block."),
+        )
+        .into())
+    }
 }
 
 /// The production backend: the shared client of the provider's `kubernetes` settings.
@@ -102,6 +126,30 @@ impl Backend for FromSettings {
     async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics> {
         let client = crate::backends::kube::client(&ctx.settings, TYPE_NAME).await?;
         Ok(Arc::new(KubeHost::new(client)))
+    }
+
+    fn bcm(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        crate::backends::bcm::FromSettings.connect(ctx)
+    }
+}
+
+/// A given host cluster and BCM head node, for tests and tools that bring their own.
+#[derive(Debug, Clone)]
+pub struct WithBcm<H, M> {
+    /// The host cluster.
+    pub host: Arc<H>,
+    /// The BCM head node.
+    pub bcm: Arc<M>,
+}
+
+#[async_trait]
+impl<H: HostApi + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
+    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics> {
+        Ok(Arc::clone(&self.host) as Arc<dyn HostApi>)
+    }
+
+    fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        Ok(Arc::clone(&self.bcm) as Arc<dyn BcmApi>)
     }
 }
 
@@ -201,6 +249,48 @@ async fn check_tier(host: &dyn HostApi, config: &Value) -> Diagnostics {
     d
 }
 
+/// The plan-time BCM check: a `bcm` pool that needs more free BCM nodes than there are is
+/// refused on `node_count`. Skipped when BCM cannot be asked: apply checks again.
+async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if config.get("source").as_str() != Some("bcm") {
+        return d;
+    }
+    let (Some(want), Some(model)) = (
+        config.get("node_count").as_i64(),
+        config.get("gpu_product").as_str().and_then(catalog::lookup),
+    ) else {
+        return d;
+    };
+    let had = if prior.get("source").as_str() == Some("bcm") {
+        prior.get("node_count").as_i64().unwrap_or(0)
+    } else {
+        0
+    };
+    let need = usize::try_from(want - had).unwrap_or(0);
+    if need == 0 {
+        return d;
+    }
+    if let Ok(free) = bcm::free_count(bcm, model.product).await
+        && free < need
+    {
+        d.push(
+            Diagnostic::error(
+                "Not Enough Free BCM Nodes",
+                format!(
+                    "the pool needs {need} more BCM node(s) of {}, but only {free} {} free in \
+                     Base Command Manager (held by no tenant and not being wiped). Lower \
+                     node_count, or release nodes held by other tenants.",
+                    model.product,
+                    if free == 1 { "is" } else { "are" }
+                ),
+            )
+            .with_path(AttrPath::attr("node_count")),
+        );
+    }
+    d
+}
+
 /// The state skeleton for an import by `<namespace>/<virtual cluster>/<pool>`.
 fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     let parts: Vec<&str> = id.trim().split('/').collect();
@@ -253,6 +343,12 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             resp.diagnostics
                 .extend(check_tier(host.as_ref(), &req.config).await);
         }
+        if req.config.get("source").as_str() == Some("bcm")
+            && let Ok(bcm) = self.0.bcm(ctx)
+        {
+            resp.diagnostics
+                .extend(check_bcm_free(bcm.as_ref(), &req.prior, &req.config).await);
+        }
         resp
     }
 
@@ -266,21 +362,58 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
                 };
             }
         };
-        if req.planned.is_null() {
-            ops::apply_delete(host.as_ref(), ctx, &req.prior).await
+        let value = if req.planned.is_null() {
+            &req.prior
         } else {
-            ops::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await
+            &req.planned
+        };
+        // Only a bcm pool needs the head node, and it cannot work without one.
+        let bcm = if value.get("source").as_str() == Some("bcm") {
+            match self.0.bcm(ctx) {
+                Ok(b) => Some(b),
+                Err(diagnostics) => {
+                    return ApplyResponse {
+                        new_state: req.prior,
+                        diagnostics,
+                    };
+                }
+            }
+        } else {
+            None
+        };
+        let bcm = bcm.as_deref();
+        if req.planned.is_null() {
+            ops::apply_delete(host.as_ref(), bcm, ctx, &req.prior).await
+        } else {
+            ops::apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await
         }
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx).await {
-            Ok(host) => ops::read(host.as_ref(), ctx, &state).await,
-            Err(diagnostics) => ReadResponse {
-                new_state: state,
-                diagnostics,
-            },
-        }
+        let host = match self.0.connect(ctx).await {
+            Ok(host) => host,
+            Err(diagnostics) => {
+                return ReadResponse {
+                    new_state: state,
+                    diagnostics,
+                };
+            }
+        };
+        // A bcm pool whose host nodes are gone may still hold servers (a wipe to finish).
+        let bcm = if state.get("source").as_str() == Some("bcm") {
+            match self.0.bcm(ctx) {
+                Ok(b) => Some(b),
+                Err(diagnostics) => {
+                    return ReadResponse {
+                        new_state: state,
+                        diagnostics,
+                    };
+                }
+            }
+        } else {
+            None
+        };
+        ops::read(host.as_ref(), bcm.as_deref(), ctx, &state).await
     }
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {

@@ -197,6 +197,9 @@ pub fn held_write(node: &HostNode, want: &Desired) -> NodeWrite {
     w
 }
 
+/// The taint Kubernetes' node lifecycle controller puts on cordoned nodes.
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
 /// The write that cordons a held node before it is drained, remembering whether it was
 /// cordoned already.
 pub fn cordon_write(node: &HostNode) -> NodeWrite {
@@ -234,6 +237,11 @@ pub fn release_write(node: &HostNode) -> NodeWrite {
     w.taints.sort_by_key(order);
     if let Some(u) = o.unschedulable {
         w.unschedulable = u;
+        // The node lifecycle controller taints a cordoned node. Un-cordoning takes that
+        // taint away in the same write, so the node is as found the moment destroy returns.
+        if !u {
+            w.taints.retain(|t| t.key != UNSCHEDULABLE_TAINT);
+        }
     }
     w.annotations.remove(ORIGINALS_ANNOTATION);
     w

@@ -7,20 +7,27 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     api::{HostApi, HostError, HostNode},
+    bcm as bcm_pool,
     claim::{self, ClaimError, ClaimRequest},
     karpenter::{self, NODEPOOL_LABEL},
-    node_config::{Desired, Tier, cordon_write, desired, held_write, is_configured, release_write},
+    node_config::{
+        Desired, Tier, cordon_write, desired, held_write, is_configured, is_free, release_write,
+    },
     spec::{
         DEVICE_PLUGIN_CONFIG_LABEL, GPU_PRODUCT_LABEL, MIG_CONFIG_LABEL, PoolSpec, Sharing, Source,
         VirtualClusterRef, pool_label,
     },
 };
 use crate::{
-    backends::kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
+    backends::{
+        bcm::{BcmApi, BcmError},
+        kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
+    },
     catalog,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
+    resources::bcm_node,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
@@ -40,6 +47,8 @@ pub(super) enum StepError {
     Host(HostError),
     /// A claim or release failed.
     Claim(ClaimError),
+    /// A Base Command Manager call failed.
+    Bcm(BcmError),
     /// The cluster does not allow the step.
     Conflict(String),
     /// The operation's timeout passed.
@@ -51,6 +60,29 @@ pub(super) enum StepError {
 impl From<HostError> for StepError {
     fn from(e: HostError) -> StepError {
         StepError::Host(e)
+    }
+}
+
+impl From<bcm_node::StepError> for StepError {
+    fn from(e: bcm_node::StepError) -> StepError {
+        match e {
+            bcm_node::StepError::Bcm(e) => StepError::Bcm(e),
+            bcm_node::StepError::Conflict(m) => StepError::Conflict(m),
+            bcm_node::StepError::InstallFailed(s) => StepError::Conflict(format!(
+                "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
+                 pool; fix the cause (see its provisioning log on the head node) and apply \
+                 again.",
+                s.hostname,
+                s.status,
+                if s.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.message)
+                }
+            )),
+            bcm_node::StepError::TimedOut { op, waited } => StepError::TimedOut { op, waited },
+            bcm_node::StepError::Cancelled => StepError::Cancelled,
+        }
     }
 }
 
@@ -66,6 +98,7 @@ impl StepError {
         let detail = match self {
             StepError::Host(e) => format!("{what}: {e}."),
             StepError::Claim(e) => format!("{what}: {e}."),
+            StepError::Bcm(e) => format!("{what}: {e}."),
             StepError::Conflict(m) => format!("{what}: {m}"),
             StepError::TimedOut { op, waited } => format!(
                 "{what}: gave up after {} while {doing} (the {} timeout). The nodes held so \
@@ -190,8 +223,8 @@ fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
     match spec.source {
         Source::Auto if held == 0 => "pending",
         Source::Auto => "ready",
-        Source::Host if held == spec.target() as usize => "ready",
-        Source::Host => "degraded",
+        Source::Host | Source::Bcm if held == spec.target() as usize => "ready",
+        Source::Host | Source::Bcm => "degraded",
     }
 }
 
@@ -229,7 +262,7 @@ async fn tier_of(api: &dyn HostApi, vc: &VirtualClusterRef) -> Result<Tier, Step
 pub(super) fn refuse_private_host(tier: Tier, source: Source) -> Option<String> {
     (tier == Tier::Private && source == Source::Host).then(|| {
         "the virtual cluster is `private`: its tenants get nodes of their own, never \
-         host-cluster nodes. Use source = \"auto\" (or \"bcm\" once supported)."
+         host-cluster nodes. Use source = \"bcm\" or \"auto\"."
             .to_owned()
     })
 }
@@ -320,9 +353,11 @@ async fn drain_and_release(
 /// nodes held at that point.
 async fn converge(
     api: &dyn HostApi,
+    bcm: Option<&dyn BcmApi>,
     spec: &PoolSpec,
     prefer: &[String],
     had_time_slicing: bool,
+    bcm_held: &mut usize,
 ) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
     let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
     if let Some(why) = refuse_private_host(tier, spec.source) {
@@ -343,13 +378,40 @@ async fn converge(
             .map_err(|e| (Vec::new(), e.into()))?;
         return Ok(launched);
     }
+    let target = spec.target() as usize;
+    // A bcm pool provisions its BCM nodes first; only their host nodes may be claimed.
+    let bcm_names = match (spec.source, bcm) {
+        (Source::Bcm, Some(bcm)) => {
+            let names = match provision_bcm(api, bcm, spec, target, bcm_held).await {
+                Ok(names) => names,
+                Err(e) => return Err((held_now(api, &pool).await, e)),
+            };
+            Some((bcm, names))
+        }
+        (Source::Bcm, None) => {
+            return Err((
+                Vec::new(),
+                StepError::Conflict("a bcm pool needs the provider's bcm settings.".to_owned()),
+            ));
+        }
+        _ => None,
+    };
     let all = api
         .list_nodes(&format!("{GPU_PRODUCT_LABEL}={}", spec.model.product))
         .await
         .map_err(|e| (Vec::new(), e.into()))?;
-    let (mut held, others): (Vec<HostNode>, Vec<HostNode>) = all
+    let (mut held, mut others): (Vec<HostNode>, Vec<HostNode>) = all
         .into_iter()
         .partition(|n| n.label(POOL) == Some(pool.as_str()));
+    let bcm_prefer: Vec<String>;
+    let prefer = match &bcm_names {
+        Some((_, names)) => {
+            others.retain(|n| names.contains(&n.name));
+            bcm_prefer = names.clone();
+            &bcm_prefer[..]
+        }
+        None => prefer,
+    };
     // Repair drift on what is held.
     let mut repaired = Vec::with_capacity(held.len());
     for n in &held {
@@ -360,7 +422,6 @@ async fn converge(
         }
     }
     held = repaired;
-    let target = spec.target() as usize;
     if held.len() < target {
         let req = ClaimRequest {
             product: spec.model.product,
@@ -400,10 +461,74 @@ async fn converge(
         }
         held = keep;
     }
+    if let Some((bcm, names)) = &bcm_names {
+        // BCM nodes whose host node the pool does not hold (scale-down, surplus) are wiped,
+        // and so are those an earlier scale-down left half-wiped.
+        let surplus: Vec<String> = names
+            .iter()
+            .filter(|h| !held.iter().any(|n| &n.name == *h))
+            .cloned()
+            .collect();
+        bcm_pool::release(*bcm, spec, Some(&surplus))
+            .await
+            .map_err(|e| (held.clone(), e))?;
+        *bcm_held = names.len() - surplus.len();
+    }
     write_sharing_config(api, spec, had_time_slicing)
         .await
         .map_err(|e| (held.clone(), e))?;
     Ok(held)
+}
+
+/// The nodes holding the pool label now, for a state after a failure (empty when the cluster
+/// cannot say).
+async fn held_now(api: &dyn HostApi, pool: &str) -> Vec<HostNode> {
+    api.list_nodes(&format!("{POOL}={pool}"))
+        .await
+        .unwrap_or_default()
+}
+
+/// How often the host nodes of freshly provisioned BCM nodes are looked for.
+const JOIN_POLL: Duration = Duration::from_secs(2);
+
+/// Provisions the pool's BCM nodes, then waits until each has a host node that is Ready and
+/// free (or already the pool's). Returns their hostnames.
+async fn provision_bcm(
+    api: &dyn HostApi,
+    bcm: &dyn BcmApi,
+    spec: &PoolSpec,
+    target: usize,
+    bcm_held: &mut usize,
+) -> Result<Vec<String>, StepError> {
+    let names = bcm_pool::provision(bcm, spec, target, bcm_held).await?;
+    let pool = spec.pool_label();
+    loop {
+        let nodes = api
+            .list_nodes(&format!("{GPU_PRODUCT_LABEL}={}", spec.model.product))
+            .await?;
+        let mut waiting = 0;
+        for name in &names {
+            match nodes.iter().find(|n| &n.name == name) {
+                Some(n) if n.label(POOL) == Some(pool.as_str()) || is_free(n) => {}
+                Some(n) if n.label(POOL).is_some() => {
+                    return Err(StepError::Conflict(format!(
+                        "the host node {name} of a BCM node this pool holds is claimed by pool \
+                         {:?}.",
+                        n.label(POOL).unwrap_or_default()
+                    )));
+                }
+                _ => waiting += 1,
+            }
+        }
+        if waiting == 0 {
+            return Ok(names);
+        }
+        tracing::debug!(
+            waiting,
+            "waiting for provisioned BCM nodes to join the host cluster"
+        );
+        tokio::time::sleep(JOIN_POLL).await;
+    }
 }
 
 fn failed(summary: &str, name: &str, doing: &str, e: &StepError, state: Value) -> ApplyResponse {
@@ -423,6 +548,7 @@ fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
 /// Create or update.
 pub(super) async fn apply_upsert(
     api: &dyn HostApi,
+    bcm: Option<&dyn BcmApi>,
     ctx: &Context,
     prior: &Value,
     planned: &Value,
@@ -448,8 +574,9 @@ pub(super) async fn apply_upsert(
         .collect();
     let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
     let mut held_at_failure: Vec<HostNode> = Vec::new();
+    let mut bcm_held = 0;
     let result = bounded(ctx, op, started, started + t.get(op), async {
-        match converge(api, &spec, &prefer, had_ts).await {
+        match converge(api, bcm, &spec, &prefer, had_ts, &mut bcm_held).await {
             Ok(held) => Ok(held),
             Err((held, e)) => {
                 held_at_failure = held;
@@ -472,7 +599,10 @@ pub(super) async fn apply_upsert(
             }
         }
         Err(e) => {
-            let state = if creating && held_at_failure.is_empty() && spec.source == Source::Host {
+            // A create that holds nothing, in the cluster or in BCM, leaves no state.
+            let holds_nothing = held_at_failure.is_empty()
+                && (spec.source == Source::Host || (spec.source == Source::Bcm && bcm_held == 0));
+            let state = if creating && holds_nothing {
                 Value::Null
             } else if creating {
                 state_of(planned, &spec, &held_at_failure, "degraded")
@@ -495,7 +625,12 @@ pub(super) async fn apply_upsert(
 }
 
 /// Destroy.
-pub(super) async fn apply_delete(api: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+pub(super) async fn apply_delete(
+    api: &dyn HostApi,
+    bcm: Option<&dyn BcmApi>,
+    ctx: &Context,
+    prior: &Value,
+) -> ApplyResponse {
     let spec = match spec_or_fail(prior, prior) {
         Ok(s) => s,
         Err(r) => return r,
@@ -512,6 +647,12 @@ pub(super) async fn apply_delete(api: &dyn HostApi, ctx: &Context, prior: &Value
             if let Err((left, e)) = drain_and_release(api, &pool, held, spec.drain_timeout).await {
                 still = left;
                 return Err(e);
+            }
+            if spec.source == Source::Bcm {
+                let bcm = bcm.ok_or_else(|| {
+                    StepError::Conflict("a bcm pool needs the provider's bcm settings.".to_owned())
+                })?;
+                bcm_pool::release(bcm, &spec, None).await?;
             }
         }
         if matches!(spec.sharing, Sharing::TimeSlicing(_)) {
@@ -549,7 +690,12 @@ pub(super) async fn apply_delete(api: &dyn HostApi, ctx: &Context, prior: &Value
 }
 
 /// Refresh: the nodes that hold the pool label, checked against what the pool wants.
-pub(super) async fn read(api: &dyn HostApi, ctx: &Context, state: &Value) -> ReadResponse {
+pub(super) async fn read(
+    api: &dyn HostApi,
+    bcm: Option<&dyn BcmApi>,
+    ctx: &Context,
+    state: &Value,
+) -> ReadResponse {
     let name = state.get("name").as_str().unwrap_or_default().to_owned();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
@@ -576,7 +722,18 @@ pub(super) async fn read(api: &dyn HostApi, ctx: &Context, state: &Value) -> Rea
         let held = api
             .list_nodes(&format!("{POOL}={}", spec.pool_label()))
             .await?;
+        // A bcm pool's servers still being wiped count as the pool's (its tenant's data is
+        // on them), so the next apply or destroy finishes the wipe.
+        let (bcm_held, wiping) = match (spec.source, bcm) {
+            (Source::Bcm, Some(bcm)) => bcm_pool::census(bcm, &spec).await?,
+            _ => (0, 0),
+        };
         if held.is_empty() {
+            if bcm_held + wiping > 0 {
+                let mut s = state_of(state, &spec, &[], "degraded");
+                set_attr(&mut s, "node_count", Value::int(wiping as i64));
+                return Ok(s);
+            }
             return Ok(Value::Null);
         }
         let tier = match api.namespace_labels(&spec.vc.namespace).await? {
@@ -596,7 +753,7 @@ pub(super) async fn read(api: &dyn HostApi, ctx: &Context, state: &Value) -> Rea
             held.len()
         } else {
             configured
-        };
+        } + wiping;
         if !state.get("node_count").is_null() {
             set_attr(&mut s, "node_count", Value::int(count as i64));
         }

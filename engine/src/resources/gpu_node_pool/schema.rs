@@ -151,9 +151,12 @@ pub fn pool_schema() -> Schema {
                 .describe(
                     "Where nodes come from: `host` claims existing host-cluster nodes (not for \
                      `private` virtual clusters); `auto` emits a Karpenter `NodePool` named \
-                     `gpufleet-<virtual cluster>-<name>`; `bcm` (bare-metal provisioning \
-                     through Base Command Manager) is not supported yet. Changing it replaces \
-                     the pool.",
+                     `gpufleet-<virtual cluster>-<name>`; `bcm` claims free bare-metal \
+                     nodes of `gpu_product` in Base Command Manager for the virtual cluster \
+                     (recorded on each device), provisions them until they are `UP`, then \
+                     claims their host-cluster nodes of the same names, and wipes them (FULL \
+                     reinstall) when they are released; it needs the provider's `bcm` block. \
+                     Changing it replaces the pool.",
                 ),
         )
         .attr(
@@ -168,7 +171,8 @@ pub fn pool_schema() -> Schema {
                 placement_attributes(),
             )
             .describe(
-                "Which free nodes a `host` pool claims. Leaving it out packs by rack.",
+                "Which free nodes a `host` or `bcm` pool claims (a `bcm` pool places by the \
+                 BCM rack of each server). Leaving it out packs by rack.",
             ),
         )
         .attr(

@@ -40,6 +40,9 @@ pub enum Source {
     Host,
     /// Emit a Karpenter NodePool.
     Auto,
+    /// Claim and provision bare-metal nodes through Base Command Manager, then claim their
+    /// host-cluster nodes.
+    Bcm,
 }
 
 /// How GPUs are shared.
@@ -171,6 +174,7 @@ impl PoolSpec {
         };
         let source = match v.get("source").as_str() {
             Some("auto") => Source::Auto,
+            Some("bcm") => Source::Bcm,
             _ => Source::Host,
         };
         let count = |x: &Value| x.as_i64().and_then(|n| u32::try_from(n).ok());
@@ -314,15 +318,6 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
         );
     }
     let source = config.get("source").as_str();
-    if source == Some("bcm") {
-        d.error_at(
-            AttrPath::attr("source"),
-            "Source Not Supported Yet",
-            "source = \"bcm\" (bare-metal nodes provisioned through Base Command Manager) is \
-             not supported yet. Use \"host\" to claim existing host-cluster nodes or \"auto\" \
-             for a Karpenter NodePool.",
-        );
-    }
     validate_count(config, source, &mut d);
     validate_sharing(config.get("sharing"), model, &mut d);
     validate_labels(config.get("node_labels"), &mut d);
@@ -377,12 +372,12 @@ fn validate_count(config: &Value, source: Option<&str>, d: &mut Diagnostics) {
                 format!("min_nodes ({min}) is larger than max_nodes ({max})."),
             );
         }
-        if matches!(source, Some("host") | None) && !config.get("source").is_unknown() {
+        if matches!(source, Some("host" | "bcm") | None) && !config.get("source").is_unknown() {
             d.error_at(
                 AttrPath::attr("autoscaling"),
                 "Autoscaling Needs Karpenter",
-                "autoscaling needs source = \"auto\" (a Karpenter NodePool); a \"host\" pool \
-                 claims a fixed node_count of existing nodes.",
+                "autoscaling needs source = \"auto\" (a Karpenter NodePool); a \"host\" or \
+                 \"bcm\" pool claims a fixed node_count of nodes.",
             );
         }
     }
