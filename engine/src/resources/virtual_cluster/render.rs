@@ -230,6 +230,14 @@ fn statefulset(spec: &Spec, names: &Names, config_yaml: &str) -> Json {
             "initialDelaySeconds": 0, "periodSeconds": 2, "failureThreshold": 60,
         })
     };
+    // The control plane runs as an unprivileged user with nothing to escalate, so it is
+    // admitted under every pod security level the tenant's namespace may enforce,
+    // `restricted` included.
+    let container_security = json!({
+        "allowPrivilegeEscalation": false,
+        "capabilities": { "drop": ["ALL"] },
+        "runAsNonRoot": true,
+    });
     object(
         ObjectKind::StatefulSet,
         meta(&spec.name, spec, &labels),
@@ -247,6 +255,13 @@ fn statefulset(spec: &Spec, names: &Names, config_yaml: &str) -> Json {
                     "serviceAccountName": names.vc(),
                     "terminationGracePeriodSeconds": 10,
                     "enableServiceLinks": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 12345,
+                        "runAsGroup": 12345,
+                        "fsGroup": 12345,
+                        "seccompProfile": { "type": "RuntimeDefault" },
+                    },
                     "initContainers": [{
                         "name": "kubernetes",
                         "image": format!(
@@ -257,6 +272,7 @@ fn statefulset(spec: &Spec, names: &Names, config_yaml: &str) -> Json {
                         "args": ["-r", "/kubernetes/.", "/binaries/"],
                         "volumeMounts": [{ "name": "binaries", "mountPath": "/binaries" }],
                         "resources": { "requests": { "cpu": "10m", "memory": "64Mi" } },
+                        "securityContext": container_security,
                     }],
                     "containers": [{
                         "name": "syncer",
@@ -266,6 +282,7 @@ fn statefulset(spec: &Spec, names: &Names, config_yaml: &str) -> Json {
                             { "name": "VCLUSTER_NAME", "value": spec.name },
                             { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } },
                         ],
+                        "securityContext": container_security,
                         "readinessProbe": probe("/readyz"),
                         "livenessProbe": probe("/healthz"),
                         "resources": {
