@@ -400,9 +400,16 @@ impl FleetNode {
             status: Some(NodeStatus {
                 capacity: Some(self.capacity()),
                 allocatable: Some(self.capacity()),
+                // The API server reaches a node's kubelet (logs, exec) at its InternalIP; every
+                // node's kubelet is kwok's server on loopback. The server's own address, as
+                // BCM and the network know it, is the ExternalIP.
                 addresses: Some(vec![
                     NodeAddress {
                         type_: "InternalIP".into(),
+                        address: Ipv4Addr::LOCALHOST.to_string(),
+                    },
+                    NodeAddress {
+                        type_: "ExternalIP".into(),
                         address: self.ip.to_string(),
                     },
                     NodeAddress {
