@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use gpufleet_acceptance::{Output, Workdir, workspace_root};
+use gpufleet_acceptance::{Output, Session, workspace_root};
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
 
@@ -35,40 +35,25 @@ fn fault_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Terraform run with the lab's settings.
-struct Tf {
-    wd: Workdir,
-    env: Vec<(String, String)>,
+struct Tf(Session);
+
+impl std::ops::Deref for Tf {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.0
+    }
 }
 
 impl Tf {
     fn new(body: &str) -> Self {
-        let wd = Workdir::new(&format!("{REQUIRED_PROVIDERS}\n{body}"));
-        let tf = Self {
-            wd,
-            env: Lab::shared().settings_env(),
-        };
-        tf.ok(&["init", "-input=false", "-no-color"]);
-        tf
+        Tf(Session::new(
+            &format!("{REQUIRED_PROVIDERS}\n{body}"),
+            Lab::shared().settings_env(),
+        ))
     }
 
     fn write(&self, body: &str) {
-        self.wd
-            .write("main.tf", &format!("{REQUIRED_PROVIDERS}\n{body}"));
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.wd.run_with_env(args, &env)
-    }
-
-    fn ok(&self, args: &[&str]) -> Output {
-        let out = self.run(args);
-        assert!(out.success(), "terraform {args:?} failed:\n{out}");
-        out
+        self.0.write(&format!("{REQUIRED_PROVIDERS}\n{body}"));
     }
 
     fn err(&self, args: &[&str]) -> Output {
@@ -80,16 +65,8 @@ impl Tf {
         out
     }
 
-    fn apply(&self) -> Output {
-        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
-    }
-
     fn apply_err(&self) -> Output {
         self.err(&["apply", "-auto-approve", "-input=false", "-no-color"])
-    }
-
-    fn destroy(&self) -> Output {
-        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
     }
 
     fn plan_err(&self) -> Output {
@@ -103,15 +80,6 @@ impl Tf {
 
     fn show_json(&self) -> Value {
         self.ok(&["show", "-json", "-no-color"]).json()
-    }
-
-    /// `plan -detailed-exitcode` must report no changes.
-    fn assert_plan_empty(&self) {
-        let out = self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"]);
-        assert_eq!(
-            out.status_code, 0,
-            "expected an empty plan (exit 0):\n{out}"
-        );
     }
 
     /// `plan -detailed-exitcode` must report changes.
@@ -571,12 +539,7 @@ fn network_segment_example_applies_and_destroys() {
     let example =
         std::fs::read_to_string(workspace_root().join("examples/network-segment/main.tf"))
             .expect("examples/network-segment/main.tf");
-    let wd = Workdir::new(&example);
-    let tf = Tf {
-        wd,
-        env: Lab::shared().settings_env(),
-    };
-    tf.ok(&["init", "-input=false", "-no-color"]);
+    let tf = Session::new(&example, Lab::shared().settings_env());
     tf.apply();
     tf.assert_plan_empty();
     assert_exactly_one("tenant-a-net");
