@@ -252,6 +252,11 @@ impl HostApi for KubeHost {
             Ok(_) => Ok(true),
             Err(e) if status_code(&e) == Some(404) => Ok(true),
             Err(e) if status_code(&e) == Some(429) => Ok(false),
+            // No eviction can be created in a namespace being deleted; its pods are on their
+            // way out already, which is all a drain needs.
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("being terminated") => {
+                Ok(true)
+            }
             Err(e) => Err(err(format!("evict pod {}/{}", pod.namespace, pod.name))(e)),
         }
     }
