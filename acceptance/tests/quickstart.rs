@@ -113,6 +113,14 @@ fn quickstart_gives_two_isolated_tenants_and_cleans_up() {
     });
     assert_eq!(seen, pool_nodes);
 
+    // Pods of an earlier, interrupted run of this test may still be in a kept lab.
+    for (tenant, pod) in [(&prod, "train"), (&dev, "notebook")] {
+        let path = format!("/api/v1/namespaces/default/pods/{pod}");
+        if tenant.delete(&path).is_ok() {
+            wait_for("a leftover pod to go", || tenant.get(&path).err());
+        }
+    }
+
     // A GPU pod of prod lands on one of prod's nodes.
     prod.create("/api/v1/namespaces/default/pods", &gpu_pod("train"))
         .expect("prod creates a pod");
