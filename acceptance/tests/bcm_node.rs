@@ -74,14 +74,6 @@ impl Tf {
             .cloned()
             .unwrap_or_default()
     }
-
-    fn node_state(&self, address: &str) -> Value {
-        self.resources()
-            .into_iter()
-            .find(|r| r["address"] == address)
-            .map(|r| r["values"].clone())
-            .unwrap_or(Value::Null)
-    }
 }
 
 /// `curl` against the emulator's admin plane (trusting the lab CA).
@@ -190,7 +182,7 @@ fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
     let tf = Tf::new(&node("n", host, "acc-tenant-a", ""));
     tf.apply();
     tf.assert_plan_empty();
-    let st = tf.node_state("gpufleet_bcm_node.n");
+    let st = tf.resource("gpufleet_bcm_node.n");
     assert_eq!(st["status"], "UP", "{st:#}");
     assert_eq!(st["rack"], "rack-b3", "{st:#}");
     assert_eq!(st["gpu_product"], "NVIDIA-B200", "{st:#}");
@@ -210,7 +202,7 @@ fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
     );
     tf.apply();
     tf.assert_plan_empty();
-    assert_eq!(tf.node_state("gpufleet_bcm_node.n")["status"], "UP");
+    assert_eq!(tf.resource("gpufleet_bcm_node.n")["status"], "UP");
 
     // Import into a fresh directory by hostname.
     let imported = Tf::new(
@@ -352,10 +344,10 @@ fn a_failed_install_names_the_node_and_reapply_converges() {
         "{out}"
     );
     for (i, _) in hosts.iter().enumerate().filter(|(_, h)| *h != bad) {
-        let st = tf.node_state(&format!("gpufleet_bcm_node.n{i}"));
+        let st = tf.resource(&format!("gpufleet_bcm_node.n{i}"));
         assert_eq!(st["status"], "UP", "the others succeed: {st:#}");
     }
-    let failed = tf.node_state("gpufleet_bcm_node.n1");
+    let failed = tf.resource("gpufleet_bcm_node.n1");
     assert_eq!(failed["status"], "INSTALLER_FAILED", "recorded: {failed:#}");
     tf.apply();
     tf.assert_plan_empty();
@@ -500,7 +492,7 @@ fn a_provider_killed_mid_provisioning_is_adopted_without_a_second_claim() {
     tf.apply();
     tf.assert_plan_empty();
     assert_eq!(updates_of(host), 1, "adopted: no second claim");
-    assert_eq!(tf.node_state("gpufleet_bcm_node.n")["status"], "UP");
+    assert_eq!(tf.resource("gpufleet_bcm_node.n")["status"], "UP");
     tf.destroy();
 }
 
