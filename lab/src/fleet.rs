@@ -39,6 +39,16 @@ pub const GPU_FAMILY_LABEL: &str = "nvidia.com/gpu.family";
 pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// Whether the GPUs support MIG partitioning (GFD).
 pub const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
+/// The driver and CUDA runtime versions every lab node reports, as GFD splits them into
+/// `nvidia.com/cuda.driver.{major,minor,rev}` and `nvidia.com/cuda.runtime.{major,minor}`
+/// labels. A node group's `labels` can override any of them (a rack on another driver).
+pub const DRIVER_LABELS: &[(&str, &str)] = &[
+    ("nvidia.com/cuda.driver.major", "570"),
+    ("nvidia.com/cuda.driver.minor", "133"),
+    ("nvidia.com/cuda.driver.rev", "20"),
+    ("nvidia.com/cuda.runtime.major", "12"),
+    ("nvidia.com/cuda.runtime.minor", "8"),
+];
 /// The well-known zone label.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// The well-known region label.
@@ -339,6 +349,9 @@ impl FleetNode {
         set(GPU_MEMORY_LABEL, self.model.memory_mib.to_string());
         set(GPU_FAMILY_LABEL, self.model.architecture.into());
         set(MIG_CAPABLE_LABEL, self.model.mig_capable().to_string());
+        for (k, v) in DRIVER_LABELS {
+            set(k, (*v).into());
+        }
         set(ZONE_LABEL, self.zone.clone());
         set(REGION_LABEL, self.region.clone());
         set(SITE_LABEL, self.site.clone());
@@ -851,6 +864,8 @@ memory = "1Ti"
         assert_eq!(l[ZONE_LABEL], "zone-a");
         assert_eq!(l[RACK_LABEL], "rack-a1");
         assert_eq!(l[NVLINK_DOMAIN_LABEL], "rack-a1-nvl0");
+        assert_eq!(l["nvidia.com/cuda.driver.major"], "570");
+        assert_eq!(l["nvidia.com/cuda.runtime.minor"], "8");
         let l40s = fleet
             .nodes()
             .iter()

@@ -48,7 +48,7 @@ use crate::{
     diag::Diagnostic,
     path::AttrPath,
     schema::{AttrType, Attribute, Block},
-    value::{BigDecimal, NumberBound, Refinements, Value},
+    value::{NumberBound, Refinements, Value, display_number},
 };
 
 /// One broken rule, at the path of the offending value.
@@ -196,7 +196,7 @@ fn render(v: &Value) -> String {
         Value::Null => "null".to_owned(),
         Value::Unknown(r) => render_unknown(r),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => render_number(n),
+        Value::Number(n) => display_number(n),
         Value::String(s) => format!("{s:?}"),
         Value::List(xs) | Value::Tuple(xs) => join(xs.iter().map(render), "[", "]"),
         Value::Set(xs) => join(xs.iter().map(render), "toset([", "])"),
@@ -214,16 +214,6 @@ fn render(v: &Value) -> String {
     }
 }
 
-fn render_number(n: &BigDecimal) -> String {
-    let n = n.normalized();
-    // Normalising turns 100 into 1E+2; whole numbers read better with their zeros.
-    if n.is_integer() {
-        n.with_scale(0).to_string()
-    } else {
-        n.to_string()
-    }
-}
-
 /// `unknown`, followed by what is known about it, e.g. `unknown (not null, prefix "a-")`.
 fn render_unknown(r: &Refinements) -> String {
     let mut known = Vec::new();
@@ -235,11 +225,11 @@ fn render_unknown(r: &Refinements) -> String {
     }
     if let Some(b) = &r.number_lower {
         let op = if b.inclusive { ">=" } else { ">" };
-        known.push(format!("{op} {}", render_number(&b.value)));
+        known.push(format!("{op} {}", display_number(&b.value)));
     }
     if let Some(b) = &r.number_upper {
         let op = if b.inclusive { "<=" } else { "<" };
-        known.push(format!("{op} {}", render_number(&b.value)));
+        known.push(format!("{op} {}", display_number(&b.value)));
     }
     if let Some(n) = r.length_lower {
         known.push(format!("length >= {n}"));

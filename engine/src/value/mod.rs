@@ -13,6 +13,14 @@ pub use bigdecimal::BigDecimal;
 pub use refinements::{NumberBound, Refinements};
 pub use types::Type;
 
+/// A number as people write it: no exponent, no trailing zeros (`2000`, `1832.5`), whatever
+/// scale it was parsed or computed with, so messages read the same before and after a number
+/// round-trips through state.
+#[must_use]
+pub fn display_number(n: &BigDecimal) -> String {
+    n.normalized().to_plain_string()
+}
+
 /// A Terraform value.
 ///
 /// Sets are kept sorted (by [`Ord`]) and free of duplicate known values, so that two sets with

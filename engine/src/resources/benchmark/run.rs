@@ -7,15 +7,21 @@
 //!    versions.
 //! 2. Find `gfb-<name>`: a Job with the same spec hash is adopted (a re-run after a killed
 //!    provider); one with another hash is deleted first. Then apply the Service and the Job.
-//! 3. Gang start: every pod must be running (or done) within `start_timeout`; otherwise
-//!    everything is deleted and the run fails, naming the pods that did not start and why.
+//! 3. Gang start: every pod must be running (or done), together on distinct nodes, within
+//!    `start_timeout`; otherwise everything is deleted and the run fails, naming the pods that did not start and why.
 //! 4. Wait for the Job to complete or fail, within the create timeout.
 //! 5. Read pod 0's log (the termination message when the log cannot be read), parse it.
 //! 6. Delete the Job, its pods and the Service: the resource is the record.
 //!
+//! Runs on the same pool take turns within one provider process ([`take_turn`]).
+//!
 //! Terraform's stop request ends any wait at once; what was created is deleted then too.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, OnceLock, PoisonError},
+    time::Duration,
+};
 
 use bigdecimal::BigDecimal;
 use serde_json::Value as Json;
@@ -67,6 +73,16 @@ pub enum RunError {
         waited: String,
         /// The pods that did not start, and why.
         pending: String,
+    },
+    /// The pods of a gang ran one after another instead of together.
+    #[error(
+        "the {nodes} pods did not run together ({detail}); a run of nodes = {nodes} needs {nodes} free nodes of the pool at once"
+    )]
+    GangBroken {
+        /// How many pods the gang has.
+        nodes: u32,
+        /// What showed it.
+        detail: String,
     },
     /// The create timeout passed.
     #[error("the Job did not finish within the create timeout ({0})")]
@@ -261,7 +277,51 @@ async fn job_pods(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Vec<Jso
         .await
 }
 
-/// Step 3: all pods running or done before the gang deadline.
+fn unschedulable(pod: &Json) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            str_at(c, "/type") == Some("PodScheduled") && str_at(c, "/status") == Some("False")
+        })
+}
+
+/// Whether a gang of `nodes` pods has started: `Ok(true)` once that many pods run (or ran)
+/// on as many distinct nodes. The anti-affinity keeps pods that run at once on distinct
+/// nodes, but not a pod from the node of a peer that has already finished; so a pod that
+/// finished while a peer could not be scheduled, or two pods on one node, mean the pods ran
+/// one after another: the run is broken (`Err`, saying what showed it).
+fn gang_progress(pods: &[Json], nodes: u32) -> Result<bool, String> {
+    let name = |p: &Json| str_at(p, "/metadata/name").unwrap_or("?").to_owned();
+    let mut by_node: BTreeMap<&str, String> = BTreeMap::new();
+    for p in pods {
+        if let Some(node) = str_at(p, "/spec/nodeName")
+            && let Some(other) = by_node.insert(node, name(p))
+        {
+            return Err(format!("{other} and {} both ran on {node}", name(p)));
+        }
+    }
+    if nodes > 1
+        && let Some(done) = pods
+            .iter()
+            .find(|p| matches!(phase(p), "Succeeded" | "Failed"))
+        && let Some(waiting) = pods.iter().find(|p| unschedulable(p))
+    {
+        return Err(format!(
+            "{} finished while {} could not be scheduled",
+            name(done),
+            name(waiting)
+        ));
+    }
+    let started = pods
+        .iter()
+        .filter(|p| matches!(phase(p), "Running" | "Succeeded" | "Failed"))
+        .count();
+    Ok(started >= nodes as usize)
+}
+
+/// Step 3: all pods running (or done) together before the gang deadline.
 async fn wait_gang(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
@@ -271,12 +331,15 @@ async fn wait_gang(
 ) -> Result<(), RunError> {
     loop {
         let pods = job_pods(cluster, spec).await?;
-        let started_pods = pods
-            .iter()
-            .filter(|p| matches!(phase(p), "Running" | "Succeeded" | "Failed"))
-            .count();
-        if started_pods >= spec.nodes as usize {
-            return Ok(());
+        match gang_progress(&pods, spec.nodes) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(detail) => {
+                return Err(RunError::GangBroken {
+                    nodes: spec.nodes,
+                    detail,
+                });
+            }
         }
         if Instant::now() >= deadline {
             let mut pending: Vec<String> = pods
@@ -495,6 +558,31 @@ pub fn record(
     (s, d)
 }
 
+/// Waits for this run's turn on its pool. Runs on one pool take turns within a provider
+/// process (one `terraform apply`): at once they would share the pool's GPUs and skew each
+/// other's results, and a gang could not find its nodes free together.
+async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    type Turns = std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>;
+    static TURNS: OnceLock<Turns> = OnceLock::new();
+    let pool = spec.pool.as_ref()?.id();
+    let turn = TURNS
+        .get_or_init(Turns::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(pool.clone())
+        .or_default()
+        .clone();
+    if let Ok(guard) = turn.clone().try_lock_owned() {
+        return Some(guard);
+    }
+    tracing::info!(
+        target: "gpufleet::benchmark",
+        "benchmark {:?} waits for another run on pool {pool} to finish",
+        spec.name
+    );
+    Some(turn.lock_owned().await)
+}
+
 /// Runs the benchmark of `planned` and returns its record.
 pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
@@ -507,13 +595,15 @@ pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> Apply
         }
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
-    let started = Instant::now();
-    let deadline = started + t.create;
     let outcome = ctx
         .cancel
-        .run_until_cancelled(execute(
-            cluster, &spec, planned, started, deadline, t.create,
-        ))
+        .run_until_cancelled(async {
+            let _turn = take_turn(&spec).await;
+            // The create timeout counts from the run's turn, not from the wait for it.
+            let started = Instant::now();
+            let deadline = started + t.create;
+            execute(cluster, &spec, planned, started, deadline, t.create).await
+        })
         .await
         .unwrap_or(Err(RunError::Cancelled));
     match outcome {
@@ -742,5 +832,77 @@ pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> App
             format!("{TYPE_NAME} {name:?}: {problem}."),
         )
         .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, phase: &str, unschedulable: bool) -> Json {
+        let mut p = json!({
+            "metadata": { "name": name },
+            "spec": {},
+            "status": { "phase": phase },
+        });
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        if unschedulable {
+            p["status"]["conditions"] = json!([{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available",
+            }]);
+        }
+        p
+    }
+
+    #[test]
+    fn a_gang_starts_when_every_pod_runs_on_its_own_node() {
+        let pods = [
+            pod("p-0", Some("a"), "Running", false),
+            pod("p-1", Some("b"), "Succeeded", false),
+        ];
+        assert_eq!(gang_progress(&pods, 2), Ok(true));
+        let waiting = [
+            pod("p-0", Some("a"), "Running", false),
+            pod("p-1", None, "Pending", true),
+        ];
+        assert_eq!(gang_progress(&waiting, 2), Ok(false));
+        assert_eq!(gang_progress(&waiting[..1], 2), Ok(false));
+    }
+
+    #[test]
+    fn pods_that_ran_one_after_another_break_the_gang() {
+        let same_node = [
+            pod("p-0", Some("a"), "Succeeded", false),
+            pod("p-1", Some("a"), "Running", false),
+        ];
+        let err = gang_progress(&same_node, 2).expect_err("one node twice");
+        assert!(err.contains("p-0 and p-1 both ran on a"), "{err}");
+
+        let alone = [
+            pod("p-0", Some("a"), "Succeeded", false),
+            pod("p-1", None, "Pending", true),
+        ];
+        let err = gang_progress(&alone, 2).expect_err("a pod ran alone");
+        assert!(
+            err.contains("p-0 finished while p-1 could not be scheduled"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_single_pod_run_is_no_gang() {
+        assert_eq!(
+            gang_progress(&[pod("p-0", Some("a"), "Succeeded", false)], 1),
+            Ok(true)
+        );
+        assert_eq!(
+            gang_progress(&[pod("p-0", None, "Pending", true)], 1),
+            Ok(false)
+        );
     }
 }

@@ -46,7 +46,8 @@ pub fn benchmark_schema() -> Schema {
              against `thresholds`, and recorded with the environment it ran in, so runs can be \
              compared (`environment_hash`). The Job and its pods are removed when the run ends; \
              the resource is the record. Changing what runs (suite, image, command, parameters, \
-             placement, `triggers`) runs it again. Needs the provider's `kubernetes` block.",
+             placement, `triggers`) runs it again. Runs on the same pool take turns within an \
+             apply, so they do not share GPUs. Needs the provider's `kubernetes` block.",
         )
         .attr(
             Attribute::computed("id", Type::String)
@@ -124,8 +125,9 @@ pub fn benchmark_schema() -> Schema {
                 .validate(IntBetween::new(1, 256))
                 .describe(
                     "How many nodes run at once, one pod per node. Above 1 the pods start as a \
-                     gang: all must be running within `start_timeout`, or the run fails and \
-                     everything is removed.",
+                     gang: all must be running together, on distinct nodes, within `start_timeout`, \
+                     or the run fails and everything is removed. A pod that could only run after \
+                     another had finished (too few free nodes) fails the run too.",
                 ),
         )
         .attr(

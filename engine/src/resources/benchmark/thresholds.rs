@@ -5,7 +5,12 @@ use std::{collections::BTreeMap, fmt};
 
 use bigdecimal::BigDecimal;
 
-use crate::{benchmark::Suite, diag::Diagnostics, path::AttrPath, value::Value};
+use crate::{
+    benchmark::Suite,
+    diag::Diagnostics,
+    path::AttrPath,
+    value::{Value, display_number},
+};
 
 /// The bounds of one metric.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -33,7 +38,9 @@ impl fmt::Display for Violation {
             Some(v) => write!(
                 f,
                 "{} = {} is outside its bound ({})",
-                self.metric, v, self.bound
+                self.metric,
+                display_number(v),
+                self.bound
             ),
             None => write!(
                 f,
@@ -112,7 +119,11 @@ pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
             d.error_at(
                 path.push_key(name),
                 "Impossible Threshold",
-                format!("the threshold of {name:?} has min {lo} above max {hi}."),
+                format!(
+                    "the threshold of {name:?} has min {} above max {}.",
+                    display_number(lo),
+                    display_number(hi)
+                ),
             );
         }
     }
@@ -134,9 +145,11 @@ pub fn violations(
         match value {
             None => {
                 let bound = match (&b.min, &b.max) {
-                    (Some(lo), Some(hi)) => format!("min {lo}, max {hi}"),
-                    (Some(lo), None) => format!("min {lo}"),
-                    (None, Some(hi)) => format!("max {hi}"),
+                    (Some(lo), Some(hi)) => {
+                        format!("min {}, max {}", display_number(lo), display_number(hi))
+                    }
+                    (Some(lo), None) => format!("min {}", display_number(lo)),
+                    (None, Some(hi)) => format!("max {}", display_number(hi)),
                     (None, None) => continue,
                 };
                 out.push(broken(bound));
@@ -145,11 +158,11 @@ pub fn violations(
                 if let Some(lo) = &b.min
                     && v < lo
                 {
-                    out.push(broken(format!("min {lo}")));
+                    out.push(broken(format!("min {}", display_number(lo))));
                 } else if let Some(hi) = &b.max
                     && v > hi
                 {
-                    out.push(broken(format!("max {hi}")));
+                    out.push(broken(format!("max {}", display_number(hi))));
                 }
             }
         }
@@ -207,6 +220,18 @@ mod tests {
                 "b = 3 is outside its bound (max 2)"
             ]
         );
+    }
+
+    #[test]
+    fn messages_do_not_depend_on_the_scale_a_number_was_stored_with() {
+        // A result read back from state can carry many trailing zeros; the message of the
+        // re-check on refresh must equal the one of the run, or every plan would show a diff.
+        let t = BTreeMap::from([("a".to_owned(), bounds(Some("2000.000"), None))]);
+        let fresh = BTreeMap::from([("a".to_owned(), num("1832.5"))]);
+        let stored = BTreeMap::from([("a".to_owned(), num("1832.500000000000000000000000"))]);
+        let text = |r| violations(r, &t)[0].to_string();
+        assert_eq!(text(&fresh), text(&stored));
+        assert_eq!(text(&fresh), "a = 1832.5 is outside its bound (min 2000)");
     }
 
     #[test]

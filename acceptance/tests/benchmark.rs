@@ -1,0 +1,352 @@
+//! `gpufleet_benchmark` with the real Terraform CLI against the shared lab: every suite runs
+//! as a Job on a dedicated pool's nodes, its log (the lab's recorded sample, served by kwok)
+//! is read through the API and parsed; environments hash the same in fresh workdirs;
+//! thresholds fail the apply (and the next apply runs again) or only record; a gang larger
+//! than its pool fails within its deadline; and nothing the runs made is left behind.
+//!
+//! The tests share one lab and run at once, so each has its own tenant and takes A100 nodes
+//! (16 in the lab; these tests hold at most 6 at a time).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use gpufleet_acceptance::Session;
+use gpufleet_lab::{Lab, rest::KubeRest};
+use serde_json::Value;
+
+const A100: &str = "NVIDIA-A100-SXM4-80GB";
+
+/// A dedicated tenant `tenant` with a pool of `nodes` A100 nodes, plus `benchmarks`.
+fn config(tenant: &str, nodes: u32, benchmarks: &str) -> String {
+    format!(
+        r#"
+terraform {{
+  required_providers {{
+    gpufleet = {{ source = "gpufleet/gpufleet" }}
+  }}
+}}
+
+provider "gpufleet" {{}}
+
+resource "gpufleet_virtual_cluster" "t" {{
+  name      = "{tenant}"
+  isolation = "dedicated"
+}}
+
+resource "gpufleet_gpu_node_pool" "p" {{
+  name               = "a100"
+  virtual_cluster_id = gpufleet_virtual_cluster.t.id
+  gpu_product        = "{A100}"
+  node_count         = {nodes}
+}}
+{benchmarks}
+"#
+    )
+}
+
+/// One benchmark on the tenant's pool; `extra` is more attribute lines.
+fn benchmark(name: &str, suite: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_benchmark" "{name}" {{
+  name               = "{name}"
+  virtual_cluster_id = gpufleet_virtual_cluster.t.id
+  node_pool_id       = gpufleet_gpu_node_pool.p.id
+  suite              = "{suite}"
+  image              = "nvcr.io/nvidia/pytorch:25.04-py3"
+  {extra}
+}}
+"#
+    )
+}
+
+fn host(lab: &Lab) -> KubeRest {
+    KubeRest::from_kubeconfig(&lab.kubeconfig_path()).expect("host client")
+}
+
+/// Names of the Jobs, Services and pods a benchmark made (`gfb-…`) in `namespace`.
+fn benchmark_objects(host: &KubeRest, namespace: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for (kind, path) in [
+        ("job", format!("/apis/batch/v1/namespaces/{namespace}/jobs")),
+        (
+            "service",
+            format!("/api/v1/namespaces/{namespace}/services"),
+        ),
+        ("pod", format!("/api/v1/namespaces/{namespace}/pods")),
+    ] {
+        for o in host.list(&path).expect("list") {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            if name.starts_with("gfb-") {
+                left.push(format!("{kind}/{name}"));
+            }
+        }
+    }
+    left
+}
+
+fn strings(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn number(v: &Value) -> f64 {
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+#[test]
+fn every_suite_runs_on_its_pool_and_leaves_nothing() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let runs = [
+        benchmark(
+            "nccl",
+            "nccl-all-reduce",
+            r#"nodes = 2
+  gpus_per_node = 8
+  parameters = { min_bytes = "8", max_bytes = "16G" }
+  thresholds = { largest_size_bus_bandwidth = { min = 100 }, wrong_count = { max = 0 } }"#,
+        ),
+        benchmark("nvbw", "nvbandwidth", ""),
+        benchmark(
+            "dcgm",
+            "dcgm-diag",
+            r#"parameters = { level = "2" }
+  thresholds = { tests_failed = { max = 0 } }"#,
+        ),
+        benchmark("aiperf", "aiperf", ""),
+        benchmark(
+            "burn",
+            "gpu-burn",
+            "thresholds = { gpus_faulty = { max = 0 } }",
+        ),
+        benchmark(
+            "custom",
+            "custom",
+            r#"command = ["python", "/bench/step.py"]
+  thresholds = { tokens_per_second = { min = 1500 } }"#,
+        ),
+    ]
+    .concat();
+    let s = Session::new(&config("bench-suites", 2, &runs), lab.settings_env());
+    s.apply();
+    s.assert_plan_empty();
+
+    let pool = s.resource("gpufleet_gpu_node_pool.p");
+    let pool_nodes = strings(&pool["nodes"]);
+    assert_eq!(pool_nodes.len(), 2, "{pool}");
+    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
+        .as_str()
+        .expect("the host namespace")
+        .to_owned();
+
+    for (name, metric, expected) in [
+        ("nccl", "wrong_count", Some(0.0)),
+        ("nccl", "largest_size_bus_bandwidth", None),
+        ("dcgm", "tests_failed", Some(0.0)),
+        ("aiperf", "request_throughput", None),
+        ("burn", "gpus_faulty", Some(0.0)),
+        ("custom", "tokens_per_second", Some(1832.5)),
+    ] {
+        let r = s.resource(&format!("gpufleet_benchmark.{name}"));
+        assert_eq!(r["status"], "passed", "{name}: {r:#}");
+        assert_eq!(r["failures"], serde_json::json!([]), "{name}");
+        let value = number(&r["results"][metric]);
+        match expected {
+            Some(e) => assert_eq!(value, e, "{name}.{metric}: {:#}", r["results"]),
+            None => assert!(value > 0.0, "{name}.{metric}: {:#}", r["results"]),
+        }
+        assert!(
+            !r["raw_output"].as_str().unwrap_or_default().is_empty(),
+            "{name} keeps its output"
+        );
+
+        let env = &r["environment"];
+        let ran_on: BTreeSet<String> = env["nodes"]
+            .as_str()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        assert!(
+            ran_on.is_subset(&pool_nodes) && !ran_on.is_empty(),
+            "{name} ran on {ran_on:?}, outside the pool's {pool_nodes:?}"
+        );
+        assert_eq!(env["gpu_product"], A100, "{name}");
+        assert_eq!(env["driver_version"], "570.133.20", "{name}");
+        assert_eq!(env["cuda_version"], "12.8", "{name}");
+        assert_eq!(env["suite"], r["suite"], "{name}");
+        assert!(
+            env["kubernetes_version"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("v1.")),
+            "{name}: {env:#}"
+        );
+        assert_eq!(
+            r["environment_hash"].as_str().map(str::len),
+            Some(64),
+            "{name}"
+        );
+    }
+    // The gang ran one pod on each of the pool's two nodes.
+    let nccl = s.resource("gpufleet_benchmark.nccl");
+    assert_eq!(
+        nccl["environment"]["nodes"]
+            .as_str()
+            .unwrap_or_default()
+            .split(',')
+            .collect::<BTreeSet<_>>()
+            .len(),
+        2
+    );
+
+    // The resources are the record: no Job, Service or pod outlives a run.
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+
+    // Removing the benchmarks removes them from state and touches nothing else.
+    s.write(&config("bench-suites", 2, ""));
+    s.apply();
+    assert!(
+        s.addresses().iter().all(|a| !a.contains("benchmark")),
+        "{:?}",
+        s.addresses()
+    );
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+    s.destroy();
+}
+
+#[test]
+fn same_configuration_hashes_the_same_in_fresh_workdirs() {
+    let lab = Lab::shared();
+    let run = |tenant: &str, max_bytes: &str| {
+        let b = benchmark(
+            "allreduce",
+            "nccl-all-reduce",
+            &format!(r#"parameters = {{ min_bytes = "8", max_bytes = "{max_bytes}" }}"#),
+        );
+        let s = Session::new(&config(tenant, 1, &b), lab.settings_env());
+        s.apply();
+        let r = s.resource("gpufleet_benchmark.allreduce");
+        s.destroy();
+        (
+            r["environment_hash"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            r["environment"]["nodes"].clone(),
+        )
+    };
+    let (first, first_nodes) = run("bench-hash-a", "16G");
+    let (second, _) = run("bench-hash-b", "16G");
+    assert_eq!(first.len(), 64, "{first}");
+    assert_eq!(
+        first, second,
+        "another tenant, pool and workdir ran the same experiment (first on {first_nodes})"
+    );
+    // A different sweep is a different experiment.
+    let (other, _) = run("bench-hash-c", "8G");
+    assert_ne!(first, other);
+}
+
+#[test]
+fn a_threshold_above_the_result_fails_names_the_metric_and_runs_again() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let strict = |on_failure: &str| {
+        config(
+            "bench-threshold",
+            1,
+            &benchmark(
+                "step",
+                "custom",
+                &format!(
+                    r#"command = ["python", "/bench/step.py"]
+  thresholds = {{ tokens_per_second = {{ min = 2000 }} }}
+  {on_failure}"#
+                ),
+            ),
+        )
+    };
+    let s = Session::new(&strict(""), lab.settings_env());
+    let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(!out.success(), "a broken threshold fails the apply:\n{out}");
+    let text = out.combined();
+    assert!(
+        text.contains("tokens_per_second") && text.contains("1832.5") && text.contains("2000"),
+        "the error names the metric, its value and its bound:\n{text}"
+    );
+    // The run is in state, tainted, so the next plan replaces (reruns) it.
+    let r = s.resource("gpufleet_benchmark.step");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let first_start = r["started_at"].clone();
+    let show = s.ok(&["show", "-json", "-no-color"]).json();
+    let tainted = show["values"]["root_module"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| r["address"] == "gpufleet_benchmark.step" && r["tainted"] == true);
+    assert!(tainted, "the failed run is tainted in state");
+    let plan = s.plan();
+    assert_eq!(plan.status_code, 2, "{plan}");
+    assert!(plan.contains("is tainted, so must be replaced"), "{plan}");
+
+    // Only recording: the same failing run applies without an error.
+    std::thread::sleep(Duration::from_millis(1100));
+    s.write(&strict(r#"on_failure = "record""#));
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.step");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert_ne!(r["started_at"], first_start, "the benchmark ran again");
+    assert!(
+        strings(&r["failures"])
+            .iter()
+            .any(|f| f.contains("tokens_per_second") && f.contains("2000")),
+        "{:#}",
+        r["failures"]
+    );
+    s.assert_plan_empty();
+    let namespace = "vc-bench-threshold";
+    assert_eq!(benchmark_objects(&host, namespace), Vec::<String>::new());
+    s.destroy();
+}
+
+#[test]
+fn a_gang_larger_than_its_pool_fails_within_its_deadline_and_leaves_no_pod() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let gang = benchmark(
+        "gang",
+        "nccl-all-reduce",
+        r#"nodes = 2
+  start_timeout = "20s""#,
+    );
+    let s = Session::new(&config("bench-gang", 1, ""), lab.settings_env());
+    s.apply();
+    s.write(&config("bench-gang", 1, &gang));
+    let started = Instant::now();
+    let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let took = started.elapsed();
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.contains("did not run together") || out.contains("start_timeout"),
+        "the error says the gang did not start together:\n{out}"
+    );
+    assert!(
+        out.contains("Everything the run created was removed"),
+        "{out}"
+    );
+    assert!(
+        took < Duration::from_secs(90),
+        "the run gave up after its 20 s deadline, not its create timeout ({took:?})"
+    );
+    assert_eq!(
+        benchmark_objects(&host, "vc-bench-gang"),
+        Vec::<String>::new()
+    );
+    s.destroy();
+}
