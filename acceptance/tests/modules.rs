@@ -67,8 +67,14 @@ output "virtual_cluster_id" {{
 /// The tests compare every node before and after, so they take turns.
 static HOST: Mutex<()> = Mutex::new(());
 
-/// Applies, re-plans, destroys, and checks the host is as it was.
-fn round_trip(module: &str, namespace: &str, inputs: &str) -> Session {
+/// Applies, re-plans, runs `check` on the applied session, destroys, and checks the host is
+/// as it was.
+fn round_trip(
+    module: &str,
+    namespace: &str,
+    inputs: &str,
+    check: impl FnOnce(&Session),
+) -> Session {
     let _turn = HOST.lock().unwrap_or_else(PoisonError::into_inner);
     let before = nodes();
     let s = Session::new(&root(module, inputs), Lab::shared().settings_env());
@@ -83,6 +89,7 @@ fn round_trip(module: &str, namespace: &str, inputs: &str) -> Session {
         ns["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "gpufleet"
     );
+    check(&s);
     s.destroy();
     let gone = host()
         .get(&format!("/api/v1/namespaces/{namespace}"))
@@ -102,6 +109,7 @@ fn tenant_shared_applies_replans_empty_and_leaves_nothing() {
   gpu_product = "NVIDIA-A100-SXM4-80GB"
   quota       = { gpus = 8 }
 "#,
+        |_| {},
     );
     assert!(s.addresses().is_empty(), "{:?}", s.addresses());
 }
@@ -121,6 +129,7 @@ fn tenant_dedicated_applies_replans_empty_and_leaves_nothing() {
     cidr   = "10.61.0.0/24"
   }
 "#,
+        |_| {},
     );
 }
 
@@ -138,5 +147,57 @@ fn tenant_private_applies_replans_empty_and_leaves_nothing() {
     cidr   = "10.62.0.0/24"
   }
 "#,
+        |_| {},
     );
+}
+
+#[test]
+fn benchmark_env_runs_its_template_and_reports_the_results() {
+    round_trip(
+        "benchmark-env",
+        "vc-mod-bench",
+        r#"
+  name        = "mod-bench"
+  template    = "nccl-all-reduce"
+  gpu_product = "NVIDIA-A100-SXM4-80GB"
+  nodes       = 2
+  thresholds  = { wrong_count = { max = 0 } }
+"#,
+        |s| {
+            let r = s.resource("module.tenant.gpufleet_benchmark.this");
+            assert_eq!(r["status"], "passed", "{r:#}");
+            assert_eq!(r["suite"], "nccl-all-reduce");
+            assert_eq!(r["image"], "nvcr.io/nvidia/hpc-benchmarks:25.04");
+            assert_eq!(r["parameters"]["max_bytes"], "16G", "the template's sweep");
+            assert!(
+                r["results"]["largest_size_bus_bandwidth"].as_f64() > Some(0.0),
+                "{r:#}"
+            );
+            assert_eq!(
+                r["environment"]["nodes"]
+                    .as_str()
+                    .map(|n| n.split(',').count()),
+                Some(2)
+            );
+        },
+    );
+}
+
+#[test]
+fn benchmark_env_refuses_a_template_without_an_image_at_plan() {
+    let s = Session::new(
+        &root(
+            "benchmark-env",
+            r#"
+  name        = "mod-bench-noimage"
+  template    = "gpu-burn"
+  gpu_product = "NVIDIA-A100-SXM4-80GB"
+"#,
+        ),
+        Lab::shared().settings_env(),
+    );
+    let out = s.plan();
+    assert_eq!(out.status_code, 1, "{out}");
+    assert!(out.contains("has no published image"), "{out}");
+    assert!(s.addresses().is_empty());
 }

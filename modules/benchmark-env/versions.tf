@@ -1,0 +1,10 @@
+terraform {
+  required_version = ">= 1.8.0"
+
+  required_providers {
+    gpufleet = {
+      source  = "gpufleet/gpufleet"
+      version = ">= 0.1.0, < 0.2.0"
+    }
+  }
+}
