@@ -99,6 +99,19 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The `source` of `modules/<module>` for a configuration in a work directory (a directory
+/// of the temporary directory): a relative path, as a local module must be for its own
+/// `../platform` to resolve; an absolute path would make the module a package of its own,
+/// which `../` may not leave.
+pub fn module_source(module: &str) -> String {
+    let up = "../".repeat(std::env::temp_dir().components().count());
+    let module_dir = workspace_root().join("modules").join(module);
+    let below_root = module_dir
+        .strip_prefix("/")
+        .expect("the workspace has an absolute path");
+    format!("{up}{}", below_root.display())
+}
+
 /// Path of the `terraform-provider-gpufleet` binary, built for this test process.
 ///
 /// The first call runs `cargo build -p terraform-provider-gpufleet` in the workspace (using the

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use gpufleet_acceptance::{Session, workspace_root};
+use gpufleet_acceptance::{Session, module_source};
 use gpufleet_lab::{Lab, rest::KubeRest};
 
 fn host() -> KubeRest {
@@ -31,17 +31,8 @@ fn nodes() -> BTreeMap<String, String> {
 }
 
 /// A root configuration that calls `modules/<module>` with `inputs` (HCL attribute lines).
-///
-/// The source is a relative path from the work directory (a directory of the temporary
-/// directory), as a local module must be for its own `../platform` to resolve: an absolute
-/// path would make the module a package of its own, which `../` may not leave.
 fn root(module: &str, inputs: &str) -> String {
-    let up = "../".repeat(std::env::temp_dir().components().count());
-    let module_dir = workspace_root().join("modules").join(module);
-    let below_root = module_dir
-        .strip_prefix("/")
-        .expect("the workspace has an absolute path");
-    let source = format!("{up}{}", below_root.display());
+    let source = module_source(module);
     format!(
         r#"
 terraform {{

@@ -47,7 +47,7 @@ resource "gpufleet_benchmark" "allreduce" {
   }
 
   thresholds = {
-    largest_size_bus_bandwidth = { min = 400 }
+    largest_size_bus_bandwidth = { min = 350 }
   }
 }
 

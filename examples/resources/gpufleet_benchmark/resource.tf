@@ -16,7 +16,7 @@ resource "gpufleet_benchmark" "allreduce" {
   }
 
   thresholds = {
-    largest_size_bus_bandwidth = { min = 400 }
+    largest_size_bus_bandwidth = { min = 350 }
     wrong_count                = { max = 0 }
   }
 

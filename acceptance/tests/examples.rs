@@ -1,0 +1,181 @@
+//! Every configuration under `examples/` that a user would apply, applied as written with
+//! the real Terraform CLI against the shared lab: apply, an empty second plan, destroy, and
+//! every node left as it was found. (The quickstart has its own test, `quickstart.rs`, and
+//! the catalog example is applied through the filesystem mirror in `distribution.rs`.)
+//!
+//! The examples claim nodes of the same products and the same free BCM servers, so they take
+//! turns.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use gpufleet_acceptance::{Session, module_source, workspace_root};
+use gpufleet_lab::{Lab, rest::KubeRest};
+
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Labels, taints and cordon of every node, by name.
+fn nodes() -> BTreeMap<String, String> {
+    KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path())
+        .expect("host client")
+        .list("/api/v1/nodes")
+        .expect("list nodes")
+        .into_iter()
+        .map(|n| {
+            (
+                n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                format!(
+                    "{} {} {}",
+                    n["metadata"]["labels"], n["spec"]["taints"], n["spec"]["unschedulable"]
+                ),
+            )
+        })
+        .collect()
+}
+
+/// `examples/<name>/main.tf`, with local module sources pointed at `modules/` from a work
+/// directory.
+fn example(name: &str) -> String {
+    let path = workspace_root().join("examples").join(name).join("main.tf");
+    let text = std::fs::read_to_string(&path).expect("the example");
+    let mut out = text.clone();
+    for line in text.lines() {
+        if let Some(module) = line
+            .trim()
+            .strip_prefix("source = \"../../modules/")
+            .and_then(|m| m.strip_suffix('"'))
+        {
+            out = out.replace(
+                &format!("\"../../modules/{module}\""),
+                &format!("\"{}\"", module_source(module)),
+            );
+        }
+    }
+    out
+}
+
+/// Applies `main_tf`, checks the plan is empty, runs `check`, destroys, and checks that
+/// every node is as it was.
+fn round_trip(main_tf: &str, check: impl FnOnce(&Session)) {
+    let before = nodes();
+    let s = Session::new(main_tf, Lab::shared().settings_env());
+    s.apply();
+    s.assert_plan_empty();
+    check(&s);
+    s.destroy();
+    assert!(s.addresses().is_empty(), "{:?}", s.addresses());
+    assert_eq!(nodes(), before, "every node is left as it was found");
+}
+
+#[test]
+fn network_segment_example() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    round_trip(&example("network-segment"), |s| {
+        assert!(
+            s.addresses()
+                .iter()
+                .any(|a| a.starts_with("gpufleet_network_segment.")),
+            "{:?}",
+            s.addresses()
+        );
+    });
+}
+
+#[test]
+fn bcm_node_example() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    round_trip(&example("bcm-node"), |s| {
+        for i in 0..2 {
+            let n = s.resource(&format!("gpufleet_bcm_node.worker[{i}]"));
+            assert_eq!(n["status"], "UP", "{n:#}");
+            assert_eq!(n["tenant"], "tenant-a");
+        }
+    });
+}
+
+#[test]
+fn benchmark_example() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    round_trip(&example("benchmark"), |s| {
+        for name in ["allreduce", "training_step"] {
+            let r = s.resource(&format!("gpufleet_benchmark.{name}"));
+            assert_eq!(r["status"], "passed", "{name}: {r:#}");
+        }
+        let health = s.resource("gpufleet_benchmark.health");
+        assert!(
+            health["status"] == "passed" || health["status"] == "failed",
+            "{health:#}"
+        );
+        assert!(!s.output_raw("allreduce_busbw").is_empty());
+    });
+}
+
+#[test]
+fn tiers_example() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    round_trip(&example("tiers"), |s| {
+        let show = s.ok(&["output", "-json", "-no-color", "tenants"]).json();
+        assert_eq!(show["dev"], "vc-tier-dev/tier-dev", "{show}");
+        assert_eq!(show["inference"], "vc-tier-inference/tier-inference");
+        assert_eq!(show["regulated"], "vc-tier-regulated/tier-regulated");
+    });
+}
+
+#[test]
+fn fleet_example_of_twenty_tenants() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    round_trip(&example("fleet"), |s| {
+        let pools = s
+            .addresses()
+            .iter()
+            .filter(|a| a.starts_with("gpufleet_gpu_node_pool."))
+            .count();
+        assert_eq!(pools, 20);
+        let held: f64 = s.output_raw("held_fraction").parse().expect("a number");
+        assert!(held > 0.0 && held <= 1.0, "{held}");
+    });
+}
+
+#[test]
+fn import_example_adopts_existing_objects_unchanged() {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let full = example("import");
+    // The objects "built by hand": the example's resources, without its import blocks,
+    // applied from a work directory whose state is then thrown away.
+    let mut resources = String::new();
+    let mut in_import = false;
+    for line in full.lines() {
+        if line.starts_with("import {") {
+            in_import = true;
+        }
+        if !in_import {
+            resources.push_str(line);
+            resources.push('\n');
+        }
+        if in_import && line == "}" {
+            in_import = false;
+        }
+    }
+    assert!(!resources.contains("import {"));
+    let before = nodes();
+    let existing = Session::new(&resources, Lab::shared().settings_env());
+    existing.apply();
+
+    let s = Session::new(&full, Lab::shared().settings_env());
+    let plan = s.ok(&["plan", "-input=false", "-no-color"]);
+    assert!(
+        plan.contains("3 to import, 0 to add, 0 to change, 0 to destroy"),
+        "{plan}"
+    );
+    let applied = s.apply();
+    assert!(
+        applied.contains("3 imported, 0 added, 0 changed, 0 destroyed"),
+        "{applied}"
+    );
+    s.assert_plan_empty();
+    s.destroy();
+    assert_eq!(nodes(), before, "every node is left as it was found");
+}
