@@ -1,33 +1,16 @@
 //! The release artifacts of `scripts/release`, installed the way users install any provider:
 //! through a `filesystem_mirror` with a normal `terraform init` (no `dev_overrides`), which
-//! records `h1:` hashes in the lock file and refuses a zip that no longer matches them.
+//! records `h1:` hashes in the lock file, applies the quickstart against the lab with the
+//! installed binary, and refuses a zip that no longer matches the lock file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gpufleet_acceptance::{Workdir, workspace_root};
+use gpufleet_lab::Lab;
 
 const VERSION: &str = "0.1.0";
 const NAME: &str = "terraform-provider-gpufleet";
-
-const CONFIG: &str = r#"
-terraform {
-  required_providers {
-    gpufleet = {
-      source  = "gpufleet/gpufleet"
-      version = "0.1.0"
-    }
-  }
-}
-
-data "gpufleet_gpu_catalog" "h100" {
-  product = "NVIDIA-H100-80GB-HBM3"
-}
-
-output "memory_gb" {
-  value = data.gpufleet_gpu_catalog.h100.gpu.memory_gb
-}
-"#;
 
 /// Terraform's name for this machine's platform, as in the zip's file name.
 fn platform() -> String {
@@ -149,7 +132,9 @@ fn release_artifacts_have_the_registry_layout() {
 #[test]
 fn mirror_install_writes_the_lock_file_and_refuses_a_tampered_zip() {
     let r = release(&[], &[]);
-    let wd = Workdir::without_provider(CONFIG);
+    let quickstart = std::fs::read_to_string(workspace_root().join("examples/quickstart/main.tf"))
+        .expect("the quickstart");
+    let wd = Workdir::without_provider(&quickstart);
     std::fs::write(wd.cli_config_path(), mirror_config(&r.mirror)).expect("CLI config");
 
     let init = wd.init();
@@ -162,14 +147,32 @@ fn mirror_install_writes_the_lock_file_and_refuses_a_tampered_zip() {
         lock.contains("provider \"registry.terraform.io/gpufleet/gpufleet\""),
         "{lock}"
     );
-    assert!(lock.contains("version     = \"0.1.0\""), "{lock}");
+    assert!(
+        lock.lines()
+            .any(|l| l.trim().starts_with("version") && l.trim().ends_with("= \"0.1.0\"")),
+        "{lock}"
+    );
     assert!(
         lock.contains("\"h1:"),
         "no h1: hash in the lock file:\n{lock}"
     );
 
-    let apply = wd.run_ok(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-    assert!(apply.contains("memory_gb = 80"), "{apply}");
+    // The installed binary runs the quickstart against the lab, and tears it down again.
+    let lab = Lab::shared().settings_env();
+    let env: Vec<(&str, &str)> = lab.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let apply = wd.run_ok_with_env(
+        &["apply", "-auto-approve", "-input=false", "-no-color"],
+        &env,
+    );
+    assert!(
+        apply.contains("Apply complete! Resources: 3 added"),
+        "{apply}"
+    );
+    assert!(apply.contains("prod_kubeconfig = <sensitive>"), "{apply}");
+    wd.run_ok_with_env(
+        &["destroy", "-auto-approve", "-input=false", "-no-color"],
+        &env,
+    );
 
     // Change one byte of the mirrored zip: with the lock file in place, a fresh install
     // must refuse it.

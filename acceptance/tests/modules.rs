@@ -130,8 +130,9 @@ fn tenant_private_applies_replans_empty_and_leaves_nothing() {
         "tenant-private",
         "vc-mod-private",
         r#"
-  name      = "mod-private"
-  hostnames = ["gpu-rack-b3-08"]
+  name        = "mod-private"
+  gpu_product = "NVIDIA-B200"
+  node_count  = 1
   network = {
     tenant = "tenant-d"
     site   = "site-b"

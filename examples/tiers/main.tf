@@ -42,10 +42,9 @@ module "inference" {
 module "regulated" {
   source = "../../modules/tenant-private"
 
-  name      = "tier-regulated"
-  # Fixed hostnames: a list taken from the gpufleet_bcm_nodes data source (free_only) would
-  # change once the nodes are held, and the next plan would swap them.
-  hostnames = ["gpu-rack-b3-07"]
+  name        = "tier-regulated"
+  gpu_product = "NVIDIA-B200"
+  node_count  = 1
   network = {
     tenant = "tenant-c"
     site   = "site-b"

@@ -1,6 +1,7 @@
 # A regulated tenant: a private-tier virtual cluster with the strictest pod security, whole
-# bare-metal servers held through BCM by this tenant alone and wiped (block devices cleared,
-# FULL reinstall) before they return to the free pool, and a network segment of its own.
+# bare-metal servers claimed through BCM for this tenant alone as its nodes, wiped (block
+# devices cleared, FULL reinstall) before they return to the free pool, and a network
+# segment of its own.
 
 module "platform" {
   source = "../platform"
@@ -22,16 +23,20 @@ resource "gpufleet_virtual_cluster" "this" {
   }
 }
 
-resource "gpufleet_bcm_node" "server" {
-  for_each = var.hostnames
+# Bare-metal servers of the product, claimed in BCM for this tenant alone, provisioned until
+# UP and then taken as the virtual cluster's nodes; released servers are wiped (block devices
+# cleared, FULL reinstall) before another tenant can claim them.
+resource "gpufleet_gpu_node_pool" "private" {
+  name               = "private"
+  virtual_cluster_id = gpufleet_virtual_cluster.this.id
+  gpu_product        = var.gpu_product
+  node_count         = var.node_count
+  source             = "bcm"
+  node_labels        = var.labels
 
-  hostname        = each.key
-  tenant          = var.name
-  category        = var.category
-  software_image  = var.software_image
-  install_mode    = "FULL"
-  power           = "on"
-  wipe_on_destroy = true
+  placement = {
+    policy = var.placement
+  }
 }
 
 resource "gpufleet_network_segment" "this" {
@@ -42,5 +47,5 @@ resource "gpufleet_network_segment" "this" {
   cidr    = var.network.cidr
   vlan_id = var.network.vlan_id
 
-  members = [for node in gpufleet_bcm_node.server : { hostname = node.hostname, untagged = true }]
+  members = [for node in gpufleet_gpu_node_pool.private.nodes : { hostname = node, untagged = true }]
 }

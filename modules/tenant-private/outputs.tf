@@ -9,17 +9,19 @@ output "kubeconfig" {
   sensitive   = true
 }
 
-output "servers" {
-  description = "The tenant's servers by hostname: BCM id, status, GPU product and count, IP."
-  value = {
-    for h, n in gpufleet_bcm_node.server : h => {
-      id          = n.id
-      status      = n.status
-      gpu_product = n.gpu_product
-      gpu_count   = n.gpu_count
-      ip          = n.ip
-    }
-  }
+output "node_pool_id" {
+  description = "The private pool's id, for benchmarks."
+  value       = gpufleet_gpu_node_pool.private.id
+}
+
+output "nodes" {
+  description = "The tenant's servers: BCM hostnames, which are also their Kubernetes node names."
+  value       = gpufleet_gpu_node_pool.private.nodes
+}
+
+output "allocatable" {
+  description = "What the tenant can request on its servers, by resource name."
+  value       = gpufleet_gpu_node_pool.private.allocatable
 }
 
 output "network" {

@@ -8,26 +8,31 @@ variable "name" {
   }
 }
 
-variable "hostnames" {
-  description = "The bare-metal GPU servers the tenant holds alone, by BCM hostname. Each must be free (see the `gpufleet_bcm_nodes` data source) or already this tenant's."
-  type        = set(string)
+variable "gpu_product" {
+  description = "GPU product of the tenant's bare-metal servers (a `gpufleet_gpu_catalog` product, e.g. \"NVIDIA-B200\"). Free servers of it are claimed in BCM."
+  type        = string
+}
+
+variable "node_count" {
+  description = "How many servers the tenant holds alone. Lowering it wipes and frees the emptiest ones."
+  type        = number
+  default     = 1
 
   validation {
-    condition     = length(var.hostnames) >= 1
-    error_message = "hostnames must name at least one server."
+    condition     = var.node_count >= 1 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number of at least 1."
   }
 }
 
-variable "category" {
-  description = "BCM category the servers are provisioned in."
+variable "placement" {
+  description = "`pack` claims servers in as few BCM racks as possible (fabric locality for training); `spread` in as many as possible."
   type        = string
-  default     = "gpu-compute"
-}
+  default     = "pack"
 
-variable "software_image" {
-  description = "BCM software image the servers run. Changing it reprovisions them."
-  type        = string
-  default     = "ubuntu2404-cuda12.8"
+  validation {
+    condition     = contains(["pack", "spread"], var.placement)
+    error_message = "placement must be \"pack\" or \"spread\"."
+  }
 }
 
 variable "network" {
@@ -47,7 +52,7 @@ variable "network" {
 }
 
 variable "labels" {
-  description = "Extra labels for the tenant's host objects (cost centre, team, ...)."
+  description = "Extra labels for the tenant's host objects and nodes (cost centre, team, ...)."
   type        = map(string)
   default     = {}
 }
