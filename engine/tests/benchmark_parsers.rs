@@ -498,3 +498,25 @@ proptest! {
         let _ = s.parse(&mutated);
     }
 }
+
+#[test]
+fn exit_codes_are_read_per_suite() {
+    let dcgm = suite("dcgm-diag");
+    assert_eq!(dcgm.exit_failure(0), None);
+    // The report names the failed tests; the code is not a failure of its own.
+    assert_eq!(dcgm.exit_failure(226), None);
+    assert!(
+        dcgm.exit_failure(205)
+            .is_some_and(|m| m.contains("isolated"))
+    );
+    assert_eq!(
+        dcgm.exit_failure(1).as_deref(),
+        Some("dcgmi failed (exit code 1)")
+    );
+    // Other tools: any non-zero code is a failure.
+    assert_eq!(
+        suite("custom").exit_failure(3).as_deref(),
+        Some("exited with code 3")
+    );
+    assert_eq!(suite("custom").exit_failure(0), None);
+}

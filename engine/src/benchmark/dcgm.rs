@@ -209,6 +209,19 @@ impl Suite for DcgmDiag {
             )),
         }
     }
+
+    fn exit_failure(&self, code: i64) -> Option<String> {
+        let code = i32::try_from(code).unwrap_or(i32::MAX);
+        match exit_outcome(code) {
+            ExitOutcome::Passed => None,
+            // The report's failed tests say what failed; the code adds nothing.
+            ExitOutcome::DiagnosticFailed => None,
+            ExitOutcome::IsolationRequired => Some(format!(
+                "the diagnostic asks for the GPU to be isolated (exit code {code})"
+            )),
+            ExitOutcome::Crashed(c) => Some(format!("dcgmi failed (exit code {c})")),
+        }
+    }
 }
 
 fn string(value: Option<&Value>) -> Option<String> {

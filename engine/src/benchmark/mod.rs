@@ -40,6 +40,13 @@ pub trait Suite: Sync {
 
     /// Parses the pod log of one run.
     fn parse(&self, output: &str) -> Result<Parsed, ParseError>;
+
+    /// What a container exit code says about the run, `None` when it says nothing the
+    /// report does not. By default any non-zero code is a failure of its own; suites whose
+    /// tools use exit codes to mean "ran and found a problem" say so instead.
+    fn exit_failure(&self, code: i64) -> Option<String> {
+        (code != 0).then(|| format!("exited with code {code}"))
+    }
 }
 
 /// Every suite, in the order the documentation lists them.

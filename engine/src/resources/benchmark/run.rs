@@ -745,12 +745,8 @@ async fn execute(
     let mut tool_failures: Vec<String> = observed
         .exit_codes
         .iter()
-        .filter(|(_, code)| *code != 0)
-        .map(|(pod, code)| format!("pod {pod} exited with code {code}"))
+        .filter_map(|(pod, code)| Some(format!("pod {pod} {}", spec.suite.exit_failure(*code)?)))
         .collect();
-    if !completed && tool_failures.is_empty() {
-        tool_failures.push("the Job failed".to_owned());
-    }
     let results = match spec.suite.parse(&observed.log) {
         Ok(parsed) => {
             tool_failures.extend(parsed.failures);
@@ -761,6 +757,10 @@ async fn execute(
             BTreeMap::new()
         }
     };
+    // A failed Job whose exit codes and report explain nothing still failed.
+    if !completed && tool_failures.is_empty() {
+        tool_failures.push("the Job failed".to_owned());
+    }
     let failures = verdict(&tool_failures, &results, spec);
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
     set_attr(
