@@ -18,22 +18,8 @@ static TURN: Mutex<()> = Mutex::new(());
 fn nodes() -> BTreeMap<String, String> {
     KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path())
         .expect("host client")
-        .list("/api/v1/nodes")
+        .node_marks()
         .expect("list nodes")
-        .into_iter()
-        .map(|n| {
-            (
-                n["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                format!(
-                    "{} {} {}",
-                    n["metadata"]["labels"], n["spec"]["taints"], n["spec"]["unschedulable"]
-                ),
-            )
-        })
-        .collect()
 }
 
 /// `examples/<name>/main.tf`, with local module sources pointed at `modules/` from a work

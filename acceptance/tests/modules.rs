@@ -12,22 +12,9 @@ fn host() -> KubeRest {
     KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client")
 }
 
-/// Labels and taints of every node, by name.
+/// Labels, taints and cordon of every node, by name.
 fn nodes() -> BTreeMap<String, String> {
-    host()
-        .list("/api/v1/nodes")
-        .expect("list nodes")
-        .into_iter()
-        .map(|n| {
-            (
-                n["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                format!("{} {}", n["metadata"]["labels"], n["spec"]["taints"]),
-            )
-        })
-        .collect()
+    host().node_marks().expect("list nodes")
 }
 
 /// A root configuration that calls `modules/<module>` with `inputs` (HCL attribute lines).

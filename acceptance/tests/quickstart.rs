@@ -12,21 +12,9 @@ use gpufleet_acceptance::{Session, workspace_root};
 use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::{Value, json};
 
-/// Labels and taints of every node, by name.
+/// Labels, taints and cordon of every node, by name.
 fn nodes(host: &KubeRest) -> BTreeMap<String, String> {
-    host.list("/api/v1/nodes")
-        .expect("list nodes")
-        .into_iter()
-        .map(|n| {
-            (
-                n["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                format!("{} {}", n["metadata"]["labels"], n["spec"]["taints"]),
-            )
-        })
-        .collect()
+    host.node_marks().expect("list nodes")
 }
 
 /// A pod that asks for one GPU and passes the `restricted` pod security standard.

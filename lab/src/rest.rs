@@ -80,6 +80,29 @@ impl KubeRest {
             .unwrap_or_default())
     }
 
+    /// What gpufleet may change on each node, by node name: labels, taints and cordon, as
+    /// one comparable string. Tests take it before and after to show a node left as found.
+    ///
+    /// # Errors
+    /// When the nodes cannot be listed.
+    pub fn node_marks(&self) -> Result<std::collections::BTreeMap<String, String>, RestError> {
+        Ok(self
+            .list("/api/v1/nodes")?
+            .into_iter()
+            .map(|n| {
+                let name = n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let marks = format!(
+                    "{} {} {}",
+                    n["metadata"]["labels"], n["spec"]["taints"], n["spec"]["unschedulable"]
+                );
+                (name, marks)
+            })
+            .collect())
+    }
+
     /// `POST path` with a JSON body: creates an object.
     ///
     /// # Errors
