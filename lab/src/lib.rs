@@ -322,7 +322,7 @@ impl Lab {
             .map_err(LabError::Kubeconfig)?;
         let client = kube::Client::try_from(kube_config.clone()).map_err(LabError::Client)?;
 
-        let sync = nodes::sync(&client, &fleet, options.node_concurrency).await?;
+        let sync = nodes::sync(&client, &fleet, options.node_concurrency, ports.kwok).await?;
         if sync != nodes::SyncReport::default() {
             tracing::info!(
                 "nodes: {} created, {} unchanged, {} updated, {} deleted in {:.1}s",

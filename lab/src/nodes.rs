@@ -6,7 +6,7 @@
 //! labels drifted are patched, and nodes the lab manages that are no longer in the fleet
 //! are deleted. It is idempotent: running it again changes nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -46,7 +46,8 @@ pub fn managed_selector() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY}")
 }
 
-/// Makes the API server's nodes match the fleet.
+/// Makes the API server's nodes match the fleet. `kubelet_port` is kwok's server port, where
+/// the API server reaches every node's "kubelet" (logs, exec).
 ///
 /// # Errors
 /// When a request fails (other than "already exists" on create, which counts as there).
@@ -54,17 +55,18 @@ pub async fn sync(
     client: &kube::Client,
     fleet: &Fleet,
     concurrency: usize,
+    kubelet_port: u16,
 ) -> Result<SyncReport, LabError> {
     let started = Instant::now();
     let api: Api<Node> = Api::all(client.clone());
     let existing = api
-        .list_metadata(&ListParams::default().labels(&managed_selector()))
+        .list(&ListParams::default().labels(&managed_selector()))
         .await
         .map_err(api_err("list the lab's nodes"))?;
-    let existing: HashMap<String, BTreeMap<String, String>> = existing
+    let existing: HashMap<String, Node> = existing
         .items
         .into_iter()
-        .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
+        .filter_map(|n| Some((n.metadata.name.clone()?, n)))
         .collect();
 
     let mut report = SyncReport::default();
@@ -73,11 +75,7 @@ pub async fn sync(
     for node in fleet.nodes() {
         match existing.get(&node.name) {
             None => to_create.push(node),
-            // Others add labels too (kwok sets the beta os/arch ones): only the spec's
-            // labels are compared.
-            Some(labels) if !node.labels().iter().all(|(k, v)| labels.get(k) == Some(v)) => {
-                to_relabel.push(node);
-            }
+            Some(current) if !is_current(current, node, kubelet_port) => to_relabel.push(node),
             Some(_) => report.unchanged += 1,
         }
     }
@@ -122,6 +120,8 @@ pub async fn sync(
         let status = serde_json::json!({ "status": {
             "capacity": node.capacity(),
             "allocatable": node.capacity(),
+            "addresses": node.to_node().status.and_then(|s| s.addresses),
+            "daemonEndpoints": { "kubeletEndpoint": { "Port": kubelet_port } },
         }});
         api.patch_status(
             &node.name,
@@ -144,6 +144,21 @@ pub async fn sync(
     }
     report.took = started.elapsed();
     Ok(report)
+}
+
+/// Whether a registered node matches its spec: its labels (others add labels too, kwok the
+/// beta os/arch ones, so only the spec's are compared), its addresses, and the port its
+/// kubelet is reached at (nodes registered by an older lab may lack the last two).
+fn is_current(current: &Node, spec: &FleetNode, kubelet_port: u16) -> bool {
+    let labels = current.metadata.labels.clone().unwrap_or_default();
+    let status = current.status.clone().unwrap_or_default();
+    let port = status
+        .daemon_endpoints
+        .and_then(|d| d.kubelet_endpoint)
+        .map(|e| e.port);
+    spec.labels().iter().all(|(k, v)| labels.get(k) == Some(v))
+        && status.addresses == spec.to_node().status.and_then(|s| s.addresses)
+        && port == Some(i32::from(kubelet_port))
 }
 
 /// Whether a node's `Ready` condition is `True`.
