@@ -34,7 +34,7 @@ pub fn settings(kubeconfig: &Path) -> Vec<Setting> {
         Setting {
             name: "GPUFLEET_KUBE_CONFIG_PATH",
             value: kubeconfig,
-            help: "the gpufleet provider's kube.config_path",
+            help: "the gpufleet provider's kubernetes.config_path",
         },
     ]
 }
