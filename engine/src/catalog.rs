@@ -337,6 +337,20 @@ pub fn lookup(product: &str) -> Option<&'static GpuModel> {
     })
 }
 
+/// The MIG profile named in a product label of the MIG `single` strategy, for
+/// example `1g.10gb` in `NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED`.
+///
+/// Under that strategy GFD counts MIG devices, not GPUs, in
+/// `nvidia.com/gpu.count`, so callers need the profile to get back to GPUs.
+/// `None` when the label has no MIG suffix, the product is unknown, or the
+/// profile does not exist on the product.
+#[must_use]
+pub fn label_mig_profile(product: &str) -> Option<&'static MigProfile> {
+    let normalized = normalize(product);
+    let profile = split_gfd_suffixes(&normalized).1?;
+    lookup(product)?.mig_profile(profile)
+}
+
 /// Canonical product names of every model, sorted. Intended for diagnostics
 /// such as "known products are: …".
 #[must_use]
@@ -366,10 +380,17 @@ fn normalize(s: &str) -> String {
 }
 
 /// Removes the `-shared` and `-mig-<profile>` suffixes GFD appends to a
-/// normalized product label. GFD writes MIG first and SHARED last. Both
-/// orders are accepted.
+/// normalized product label.
 fn strip_gfd_suffixes(normalized: &str) -> String {
+    split_gfd_suffixes(normalized).0.to_string()
+}
+
+/// Splits a normalized product label into the product and the MIG profile of
+/// a `-mig-<profile>` suffix. GFD writes MIG first and SHARED last. Both
+/// orders are accepted.
+fn split_gfd_suffixes(normalized: &str) -> (&str, Option<&str>) {
     let mut s = normalized;
+    let mut profile = None;
     for _ in 0..2 {
         if let Some(rest) = s.strip_suffix("-shared") {
             s = rest;
@@ -377,11 +398,12 @@ fn strip_gfd_suffixes(normalized: &str) -> String {
         if let Some(idx) = s.rfind("-mig-") {
             let tail = &s[idx + "-mig-".len()..];
             if looks_like_mig_profile(tail) {
+                profile = Some(tail);
                 s = &s[..idx];
             }
         }
     }
-    s.to_string()
+    (s, profile)
 }
 
 /// Whether `s` starts like a MIG profile name: digits followed by `g`, as in
@@ -648,6 +670,27 @@ mod tests {
         );
         assert_eq!(model("NVIDIA-L40S-SHARED").product, "NVIDIA-L40S");
         assert_eq!(model("NVIDIA-H200-MIG-7g.141gb").product, "NVIDIA-H200");
+    }
+
+    #[test]
+    fn label_mig_profile_reads_the_single_strategy_suffix() {
+        let profile = |label: &str| label_mig_profile(label).map(|p| p.name);
+        assert_eq!(
+            profile("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"),
+            Some("1g.10gb")
+        );
+        assert_eq!(
+            profile("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb-SHARED"),
+            Some("3g.40gb")
+        );
+        // No MIG suffix: whole GPUs, shared or not.
+        assert_eq!(profile("NVIDIA-H100-80GB-HBM3"), None);
+        assert_eq!(profile("NVIDIA-H100-80GB-HBM3-SHARED"), None);
+        // A profile the product does not have, an unknown product, GFD's
+        // invalid-configuration marker.
+        assert_eq!(profile("NVIDIA-A100-SXM4-80GB-MIG-1g.5gb"), None);
+        assert_eq!(profile("Tesla-T4-MIG-1g.5gb"), None);
+        assert_eq!(profile("NVIDIA-A100-SXM4-80GB-MIG-INVALID"), None);
     }
 
     #[test]

@@ -194,6 +194,51 @@ async fn scale_down_releases_and_wipes_the_surplus() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn time_sliced_host_nodes_relabelled_by_the_operator_stay_the_pools() {
+    let (h, bcm, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let with_sharing = |count: i64| {
+        config(
+            &k,
+            &[
+                ("name", Value::string("train")),
+                ("virtual_cluster_id", Value::string("vc-p/p")),
+                ("gpu_product", Value::string(H100)),
+                ("source", Value::string("bcm")),
+                ("node_count", Value::int(count)),
+                (
+                    "sharing",
+                    Value::object([
+                        ("strategy", Value::string("time-slicing")),
+                        ("replicas", Value::int(4)),
+                        ("mig_config", Value::Null),
+                    ]),
+                ),
+            ],
+        )
+    };
+    tf.apply_ok(&with_sharing(2)).await;
+    // The device plugin and GFD apply time-slicing on every H100 host node.
+    for name in A_NODES {
+        h.edit_node(name, |n| {
+            n.labels
+                .insert("nvidia.com/gpu.product".into(), format!("{H100}-SHARED"));
+            n.labels
+                .insert("nvidia.com/gpu.replicas".into(), "4".into());
+            n.gpu_capacity *= 4;
+        });
+    }
+    assert_eq!(tf.plan(&with_sharing(2)).await.action, Action::NoOp);
+    assert_eq!(tf.state.get("gpus"), &Value::int(16));
+    assert_eq!(tf.apply_ok(&with_sharing(3)).await, Action::Update);
+    assert_eq!(held(&h, "p.train").len(), 3);
+    assert_eq!(bcm_held(&bcm, "p").len(), 3);
+    assert_eq!(tf.state.get("gpus"), &Value::int(24));
+    assert!(!tf.destroy().await.has_error());
+    assert_all_free(&bcm);
+}
+
+#[tokio::test(start_paused = true)]
 async fn over_asking_is_refused_at_plan_naming_the_free_count() {
     let (h, bcm, k) = setup();
     let before = snapshot(&h);

@@ -204,6 +204,121 @@ async fn mig_pool_sets_the_profile_and_reports_instances() {
     );
 }
 
+/// What the GPU operator does to a node once the device plugin runs a time-slicing config
+/// with `replicas` (renameByDefault false): GFD suffixes the product with `-SHARED` and records
+/// the replicas and strategy, and the device plugin advertises GPUs × replicas. The GPU count
+/// label stays the number of physical GPUs.
+fn operator_time_slices(h: &MemoryHost, name: &str, replicas: u32) {
+    h.edit_node(name, |n| {
+        n.labels
+            .insert("nvidia.com/gpu.product".into(), format!("{H100}-SHARED"));
+        n.labels
+            .insert("nvidia.com/gpu.replicas".into(), replicas.to_string());
+        n.labels.insert(
+            "nvidia.com/gpu.sharing-strategy".into(),
+            "time-slicing".into(),
+        );
+        n.gpu_capacity *= replicas;
+    });
+}
+
+fn allocatable(state: &Value, resource: &str) -> Option<Value> {
+    state
+        .get("allocatable")
+        .as_map()
+        .and_then(|m| m.get(resource))
+        .cloned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn time_sliced_nodes_relabelled_by_the_operator_stay_the_pools() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let ts = sharing("time-slicing", Some(4), None);
+    let c = pool(&k, &[("sharing", ts.clone())]);
+    tf.apply_ok(&c).await;
+    let mine: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    // A cluster-wide default config: every H100 node is time-sliced, free ones too.
+    for n in h.nodes_now() {
+        operator_time_slices(&h, &n.name, 4);
+    }
+    // Refresh: the same nodes, the same physical GPUs, replicas counted once.
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert_eq!(tf.state.get("gpus"), &Value::int(16));
+    assert_eq!(
+        allocatable(&tf.state, "nvidia.com/gpu"),
+        Some(Value::int(64))
+    );
+    assert_eq!(tf.state.get("status"), &Value::string("ready"));
+    // Scale-up: the held nodes are kept and one free `-SHARED` node is added.
+    let c3 = pool(&k, &[("sharing", ts), ("node_count", Value::int(3))]);
+    assert_eq!(tf.apply_ok(&c3).await, Action::Update);
+    let now: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(
+        mine.iter().all(|n| now.contains(n)),
+        "{mine:?} kept in {now:?}"
+    );
+    assert_eq!(tf.state.get("gpus"), &Value::int(24));
+    assert_eq!(tf.plan(&c3).await.action, Action::NoOp);
+    assert!(!tf.destroy().await.has_error());
+    assert!(held(&h, "a.train").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn mig_mixed_nodes_without_whole_gpus_keep_their_gpu_count() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(
+        &k,
+        &[
+            ("node_count", Value::int(1)),
+            ("sharing", sharing("mig", None, Some("all-1g.10gb"))),
+        ],
+    );
+    tf.apply_ok(&c).await;
+    let name = held(&h, "a.train")[0].name.clone();
+    // MIG `mixed`: every GPU is MIG-enabled, so no whole `nvidia.com/gpu` is advertised;
+    // GFD still counts the 8 GPUs.
+    h.edit_node(&name, |n| {
+        n.labels
+            .insert("nvidia.com/gpu.replicas".into(), "0".into());
+        n.labels
+            .insert("nvidia.com/mig.strategy".into(), "mixed".into());
+        n.gpu_capacity = 0;
+    });
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert_eq!(tf.state.get("gpus"), &Value::int(8));
+    assert_eq!(
+        allocatable(&tf.state, "nvidia.com/mig-1g.10gb"),
+        Some(Value::int(8 * 7))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_node_gfd_has_not_labelled_is_still_held() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[]);
+    tf.apply_ok(&c).await;
+    let mine: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    // GFD restarting (or a MIG change pending) removes its labels for a while.
+    h.edit_node(&mine[0], |n| {
+        n.labels.remove("nvidia.com/gpu.product");
+        n.labels.remove("nvidia.com/gpu.count");
+    });
+    let c3 = pool(&k, &[("node_count", Value::int(3))]);
+    tf.apply_ok(&c3).await;
+    let now: Vec<String> = held(&h, "a.train").iter().map(|n| n.name.clone()).collect();
+    assert_eq!(now.len(), 3, "one more, not three more: {now:?}");
+    assert!(mine.iter().all(|n| now.contains(n)));
+    // Its GPUs come from the capacity meanwhile.
+    assert_eq!(tf.state.get("gpus"), &Value::int(24));
+}
+
 #[tokio::test(start_paused = true)]
 async fn scale_up_claims_more_and_scale_down_releases_the_emptiest() {
     let h = host();
@@ -436,8 +551,9 @@ async fn host_calls_per_operation_are_bounded() {
     assert!(!tf.destroy().await.has_error());
     let destroy = h.calls() - create - refresh;
     println!("host calls, 4 nodes: create {create}, refresh {refresh}, destroy {destroy}");
-    // The plan of the create reads the namespace once; create lists once, claims 4 nodes.
-    assert!(create <= 1 + 1 + 1 + 4, "create made {create} calls");
+    // The plan of the create reads the namespace once; create reads it again, lists the
+    // pool's nodes (by pool label) and the product's (to claim from), and claims 4 nodes.
+    assert!(create <= 1 + 1 + 2 + 4, "create made {create} calls");
     assert_eq!(
         refresh, 2,
         "a refresh lists the pool's nodes and reads the namespace"

@@ -3,6 +3,11 @@
 //! One list of the nodes that carry `nvidia.com/gpu.product` (one API call per read), grouped
 //! by product; a node is held when it carries `gpufleet.dev/pool`, and free when it is also
 //! Ready and not cordoned, the same rule `gpufleet_gpu_node_pool` claims by.
+//!
+//! Products are matched and grouped through the catalog, because GFD suffixes the label of
+//! shared nodes (`-SHARED` under time-slicing, `-MIG-<profile>` under the MIG `single`
+//! strategy). GPUs are physical GPUs ([`HostNode::physical_gpus`]), not the capacity the
+//! device plugin advertises, which sharing multiplies or empties.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -109,11 +114,19 @@ fn text(v: Option<&str>) -> Value {
     v.map_or(Value::Null, Value::string)
 }
 
+/// The catalog's name for the node's product; the label as it is when the catalog does not
+/// know it.
+fn product_of(n: &HostNode) -> Option<&str> {
+    n.gpu_model()
+        .map(|m| m.product)
+        .or_else(|| n.label(GPU_PRODUCT_LABEL))
+}
+
 fn node_value(n: &HostNode) -> Value {
     Value::object([
         ("name", Value::string(n.name.clone())),
-        ("gpu_product", text(n.label(GPU_PRODUCT_LABEL))),
-        ("gpus", Value::int(n.gpus.into())),
+        ("gpu_product", text(product_of(n))),
+        ("gpus", Value::int(n.physical_gpus().into())),
         ("rack", text(n.label(DEFAULT_TOPOLOGY_KEY))),
         ("nvlink_domain", text(n.label(NVLINK_DOMAIN_LABEL))),
         ("ready", Value::Bool(n.ready)),
@@ -134,17 +147,13 @@ fn held_by(n: &HostNode, holder: &str) -> bool {
 
 /// The data source's value for the listed `nodes` and the filters in `config`.
 pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
-    let product = config
-        .get("gpu_product")
-        .as_str()
-        .and_then(catalog::lookup)
-        .map(|m| m.product);
+    let product = config.get("gpu_product").as_str().and_then(catalog::lookup);
     let rack = config.get("rack").as_str();
     let holder = config.get("holder").as_str();
     let free_only = config.get("free_only").as_bool().unwrap_or(false);
     let mut picked: Vec<&HostNode> = nodes
         .iter()
-        .filter(|n| product.is_none_or(|p| n.label(GPU_PRODUCT_LABEL) == Some(p)))
+        .filter(|n| product.is_none_or(|m| n.is_product(m)))
         .filter(|n| rack.is_none_or(|r| n.label(DEFAULT_TOPOLOGY_KEY) == Some(r)))
         .filter(|n| holder.is_none_or(|h| held_by(n, h)))
         .filter(|n| !free_only || is_free(n))
@@ -154,9 +163,9 @@ pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
     let mut per: BTreeMap<String, [i64; 5]> = BTreeMap::new();
     for n in &picked {
         let e = per
-            .entry(n.label(GPU_PRODUCT_LABEL).unwrap_or_default().to_owned())
+            .entry(product_of(n).unwrap_or_default().to_owned())
             .or_default();
-        let g = i64::from(n.gpus);
+        let g = i64::from(n.physical_gpus());
         e[0] += 1;
         e[2] += g;
         if is_free(n) {
@@ -246,12 +255,9 @@ impl<B: Backend> DataSourceKind for FleetInventory<B> {
                 };
             }
         };
-        // The product filter goes into the selector: one call, no more data than needed.
-        let selector = match config.get("gpu_product").as_str().and_then(catalog::lookup) {
-            Some(m) => format!("{GPU_PRODUCT_LABEL}={}", m.product),
-            None => GPU_PRODUCT_LABEL.to_owned(),
-        };
-        match host.list_nodes(&selector).await {
+        // The product filter cannot go into the selector, which matches labels exactly while
+        // GFD suffixes those of shared nodes: `inventory` filters through the catalog.
+        match host.list_nodes(GPU_PRODUCT_LABEL).await {
             Ok(nodes) => ReadResponse {
                 new_state: inventory(&config, &nodes),
                 diagnostics: Diagnostics::new(),
@@ -307,6 +313,75 @@ mod tests {
         set_holder(&mut by_tenant, "team-a");
         let v = inventory(&by_tenant, &host.nodes_now());
         assert_eq!(v.get("nodes").as_seq().map(<[Value]>::len), Some(1));
+    }
+
+    /// What the GPU operator does to a node once time-slicing with 4 replicas is applied:
+    /// GFD suffixes the product and records the replicas; the device plugin advertises 4×.
+    fn time_slice(host: &MemoryHost, name: &str) {
+        host.edit_node(name, |n| {
+            n.labels.insert(
+                GPU_PRODUCT_LABEL.to_owned(),
+                "NVIDIA-L40S-SHARED".to_owned(),
+            );
+            n.labels
+                .insert("nvidia.com/gpu.replicas".to_owned(), "4".to_owned());
+            n.gpu_capacity *= 4;
+        });
+    }
+
+    fn unfiltered() -> Value {
+        Value::object([
+            ("gpu_product", Value::Null),
+            ("rack", Value::Null),
+            ("holder", Value::Null),
+            ("free_only", Value::Null),
+        ])
+    }
+
+    #[test]
+    fn shared_nodes_count_physical_gpus_under_their_catalog_product() {
+        let host = MemoryHost::with_nodes("NVIDIA-L40S", &[("r1", 2)]);
+        host.claim_behind_the_back("gpu-r1-00", "team-a.infer");
+        time_slice(&host, "gpu-r1-00");
+        let v = inventory(&unfiltered(), &host.nodes_now());
+        assert_eq!(v.get("total_gpus"), &Value::int(16), "not 8 × 4 + 8");
+        assert_eq!(v.get("held_gpus"), &Value::int(8));
+        let products = v.get("products").as_seq().expect("products");
+        assert_eq!(products.len(), 1, "one product, shared or not");
+        assert_eq!(
+            products[0].get("gpu_product"),
+            &Value::string("NVIDIA-L40S")
+        );
+        let nodes = v.get("nodes").as_seq().expect("nodes");
+        assert_eq!(nodes[0].get("gpu_product"), &Value::string("NVIDIA-L40S"));
+        assert_eq!(nodes[0].get("gpus"), &Value::int(8));
+    }
+
+    #[tokio::test]
+    async fn the_product_filter_finds_shared_nodes() {
+        let host = MemoryHost::with_nodes("NVIDIA-L40S", &[("r1", 2)]);
+        host.add_nodes("NVIDIA-H200", "r2", 1, 8);
+        time_slice(&host, "gpu-r1-01");
+        let mut cfg = unfiltered();
+        if let Some(m) = cfg.as_object_mut() {
+            m.insert("gpu_product".into(), Value::string("l40s"));
+        }
+        let ds = with_host(Arc::clone(&host));
+        let got = ds.read(&Context::default(), cfg).await;
+        assert!(!got.diagnostics.has_error(), "{:?}", got.diagnostics);
+        let names: Vec<&Value> = got
+            .new_state
+            .get("nodes")
+            .as_seq()
+            .unwrap_or_default()
+            .iter()
+            .map(|n| n.get("name"))
+            .collect();
+        assert_eq!(
+            names,
+            [&Value::string("gpu-r1-00"), &Value::string("gpu-r1-01")]
+        );
+        assert_eq!(got.new_state.get("total_gpus"), &Value::int(16));
     }
 
     fn set_holder(v: &mut Value, h: &str) {

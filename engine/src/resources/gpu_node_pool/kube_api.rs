@@ -87,7 +87,7 @@ fn host_node(n: Node) -> HostNode {
         .unwrap_or_default()
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let gpus = status
+    let gpu_capacity = status
         .capacity
         .unwrap_or_default()
         .get("nvidia.com/gpu")
@@ -110,7 +110,7 @@ fn host_node(n: Node) -> HostNode {
             .collect(),
         unschedulable: spec.unschedulable.unwrap_or(false),
         ready,
-        gpus,
+        gpu_capacity,
     }
 }
 

@@ -12,7 +12,10 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::api::{HostApi, HostError, HostNode, NodeWrite, PodRef, WriteOutcome};
+use super::{
+    api::{HostApi, HostError, HostNode, NodeWrite, PodRef, WriteOutcome},
+    spec::{GPU_COUNT_LABEL, GPU_PRODUCT_LABEL},
+};
 use crate::backends::kube::POOL;
 
 #[derive(Debug, Default)]
@@ -67,7 +70,8 @@ impl MemoryHost {
         }
     }
 
-    /// Adds one Ready node `name` of `product` in `rack` (a BCM node's host node, say).
+    /// Adds one Ready node `name` of `product` in `rack` (a BCM node's host node, say),
+    /// labelled as GFD labels an unshared node: its GPU count equals its capacity.
     pub fn add_node(&self, name: &str, product: &str, rack: &str, gpus: u32) {
         let mut s = self.lock();
         s.version += 1;
@@ -75,13 +79,14 @@ impl MemoryHost {
             name: name.to_owned(),
             resource_version: s.version.to_string(),
             labels: [
-                ("nvidia.com/gpu.product".to_owned(), product.to_owned()),
+                (GPU_PRODUCT_LABEL.to_owned(), product.to_owned()),
+                (GPU_COUNT_LABEL.to_owned(), gpus.to_string()),
                 ("gpufleet.dev/rack".to_owned(), rack.to_owned()),
                 ("kubernetes.io/hostname".to_owned(), name.to_owned()),
             ]
             .into(),
             ready: true,
-            gpus,
+            gpu_capacity: gpus,
             ..HostNode::default()
         };
         s.nodes.insert(name.to_owned(), node);

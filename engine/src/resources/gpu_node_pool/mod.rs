@@ -9,6 +9,12 @@
 //! is all or nothing: when there are not enough free nodes, the error says how many are free
 //! and nothing stays claimed.
 //!
+//! The nodes a pool holds are found by `gpufleet.dev/pool` alone, and free nodes are matched
+//! to the product through [`crate::catalog::lookup`]: once the GPU operator applies sharing,
+//! GFD rewrites `nvidia.com/gpu.product` (`-SHARED`, `-MIG-<profile>`) and drops it while it
+//! restarts. `gpus` counts physical GPUs ([`api::HostNode::physical_gpus`]), not the capacity
+//! the device plugin advertises, which time-slicing multiplies and MIG empties.
+//!
 //! The nodes get the labels and taints of the virtual cluster's tier (read from its host
 //! namespace, see [`node_config`]) and of the sharing mode: time-slicing sets
 //! `nvidia.com/device-plugin.config` and writes the device plugin's config under the pool's

@@ -284,7 +284,7 @@ mod tests {
             }],
             unschedulable: false,
             ready: true,
-            gpus: 8,
+            gpu_capacity: 8,
         }
     }
 

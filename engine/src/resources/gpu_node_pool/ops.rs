@@ -23,7 +23,7 @@ use crate::{
         bcm::{BcmApi, BcmError},
         kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
     },
-    catalog,
+    catalog::GpuModel,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
@@ -193,7 +193,8 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
     let mut s = v.clone();
     let mut names: Vec<String> = held.iter().map(|n| n.name.clone()).collect();
     names.sort();
-    let gpus: u64 = held.iter().map(|n| u64::from(n.gpus)).sum();
+    // Physical GPUs: capacity would count time-slicing replicas that `allocatable` adds.
+    let gpus: u64 = held.iter().map(|n| u64::from(n.physical_gpus())).sum();
     set_attr(&mut s, "id", Value::string(spec.id()));
     set_attr(
         &mut s,
@@ -396,22 +397,9 @@ async fn converge(
         }
         _ => None,
     };
-    let all = api
-        .list_nodes(&format!("{GPU_PRODUCT_LABEL}={}", spec.model.product))
+    let mut held = list_held(api, &pool)
         .await
         .map_err(|e| (Vec::new(), e.into()))?;
-    let (mut held, mut others): (Vec<HostNode>, Vec<HostNode>) = all
-        .into_iter()
-        .partition(|n| n.label(POOL) == Some(pool.as_str()));
-    let bcm_prefer: Vec<String>;
-    let prefer = match &bcm_names {
-        Some((_, names)) => {
-            others.retain(|n| names.contains(&n.name));
-            bcm_prefer = names.clone();
-            &bcm_prefer[..]
-        }
-        None => prefer,
-    };
     // Repair drift on what is held.
     let mut repaired = Vec::with_capacity(held.len());
     for n in &held {
@@ -423,6 +411,16 @@ async fn converge(
     }
     held = repaired;
     if held.len() < target {
+        let mut others = list_product(api, spec.model)
+            .await
+            .map_err(|e| (held.clone(), e.into()))?;
+        let prefer = match &bcm_names {
+            Some((_, names)) => {
+                others.retain(|n| names.contains(&n.name));
+                names.as_slice()
+            }
+            None => prefer,
+        };
         let req = ClaimRequest {
             product: spec.model.product,
             pool: &pool,
@@ -483,9 +481,21 @@ async fn converge(
 /// The nodes holding the pool label now, for a state after a failure (empty when the cluster
 /// cannot say).
 async fn held_now(api: &dyn HostApi, pool: &str) -> Vec<HostNode> {
-    api.list_nodes(&format!("{POOL}={pool}"))
-        .await
-        .unwrap_or_default()
+    list_held(api, pool).await.unwrap_or_default()
+}
+
+/// The nodes the pool holds, found by its label alone: GFD rewrites the product label of
+/// shared nodes (`-SHARED`, `-MIG-<profile>`) and removes it while it restarts.
+async fn list_held(api: &dyn HostApi, pool: &str) -> Result<Vec<HostNode>, HostError> {
+    api.list_nodes(&format!("{POOL}={pool}")).await
+}
+
+/// The nodes of `model`, held or free. A selector only matches the product label exactly, so
+/// every GPU node is listed (one call) and matched through the catalog, which ignores the
+/// suffixes GFD adds to shared nodes.
+async fn list_product(api: &dyn HostApi, model: &GpuModel) -> Result<Vec<HostNode>, HostError> {
+    let nodes = api.list_nodes(GPU_PRODUCT_LABEL).await?;
+    Ok(nodes.into_iter().filter(|n| n.is_product(model)).collect())
 }
 
 /// How often the host nodes of freshly provisioned BCM nodes are looked for.
@@ -503,13 +513,19 @@ async fn provision_bcm(
     let names = bcm_pool::provision(bcm, spec, target, bcm_held).await?;
     let pool = spec.pool_label();
     loop {
-        let nodes = api
-            .list_nodes(&format!("{GPU_PRODUCT_LABEL}={}", spec.model.product))
-            .await?;
+        let held = list_held(api, &pool).await?;
+        let joining: Vec<&String> = names
+            .iter()
+            .filter(|name| !held.iter().any(|n| &n.name == *name))
+            .collect();
+        if joining.is_empty() {
+            return Ok(names);
+        }
+        let nodes = list_product(api, spec.model).await?;
         let mut waiting = 0;
-        for name in &names {
+        for name in joining {
             match nodes.iter().find(|n| &n.name == name) {
-                Some(n) if n.label(POOL) == Some(pool.as_str()) || is_free(n) => {}
+                Some(n) if is_free(n) || n.label(POOL) == Some(pool.as_str()) => {}
                 Some(n) if n.label(POOL).is_some() => {
                     return Err(StepError::Conflict(format!(
                         "the host node {name} of a BCM node this pool holds is claimed by pool \
@@ -643,7 +659,7 @@ pub(super) async fn apply_delete(
         if spec.source == Source::Auto {
             api.delete_node_pool(&spec.node_pool_name()).await?;
         } else {
-            let held = api.list_nodes(&format!("{POOL}={pool}")).await?;
+            let held = list_held(api, &pool).await?;
             if let Err((left, e)) = drain_and_release(api, &pool, held, spec.drain_timeout).await {
                 still = left;
                 return Err(e);
@@ -719,9 +735,7 @@ pub(super) async fn read(
                 status_for(&spec, launched.len()),
             ));
         }
-        let held = api
-            .list_nodes(&format!("{POOL}={}", spec.pool_label()))
-            .await?;
+        let held = list_held(api, &spec.pool_label()).await?;
         // A bcm pool's servers still being wiped count as the pool's (its tenant's data is
         // on them), so the next apply or destroy finishes the wipe.
         let (bcm_held, wiping) = match (spec.source, bcm) {
@@ -815,13 +829,14 @@ async fn read_imported(api: &dyn HostApi, state: &Value) -> Result<Value, StepEr
             ]),
         );
     } else {
-        let held = api.list_nodes(&format!("{POOL}={label}")).await?;
+        let held = list_held(api, &label).await?;
         let Some(first) = held.first() else {
             return Ok(Value::Null);
         };
-        let product = first
-            .label(GPU_PRODUCT_LABEL)
-            .and_then(catalog::lookup)
+        // Any node GFD labels right now tells the product.
+        let product = held
+            .iter()
+            .find_map(HostNode::gpu_model)
             .map(|m| m.product)
             .unwrap_or_default();
         set_attr(&mut s, "gpu_product", Value::string(product));
@@ -862,8 +877,7 @@ async fn read_spec(api: &dyn HostApi, s: &Value, spec: &PoolSpec) -> Result<Valu
         api.list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
             .await?
     } else {
-        api.list_nodes(&format!("{POOL}={}", spec.pool_label()))
-            .await?
+        list_held(api, &spec.pool_label()).await?
     };
     Ok(state_of(s, spec, &held, status_for(spec, held.len())))
 }
@@ -879,7 +893,7 @@ mod tests {
             allocatable(&Sharing::TimeSlicing(4), 8)["nvidia.com/gpu"],
             32
         );
-        let a100 = catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("catalog");
+        let a100 = crate::catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("catalog");
         let p = a100.mig_profile("1g.10gb").expect("profile");
         assert_eq!(
             allocatable(&Sharing::Mig(p), 16)["nvidia.com/mig-1g.10gb"],

@@ -21,8 +21,16 @@ use super::{
 pub const DEVICE_PLUGIN_CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
 /// The MIG manager's node label selecting a MIG profile.
 pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
-/// The node label GFD writes the GPU product into.
+/// The node label GFD writes the GPU product into. Under time-slicing without renaming GFD
+/// appends `-SHARED`, under the MIG `single` strategy `-MIG-<profile>`: match it with
+/// [`crate::catalog::lookup`], never by equality.
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// The node label GFD writes the number of physical GPUs into (MIG devices under the MIG
+/// `single` strategy).
+pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// The node label GFD writes the time-slicing replicas per GPU into (`0` or `1` when
+/// unshared).
+pub const GPU_REPLICAS_LABEL: &str = "nvidia.com/gpu.replicas";
 
 /// Labels the pool manages; users may not set them through `node_labels`.
 pub const RESERVED_LABELS: &[&str] = &[
