@@ -725,7 +725,12 @@ async fn execute(
         vcluster_version,
         virtual_cluster_kubernetes_version: vc_kubernetes_version,
         nodes: observed.nodes.clone(),
-        gpu_product: label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL),
+        // The catalog's name: GFD suffixes the label under sharing (`-SHARED`, `-MIG-…`),
+        // which `sharing` records on its own.
+        gpu_product: {
+            let raw = label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL);
+            crate::catalog::lookup(&raw).map_or(raw, |m| m.product.to_owned())
+        },
         gpu_count: label(GPU_COUNT_LABEL),
         driver_version: version_from_labels(&node_labels, DRIVER_MAJOR_LABEL),
         cuda_version: version_from_labels(&node_labels, CUDA_MAJOR_LABEL),
