@@ -270,11 +270,16 @@ fn pending_reason(pod: &Json) -> String {
     }
 }
 
+/// The run's pods. Pods being deleted are left out: they belong to a Job this run replaced
+/// (or to the run's own cleanup) and carry the same Job name.
 async fn job_pods(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Vec<Json>, ClusterError> {
     let selector = format!("{JOB_NAME_LABEL}={}", render::job_name(&spec.name));
-    cluster
+    Ok(cluster
         .list(Kind::Pod, Some(&spec.namespace), &selector)
-        .await
+        .await?
+        .into_iter()
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .collect())
 }
 
 fn unschedulable(pod: &Json) -> bool {
@@ -329,7 +334,17 @@ async fn wait_gang(
     deadline: Instant,
     pool_size: Option<usize>,
 ) -> Result<(), RunError> {
+    let job_name = render::job_name(&spec.name);
     loop {
+        // A pod that failed at once fails the Job (no retries): record that failure, rather
+        // than wait for peers the Job controller will not start.
+        if let Some(job) = cluster
+            .get(Kind::Job, Some(&spec.namespace), &job_name)
+            .await?
+            && job_outcome(&job) == Some(false)
+        {
+            return Ok(());
+        }
         let pods = job_pods(cluster, spec).await?;
         match gang_progress(&pods, spec.nodes) {
             Ok(true) => return Ok(()),
@@ -371,6 +386,20 @@ async fn wait_gang(
     }
 }
 
+/// The Job's final condition: `Some(true)` for Complete, `Some(false)` for Failed.
+fn job_outcome(job: &Json) -> Option<bool> {
+    job.pointer("/status/conditions")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| str_at(c, "/status") == Some("True"))
+        .find_map(|c| match str_at(c, "/type") {
+            Some("Complete") => Some(true),
+            Some("Failed") => Some(false),
+            _ => None,
+        })
+}
+
 /// Step 4: the Job's final condition, `true` for Complete.
 async fn wait_done(
     cluster: &dyn Cluster,
@@ -384,18 +413,7 @@ async fn wait_done(
             .get(Kind::Job, Some(&spec.namespace), &name)
             .await?
             .ok_or_else(|| RunError::Setup(format!("Job {name} disappeared during the run.")))?;
-        let done = job
-            .pointer("/status/conditions")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|c| str_at(c, "/status") == Some("True"))
-            .find_map(|c| match str_at(c, "/type") {
-                Some("Complete") => Some(true),
-                Some("Failed") => Some(false),
-                _ => None,
-            });
-        if let Some(ok) = done {
+        if let Some(ok) = job_outcome(&job) {
             return Ok(ok);
         }
         if Instant::now() >= deadline {
@@ -683,6 +701,14 @@ async fn execute(
                 }
                 tokio::time::sleep(POLL).await;
             }
+            // Its pods outlive it by their grace period, with the same Job name.
+            wait_pods_gone(
+                cluster,
+                &spec.namespace,
+                &spec.name,
+                deadline.saturating_duration_since(Instant::now()),
+            )
+            .await?;
         }
         if let Some(svc) = render::service(spec) {
             cluster.apply(&svc).await?;
@@ -697,7 +723,8 @@ async fn execute(
         spec.nodes
     );
 
-    let gang_deadline = (started + spec.start_timeout).min(deadline);
+    // The gang deadline counts from the Job's creation, not from waiting out a leftover.
+    let gang_deadline = (Instant::now() + spec.start_timeout).min(deadline);
     let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
     wait_gang(cluster, spec, started, gang_deadline, pool_size).await?;
     let completed = wait_done(cluster, spec, deadline, limit).await?;
