@@ -84,6 +84,24 @@ fn quickstart_gives_two_isolated_tenants_and_cleans_up() {
         "2 nodes x 8 GPUs x 4 replicas"
     );
 
+    // Nothing of another tenant runs on prod's dedicated nodes (the pool evicts what was
+    // there when it claimed them); pods leave by graceful deletion.
+    for node in &pool_nodes {
+        let foreign = wait_for("other tenants' pods to leave prod's nodes", || {
+            let pods = host
+                .list(&format!("/api/v1/pods?fieldSelector=spec.nodeName={node}"))
+                .ok()?;
+            let foreign: Vec<String> = pods
+                .iter()
+                .filter(|p| p["metadata"]["namespace"] != "vc-prod")
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+                .collect();
+            foreign.is_empty().then_some(foreign)
+        });
+        assert!(foreign.is_empty(), "{node}: {foreign:?}");
+    }
+
     let dir = tempfile::tempdir().expect("tempdir");
     let prod = kubeconfig(dir.path(), &s, "prod_kubeconfig");
     let dev = kubeconfig(dir.path(), &s, "dev_kubeconfig");

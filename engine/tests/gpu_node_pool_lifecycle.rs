@@ -552,10 +552,62 @@ async fn host_calls_per_operation_are_bounded() {
     let destroy = h.calls() - create - refresh;
     println!("host calls, 4 nodes: create {create}, refresh {refresh}, destroy {destroy}");
     // The plan of the create reads the namespace once; create reads it again, lists the
-    // pool's nodes (by pool label) and the product's (to claim from), and claims 4 nodes.
-    assert!(create <= 1 + 1 + 2 + 4, "create made {create} calls");
+    // pool's nodes (by pool label) and the product's (to claim from), claims 4 nodes, and
+    // (dedicated) lists the pods on each to evict other tenants'.
+    assert!(create <= 1 + 1 + 2 + 4 + 4, "create made {create} calls");
     assert_eq!(
         refresh, 2,
         "a refresh lists the pool's nodes and reads the namespace"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dedicated_nodes_are_cleared_of_other_tenants_pods_and_shared_ones_are_not() {
+    let h = host();
+    // Every node runs another tenant's pod, a DaemonSet's pod and one of the tenant's own.
+    for n in h.nodes_now() {
+        h.add_pod(&n.name, "vc-other", &format!("control-plane-{}", n.name));
+        h.add_pod(&n.name, "vc-a", &format!("own-{}", n.name));
+        h.add_daemon_pod(
+            &n.name,
+            "gpu-operator",
+            &format!("device-plugin-{}", n.name),
+        );
+    }
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, &[])).await;
+    for n in held(&h, "a.train") {
+        assert_eq!(
+            h.pods_now(&n.name),
+            [
+                format!("vc-a/own-{}", n.name),
+                format!("gpu-operator/device-plugin-{}", n.name)
+            ],
+            "{}: only the tenant's and the DaemonSet's pods are left on a dedicated node",
+            n.name
+        );
+    }
+    // Nodes the pool does not hold keep their pods.
+    let free = h
+        .nodes_now()
+        .into_iter()
+        .find(|n| n.label(POOL).is_none())
+        .expect("a free node");
+    assert_eq!(h.pods_now(&free.name).len(), 3);
+
+    // A shared pool only labels its nodes: other tenants' pods may stay.
+    let mut shared = Terraform::new(&k);
+    shared
+        .apply_ok(&pool(
+            &k,
+            &[
+                ("name", Value::string("dev")),
+                ("virtual_cluster_id", Value::string("vc-s/s")),
+            ],
+        ))
+        .await;
+    for n in held(&h, "s.dev") {
+        assert_eq!(h.pods_now(&n.name).len(), 3, "{}", n.name);
+    }
 }

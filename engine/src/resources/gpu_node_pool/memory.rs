@@ -148,6 +148,26 @@ impl MemoryHost {
 
     /// Puts a pod on a node.
     pub fn add_pod(&self, node: &str, namespace: &str, name: &str) {
+        self.put_pod(node, namespace, name, false);
+    }
+
+    /// Puts a DaemonSet's pod on a node: drains and evictions leave it.
+    pub fn add_daemon_pod(&self, node: &str, namespace: &str, name: &str) {
+        self.put_pod(node, namespace, name, true);
+    }
+
+    /// The pods on a node, as `namespace/name`.
+    pub fn pods_now(&self, node: &str) -> Vec<String> {
+        self.lock()
+            .pods
+            .get(node)
+            .into_iter()
+            .flatten()
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+            .collect()
+    }
+
+    fn put_pod(&self, node: &str, namespace: &str, name: &str, stays: bool) {
         self.lock()
             .pods
             .entry(node.to_owned())
@@ -155,7 +175,7 @@ impl MemoryHost {
             .push(PodRef {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-                stays: false,
+                stays,
             });
     }
 

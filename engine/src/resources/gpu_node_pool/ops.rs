@@ -472,10 +472,52 @@ async fn converge(
             .map_err(|e| (held.clone(), e))?;
         *bcm_held = names.len() - surplus.len();
     }
+    if matches!(tier, Tier::Dedicated | Tier::Private) {
+        evict_foreign_pods(api, &held, &spec.vc.namespace)
+            .await
+            .map_err(|e| (held.clone(), e.into()))?;
+    }
     write_sharing_config(api, spec, had_time_slicing)
         .await
         .map_err(|e| (held.clone(), e))?;
     Ok(held)
+}
+
+/// Evicts the pods of anyone but the tenant from its dedicated or private nodes. The taint
+/// keeps new ones off, but a node claimed while it ran other pods (or a pod placed there
+/// since by hand) would share the tenant's GPUs and node. DaemonSet and mirror pods stay, as
+/// in a drain; the Eviction API keeps disruption budgets, and a pod a budget protects for now
+/// is left for the next apply.
+async fn evict_foreign_pods(
+    api: &dyn HostApi,
+    held: &[HostNode],
+    tenant_namespace: &str,
+) -> Result<(), HostError> {
+    for n in held {
+        for p in api.pods_on(&n.name).await? {
+            if p.stays || p.namespace == tenant_namespace {
+                continue;
+            }
+            if api.evict(&p).await? {
+                tracing::info!(
+                    target: "gpufleet::gpu_node_pool",
+                    "evicted pod {}/{} from {}, held for {tenant_namespace} alone",
+                    p.namespace,
+                    p.name,
+                    n.name
+                );
+            } else {
+                tracing::warn!(
+                    target: "gpufleet::gpu_node_pool",
+                    "a disruption budget keeps pod {}/{} on {} for now; the next apply evicts it",
+                    p.namespace,
+                    p.name,
+                    n.name
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The nodes holding the pool label now, for a state after a failure (empty when the cluster

@@ -77,6 +77,8 @@ pub fn pool_schema() -> Schema {
              nodes; every claim is a write guarded by the node's resource version, so pools \
              applied at the same time never share a node. With `source = \"auto\"` it emits a \
              Karpenter `NodePool` (`karpenter.sh/v1`) and holds what Karpenter launches. \
+             On the `dedicated` and `private` tiers, pods outside the virtual cluster's host \
+             namespace that were already on a claimed node are evicted (DaemonSet pods stay). \
              Destroying the pool drains its nodes and leaves them exactly as it found them. \
              Needs the provider's `kubernetes` block.",
         )
