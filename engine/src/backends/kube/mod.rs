@@ -1,5 +1,6 @@
-//! The host cluster: one shared `kube::Client` per provider settings, the field manager and
-//! the labels every object gpufleet writes carries.
+//! The host cluster: one shared `kube::Client` per provider settings, the field manager,
+//! the labels every object gpufleet writes carries, and [`DynamicClient`], the object calls
+//! (apply, get, list, delete by a fixed [`Gvk`]) the resources make on that client.
 //!
 //! # Connection
 //!
@@ -16,6 +17,7 @@
 //! exactly that.
 
 mod labels;
+mod objects;
 
 use std::{
     collections::HashMap,
@@ -27,6 +29,7 @@ use kube::config::{
     NamedCluster, NamedContext,
 };
 pub use labels::*;
+pub use objects::{DynamicClient, Gvk, ObjectError, describe, status_code};
 
 use crate::{diag::Diagnostics, path::AttrPath, provider_config::ProviderSettings};
 

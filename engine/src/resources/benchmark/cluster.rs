@@ -5,19 +5,20 @@
 //! applies under the field manager `gpufleet`, forced, so a Job or Service left by an
 //! interrupted apply is adopted rather than duplicated.
 
-use std::{fmt, sync::Arc};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use kube::{
     Api,
-    api::{
-        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch,
-        PatchParams,
-    },
+    api::{DeleteParams, LogParams},
 };
 use serde_json::Value as Json;
 
-use crate::{backends::kube::FIELD_MANAGER, context::Context, diag::Diagnostics};
+use crate::{
+    backends::kube::{DynamicClient, Gvk, ObjectError, describe},
+    context::Context,
+    diag::Diagnostics,
+};
 
 /// The kinds of objects a benchmark reads or writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,20 +38,20 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn gvk(self) -> (&'static str, &'static str, &'static str, &'static str) {
+    fn gvk(self) -> Gvk {
         match self {
-            Kind::Job => ("batch", "v1", "Job", "jobs"),
-            Kind::Service => ("", "v1", "Service", "services"),
-            Kind::Pod => ("", "v1", "Pod", "pods"),
-            Kind::Node => ("", "v1", "Node", "nodes"),
-            Kind::Namespace => ("", "v1", "Namespace", "namespaces"),
-            Kind::StatefulSet => ("apps", "v1", "StatefulSet", "statefulsets"),
+            Kind::Job => Gvk::new("batch", "v1", "Job", "jobs"),
+            Kind::Service => Gvk::new("", "v1", "Service", "services"),
+            Kind::Pod => Gvk::new("", "v1", "Pod", "pods"),
+            Kind::Node => Gvk::new("", "v1", "Node", "nodes"),
+            Kind::Namespace => Gvk::new("", "v1", "Namespace", "namespaces"),
+            Kind::StatefulSet => Gvk::new("apps", "v1", "StatefulSet", "statefulsets"),
         }
     }
 
     /// The kind's name, e.g. `Job`.
     pub fn name(self) -> &'static str {
-        self.gvk().2
+        self.gvk().kind
     }
 
     fn from_name(name: &str) -> Option<Kind> {
@@ -60,31 +61,9 @@ impl Kind {
     }
 }
 
-/// Why a cluster call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// The API server refused or the connection failed.
-    #[error("failed to {what}: {source}")]
-    Call {
-        /// The operation, e.g. `apply Job gfb-a in vc-a`.
-        what: String,
-        /// kube's error.
-        #[source]
-        source: Box<kube::Error>,
-    },
-    /// An answer did not decode.
-    #[error("failed to decode {what}: {source}")]
-    Decode {
-        /// What was decoded.
-        what: String,
-        /// The JSON error.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A failure reported by a test double, or an object gpufleet cannot write.
-    #[error("{0}")]
-    Other(String),
-}
+/// Why a cluster call failed: the host-cluster module's object error, shared with the other
+/// resources that write host objects.
+pub type ClusterError = ObjectError;
 
 /// Object operations on the host cluster. `namespace` is `None` for cluster-scoped kinds.
 #[async_trait]
@@ -134,7 +113,7 @@ pub struct FromSettings;
 impl Backend for FromSettings {
     async fn connect(&self, ctx: &Context) -> Result<Arc<dyn Cluster>, Diagnostics> {
         let client = crate::backends::kube::client(&ctx.settings, super::TYPE_NAME).await?;
-        Ok(Arc::new(KubeCluster { client }))
+        Ok(Arc::new(KubeCluster::new(client)))
     }
 }
 
@@ -147,63 +126,30 @@ impl<A: Cluster + 'static> Backend for Arc<A> {
 }
 
 /// [`Cluster`] on a `kube::Client`.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct KubeCluster {
-    client: kube::Client,
-}
-
-impl fmt::Debug for KubeCluster {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KubeCluster").finish_non_exhaustive()
-    }
+    objects: Arc<DynamicClient>,
 }
 
 impl KubeCluster {
     /// A cluster over `client`.
     pub fn new(client: kube::Client) -> KubeCluster {
-        KubeCluster { client }
-    }
-
-    fn api(&self, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
-        let (group, version, k, plural) = kind.gvk();
-        let ar =
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, k), plural);
-        match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
+        KubeCluster {
+            objects: Arc::new(DynamicClient::new(client)),
         }
-    }
-}
-
-fn call_err(what: String) -> impl FnOnce(kube::Error) -> ClusterError {
-    move |source| ClusterError::Call {
-        what,
-        source: Box::new(source),
-    }
-}
-
-fn to_json(o: &DynamicObject, what: &str) -> Result<Json, ClusterError> {
-    serde_json::to_value(o).map_err(|source| ClusterError::Decode {
-        what: what.to_owned(),
-        source,
-    })
-}
-
-fn describe(kind: Kind, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) => format!("{} {name} in {ns}", kind.name()),
-        None => format!("{} {name}", kind.name()),
     }
 }
 
 #[async_trait]
 impl Cluster for KubeCluster {
     async fn server_version(&self) -> Result<String, ClusterError> {
-        self.client
+        self.objects.count();
+        self.objects
+            .client()
             .apiserver_version()
             .await
             .map(|v| v.git_version)
-            .map_err(call_err("read the server version".to_owned()))
+            .map_err(ObjectError::call("read the server version"))
     }
 
     async fn apply(&self, object: &Json) -> Result<(), ClusterError> {
@@ -211,16 +157,7 @@ impl Cluster for KubeCluster {
         let kind = Kind::from_name(kind_name).ok_or_else(|| {
             ClusterError::Other(format!("cannot apply an object of kind {kind_name:?}"))
         })?;
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let namespace = object["metadata"]["namespace"].as_str();
-        let what = format!("apply {}", describe(kind, namespace, name));
-        tracing::debug!(target: "gpufleet::benchmark", "{what}");
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api(kind, namespace)
-            .patch(name, &params, &Patch::Apply(object))
-            .await
-            .map(|_| ())
-            .map_err(call_err(what))
+        self.objects.apply(&kind.gvk(), object).await
     }
 
     async fn get(
@@ -229,13 +166,7 @@ impl Cluster for KubeCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Json>, ClusterError> {
-        let what = format!("read {}", describe(kind, namespace, name));
-        let found = self
-            .api(kind, namespace)
-            .get_opt(name)
-            .await
-            .map_err(call_err(what.clone()))?;
-        found.map(|o| to_json(&o, &what)).transpose()
+        self.objects.get(&kind.gvk(), namespace, name).await
     }
 
     async fn list(
@@ -246,28 +177,19 @@ impl Cluster for KubeCluster {
     ) -> Result<Vec<Json>, ClusterError> {
         let what = format!(
             "list {} ({selector})",
-            describe(kind, namespace, "").replace("  ", " ")
+            describe(kind.name(), namespace, "").replace("  ", " ")
         );
-        let list = self
-            .api(kind, namespace)
-            .list(&ListParams::default().labels(selector))
+        self.objects
+            .list(&kind.gvk(), namespace, selector, what)
             .await
-            .map_err(call_err(what.clone()))?;
-        list.items.iter().map(|o| to_json(o, &what)).collect()
     }
 
     async fn delete(&self, kind: Kind, namespace: &str, name: &str) -> Result<(), ClusterError> {
-        let what = format!("delete {}", describe(kind, Some(namespace), name));
-        tracing::debug!(target: "gpufleet::benchmark", "{what}");
-        match self
-            .api(kind, Some(namespace))
-            .delete(name, &DeleteParams::background())
+        // Background propagation: a Job's pods go with it.
+        let params = DeleteParams::background();
+        self.objects
+            .delete(&kind.gvk(), Some(namespace), name, &params)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(call_err(what)(e)),
-        }
     }
 
     async fn logs(
@@ -277,8 +199,9 @@ impl Cluster for KubeCluster {
         container: &str,
     ) -> Result<String, ClusterError> {
         let what = format!("read the log of pod {pod} in {namespace}");
+        self.objects.count();
         let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.client.clone(), namespace);
+            Api::namespaced(self.objects.client().clone(), namespace);
         pods.logs(
             pod,
             &LogParams {
@@ -287,6 +210,6 @@ impl Cluster for KubeCluster {
             },
         )
         .await
-        .map_err(call_err(what))
+        .map_err(ObjectError::call(what))
     }
 }

@@ -7,60 +7,48 @@
 //! too (one key at a time, so pools sharing the device-plugin ConfigMap never drop each
 //! other's keys), and Karpenter NodePools with server-side apply.
 
-use std::{
-    collections::BTreeMap,
-    sync::atomic::{AtomicU64, Ordering},
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::{
     Api,
-    api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams},
-    core::{ApiResource, GroupVersionKind, ObjectMeta},
+    api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams},
+    core::ObjectMeta,
 };
 use serde_json::{Map, Value as Json, json};
 
 use super::api::{HostApi, HostError, HostNode, NodeTaint, NodeWrite, PodRef, WriteOutcome};
-use crate::backends::kube::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_VALUE};
+use crate::backends::kube::{
+    DynamicClient, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
+};
+
+/// Karpenter's NodePool, cluster-scoped.
+const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
 
 /// The host cluster over a `kube::Client`, counting its calls.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct KubeHost {
-    client: kube::Client,
-    calls: std::sync::Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for KubeHost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeHost")
-            .field("calls", &self.calls())
-            .finish_non_exhaustive()
-    }
+    objects: Arc<DynamicClient>,
 }
 
 impl KubeHost {
     /// A host over `client`.
     pub fn new(client: kube::Client) -> KubeHost {
         KubeHost {
-            client,
-            calls: std::sync::Arc::default(),
+            objects: Arc::new(DynamicClient::new(client)),
         }
     }
 
     /// API requests made so far.
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+        self.objects.calls()
     }
 
-    fn count(&self) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn node_pools(&self) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool");
-        let ar = ApiResource::from_gvk_with_plural(&gvk, "nodepools");
-        Api::all_with(self.client.clone(), &ar)
+    /// The client for one typed request, counted.
+    fn client(&self) -> kube::Client {
+        self.objects.count();
+        self.objects.client().clone()
     }
 }
 
@@ -72,10 +60,12 @@ fn err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> HostError {
     }
 }
 
-fn status_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
+/// Node pool errors name the call in their own words ("Karpenter NodePool") and keep only
+/// the cause from the shared client's error.
+fn object_err(what: String) -> impl FnOnce(ObjectError) -> HostError {
+    move |e| HostError {
+        what,
+        message: e.cause(),
     }
 }
 
@@ -157,8 +147,7 @@ impl HostApi for KubeHost {
         &self,
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, HostError> {
-        self.count();
-        let api: Api<Namespace> = Api::all(self.client.clone());
+        let api: Api<Namespace> = Api::all(self.client());
         Ok(api
             .get_opt(name)
             .await
@@ -167,8 +156,7 @@ impl HostApi for KubeHost {
     }
 
     async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
-        self.count();
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api: Api<Node> = Api::all(self.client());
         let list = api
             .list(&ListParams::default().labels(selector))
             .await
@@ -177,8 +165,7 @@ impl HostApi for KubeHost {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError> {
-        self.count();
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api: Api<Node> = Api::all(self.client());
         Ok(api
             .get_opt(name)
             .await
@@ -191,8 +178,7 @@ impl HostApi for KubeHost {
         current: &HostNode,
         write: &NodeWrite,
     ) -> Result<WriteOutcome, HostError> {
-        self.count();
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api: Api<Node> = Api::all(self.client());
         let patch = node_patch(current, write);
         match api
             .patch(
@@ -210,8 +196,7 @@ impl HostApi for KubeHost {
     }
 
     async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError> {
-        self.count();
-        let api: Api<Pod> = Api::all(self.client.clone());
+        let api: Api<Pod> = Api::all(self.client());
         let pods = api
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
@@ -246,8 +231,7 @@ impl HostApi for KubeHost {
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
-        self.count();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let api: Api<Pod> = Api::namespaced(self.client(), &pod.namespace);
         match api.evict(&pod.name, &EvictParams::default()).await {
             Ok(_) => Ok(true),
             Err(e) if status_code(&e) == Some(404) => Ok(true),
@@ -267,8 +251,7 @@ impl HostApi for KubeHost {
         name: &str,
         key: &str,
     ) -> Result<Option<String>, HostError> {
-        self.count();
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<ConfigMap> = Api::namespaced(self.client(), namespace);
         Ok(api
             .get_opt(name)
             .await
@@ -283,8 +266,7 @@ impl HostApi for KubeHost {
         key: &str,
         value: Option<&str>,
     ) -> Result<(), HostError> {
-        self.count();
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<ConfigMap> = Api::namespaced(self.client(), namespace);
         let what = format!("write key {key} of ConfigMap {namespace}/{name}");
         let patch = json!({"data": {key: value}});
         match api
@@ -294,7 +276,7 @@ impl HostApi for KubeHost {
             Ok(_) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => {
                 let Some(value) = value else { return Ok(()) };
-                self.count();
+                self.objects.count();
                 let cm = ConfigMap {
                     metadata: ObjectMeta {
                         name: Some(name.to_owned()),
@@ -309,7 +291,7 @@ impl HostApi for KubeHost {
                     Ok(_) => Ok(()),
                     // Another pool created it in the meantime: add the key to theirs.
                     Err(e) if status_code(&e) == Some(409) => {
-                        self.count();
+                        self.objects.count();
                         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                             .await
                             .map(|_| ())
@@ -323,40 +305,25 @@ impl HostApi for KubeHost {
     }
 
     async fn apply_node_pool(&self, body: &Json) -> Result<(), HostError> {
-        self.count();
         let name = body["metadata"]["name"].as_str().unwrap_or_default();
-        self.node_pools()
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(body),
-            )
+        self.objects
+            .apply(&NODE_POOL, body)
             .await
-            .map(|_| ())
-            .map_err(err(format!("apply Karpenter NodePool {name}")))
+            .map_err(object_err(format!("apply Karpenter NodePool {name}")))
     }
 
     async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
-        self.count();
-        let got = self
-            .node_pools()
-            .get_opt(name)
+        self.objects
+            .get(&NODE_POOL, None, name)
             .await
-            .map_err(err(format!("read Karpenter NodePool {name}")))?;
-        Ok(got.map(|o| serde_json::to_value(o).unwrap_or(Json::Null)))
+            .map_err(object_err(format!("read Karpenter NodePool {name}")))
     }
 
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
-        self.count();
-        match self
-            .node_pools()
-            .delete(name, &DeleteParams::default())
+        self.objects
+            .delete(&NODE_POOL, None, name, &DeleteParams::default())
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if status_code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(err(format!("delete Karpenter NodePool {name}"))(e)),
-        }
+            .map_err(object_err(format!("delete Karpenter NodePool {name}")))
     }
 }
 

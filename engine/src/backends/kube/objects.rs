@@ -1,0 +1,244 @@
+//! Host-cluster objects as JSON values: server-side apply, get, list and delete by a fixed
+//! group/version/kind, counting the requests made.
+//!
+//! Resources keep their own kind lists and hand a [`Gvk`] to every call; nothing here asks
+//! the API server for discovery, so a kind's API path is decided by the caller alone.
+
+use std::{
+    fmt,
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use kube::{
+    Api,
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    },
+};
+use serde_json::Value as Json;
+
+use super::FIELD_MANAGER;
+
+/// A kind of object and where its API lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gvk {
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    /// API version, e.g. `v1`.
+    pub version: &'static str,
+    /// Kind, e.g. `StatefulSet`.
+    pub kind: &'static str,
+    /// Resource name in the URL, e.g. `statefulsets`.
+    pub plural: &'static str,
+}
+
+impl Gvk {
+    /// The kind `kind` of `group/version`, served at `plural`.
+    pub const fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+    ) -> Gvk {
+        Gvk {
+            group,
+            version,
+            kind,
+            plural,
+        }
+    }
+
+    fn api_resource(&self) -> ApiResource {
+        let gvk = GroupVersionKind::gvk(self.group, self.version, self.kind);
+        ApiResource::from_gvk_with_plural(&gvk, self.plural)
+    }
+}
+
+/// Why an object call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// The API server refused or the connection failed.
+    #[error("failed to {what}: {source}")]
+    Call {
+        /// The operation, e.g. `apply StatefulSet a in vc-a`.
+        what: String,
+        /// kube's error (status code and the server's message).
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// An answer did not decode.
+    #[error("failed to decode {what}: {source}")]
+    Decode {
+        /// What was being decoded.
+        what: String,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A failure outside the API: an object of a kind the caller does not write, or one
+    /// reported by a test double.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ObjectError {
+    /// Wraps a failed call to the API server as the failure to do `what`.
+    pub fn call(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ObjectError {
+        let what = what.into();
+        move |source| ObjectError::Call {
+            what,
+            source: Box::new(source),
+        }
+    }
+
+    /// The cause alone, without `what`, for callers that name the operation their own way.
+    pub fn cause(&self) -> String {
+        match self {
+            ObjectError::Call { source, .. } => source.to_string(),
+            ObjectError::Decode { source, .. } => source.to_string(),
+            ObjectError::Other(message) => message.clone(),
+        }
+    }
+}
+
+/// The HTTP status of an API server's refusal; `None` for transport and client errors.
+pub fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// One object as messages name it: `Kind name in namespace`, or `Kind name` when
+/// cluster-scoped.
+pub fn describe(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {name} in {ns}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// Object calls on a `kube::Client`, counting every request for the operation's debug log.
+pub struct DynamicClient {
+    client: kube::Client,
+    calls: AtomicU64,
+}
+
+impl fmt::Debug for DynamicClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamicClient")
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DynamicClient {
+    /// Calls over `client`.
+    pub fn new(client: kube::Client) -> DynamicClient {
+        DynamicClient {
+            client,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// The client, for typed calls this module does not cover; count each with
+    /// [`Self::count`].
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// Counts one request made outside this client's methods.
+    pub fn count(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// The API of `kind` in `namespace` (all namespaces, or cluster-scoped, for `None`),
+    /// for one request.
+    fn api(&self, kind: &Gvk, namespace: Option<&str>) -> Api<DynamicObject> {
+        self.count();
+        let ar = kind.api_resource();
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// Server-side applies `object` as `kind`, under [`FIELD_MANAGER`] and forced, so an
+    /// object left by an interrupted apply (or edited by hand) is adopted, not duplicated.
+    /// The name and namespace are the object's own.
+    pub async fn apply(&self, kind: &Gvk, object: &Json) -> Result<(), ObjectError> {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = object["metadata"]["namespace"].as_str();
+        let what = format!("apply {}", describe(kind.kind, namespace, name));
+        tracing::debug!(target: "gpufleet::kube", "{what}");
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api(kind, namespace)
+            .patch(name, &params, &Patch::Apply(object))
+            .await
+            .map(|_| ())
+            .map_err(ObjectError::call(what))
+    }
+
+    /// Reads one object; `None` when it does not exist.
+    pub async fn get(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Json>, ObjectError> {
+        let what = format!("read {}", describe(kind.kind, namespace, name));
+        let found = self
+            .api(kind, namespace)
+            .get_opt(name)
+            .await
+            .map_err(ObjectError::call(what.clone()))?;
+        found.map(|o| to_json(&o, &what)).transpose()
+    }
+
+    /// Lists the objects of `kind` matching a label selector; `what` names the list in
+    /// errors (each resource words it its own way).
+    pub async fn list(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        selector: &str,
+        what: String,
+    ) -> Result<Vec<Json>, ObjectError> {
+        let list = self
+            .api(kind, namespace)
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(ObjectError::call(what.clone()))?;
+        list.items.iter().map(|o| to_json(o, &what)).collect()
+    }
+
+    /// Deletes one object with `params` (the caller picks the propagation policy); a
+    /// missing object is not an error, since gone is what the caller wants.
+    pub async fn delete(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), ObjectError> {
+        let what = format!("delete {}", describe(kind.kind, namespace, name));
+        tracing::debug!(target: "gpufleet::kube", "{what}");
+        match self.api(kind, namespace).delete(name, params).await {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(ObjectError::call(what)(e)),
+        }
+    }
+}
+
+fn to_json(o: &DynamicObject, what: &str) -> Result<Json, ObjectError> {
+    serde_json::to_value(o).map_err(|source| ObjectError::Decode {
+        what: what.to_owned(),
+        source,
+    })
+}
