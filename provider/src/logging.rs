@@ -39,6 +39,8 @@ pub fn init(level: LevelFilter) {
     let filter = Targets::new()
         .with_target("terraform_provider_gpufleet", level)
         .with_target("gpufleet_engine", level)
+        // The engine's resources log under `gpufleet::<resource>`, which names them for users.
+        .with_target("gpufleet", level)
         .with_default(level.min(LevelFilter::WARN));
     let _ = tracing_subscriber::registry()
         .with(HclogJson.with_filter(filter))
