@@ -32,16 +32,13 @@ use serde_json::{Value, json};
 use super::dispatch::{Request, Response};
 use super::model::{Db, InstallFault, str_field};
 use super::store::{BcmStore, FaultRule};
-
-fn error(status: u16, message: impl Into<String>) -> Response {
-    Response::new(status, json!({"error": message.into()}))
-}
+use crate::emulator::admin::{check_count, check_status, error, healthz, no_route};
 
 /// Handles one `/_admin/…` request.
 pub fn handle(store: &BcmStore, req: &Request) -> Response {
     let path = req.path.trim_end_matches('/');
     match (req.method.as_str(), path) {
-        ("GET", "/_admin/healthz") => Response::new(200, json!({"status": "ok"})),
+        ("GET", "/_admin/healthz") => healthz(),
         ("POST", "/_admin/reset") => {
             let inventory = store.snapshot().inventory;
             let db = Db::seeded(inventory);
@@ -72,10 +69,7 @@ pub fn handle(store: &BcmStore, req: &Request) -> Response {
             store.update_faults(|f| *f = Default::default());
             Response::new(200, json!(store.faults()))
         }
-        _ => error(
-            404,
-            format!("{} {} is not an admin route", req.method, req.path),
-        ),
+        _ => no_route(&req.method, &req.path),
     }
 }
 
@@ -101,18 +95,12 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
     }
     let f: FaultRequest =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid fault: {e}"))?;
-    if let Some(s) = f.status
-        && !(100..=599).contains(&s)
-    {
-        return Err(format!("status {s} is not an HTTP status"));
-    }
+    check_status(f.status)?;
     let is_rule = f.status.is_some() || f.errormessage.is_some() || f.latency_ms.is_some();
     if !is_rule && (f.call.is_some() || f.count.is_some()) {
         return Err("call and count need errormessage, status or latency_ms".into());
     }
-    if f.count == Some(0) {
-        return Err("count must be at least 1 (leave it out for \"until cleared\")".into());
-    }
+    check_count(f.count)?;
     if f.hostname.is_some() != f.install.is_some() {
         return Err("hostname and install go together".into());
     }

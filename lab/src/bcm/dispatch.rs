@@ -34,6 +34,7 @@ use super::entities::{self, Kind};
 use super::model::Db;
 use super::store::{BcmStore, CallError, JournalEntry};
 use super::uuid::random_uuid;
+pub use crate::emulator::{Outcome, Response};
 
 /// The login cookie's name.
 pub const TOKEN_COOKIE: &str = "cm-login-token";
@@ -117,31 +118,8 @@ impl Request {
     }
 }
 
-/// An answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Response {
-    /// HTTP status.
-    pub status: u16,
-    /// The JSON body.
-    pub body: Value,
-    /// A `Set-Cookie` header value to send.
-    pub set_cookie: Option<String>,
-    /// How long the transport waits before answering (latency fault).
-    pub delay: Duration,
-}
-
+/// BCM's body shapes on the emulators' shared answer.
 impl Response {
-    /// An answer with no cookie and no delay.
-    #[must_use]
-    pub fn new(status: u16, body: Value) -> Self {
-        Self {
-            status,
-            body,
-            set_cookie: None,
-            delay: Duration::ZERO,
-        }
-    }
-
     /// `{"errormessage": message}` with `status`.
     #[must_use]
     pub fn error(status: u16, message: impl Into<String>) -> Self {
@@ -157,28 +135,7 @@ impl Response {
     /// The login token in `set_cookie`, as a `Cookie` header value.
     #[must_use]
     pub fn token_cookie(&self) -> Option<String> {
-        let pair = self.set_cookie.as_deref()?.split(';').next()?.trim();
-        pair.starts_with(TOKEN_COOKIE).then(|| pair.to_string())
-    }
-}
-
-/// What the transport should do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Answer.
-    Reply(Response),
-    /// Drop the connection without answering (the `down` fault).
-    Drop,
-}
-
-impl Outcome {
-    /// The answer, unless the connection is to be dropped.
-    #[must_use]
-    pub fn into_response(self) -> Option<Response> {
-        match self {
-            Outcome::Reply(r) => Some(r),
-            Outcome::Drop => None,
-        }
+        self.cookie(TOKEN_COOKIE)
     }
 }
 

@@ -14,8 +14,8 @@
 //! - [`store`]: [`BcmStore`] (in memory, all-or-nothing transactions, optional
 //!   write-through to `bcm-state.json`); [`model`]: what it stores; [`inventory`]: the
 //!   hardware, from the fleet.
-//! - `server` and [`tls`]: axum + hyper + tokio-rustls; client certificates verified
-//!   against the CA the emulator is given.
+//! - [`tls`]: client certificates verified against the CA the emulator is given; the
+//!   transport around [`Controller`] is the emulators' shared one ([`crate::emulator`]).
 //!
 //! # Starting it
 //!
@@ -40,7 +40,6 @@ pub mod dispatch;
 pub mod entities;
 pub mod inventory;
 pub mod model;
-mod server;
 pub mod store;
 pub mod tls;
 pub mod uuid;
@@ -49,14 +48,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
 pub use self::dispatch::{ApiConfig, Outcome, Profile, Request, Response};
 pub use self::inventory::BcmInventory;
 pub use self::store::{BcmStore, StoreError};
 pub use self::tls::TlsError;
-pub use crate::netris::{Clock, ManualClock, SystemClock};
+use crate::emulator::start::{RunningServer, create_state_dir};
+pub use crate::emulator::{Clock, ManualClock, SystemClock};
+use crate::emulator::{Received, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -83,7 +81,7 @@ impl Controller {
     /// [`dispatch::handle`].
     #[must_use]
     pub fn handle(&self, req: &Request) -> Outcome {
-        if req.path == "/_admin" || req.path.starts_with("/_admin/") {
+        if crate::emulator::admin::is_admin_path(&req.path) {
             Outcome::Reply(admin::handle(&self.store, req))
         } else {
             dispatch::handle(&self.store, &self.api, req)
@@ -100,6 +98,26 @@ impl Controller {
     #[must_use]
     pub fn api(&self) -> &ApiConfig {
         &self.api
+    }
+}
+
+/// How the shared HTTPS transport reaches the controller.
+impl Service for Controller {
+    const BODY_LIMIT: usize = 16 << 20;
+
+    fn answer(&self, received: Received) -> Outcome {
+        // BCM has no query parameters; the certificate's name picks the profile.
+        self.handle(&Request {
+            method: received.method,
+            path: received.path,
+            cookie: received.cookie,
+            client_cn: received.client_cn,
+            body: received.body,
+        })
+    }
+
+    fn internal_error() -> Response {
+        Response::error(500, "internal error")
     }
 }
 
@@ -149,15 +167,9 @@ impl BcmConfig {
 /// Why the emulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum BcmError {
-    /// The state directory could not be created.
-    #[error("failed to create the state directory {path}: {source}")]
-    StateDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The state directory or the listener failed.
+    #[error(transparent)]
+    Start(#[from] StartError),
     /// The inventory is inconsistent.
     #[error("failed to seed: {0}")]
     Inventory(#[from] inventory::InventoryError),
@@ -167,15 +179,6 @@ pub enum BcmError {
     /// The certificates could not be made or loaded.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The listener could not be bound.
-    #[error("failed to listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Starts emulators.
@@ -190,10 +193,7 @@ impl BcmEmulator {
     /// When the state directory, state file, certificates or listener fail.
     pub async fn start(config: BcmConfig) -> Result<RunningBcm, BcmError> {
         let dir = config.state_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| BcmError::StateDir {
-            path: dir.clone(),
-            source,
-        })?;
+        create_state_dir(&dir)?;
         config.inventory.validate()?;
         let store = BcmStore::open(&dir, config.inventory.clone(), config.clock.clone())?;
         if store.snapshot().inventory != config.inventory {
@@ -212,35 +212,18 @@ impl BcmEmulator {
             None => tls::ensure_own_ca(&dir)?,
         };
         let server_config = tls::server_config(&ca_cert, &ca_key, &config.extra_names)?;
-        let listener = tokio::net::TcpListener::bind(config.bind)
-            .await
-            .map_err(|source| BcmError::Bind {
-                addr: config.bind,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| BcmError::Bind {
-            addr: config.bind,
-            source,
-        })?;
         let controller = Controller::new(Arc::new(store), config.api.clone());
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(server::serve(
-            listener,
-            tokio_rustls::TlsAcceptor::from(server_config),
-            server::router(controller.clone()),
-            stopped,
-        ));
+        let server = RunningServer::start(config.bind, server_config, controller.clone()).await?;
         tracing::info!(
-            "bcm emulator on https://{addr} (state in {})",
+            "bcm emulator on https://{} (state in {})",
+            server.addr(),
             dir.display()
         );
         Ok(RunningBcm {
-            addr,
+            server,
             ca_path: ca_cert,
             state_dir: dir,
             controller,
-            stop,
-            task: Some(task),
         })
     }
 }
@@ -248,32 +231,23 @@ impl BcmEmulator {
 /// A running emulator. Dropping it stops it too (without waiting).
 #[derive(Debug)]
 pub struct RunningBcm {
-    addr: SocketAddr,
+    server: RunningServer,
     ca_path: PathBuf,
     state_dir: PathBuf,
     controller: Controller,
-    stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl RunningBcm {
     /// The base URL, `https://127.0.0.1:<port>`.
     #[must_use]
     pub fn url(&self) -> String {
-        match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => {
-                format!("https://127.0.0.1:{}", self.addr.port())
-            }
-            IpAddr::V6(ip) if ip.is_unspecified() => format!("https://[::1]:{}", self.addr.port()),
-            IpAddr::V4(ip) => format!("https://{ip}:{}", self.addr.port()),
-            IpAddr::V6(ip) => format!("https://[{ip}]:{}", self.addr.port()),
-        }
+        self.server.url()
     }
 
     /// The address it listens on.
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The CA certificate clients should trust (and that issues client certificates).
@@ -295,19 +269,7 @@ impl RunningBcm {
     }
 
     /// Stops accepting, closes every connection and waits for the server task.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for RunningBcm {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }

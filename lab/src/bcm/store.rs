@@ -8,9 +8,8 @@
 //! - Login tokens, faults, the journal and call counts live in memory only.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +18,10 @@ use serde_json::Value;
 use super::boot;
 use super::inventory::BcmInventory;
 use super::model::{DB_VERSION, Db, InstallFault};
-use crate::netris::Clock;
+pub use crate::emulator::StoreError;
+use crate::emulator::fault_rules::{self, CountedRule};
+use crate::emulator::persisted::{Persisted, StateFormat};
+use crate::emulator::{Clock, lock};
 
 /// The state file's name in the state directory.
 pub const STATE_FILE: &str = "bcm-state.json";
@@ -105,9 +107,29 @@ impl FaultRule {
         let (s, c) = pattern.split_once('.').unwrap_or((pattern, "*"));
         s.eq_ignore_ascii_case(service) && (c == "*" || c == call)
     }
+}
 
-    fn is_error(&self) -> bool {
-        self.status.is_some() || self.errormessage.is_some()
+impl CountedRule for FaultRule {
+    type Error = (u16, String);
+
+    fn error(&self) -> Option<(u16, String)> {
+        if self.status.is_none() && self.errormessage.is_none() {
+            return None;
+        }
+        let status = self.status.unwrap_or(200);
+        let message = self
+            .errormessage
+            .clone()
+            .unwrap_or_else(|| format!("HTTP {status} (injected fault)"));
+        Some((status, message))
+    }
+
+    fn latency_ms(&self) -> Option<u64> {
+        self.latency_ms
+    }
+
+    fn remaining(&mut self) -> &mut Option<u32> {
+        &mut self.remaining
     }
 }
 
@@ -134,31 +156,8 @@ pub struct FaultHit {
 impl Faults {
     /// Applies the rules to one call, counting down (and dropping) the rules it uses.
     pub fn take(&mut self, service: &str, call: &str) -> FaultHit {
-        let mut hit = FaultHit::default();
-        for rule in &mut self.rules {
-            if rule.remaining == Some(0) || !rule.matches(service, call) {
-                continue;
-            }
-            let mut used = false;
-            if rule.is_error() && hit.error.is_none() {
-                let status = rule.status.unwrap_or(200);
-                let message = rule
-                    .errormessage
-                    .clone()
-                    .unwrap_or_else(|| format!("HTTP {status} (injected fault)"));
-                hit.error = Some((status, message));
-                used = true;
-            }
-            if let Some(ms) = rule.latency_ms {
-                hit.delay = hit.delay.max(Duration::from_millis(ms));
-                used = true;
-            }
-            if used && let Some(n) = &mut rule.remaining {
-                *n = n.saturating_sub(1);
-            }
-        }
-        self.rules.retain(|r| r.remaining != Some(0));
-        hit
+        let (error, delay) = fault_rules::take(&mut self.rules, |r| r.matches(service, call));
+        FaultHit { error, delay }
     }
 }
 
@@ -177,69 +176,30 @@ pub struct JournalEntry {
     pub profile: String,
 }
 
-/// Why the state file could not be loaded or saved.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Reading it failed.
-    #[error("failed to read the state file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// It is not a state this emulator wrote.
-    #[error("failed to parse the state file {path}: {source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// It has another format version.
-    #[error("the state file {path} has format version {found}, this emulator writes {DB_VERSION}")]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Its version.
-        found: u32,
-    },
-    /// Writing it failed.
-    #[error("failed to write the state file {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+impl StateFormat for Db {
+    const VERSION: u32 = DB_VERSION;
+
+    fn version(&self) -> u32 {
+        self.version
+    }
 }
 
 /// The emulator's state.
 #[derive(Debug)]
 pub struct BcmStore {
     clock: Arc<dyn Clock>,
-    file: Option<PathBuf>,
-    db: Mutex<Db>,
+    db: Persisted<Db>,
     tokens: Mutex<HashSet<String>>,
     faults: Mutex<Faults>,
     journal: Mutex<Vec<JournalEntry>>,
     stats: Mutex<BTreeMap<String, u64>>,
 }
 
-/// Locks a mutex past poisoning: every critical section leaves its data consistent
-/// (commits are one assignment).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl BcmStore {
     /// A store in memory only, seeded with `inventory`.
     #[must_use]
     pub fn in_memory(inventory: BcmInventory, clock: Arc<dyn Clock>) -> Self {
-        Self::with_db(Db::seeded(inventory), clock, None)
+        Self::with_db(Persisted::in_memory(Db::seeded(inventory)), clock)
     }
 
     /// A store persisted in `dir/bcm-state.json`: loaded when the file exists (the saved
@@ -252,34 +212,14 @@ impl BcmStore {
         inventory: BcmInventory,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let file = dir.join(STATE_FILE);
-        if file.exists() {
-            let text = std::fs::read_to_string(&file).map_err(|source| StoreError::Read {
-                path: file.clone(),
-                source,
-            })?;
-            let db: Db = serde_json::from_str(&text).map_err(|source| StoreError::Parse {
-                path: file.clone(),
-                source,
-            })?;
-            if db.version != DB_VERSION {
-                return Err(StoreError::Version {
-                    path: file,
-                    found: db.version,
-                });
-            }
-            return Ok(Self::with_db(db, clock, Some(file)));
-        }
-        let db = Db::seeded(inventory);
-        write_atomically(&file, &db)?;
-        Ok(Self::with_db(db, clock, Some(file)))
+        let db = Persisted::open(dir.join(STATE_FILE), || Db::seeded(inventory))?;
+        Ok(Self::with_db(db, clock))
     }
 
-    fn with_db(db: Db, clock: Arc<dyn Clock>, file: Option<PathBuf>) -> Self {
+    fn with_db(db: Persisted<Db>, clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
-            file,
-            db: Mutex::new(db),
+            db,
             tokens: Mutex::new(HashSet::new()),
             faults: Mutex::new(Faults::default()),
             journal: Mutex::new(Vec::new()),
@@ -290,7 +230,7 @@ impl BcmStore {
     /// The state file, when the store persists.
     #[must_use]
     pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
+        self.db.file()
     }
 
     /// Now, epoch ms.
@@ -310,18 +250,15 @@ impl BcmStore {
         f: &mut dyn FnMut(&mut Db, u64) -> Result<Value, CallError>,
     ) -> Result<Value, CallError> {
         let now = self.clock.now_ms();
-        let mut db = lock(&self.db);
-        let mut next = db.clone();
-        boot::settle(&mut next, now);
-        let out = f(&mut next, now)?;
-        boot::check_leaks(&mut next, now);
-        if next != *db {
-            if let Some(file) = &self.file {
-                write_atomically(file, &next).map_err(|e| CallError::Message(e.to_string()))?;
-            }
-            *db = next;
-        }
-        Ok(out)
+        self.db.transact(
+            |next| {
+                boot::settle(next, now);
+                let out = f(next, now)?;
+                boot::check_leaks(next, now);
+                Ok(out)
+            },
+            |e| CallError::Message(e.to_string()),
+        )
     }
 
     /// A copy of the state, brought up to now.
@@ -332,7 +269,7 @@ impl BcmStore {
             out = Some(db.clone());
             Ok(Value::Null)
         });
-        out.unwrap_or_else(|| lock(&self.db).clone())
+        out.unwrap_or_else(|| self.db.get())
     }
 
     /// Replaces the state (reset, reseed), and clears tokens, faults, journal and counts.
@@ -340,12 +277,7 @@ impl BcmStore {
     /// # Errors
     /// When the new state cannot be written (the old one stays).
     pub fn replace(&self, new: Db) -> Result<(), StoreError> {
-        let mut db = lock(&self.db);
-        if let Some(file) = &self.file {
-            write_atomically(file, &new)?;
-        }
-        *db = new;
-        drop(db);
+        self.db.replace(new)?;
         lock(&self.tokens).clear();
         *lock(&self.faults) = Faults::default();
         lock(&self.journal).clear();
@@ -410,21 +342,6 @@ impl BcmStore {
     pub fn stats(&self) -> BTreeMap<String, u64> {
         lock(&self.stats).clone()
     }
-}
-
-/// Writes `db` through a temporary file and a rename, so a reader (or a restart after a
-/// crash) sees the old state or the new one, never a torn one.
-fn write_atomically(file: &Path, db: &Db) -> Result<(), StoreError> {
-    let err = |source| StoreError::Write {
-        path: file.to_path_buf(),
-        source,
-    };
-    let text = serde_json::to_vec(db).map_err(|e| err(std::io::Error::other(e)))?;
-    let tmp = file.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(err)?;
-    f.write_all(&text).map_err(err)?;
-    drop(f);
-    std::fs::rename(&tmp, file).map_err(err)
 }
 
 #[cfg(test)]

@@ -6,18 +6,16 @@
 //! Run on its own, the emulator makes a CA of its own in its state directory
 //! ([`ensure_own_ca`]) with an `admin` and a `readonly` client certificate next to it.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
-};
+use rcgen::{ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use rustls::ServerConfig;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
+
+pub use crate::emulator::tls::common_name;
+use crate::emulator::tls::{ca_params, leaf_params, provider, server_cert, write_file};
 
 /// File names of a CA made by [`ensure_own_ca`]: certificate, key.
 pub const OWN_CA: (&str, &str) = ("bcm-ca.pem", "bcm-ca.key");
@@ -59,23 +57,12 @@ fn read(path: &Path) -> Result<String, TlsError> {
     })
 }
 
-/// Writes a file through a temporary one and a rename; keys get mode 0600.
+/// Writes a file atomically; keys get mode 0600.
 fn write(path: &Path, contents: &str, secret: bool) -> Result<(), TlsError> {
-    let err = |source| TlsError::Io {
+    write_file(path, contents, secret).map_err(|source| TlsError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    if secret {
-        options.mode(0o600);
-    }
-    let mut f = options.open(&tmp).map_err(err)?;
-    f.write_all(contents.as_bytes()).map_err(err)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(err)
+    })
 }
 
 /// A client certificate and key (PEM) for common name `cn`, issued by the CA.
@@ -90,16 +77,7 @@ pub fn issue_client(
     let ca_key = KeyPair::from_pem(ca_key_pem)?;
     let issuer = Issuer::from_ca_cert_pem(ca_pem, &ca_key)?;
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, cn);
-    params.distinguished_name = dn;
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    params.use_authority_key_identifier_extension = true;
+    let mut params = leaf_params(Vec::new(), cn, ExtendedKeyUsagePurpose::ClientAuth)?;
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::days(1);
     params.not_after = now + time::Duration::days(3650);
@@ -117,18 +95,7 @@ pub fn ensure_own_ca(dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
     let key_path = dir.join(OWN_CA.1);
     if !(cert_path.is_file() && key_path.is_file()) {
         let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::OrganizationName, "gpufleet-lab");
-        dn.push(DnType::CommonName, "gpufleet bcm emulator CA");
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = params.self_signed(&key)?;
+        let cert = ca_params("gpufleet bcm emulator CA")?.self_signed(&key)?;
         write(&key_path, &key.serialize_pem(), true)?;
         write(&cert_path, &cert.pem(), false)?;
     }
@@ -159,45 +126,15 @@ pub fn server_config(
     let ca_pem = read(ca_cert)?;
     let ca_key_pair = KeyPair::from_pem(&read(ca_key)?)?;
     let issuer = Issuer::from_ca_cert_pem(&ca_pem, &ca_key_pair)?;
-    let mut names: Vec<String> = vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
-    names.extend(extra_names.iter().cloned());
-    let mut params = CertificateParams::new(names)?;
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, "bcm-head");
-    params.distinguished_name = dn;
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
+    let cert = server_cert(&issuer, "bcm-head", extra_names)?;
 
+    // Certificates are optional: a client without one logs in with a password.
     let ca_der = crate::components::pem_to_der(ca_pem.as_bytes())
         .ok_or_else(|| TlsError::NoCertificate(ca_cert.to_path_buf()))?;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(ca_der))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .allow_unauthenticated()
         .build()?;
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            vec![CertificateDer::from(cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
-/// The subject common name of a certificate (DER).
-#[must_use]
-pub fn common_name(der: &[u8]) -> Option<String> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, cert) = X509Certificate::from_der(der).ok()?;
-    let cn = cert.subject().iter_common_name().next()?;
-    cn.as_str().ok().map(str::to_string)
+    Ok(crate::emulator::tls::server_config(cert, Some(verifier))?)
 }

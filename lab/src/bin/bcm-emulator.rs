@@ -20,7 +20,6 @@ use std::time::Duration;
 use clap::Parser;
 use gpufleet_lab::bcm::{BcmConfig, BcmEmulator, BcmInventory};
 use gpufleet_lab::fleet::{Fleet, FleetSpec};
-use tracing_subscriber::EnvFilter;
 
 /// Runs the BCM (cmdaemon) emulator.
 #[derive(Debug, Parser)]
@@ -64,13 +63,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("BCM_EMULATOR_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    gpufleet_lab::emulator::cli::init_logging("BCM_EMULATOR_LOG");
     let args = Args::parse();
     let inventory = match &args.inventory {
         Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,

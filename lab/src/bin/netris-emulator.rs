@@ -21,7 +21,6 @@ use clap::Parser;
 use gpufleet_lab::fleet::{Fleet, FleetSpec};
 use gpufleet_lab::netris::model::{Db, Kind, Tenant};
 use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory, Store};
-use tracing_subscriber::EnvFilter;
 
 /// Runs the Netris controller emulator.
 #[derive(Debug, Parser)]
@@ -69,14 +68,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("NETRIS_EMULATOR_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    gpufleet_lab::emulator::cli::init_logging("NETRIS_EMULATOR_LOG");
     let args = Args::parse();
     let spec = match &args.fleet {
         Some(path) => FleetSpec::from_file(path)?,

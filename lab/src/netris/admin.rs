@@ -38,16 +38,13 @@ use super::inventory::NetrisInventory;
 use super::model::Db;
 use super::store::{FaultRule, Store};
 use super::{vnet, wire};
-
-fn error(status: u16, message: impl Into<String>) -> Response {
-    Response::new(status, json!({"error": message.into()}))
-}
+use crate::emulator::admin::{check_count, check_status, error, healthz, no_route};
 
 /// Handles one `/_admin/…` request.
 pub fn handle(store: &dyn Store, config: &ApiConfig, req: &Request) -> Response {
     let path = req.path.trim_end_matches('/');
     match (req.method.as_str(), path) {
-        ("GET", "/_admin/healthz") => Response::new(200, json!({"status": "ok"})),
+        ("GET", "/_admin/healthz") => healthz(),
         ("POST", "/_admin/reset") => {
             let inventory = store.snapshot().inventory;
             reseed(store, inventory, "reset")
@@ -70,10 +67,7 @@ pub fn handle(store: &dyn Store, config: &ApiConfig, req: &Request) -> Response 
             }
             Response::new(200, faults_json(store))
         }
-        _ => error(
-            404,
-            format!("{} {} is not an admin route", req.method, req.path),
-        ),
+        _ => no_route(&req.method, &req.path),
     }
 }
 
@@ -145,18 +139,12 @@ fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), 
     }
     let f: FaultRequest =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid fault: {e}"))?;
-    if let Some(s) = f.status
-        && !(100..=599).contains(&s)
-    {
-        return Err(format!("status {s} is not an HTTP status"));
-    }
+    check_status(f.status)?;
     let is_rule = f.status.is_some() || f.latency_ms.is_some();
     if !is_rule && (f.route.is_some() || f.count.is_some() || f.message.is_some()) {
         return Err("route, count and message need a status or latency_ms".into());
     }
-    if f.count == Some(0) {
-        return Err("count must be at least 1 (leave it out for \"until cleared\")".into());
-    }
+    check_count(f.count)?;
     if is_rule {
         let rule = FaultRule {
             route: f.route,

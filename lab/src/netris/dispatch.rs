@@ -34,6 +34,7 @@ use super::model::Db;
 use super::store::{FaultHit, Store};
 use super::vnet::Timing;
 use super::{ipam, objects, vnet};
+pub use crate::emulator::{Outcome, Response};
 
 /// The API version every envelope reports.
 pub const API_VERSION: &str = "v2";
@@ -120,31 +121,8 @@ impl Request {
     }
 }
 
-/// An answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Response {
-    /// HTTP status.
-    pub status: u16,
-    /// The JSON body.
-    pub body: Value,
-    /// A `Set-Cookie` header value to send.
-    pub set_cookie: Option<String>,
-    /// How long the transport waits before answering (latency fault).
-    pub delay: Duration,
-}
-
+/// Netris' body shapes on the emulators' shared answer.
 impl Response {
-    /// An answer with no cookie and no delay.
-    #[must_use]
-    pub fn new(status: u16, body: Value) -> Self {
-        Self {
-            status,
-            body,
-            set_cookie: None,
-            delay: Duration::ZERO,
-        }
-    }
-
     /// The envelope's `data`.
     #[must_use]
     pub fn data(&self) -> &Value {
@@ -154,38 +132,7 @@ impl Response {
     /// The session id in `set_cookie`, as a `Cookie` header value for the next request.
     #[must_use]
     pub fn session_cookie(&self) -> Option<String> {
-        let c = self.set_cookie.as_deref()?;
-        let pair = c.split(';').next()?.trim();
-        pair.starts_with(SESSION_COOKIE).then(|| pair.to_string())
-    }
-}
-
-/// What the transport should do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Answer.
-    Reply(Response),
-    /// Drop the connection without answering (the `down` fault).
-    Drop,
-}
-
-impl Outcome {
-    /// The answer, unless the connection is to be dropped.
-    #[must_use]
-    pub fn response(&self) -> Option<&Response> {
-        match self {
-            Outcome::Reply(r) => Some(r),
-            Outcome::Drop => None,
-        }
-    }
-
-    /// The answer, unless the connection is to be dropped.
-    #[must_use]
-    pub fn into_response(self) -> Option<Response> {
-        match self {
-            Outcome::Reply(r) => Some(r),
-            Outcome::Drop => None,
-        }
+        self.cookie(SESSION_COOKIE)
     }
 }
 

@@ -11,7 +11,8 @@
 //! - [`store`]: the [`store::Store`] trait and [`store::MemStore`] (in memory, copies out,
 //!   all-or-nothing transactions, optional write-through to `netris-state.json`).
 //! - [`model`]: the stored objects; [`inventory`]: the hardware, from the fleet.
-//! - `server` and `tls`: axum + hyper + tokio-rustls, a CA of the emulator's own.
+//! - `tls`: a CA of the emulator's own; the transport around [`Controller`] is the
+//!   emulators' shared one ([`crate::emulator`]).
 //!
 //! # Starting it
 //!
@@ -39,7 +40,6 @@ pub mod ipam;
 pub mod model;
 mod objects;
 pub mod prefix;
-mod server;
 pub mod store;
 mod tls;
 pub mod vnet;
@@ -49,13 +49,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
 pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
 pub use self::inventory::NetrisInventory;
 pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
+use crate::emulator::start::{RunningServer, create_state_dir};
+use crate::emulator::{Received, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -82,7 +81,7 @@ impl Controller {
     /// [`dispatch::handle`].
     #[must_use]
     pub fn handle(&self, req: &Request) -> Outcome {
-        if req.path == "/_admin" || req.path.starts_with("/_admin/") {
+        if crate::emulator::admin::is_admin_path(&req.path) {
             Outcome::Reply(admin::handle(self.store.as_ref(), &self.api, req))
         } else {
             dispatch::handle(self.store.as_ref(), &self.api, req)
@@ -99,6 +98,27 @@ impl Controller {
     #[must_use]
     pub fn api(&self) -> &ApiConfig {
         &self.api
+    }
+}
+
+/// How the shared HTTPS transport reaches the controller.
+impl Service for Controller {
+    /// A seed of a very large fleet fits.
+    const BODY_LIMIT: usize = 64 << 20;
+
+    fn answer(&self, received: Received) -> Outcome {
+        // Netris asks for no client certificate: sessions are cookies.
+        self.handle(&Request {
+            method: received.method,
+            path: received.path,
+            query: received.query,
+            cookie: received.cookie,
+            body: received.body,
+        })
+    }
+
+    fn internal_error() -> Response {
+        ApiError::internal("internal error").response()
     }
 }
 
@@ -146,15 +166,9 @@ impl NetrisConfig {
 /// Why the emulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum NetrisError {
-    /// The state directory could not be created.
-    #[error("failed to create the state directory {path}: {source}")]
-    StateDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The state directory or the listener failed.
+    #[error(transparent)]
+    Start(#[from] StartError),
     /// The inventory in the config is inconsistent.
     #[error("failed to seed: {0}")]
     Inventory(#[from] inventory::InventoryError),
@@ -164,15 +178,6 @@ pub enum NetrisError {
     /// The CA or server certificate could not be made or loaded.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The listener could not be bound.
-    #[error("failed to listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Starts emulators.
@@ -187,10 +192,7 @@ impl NetrisEmulator {
     /// When the state directory, state file, certificates or listener fail.
     pub async fn start(config: NetrisConfig) -> Result<RunningEmulator, NetrisError> {
         let dir = config.state_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| NetrisError::StateDir {
-            path: dir.clone(),
-            source,
-        })?;
+        create_state_dir(&dir)?;
         config.inventory.validate()?;
         let state_file = dir.join(store::STATE_FILE);
         if config.reset_state && state_file.exists() {
@@ -215,36 +217,20 @@ impl NetrisEmulator {
             }
             None => tls.ca_path.clone(),
         };
-        let listener = tokio::net::TcpListener::bind(config.bind)
-            .await
-            .map_err(|source| NetrisError::Bind {
-                addr: config.bind,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| NetrisError::Bind {
-            addr: config.bind,
-            source,
-        })?;
         let controller = Controller::new(Arc::new(store), config.api.clone());
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(server::serve(
-            listener,
-            tokio_rustls::TlsAcceptor::from(tls.server_config.clone()),
-            server::router(controller.clone()),
-            stopped,
-        ));
+        let server =
+            RunningServer::start(config.bind, tls.server_config, controller.clone()).await?;
         tracing::info!(
-            "netris emulator on https://{addr} (state in {})",
+            "netris emulator on https://{} (state in {})",
+            server.addr(),
             dir.display()
         );
         Ok(RunningEmulator {
-            addr,
+            server,
             ca_path,
             ca_pem: tls.ca_pem,
             state_dir: dir,
             controller,
-            stop,
-            task: Some(task),
         })
     }
 }
@@ -252,13 +238,11 @@ impl NetrisEmulator {
 /// A running emulator. Dropping it stops it too (without waiting).
 #[derive(Debug)]
 pub struct RunningEmulator {
-    addr: SocketAddr,
+    server: RunningServer,
     ca_path: PathBuf,
     ca_pem: String,
     state_dir: PathBuf,
     controller: Controller,
-    stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl RunningEmulator {
@@ -266,20 +250,13 @@ impl RunningEmulator {
     /// loopback).
     #[must_use]
     pub fn url(&self) -> String {
-        match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => {
-                format!("https://127.0.0.1:{}", self.addr.port())
-            }
-            IpAddr::V6(ip) if ip.is_unspecified() => format!("https://[::1]:{}", self.addr.port()),
-            IpAddr::V4(ip) => format!("https://{ip}:{}", self.addr.port()),
-            IpAddr::V6(ip) => format!("https://[{ip}]:{}", self.addr.port()),
-        }
+        self.server.url()
     }
 
     /// The address it listens on.
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The CA certificate clients should trust (PEM file).
@@ -314,19 +291,7 @@ impl RunningEmulator {
     }
 
     /// Stops accepting, closes every connection and waits for the server task.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for RunningEmulator {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }

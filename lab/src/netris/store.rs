@@ -16,11 +16,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,56 +27,13 @@ use serde_json::Value;
 use super::dispatch::ApiError;
 use super::inventory::NetrisInventory;
 use super::model::{DB_VERSION, Db};
+use crate::emulator::fault_rules::{self, CountedRule};
+use crate::emulator::lock;
+use crate::emulator::persisted::{Persisted, StateFormat};
+pub use crate::emulator::{Clock, ManualClock, StoreError, SystemClock};
 
 /// The name of the state file in the state directory.
 pub const STATE_FILE: &str = "netris-state.json";
-
-/// A source of the current time, in milliseconds since the Unix epoch.
-pub trait Clock: Send + Sync + fmt::Debug {
-    /// Now.
-    fn now_ms(&self) -> u64;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-}
-
-/// A clock that moves only when told to; clones share the time.
-#[derive(Debug, Clone, Default)]
-pub struct ManualClock(Arc<AtomicU64>);
-
-impl ManualClock {
-    /// A clock at `start_ms`.
-    #[must_use]
-    pub fn new(start_ms: u64) -> Self {
-        Self(Arc::new(AtomicU64::new(start_ms)))
-    }
-
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
-        let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-        self.0.fetch_add(ms, Ordering::SeqCst);
-    }
-
-    /// Sets the time.
-    pub fn set(&self, ms: u64) {
-        self.0.store(ms, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
 
 /// A login session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,72 +114,36 @@ impl FaultRule {
     }
 }
 
-impl Faults {
-    /// Applies the rules to one call, counting down (and removing) the rules it uses.
-    pub fn take(&mut self, method: &str, path: &str) -> FaultHit {
-        let mut hit = FaultHit::default();
-        for rule in &mut self.rules {
-            if rule.remaining == Some(0) || !rule.matches(method, path) {
-                continue;
-            }
-            let mut used = false;
-            if let Some(status) = rule.status
-                && hit.error.is_none()
-            {
-                hit.error = Some((status, rule.message.clone()));
-                used = true;
-            }
-            if let Some(ms) = rule.latency_ms {
-                hit.delay = hit.delay.max(Duration::from_millis(ms));
-                used = true;
-            }
-            if used && let Some(n) = &mut rule.remaining {
-                *n = n.saturating_sub(1);
-            }
-        }
-        self.rules.retain(|r| r.remaining != Some(0));
-        hit
+impl CountedRule for FaultRule {
+    type Error = (u16, Option<String>);
+
+    fn error(&self) -> Option<(u16, Option<String>)> {
+        Some((self.status?, self.message.clone()))
+    }
+
+    fn latency_ms(&self) -> Option<u64> {
+        self.latency_ms
+    }
+
+    fn remaining(&mut self) -> &mut Option<u32> {
+        &mut self.remaining
     }
 }
 
-/// Why the store could not load or save its state.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Reading the state file failed.
-    #[error("failed to read the state file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The state file is not a state this emulator wrote.
-    #[error("failed to parse the state file {path}: {source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The state file is from another format version.
-    #[error("the state file {path} has format version {found}, this emulator writes {DB_VERSION}")]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Its version.
-        found: u32,
-    },
-    /// Writing the state file failed.
-    #[error("failed to write the state file {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+impl Faults {
+    /// Applies the rules to one call, counting down (and removing) the rules it uses.
+    pub fn take(&mut self, method: &str, path: &str) -> FaultHit {
+        let (error, delay) = fault_rules::take(&mut self.rules, |r| r.matches(method, path));
+        FaultHit { error, delay }
+    }
+}
+
+impl StateFormat for Db {
+    const VERSION: u32 = DB_VERSION;
+
+    fn version(&self) -> u32 {
+        self.version
+    }
 }
 
 /// The emulator's state, behind whatever locking the implementation needs.
@@ -277,16 +197,9 @@ pub trait Store: Send + Sync + fmt::Debug {
 #[derive(Debug)]
 pub struct MemStore {
     clock: Arc<dyn Clock>,
-    file: Option<PathBuf>,
-    db: Mutex<Db>,
+    db: Persisted<Db>,
     sessions: Mutex<HashMap<String, Session>>,
     faults: Mutex<Faults>,
-}
-
-/// Locks a mutex, carrying on past poisoning: every critical section leaves the data
-/// consistent (commits are a single assignment), so a panic elsewhere cannot tear it.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MemStore {
@@ -294,7 +207,7 @@ impl MemStore {
     #[must_use]
     pub fn in_memory(inventory: NetrisInventory, clock: Arc<dyn Clock>) -> Self {
         let db = Db::seeded(inventory, clock.now_ms());
-        Self::with_db(db, clock, None)
+        Self::with_db(Persisted::in_memory(db), clock)
     }
 
     /// A store persisted in `dir`: loads `dir/netris-state.json` when it exists (the
@@ -308,34 +221,16 @@ impl MemStore {
         inventory: NetrisInventory,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let file = dir.join(STATE_FILE);
-        if file.exists() {
-            let text = std::fs::read_to_string(&file).map_err(|source| StoreError::Read {
-                path: file.clone(),
-                source,
-            })?;
-            let db: Db = serde_json::from_str(&text).map_err(|source| StoreError::Parse {
-                path: file.clone(),
-                source,
-            })?;
-            if db.version != DB_VERSION {
-                return Err(StoreError::Version {
-                    path: file,
-                    found: db.version,
-                });
-            }
-            return Ok(Self::with_db(db, clock, Some(file)));
-        }
-        let db = Db::seeded(inventory, clock.now_ms());
-        write_atomically(&file, &db)?;
-        Ok(Self::with_db(db, clock, Some(file)))
+        let db = Persisted::open(dir.join(STATE_FILE), || {
+            Db::seeded(inventory, clock.now_ms())
+        })?;
+        Ok(Self::with_db(db, clock))
     }
 
-    fn with_db(db: Db, clock: Arc<dyn Clock>, file: Option<PathBuf>) -> Self {
+    fn with_db(db: Persisted<Db>, clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
-            file,
-            db: Mutex::new(db),
+            db,
             sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(Faults::default()),
         }
@@ -344,31 +239,8 @@ impl MemStore {
     /// The state file, when the store persists.
     #[must_use]
     pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
+        self.db.file()
     }
-
-    fn persist(&self, db: &Db) -> Result<(), StoreError> {
-        match &self.file {
-            Some(file) => write_atomically(file, db),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Writes `db` to `file` through a temporary file in the same directory and a rename,
-/// so a reader (or a restart after a crash) sees the old state or the new one, never a
-/// torn one.
-fn write_atomically(file: &Path, db: &Db) -> Result<(), StoreError> {
-    let err = |source| StoreError::Write {
-        path: file.to_path_buf(),
-        source,
-    };
-    let text = serde_json::to_vec(db).map_err(|e| err(std::io::Error::other(e)))?;
-    let tmp = file.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(err)?;
-    f.write_all(&text).map_err(err)?;
-    drop(f);
-    std::fs::rename(&tmp, file).map_err(err)
 }
 
 impl Store for MemStore {
@@ -377,30 +249,18 @@ impl Store for MemStore {
     }
 
     fn snapshot(&self) -> Db {
-        lock(&self.db).clone()
+        self.db.get()
     }
 
     fn transact(
         &self,
         f: &mut dyn FnMut(&mut Db) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
-        // The lock is held across the write so the file's order is the commit order.
-        let mut db = lock(&self.db);
-        let mut next = db.clone();
-        let out = f(&mut next)?;
-        if next != *db {
-            self.persist(&next)
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            *db = next;
-        }
-        Ok(out)
+        self.db.transact(f, |e| ApiError::internal(e.to_string()))
     }
 
     fn replace(&self, new: Db) -> Result<(), StoreError> {
-        let mut db = lock(&self.db);
-        self.persist(&new)?;
-        *db = new;
-        drop(db);
+        self.db.replace(new)?;
         lock(&self.sessions).clear();
         *lock(&self.faults) = Faults::default();
         Ok(())

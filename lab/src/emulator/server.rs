@@ -1,11 +1,12 @@
-//! The transport: TLS (tokio-rustls, optional client certificates) and HTTP/1.1 (hyper)
-//! around an axum router whose only handler turns the request into a [`Request`] value
-//! (with the verified client certificate's common name), asks the [`Controller`], and
-//! turns the [`Outcome`] back into HTTP.
+//! The transport: TLS (tokio-rustls) and HTTP/1.1 (hyper) around an axum router whose
+//! only handler turns the request into a [`Received`] value (with the verified client
+//! certificate's common name, when the emulator asks for certificates), asks the
+//! emulator's [`Service`], and turns the [`Outcome`] back into HTTP.
 //!
-//! The `down` fault marks the answer, and the connection's service turns a marked
-//! answer into an error, on which hyper closes the connection without writing: the
-//! client sees a transport error. A latency fault is a sleep before answering.
+//! The `down` fault is carried out here: the handler marks its answer, and the
+//! connection's service turns a marked answer into an error, on which hyper closes the
+//! connection without writing anything. The client sees a transport error, as with a
+//! server that has gone away. A latency fault is a sleep before answering.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -22,14 +23,41 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use super::Controller;
-use super::dispatch::{Outcome, Request, Response};
+use super::{Outcome, Response};
 
 /// How long a client gets to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Request bodies larger than this are refused.
-const BODY_LIMIT: usize = 16 << 20;
+/// One HTTP request as the transport read it; each emulator takes what its API uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Received {
+    /// `GET`, `POST`, … (upper case).
+    pub(crate) method: String,
+    /// The path, percent-encoded as sent.
+    pub(crate) path: String,
+    /// The query string without `?`, empty when none.
+    pub(crate) query: String,
+    /// The `Cookie` headers, joined with `; `, if any.
+    pub(crate) cookie: Option<String>,
+    /// The common name of the verified client certificate, if one was presented.
+    pub(crate) client_cn: Option<String>,
+    /// The body.
+    pub(crate) body: Vec<u8>,
+}
+
+/// An emulator as the transport sees it.
+pub(crate) trait Service: Clone + Send + Sync + 'static {
+    /// Request bodies larger than this are refused.
+    const BODY_LIMIT: usize;
+
+    /// Answers one request. Synchronous, since it may write the state file; the server
+    /// runs it off the async workers.
+    fn answer(&self, received: Received) -> Outcome;
+
+    /// What a request gets when [`Service::answer`] panicked, in the emulator's error
+    /// shape.
+    fn internal_error() -> Response;
+}
 
 /// The common name of the connection's verified client certificate.
 #[derive(Debug, Clone)]
@@ -40,16 +68,16 @@ struct ClientCn(Option<String>);
 #[error("connection dropped: the emulator is down (fault)")]
 struct DropConnection;
 
-/// The router: everything goes to one handler.
-pub(crate) fn router(controller: Controller) -> Router {
+/// The router: everything goes to one handler, which asks `service`.
+pub(crate) fn router<S: Service>(service: S) -> Router {
     Router::new()
-        .fallback(handler)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(controller)
+        .fallback(handler::<S>)
+        .layer(DefaultBodyLimit::max(S::BODY_LIMIT))
+        .with_state(service)
 }
 
-async fn handler(
-    State(controller): State<Controller>,
+async fn handler<S: Service>(
+    State(service): State<S>,
     cn: Option<Extension<ClientCn>>,
     method: Method,
     uri: Uri,
@@ -61,17 +89,18 @@ async fn handler(
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    let req = Request {
+    let req = Received {
         method: method.as_str().to_string(),
         path: uri.path().to_string(),
+        query: uri.query().unwrap_or_default().to_string(),
         cookie: (!cookies.is_empty()).then(|| cookies.join("; ")),
         client_cn: cn.and_then(|Extension(ClientCn(cn))| cn),
         body: body.to_vec(),
     };
     let line = format!("{} {}", req.method, req.path);
-    // The controller is synchronous and writes the state file: keep it off the async
+    // The handler is synchronous and writes the state file: keep it off the async
     // workers.
-    let outcome = tokio::task::spawn_blocking(move || controller.handle(&req)).await;
+    let outcome = tokio::task::spawn_blocking(move || service.answer(req)).await;
     let response = match outcome {
         Ok(Outcome::Reply(r)) => r,
         Ok(Outcome::Drop) => {
@@ -82,7 +111,7 @@ async fn handler(
         }
         Err(e) => {
             tracing::error!("{line}: the handler failed: {e}");
-            Response::error(500, "internal error")
+            S::internal_error()
         }
     };
     if !response.delay.is_zero() {
@@ -142,6 +171,7 @@ async fn connection(tcp: TcpStream, acceptor: TlsAcceptor, router: Router) {
         }
         Err(_) => return,
     };
+    // No certificate when the emulator does not ask for one (or the client sent none).
     let cn = ClientCn(
         tls.get_ref()
             .1
