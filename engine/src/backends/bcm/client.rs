@@ -63,28 +63,12 @@ impl std::fmt::Debug for BcmClient {
 impl BcmClient {
     /// A client for `config`; connects lazily, on the first call.
     pub fn new(config: &BcmConfig) -> Result<BcmClient, BcmError> {
-        crate::backends::netris::check_endpoint(&config.endpoint)
-            .map_err(|e| BcmError::Settings(format!("endpoint {e}")))?;
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = &config.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-                BcmError::Settings(format!("ca_certificate is not a PEM CA bundle: {e}"))
-            })?;
-            if certs.is_empty() {
-                return Err(BcmError::Settings(
-                    "ca_certificate holds no certificate".to_owned(),
-                ));
-            }
-            // Only the configured CA is trusted, not the system roots as well.
-            builder = builder.tls_built_in_root_certs(false);
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
+        let mut builder = crate::backends::netris::https_client_builder(
+            &config.endpoint,
+            config.request_timeout,
+            config.ca_pem.as_deref(),
+        )
+        .map_err(BcmError::Settings)?;
         let login = match &config.auth {
             Auth::Certificate { cert_pem, key_pem } => {
                 let mut pem = cert_pem.clone();

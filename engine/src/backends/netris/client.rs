@@ -16,8 +16,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::Mutex;
 
 use super::{
-    CallStats, NetrisApi, NetrisConfig, Secret, check_endpoint,
+    CallStats, NetrisApi, NetrisConfig, Secret,
     error::{ApiError, NetrisError},
+    https_client_builder,
     types::{
         AllocationWrite, Envelope, IpamNode, Server, Site, SubnetWrite, Tenant, VNet, VNetWrite,
         Vpc,
@@ -194,28 +195,12 @@ impl std::fmt::Debug for NetrisClient {
 impl NetrisClient {
     /// A client for `config`; connects lazily, on the first call.
     pub fn new(config: NetrisConfig) -> Result<NetrisClient, NetrisError> {
-        check_endpoint(&config.endpoint)
-            .map_err(|e| NetrisError::Settings(format!("endpoint {e}")))?;
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = &config.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-                NetrisError::Settings(format!("ca_certificate is not a PEM CA bundle: {e}"))
-            })?;
-            if certs.is_empty() {
-                return Err(NetrisError::Settings(
-                    "ca_certificate holds no certificate".to_owned(),
-                ));
-            }
-            // Only the configured CA is trusted, not the system roots as well.
-            builder = builder.tls_built_in_root_certs(false);
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
+        let builder = https_client_builder(
+            &config.endpoint,
+            config.request_timeout,
+            config.ca_pem.as_deref(),
+        )
+        .map_err(NetrisError::Settings)?;
         let http = builder
             .build()
             .map_err(|e| NetrisError::Settings(format!("cannot set up HTTPS: {e}")))?;

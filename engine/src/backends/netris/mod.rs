@@ -286,6 +286,35 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<reqwest::Url, String> {
     }
 }
 
+/// The HTTP client builder every backend controller starts from: endpoint checked, the
+/// request and connect timeouts, gpufleet's user agent and, with `ca_pem`, trust in that CA
+/// alone. The error is the whole message for the backend's settings error.
+pub(crate) fn https_client_builder(
+    endpoint: &str,
+    request_timeout: Duration,
+    ca_pem: Option<&[u8]>,
+) -> Result<reqwest::ClientBuilder, String> {
+    check_endpoint(endpoint).map_err(|e| format!("endpoint {e}"))?;
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .timeout(request_timeout)
+        .connect_timeout(request_timeout.min(Duration::from_secs(10)))
+        .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
+    if let Some(pem) = ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| format!("ca_certificate is not a PEM CA bundle: {e}"))?;
+        if certs.is_empty() {
+            return Err("ca_certificate holds no certificate".to_owned());
+        }
+        // Only the configured CA is trusted, not the system roots as well.
+        builder = builder.tls_built_in_root_certs(false);
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
 /// A client for `config`, shared with every other operation that uses the same settings, so
 /// sessions are reused across resources.
 pub fn shared_client(config: &NetrisConfig) -> Result<Arc<NetrisClient>, NetrisError> {
