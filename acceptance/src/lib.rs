@@ -287,6 +287,9 @@ pub fn assert_no_consistency_errors(output: &Output) {
 pub struct Workdir {
     dir: TempDir,
     cli_config: PathBuf,
+    /// The CLI that runs the commands: [`terraform_launcher`] unless
+    /// [`Workdir::with_launcher`] named another (OpenTofu, an older Terraform).
+    launcher: Option<PathBuf>,
 }
 
 impl Workdir {
@@ -307,6 +310,21 @@ impl Workdir {
         Self::create(main_tf, None)
     }
 
+    /// A work directory holding `main.tf`, whose CLI configuration overrides
+    /// `gpufleet/gpufleet` with the `terraform-provider-gpufleet` executable in `provider_dir`
+    /// (another build of the provider, or a wrapper that runs it under an emulator).
+    pub fn with_provider_dir(main_tf: &str, provider_dir: &Path) -> Self {
+        Self::create(main_tf, Some(provider_dir))
+    }
+
+    /// Runs this directory's commands with `launcher` instead of [`terraform_launcher`]: any
+    /// executable that takes Terraform's arguments, such as OpenTofu's `tofu`.
+    #[must_use]
+    pub fn with_launcher(mut self, launcher: PathBuf) -> Self {
+        self.launcher = Some(launcher);
+        self
+    }
+
     fn create(main_tf: &str, provider_dir: Option<&Path>) -> Self {
         let mut dir = tempfile::Builder::new()
             .prefix("gpufleet-acc-")
@@ -320,7 +338,11 @@ impl Workdir {
             );
         }
         let cli_config = dir.path().join(CLI_CONFIG_FILE);
-        let workdir = Self { dir, cli_config };
+        let workdir = Self {
+            dir,
+            cli_config,
+            launcher: None,
+        };
         workdir.write(CLI_CONFIG_FILE, &cli_config_text(provider_dir));
         workdir.write("main.tf", main_tf);
         workdir
@@ -514,7 +536,7 @@ impl Workdir {
     }
 
     fn execute(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let launcher = terraform_launcher();
+        let launcher = self.launcher.clone().unwrap_or_else(terraform_launcher);
         let command = format!("terraform {}", args.join(" "));
         let mut cmd = Command::new(&launcher);
         cmd.args(args)
