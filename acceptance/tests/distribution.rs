@@ -1,7 +1,9 @@
-//! The release artifacts of `scripts/release`, installed the way users install any provider:
-//! through a `filesystem_mirror` with a normal `terraform init` (no `dev_overrides`), which
-//! records `h1:` hashes in the lock file, applies the quickstart against the lab with the
-//! installed binary, and refuses a zip that no longer matches the lock file.
+//! The release artifacts of `scripts/release`: one zip per published platform (linux_amd64
+//! and linux_arm64, the latter cross-compiled) under one `SHA256SUMS`, installed the way users
+//! install any provider: through a `filesystem_mirror` with a normal `terraform init` (no
+//! `dev_overrides`), which records `h1:` hashes in the lock file, applies the quickstart
+//! against the lab with the installed binary, and refuses a zip that no longer matches the
+//! lock file. (`acceptance/tests/platforms.rs` runs the arm64 binary under qemu.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,6 +13,10 @@ use gpufleet_lab::Lab;
 
 const VERSION: &str = "0.1.0";
 const NAME: &str = "terraform-provider-gpufleet";
+
+/// The platforms `scripts/release` publishes by default, with the ELF machine of each
+/// binary (x86-64, AArch64).
+const PLATFORMS: [(&str, u16); 2] = [("linux_amd64", 0x3E), ("linux_arm64", 0xB7)];
 
 /// Terraform's name for this machine's platform, as in the zip's file name.
 fn platform() -> String {
@@ -29,8 +35,9 @@ struct Release {
     mirror: PathBuf,
 }
 
-/// Runs `scripts/release --debug` (the debug build the other tests already made) into a
-/// fresh directory, with `extra` arguments.
+/// Runs `scripts/release --debug` (the debug build the other tests already made, and the
+/// arm64 cross build unless `extra` names `--platforms`) into a fresh directory, with `extra`
+/// arguments.
 fn release(extra: &[&str], env: &[(&str, &Path)]) -> Release {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("dist");
@@ -44,7 +51,10 @@ fn release(extra: &[&str], env: &[(&str, &Path)]) -> Release {
         .envs(env.iter().map(|(k, v)| (*k, *v)))
         .status()
         .expect("scripts/release runs");
-    assert!(status.success(), "scripts/release failed: {status}");
+    assert!(
+        status.success(),
+        "scripts/release failed: {status} (the arm64 cross build needs scripts/install-cross)"
+    );
     Release {
         _dir: dir,
         out,
@@ -73,10 +83,29 @@ fn sha256(path: &Path) -> String {
         .to_owned()
 }
 
+/// The ELF header's machine field of the binary in `zip` (a 64-bit little-endian ELF).
+fn zipped_elf_machine(zip: &Path) -> u16 {
+    let out = Command::new("unzip")
+        .arg("-p")
+        .arg(zip)
+        .output()
+        .expect("unzip runs");
+    let bytes = out.stdout;
+    assert!(
+        bytes.len() > 20 && bytes[..4] == *b"\x7fELF" && bytes[4] == 2 && bytes[5] == 1,
+        "{} does not hold a 64-bit little-endian ELF binary",
+        zip.display()
+    );
+    u16::from_le_bytes([bytes[18], bytes[19]])
+}
+
 #[test]
 fn release_artifacts_have_the_registry_layout() {
     let r = release(&[], &[]);
-    let zip = format!("{NAME}_{VERSION}_{}.zip", platform());
+    let zips: Vec<String> = PLATFORMS
+        .iter()
+        .map(|(platform, _)| format!("{NAME}_{VERSION}_{platform}.zip"))
+        .collect();
     let manifest = format!("{NAME}_{VERSION}_manifest.json");
     let sums = format!("{NAME}_{VERSION}_SHA256SUMS");
 
@@ -89,44 +118,59 @@ fn release_artifacts_have_the_registry_layout() {
         serde_json::json!({"version": 1, "metadata": {"protocol_versions": ["6.0"]}})
     );
 
-    // SHA256SUMS names both files with their real digests.
+    // One SHA256SUMS names every zip and the manifest with their real digests, and nothing
+    // else.
     let sums_text = std::fs::read_to_string(r.out.join(&sums)).expect("SHA256SUMS written");
-    for file in [&zip, &manifest] {
+    for file in zips.iter().chain([&manifest]) {
         let line = format!("{}  {file}", sha256(&r.out.join(file)));
         assert!(
             sums_text.lines().any(|l| l == line),
             "{file} missing or wrong in SHA256SUMS:\n{sums_text}"
         );
     }
-
-    // The zip holds exactly the binary, named as Terraform expects, executable.
-    let listing = Command::new("unzip")
-        .arg("-Z1")
-        .arg(r.out.join(&zip))
-        .output()
-        .expect("unzip runs");
     assert_eq!(
-        String::from_utf8_lossy(&listing.stdout).trim(),
-        format!("{NAME}_v{VERSION}")
-    );
-    let mode = Command::new("unzip")
-        .arg("-Z")
-        .arg(r.out.join(&zip))
-        .output()
-        .expect("unzip runs");
-    assert!(
-        String::from_utf8_lossy(&mode.stdout).contains("-rwxr-xr-x"),
-        "the binary is not executable in the zip:\n{}",
-        String::from_utf8_lossy(&mode.stdout)
+        sums_text.lines().count(),
+        zips.len() + 1,
+        "SHA256SUMS lists other files:\n{sums_text}"
     );
 
-    // The mirror uses the packed layout.
-    assert!(
-        r.mirror
-            .join("registry.terraform.io/gpufleet/gpufleet")
-            .join(&zip)
-            .is_file()
-    );
+    for (zip, (platform, machine)) in zips.iter().zip(PLATFORMS) {
+        // Each zip holds exactly the binary, named as Terraform expects, executable.
+        let listing = Command::new("unzip")
+            .arg("-Z1")
+            .arg(r.out.join(zip))
+            .output()
+            .expect("unzip runs");
+        assert_eq!(
+            String::from_utf8_lossy(&listing.stdout).trim(),
+            format!("{NAME}_v{VERSION}")
+        );
+        let mode = Command::new("unzip")
+            .arg("-Z")
+            .arg(r.out.join(zip))
+            .output()
+            .expect("unzip runs");
+        assert!(
+            String::from_utf8_lossy(&mode.stdout).contains("-rwxr-xr-x"),
+            "the binary is not executable in {zip}:\n{}",
+            String::from_utf8_lossy(&mode.stdout)
+        );
+        // ... built for the zip's platform.
+        let found = zipped_elf_machine(&r.out.join(zip));
+        assert_eq!(
+            found, machine,
+            "the {platform} zip holds a binary for ELF machine {found:#x}, not {machine:#x}"
+        );
+
+        // The mirror gets every platform, in the packed layout.
+        assert!(
+            r.mirror
+                .join("registry.terraform.io/gpufleet/gpufleet")
+                .join(zip)
+                .is_file(),
+            "{zip} is not in the mirror"
+        );
+    }
 }
 
 #[test]
@@ -229,8 +273,9 @@ fn sums_are_signed_when_a_key_is_given() {
         "1d",
     ]);
 
+    // One platform is enough here: the signature covers SHA256SUMS, whatever it lists.
     let r = release(
-        &["--gpg-key", "release@gpufleet.test"],
+        &["--platforms", "host", "--gpg-key", "release@gpufleet.test"],
         &[("GNUPGHOME", home.path())],
     );
     let sums = r.out.join(format!("{NAME}_{VERSION}_SHA256SUMS"));
