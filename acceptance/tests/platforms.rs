@@ -1,0 +1,346 @@
+//! The linux_arm64 release artifact, proven on this machine: `scripts/release --platforms
+//! linux_arm64` cross-compiles it, the zip's binary must be an aarch64 ELF that needs no newer
+//! glibc than Debian 12's, and the real Terraform CLI starts it (through a wrapper that execs
+//! `qemu-aarch64-static` on it, so no binfmt_misc is needed), completes the plugin handshake
+//! and plans the GPU catalog with it.
+//!
+//! Needs the cross toolchain and qemu that `scripts/install-cross` installs; without them the
+//! test fails and says so, it never skips.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use gpufleet_acceptance::{Workdir, workspace_root};
+
+const VERSION: &str = "0.1.0";
+const NAME: &str = "terraform-provider-gpufleet";
+
+/// ELF `e_machine` of AArch64.
+const EM_AARCH64: u16 = 0xB7;
+
+/// Where Debian's libc6-arm64-cross puts the arm64 dynamic loader and glibc, which qemu
+/// needs (`-L`) to run a dynamically linked arm64 binary.
+const ARM64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+
+/// The newest glibc the release may need: Debian 12's.
+const MAX_GLIBC: (u32, u32) = (2, 36);
+
+const INSTALL_HINT: &str = "run scripts/install-cross (as root) to install the arm64 cross \
+                            toolchain, Rust's aarch64-unknown-linux-gnu target and qemu";
+
+/// The arm64 zip made by `scripts/release --debug --platforms linux_arm64` in `dir`, and
+/// its binary unpacked from it.
+fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = dir.join("dist");
+    let started = Instant::now();
+    let release = Command::new(workspace_root().join("scripts/release"))
+        .args([
+            "--debug",
+            "--platforms",
+            "linux_arm64",
+            "--version",
+            VERSION,
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("scripts/release runs");
+    assert!(
+        release.status.success(),
+        "scripts/release --platforms linux_arm64 failed ({}); if the cross toolchain is \
+         missing, {INSTALL_HINT}\n{}",
+        release.status,
+        String::from_utf8_lossy(&release.stderr)
+    );
+    eprintln!(
+        "[platforms] scripts/release --debug --platforms linux_arm64 took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let zip = out.join(format!("{NAME}_{VERSION}_linux_arm64.zip"));
+    assert!(zip.is_file(), "scripts/release wrote no {}", zip.display());
+
+    let unpacked = dir.join("unpacked");
+    let unzip = Command::new("unzip")
+        .args(["-q", "-o"])
+        .arg(&zip)
+        .arg("-d")
+        .arg(&unpacked)
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run unzip ({err}); {INSTALL_HINT}"));
+    assert!(
+        unzip.status.success(),
+        "unzip {} failed: {}",
+        zip.display(),
+        String::from_utf8_lossy(&unzip.stderr)
+    );
+    let binary = unpacked.join(format!("{NAME}_v{VERSION}"));
+    assert!(binary.is_file(), "the zip holds no {}", binary.display());
+    (zip, binary)
+}
+
+/// The ELF header's machine field, after checking that `bytes` is a 64-bit little-endian ELF.
+fn elf_machine(bytes: &[u8]) -> u16 {
+    assert!(
+        bytes.len() > 20 && bytes[..4] == *b"\x7fELF",
+        "not an ELF file"
+    );
+    assert_eq!(bytes[4], 2, "not a 64-bit ELF (EI_CLASS {})", bytes[4]);
+    assert_eq!(
+        bytes[5], 1,
+        "not a little-endian ELF (EI_DATA {})",
+        bytes[5]
+    );
+    u16::from_le_bytes([bytes[18], bytes[19]])
+}
+
+/// The newest `GLIBC_x.y` symbol version the binary names (its version requirements).
+fn newest_glibc(bytes: &[u8]) -> Option<(u32, u32)> {
+    let tag = b"GLIBC_";
+    let number = |at: usize| -> (u32, usize) {
+        let digits = bytes[at..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let value = std::str::from_utf8(&bytes[at..at + digits])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (value, at + digits)
+    };
+    let mut newest = None;
+    for at in 0..bytes.len().saturating_sub(tag.len()) {
+        if &bytes[at..at + tag.len()] != tag {
+            continue;
+        }
+        let (major, end) = number(at + tag.len());
+        if end == at + tag.len() || bytes.get(end) != Some(&b'.') {
+            continue;
+        }
+        let (minor, end_minor) = number(end + 1);
+        if end_minor == end + 1 {
+            continue;
+        }
+        newest = newest.max(Some((major, minor)));
+    }
+    newest
+}
+
+/// The program that runs arm64 binaries here: nothing on an arm64 machine, else qemu.
+fn emulator() -> Option<PathBuf> {
+    if std::env::consts::ARCH == "aarch64" {
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = ["qemu-aarch64-static", "qemu-aarch64"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
+        });
+    let Some(qemu) = found else {
+        panic!("neither qemu-aarch64-static nor qemu-aarch64 is on PATH; {INSTALL_HINT}");
+    };
+    let loader = Path::new(ARM64_SYSROOT).join("lib/ld-linux-aarch64.so.1");
+    assert!(
+        loader.exists(),
+        "{} is missing, so qemu cannot load the arm64 binary; {INSTALL_HINT}",
+        loader.display()
+    );
+    Some(qemu)
+}
+
+/// A directory holding `terraform-provider-gpufleet`: a script that records each start in
+/// `starts` and execs the arm64 `binary` (under `qemu` when given).
+fn wrapper_dir(dir: &Path, binary: &Path, qemu: Option<&Path>) -> PathBuf {
+    let quote = |path: &Path| format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"));
+    let wrapper_dir = dir.join("provider");
+    std::fs::create_dir_all(&wrapper_dir).expect("create the wrapper directory");
+    let run = match qemu {
+        Some(qemu) => format!(
+            "{} -L {} {}",
+            quote(qemu),
+            quote(Path::new(ARM64_SYSROOT)),
+            quote(binary)
+        ),
+        None => quote(binary),
+    };
+    let script = format!(
+        "#!/bin/sh\n\
+         # Terraform starts this as the provider: run the arm64 release binary instead.\n\
+         echo started >> {starts}\n\
+         exec {run} \"$@\"\n",
+        starts = quote(&wrapper_dir.join("starts")),
+    );
+    let wrapper = wrapper_dir.join(NAME);
+    std::fs::write(&wrapper, script).expect("write the wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod the wrapper");
+    wrapper_dir
+}
+
+/// Seconds since midnight of a Terraform log line's leading `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn log_seconds(line: &str) -> Option<f64> {
+    let time = line.get(11..23)?;
+    let mut parts = time.split(':');
+    let hours: f64 = parts.next()?.parse().ok()?;
+    let minutes: f64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next()?.parse().ok()?;
+    Some(hours * 3600.0 + minutes * 60.0 + seconds)
+}
+
+/// For each provider start in a `TF_LOG=debug` log: the time from "plugin started" to
+/// "using plugin: version=6", that is, process start and the go-plugin handshake.
+fn handshake_times(log: &str) -> Vec<f64> {
+    let mut times = Vec::new();
+    let mut started = None;
+    for line in log.lines() {
+        if line.contains("[DEBUG] provider: plugin started:") {
+            started = log_seconds(line);
+        } else if line.contains("[DEBUG] provider: using plugin: version=6")
+            && let (Some(start), Some(end)) = (started.take(), log_seconds(line))
+        {
+            times.push((end - start).rem_euclid(86_400.0));
+        }
+    }
+    times
+}
+
+#[test]
+fn arm64_release_plans_the_catalog_under_emulation() {
+    let started = Instant::now();
+    let dir = tempfile::Builder::new()
+        .prefix("gpufleet-arm64-")
+        .tempdir()
+        .expect("temporary directory");
+    let qemu = emulator();
+    let (_zip, binary) = release_arm64(dir.path());
+
+    let bytes = std::fs::read(&binary).expect("read the arm64 binary");
+    let machine = elf_machine(&bytes);
+    assert_eq!(
+        machine, EM_AARCH64,
+        "the linux_arm64 zip holds a binary for ELF machine {machine:#x}, not aarch64 (0xb7)"
+    );
+    let glibc = newest_glibc(&bytes).expect("the binary names the glibc versions it needs");
+    assert!(
+        glibc <= MAX_GLIBC,
+        "the arm64 binary needs glibc {}.{}, newer than Debian 12's {}.{}",
+        glibc.0,
+        glibc.1,
+        MAX_GLIBC.0,
+        MAX_GLIBC.1
+    );
+
+    let provider_dir = wrapper_dir(dir.path(), &binary, qemu.as_deref());
+    let wd = Workdir::with_provider_dir(
+        r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+provider "gpufleet" {}
+
+data "gpufleet_gpu_catalog" "h100" {
+  product = "NVIDIA-H100-80GB-HBM3"
+}
+
+output "h100_memory_gb" {
+  value = data.gpufleet_gpu_catalog.h100.gpu.memory_gb
+}
+
+output "h100_architecture" {
+  value = data.gpufleet_gpu_catalog.h100.gpu.architecture
+}
+
+output "h100_mig_resource_names" {
+  value = [for p in provider::gpufleet::mig_profiles("NVIDIA-H100-80GB-HBM3") : p.resource_name]
+}
+"#,
+        &provider_dir,
+    );
+
+    let plan_started = Instant::now();
+    let plan = wd.run_ok_with_env(
+        &["plan", "-input=false", "-no-color"],
+        &[("TF_LOG", "debug")],
+    );
+    let plan_secs = plan_started.elapsed().as_secs_f64();
+
+    // The catalog's values, read by the arm64 provider while planning.
+    for expected in [
+        "data.gpufleet_gpu_catalog.h100: Read complete",
+        "+ h100_memory_gb = 80",
+        "+ h100_architecture = \"hopper\"",
+        "\"nvidia.com/mig-1g.10gb\"",
+        "\"nvidia.com/mig-7g.80gb\"",
+    ] {
+        assert!(
+            plan.contains(expected),
+            "the plan lacks {expected:?}:\n{plan}"
+        );
+    }
+
+    // Terraform started the wrapper, not a provider of its own, and spoke protocol 6 with it.
+    let wrapper = provider_dir.join(NAME);
+    assert!(
+        plan.stderr.contains(&format!(
+            "provider: plugin started: path={}",
+            wrapper.display()
+        )),
+        "Terraform did not start {}:\n{plan}",
+        wrapper.display()
+    );
+    let starts = std::fs::read_to_string(provider_dir.join("starts")).unwrap_or_default();
+    assert!(
+        starts.lines().count() >= 1,
+        "the wrapper never ran:\n{plan}"
+    );
+    let handshakes = handshake_times(&plan.stderr);
+    assert!(
+        !handshakes.is_empty(),
+        "no plugin handshake on protocol 6 in Terraform's log:\n{plan}"
+    );
+    let slowest = handshakes.iter().copied().fold(0.0, f64::max);
+    let fastest = handshakes.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "[platforms] {} starts of the arm64 provider{}; handshake {fastest:.3}s to \
+         {slowest:.3}s; plan {plan_secs:.1}s; whole test {:.1}s",
+        handshakes.len(),
+        if qemu.is_some() {
+            " under qemu"
+        } else {
+            " (native)"
+        },
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn glibc_versions_are_read_from_version_names() {
+    assert_eq!(
+        newest_glibc(b"\0GLIBC_2.17\0GLIBC_2.34\0GLIBC_2.3.4\0GLIBC_PRIVATE\0"),
+        Some((2, 34))
+    );
+    assert_eq!(newest_glibc(b"no versions here"), None);
+}
+
+#[test]
+fn handshake_times_pair_each_start_with_its_protocol() {
+    let log = "\
+2026-11-24T11:41:14.212Z [DEBUG] provider: plugin started: path=/p pid=1
+2026-11-24T11:41:14.673Z [DEBUG] provider: using plugin: version=6
+2026-11-24T23:59:59.900Z [DEBUG] provider: plugin started: path=/p pid=2
+2026-11-25T00:00:00.400Z [DEBUG] provider: using plugin: version=6
+";
+    let times = handshake_times(log);
+    assert_eq!(times.len(), 2);
+    assert!((times[0] - 0.461).abs() < 1e-6, "{times:?}");
+    assert!((times[1] - 0.5).abs() < 1e-6, "{times:?}");
+}
