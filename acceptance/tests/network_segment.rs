@@ -353,7 +353,22 @@ fn drift_is_repaired() {
     tf.apply();
     let st = state_of(&tf.show_json(), "gpufleet_network_segment.s");
     let id = st["id"].as_str().expect("id").to_owned();
-    // Out of band: log in and delete the V-Net through the API.
+    delete_vnet_out_of_band(&id);
+    assert_eq!(count(&objects(name), "vnets"), 0);
+    // The segment still owns its allocation and subnet, so it is not gone: apply recreates
+    // the V-Net on them.
+    let plan = tf.assert_plan_changes();
+    assert!(plan.contains("will be updated in-place"), "{plan}");
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_exactly_one(name);
+    tf.destroy();
+    assert_eq!(count(&objects(name), "vnets"), 0);
+}
+
+/// Deletes the segment's V-Net through the controller's API, as an operator (or a destroy
+/// killed right after that call) would.
+fn delete_vnet_out_of_band(id: &str) {
     let jar = tempfile::NamedTempFile::new().expect("jar");
     let (status, body) = curl(
         "POST",
@@ -369,14 +384,36 @@ fn drift_is_repaired() {
         Some(jar.path()),
     );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(count(&objects(name), "vnets"), 0);
-    let plan = tf.assert_plan_changes();
-    assert!(plan.contains("will be created"), "{plan}");
+}
+
+#[test]
+fn destroy_after_the_vnet_went_removes_the_allocation_and_subnet() {
+    let _g = fault_lock();
+    let name = "acc-vnet-gone";
+    let before = objects(name);
+    let tf = Tf::new(&segment(
+        name,
+        "tenant-b",
+        "10.113.0.0/24",
+        "",
+        &host_member(&hosts(24)[0]),
+    ));
     tf.apply();
-    tf.assert_plan_empty();
-    assert_exactly_one(name);
-    tf.destroy();
-    assert_eq!(count(&objects(name), "vnets"), 0);
+    let st = state_of(&tf.show_json(), "gpufleet_network_segment.s");
+    delete_vnet_out_of_band(st["id"].as_str().expect("id"));
+    let left = objects(name);
+    assert_eq!(
+        (
+            count(&left, "allocations"),
+            count(&left, "subnets"),
+            count(&left, "vnets")
+        ),
+        (1, 1, 0),
+        "{left:#}"
+    );
+    let out = tf.destroy();
+    assert!(out.contains("1 destroyed"), "{out}");
+    assert_eq!(objects(name), before, "the controller is as it was found");
 }
 
 #[test]

@@ -229,7 +229,11 @@ async fn vnet_deleted_out_of_band_is_recreated_adopting_the_ipam_objects() {
     tf.apply_ok(&c).await;
     let allocation = tf.state.get("allocation_id").clone();
     fake.delete_vnet_out_of_band("tenant-a-net");
-    assert_eq!(tf.plan(&c).await.action, Action::Create);
+    // The refreshed state keeps the IPAM objects, without the V-Net: apply finishes the create.
+    let p = tf.plan(&c).await;
+    assert_eq!(p.action, Action::Update);
+    assert!(tf.state.get("id").is_null());
+    assert_eq!(tf.state.get("allocation_id"), &allocation);
     tf.apply_ok(&c).await;
     assert_eq!(
         tf.state.get("allocation_id"),
@@ -237,6 +241,40 @@ async fn vnet_deleted_out_of_band_is_recreated_adopting_the_ipam_objects() {
         "adopted, not recreated"
     );
     assert_eq!(fake.counts(), (1, 1, 1));
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn destroy_after_the_vnet_went_removes_the_allocation_and_subnet() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&segment(&k, &[])).await;
+    // A destroy killed after the V-Net delete went through, or the V-Net removed by hand.
+    fake.delete_vnet_out_of_band("tenant-a-net");
+    assert_eq!(fake.counts(), (1, 1, 0));
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert!(tf.state.is_null());
+    assert_eq!(
+        fake.counts(),
+        (0, 0, 0),
+        "no allocation or subnet left behind"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_whose_objects_are_all_gone_reads_as_gone() {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    let c = segment(&k, &[]);
+    tf.apply_ok(&c).await;
+    let mut other = Terraform::new(&k);
+    other.state = tf.state.clone();
+    assert!(!other.destroy().await.has_error());
+    assert_eq!(tf.plan(&c).await.action, Action::Create);
+    assert!(tf.state.is_null());
 }
 
 #[tokio::test(start_paused = true)]

@@ -46,9 +46,10 @@
 //!
 //! # Refresh and drift
 //!
-//! A refresh reads only the V-Net (one call). A V-Net deleted out of band reads as gone, so
-//! Terraform plans to create it again (the create adopts the allocation and subnet left
-//! behind). Everything the V-Net carries is taken from the controller: ports added or removed
+//! A refresh reads only the V-Net (one call). A segment is gone only when every object it owns
+//! is gone: a V-Net deleted out of band (or by a destroy that was interrupted) reads as a
+//! partial state that keeps the allocation and subnet still on the controller, so a destroy
+//! removes them and an apply creates the V-Net again, adopting them. Everything the V-Net carries is taken from the controller: ports added or removed
 //! out of band show up in `members`. Server-side defaults are normalised away: an allocated
 //! VLAN or VNI stays as recorded when the controller reports `auto`, port names are compared
 //! as `port@switch`, and members are a set, so order never matters.
@@ -904,6 +905,24 @@ fn plan_segment(req: &PlanRequest) -> PlanResponse {
         if remote_same && planned.get("status").is_unknown() {
             set_attr(&mut planned, "status", req.prior.get("status").clone());
         }
+        if req.prior.get("id").is_null() {
+            // A partial state: the V-Net is gone (or was never made). Apply finishes the
+            // create, so what it will record is not known yet.
+            for attr in [
+                "id",
+                "status",
+                "allocation_id",
+                "subnet_id",
+                "attached_ports",
+            ] {
+                set_attr(&mut planned, attr, Value::unknown());
+            }
+            for attr in ["vlan_id", "vni"] {
+                if req.config.get(attr).is_null() {
+                    set_attr(&mut planned, attr, Value::unknown());
+                }
+            }
+        }
     }
     PlanResponse {
         planned,
@@ -1641,6 +1660,36 @@ async fn find_by_name(
     Ok(Some(s))
 }
 
+/// The state of a segment whose V-Net is gone: null when its recorded allocation and subnet
+/// are gone as well, else a partial state (no V-Net id) that keeps the ones still on the
+/// controller, so a destroy removes them and an apply recreates the V-Net, adopting them.
+/// Costs two reads (the VPCs, then that VPC's IPAM tree), and only when the V-Net has gone.
+async fn leftover_ipam(api: &dyn NetrisApi, state: &Value, ids: Ids) -> Result<Value, StepError> {
+    if ids.allocation.is_none() && ids.subnet.is_none() {
+        return Ok(Value::Null);
+    }
+    // The IPAM listing is per VPC (the default VPC when unfiltered).
+    let vpc_name = state.get("vpc").as_str().unwrap_or_default();
+    let vpc = api.vpcs().await?.into_iter().find(|v| v.name == vpc_name);
+    let tree = api.ipam(vpc.map(|v| v.id)).await?;
+    let present = |id: Option<i64>, alloc: bool| {
+        id.filter(|id| {
+            tree.iter()
+                .flat_map(IpamNode::walk)
+                .any(|n| n.id == *id && n.is_allocation() == alloc)
+        })
+    };
+    let (allocation, subnet) = (present(ids.allocation, true), present(ids.subnet, false));
+    if allocation.is_none() && subnet.is_none() {
+        return Ok(Value::Null);
+    }
+    let mut partial = nulled_unknowns(state);
+    set_attr(&mut partial, "id", Value::Null);
+    set_attr(&mut partial, "allocation_id", id_value(allocation));
+    set_attr(&mut partial, "subnet_id", id_value(subnet));
+    Ok(partial)
+}
+
 async fn read_segment(api: &dyn NetrisApi, ctx: &Context, state: &Value) -> ReadResponse {
     let name = state.get("name").as_str().unwrap_or_default().to_owned();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
@@ -1648,11 +1697,12 @@ async fn read_segment(api: &dyn NetrisApi, ctx: &Context, state: &Value) -> Read
     let ids = ids_of(state);
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         match ids.vnet {
-            Some(id) => Ok(match api.vnet(id).await? {
-                // A V-Net of another name under the same id is not ours.
-                Some(v) if v.name == name => observed_state(state, &v),
-                _ => Value::Null,
-            }),
+            Some(id) => match api.vnet(id).await? {
+                Some(v) if v.name == name => Ok(observed_state(state, &v)),
+                // Gone, or a V-Net of another name under the same id (not ours): the segment
+                // is gone only when its IPAM objects are gone too.
+                _ => leftover_ipam(api, state, ids).await,
+            },
             None => match find_by_name(api, state, &name).await? {
                 Some(s) => Ok(s),
                 // A partial state still records IPAM objects: keep it so they are deleted.
