@@ -103,9 +103,15 @@ impl Timeouts {
     }
 }
 
-/// Renders a duration the way users write it (`"10m"`, `"1h 30m"`), for messages.
+/// Renders a duration the way users write it (`"10m"`, `"1h 30m"`), for messages: whole
+/// seconds from a second on, whole milliseconds below, never `"20s 1ms 951us 851ns"`.
 pub fn render(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
+    let readable = if d >= Duration::from_secs(1) {
+        Duration::from_secs(d.as_secs() + u64::from(d.subsec_millis() >= 500))
+    } else {
+        Duration::from_millis(u64::from(d.subsec_millis()))
+    };
+    humantime::format_duration(readable).to_string()
 }
 
 /// The shared `timeouts` block. `description` should name the resource's defaults, e.g.
@@ -199,5 +205,9 @@ mod tests {
     #[test]
     fn renders_like_users_write() {
         assert_eq!(render(Duration::from_secs(600)), "10m");
+        assert_eq!(render(Duration::new(20, 1_951_851)), "20s");
+        assert_eq!(render(Duration::new(89, 600_000_000)), "1m 30s");
+        assert_eq!(render(Duration::from_micros(1_500)), "1ms");
+        assert_eq!(render(Duration::ZERO), "0s");
     }
 }

@@ -5,3 +5,48 @@
 pub mod bcm;
 pub mod kube;
 pub mod netris;
+
+/// `HTTP 503: <message>` for an error status, without saying the status twice when the
+/// message already does (a proxy's "HTTP 503", a body of just "503", or none at all).
+pub(crate) fn http_status(status: u16, message: &str) -> String {
+    let message = message.trim();
+    let code = status.to_string();
+    let prefix = format!("HTTP {code}");
+    let says_it = message.is_empty()
+        || message == code
+        || message.get(..prefix.len()).is_some_and(|head| {
+            head.eq_ignore_ascii_case(&prefix)
+                && !message[prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
+        });
+    if says_it && !message.is_empty() && message != code {
+        message.to_owned()
+    } else if says_it {
+        prefix
+    } else {
+        format!("{prefix}: {message}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::http_status;
+
+    #[test]
+    fn http_status_says_the_status_once() {
+        assert_eq!(
+            http_status(503, "Service Unavailable"),
+            "HTTP 503: Service Unavailable"
+        );
+        assert_eq!(http_status(503, "HTTP 503"), "HTTP 503");
+        assert_eq!(
+            http_status(503, "http 503 Service Unavailable"),
+            "http 503 Service Unavailable"
+        );
+        assert_eq!(http_status(503, "503"), "HTTP 503");
+        assert_eq!(http_status(503, "  "), "HTTP 503");
+        assert_eq!(
+            http_status(500, "HTTP 5000 things"),
+            "HTTP 500: HTTP 5000 things"
+        );
+    }
+}

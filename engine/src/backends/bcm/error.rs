@@ -12,7 +12,7 @@ use super::types::Validation;
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// cmdaemon answered with an HTTP error status.
-    #[error("HTTP {status}: {message}")]
+    #[error("{}", super::super::http_status(*.status, .message))]
     Status {
         /// The HTTP status code.
         status: u16,
@@ -27,7 +27,7 @@ pub enum ApiError {
     #[error("cannot reach the head node: {}", chain(.0))]
     Transport(#[source] reqwest::Error),
     /// cmdaemon did not answer in time (after retries, for idempotent calls).
-    #[error("the head node did not answer within {}", humantime::format_duration(*.0))]
+    #[error("the head node did not answer within {}", crate::timeouts::render(*.0))]
     Timeout(Duration),
     /// The answer was not what the API documents.
     #[error("unexpected answer from the head node: {0}")]

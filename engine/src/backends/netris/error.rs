@@ -10,7 +10,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The controller answered with an error status, or with `isSuccess: false`.
-    #[error("HTTP {status}: {message}{}", render_errors(.errors))]
+    #[error("{}{}", super::super::http_status(*.status, .message), render_errors(.errors))]
     Status {
         /// The HTTP status code.
         status: u16,
@@ -23,7 +23,7 @@ pub enum ApiError {
     #[error("cannot reach the controller: {0}")]
     Transport(#[source] reqwest::Error),
     /// The controller did not answer in time (after retries, for idempotent calls).
-    #[error("the controller did not answer within {}", humantime::format_duration(*.0))]
+    #[error("the controller did not answer within {}", crate::timeouts::render(*.0))]
     Timeout(Duration),
     /// The answer was not what the API documents.
     #[error("unexpected answer from the controller: {0}")]

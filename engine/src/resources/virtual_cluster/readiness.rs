@@ -77,7 +77,7 @@ pub enum WaitError {
     #[error("the control plane cannot start: {0}")]
     Failed(String),
     /// The deadline passed.
-    #[error("the control plane was not ready after {waited:?}: {last}")]
+    #[error("the control plane was not ready after {}: {last}", crate::timeouts::render(*.waited))]
     TimedOut {
         /// How long it waited.
         waited: Duration,
