@@ -327,6 +327,13 @@ async fn interrupt_is_ignored_and_shutdown_exits() {
         .expect("shutdown");
     let status = wait_exit(&mut plugin.child);
     assert!(status.success(), "exit status {status}");
+    // Every run would otherwise leave a directory behind in the temp dir.
+    let dir = plugin.socket.parent().expect("the socket has a directory");
+    assert!(
+        !dir.exists(),
+        "the socket directory {} outlived the provider",
+        dir.display()
+    );
 }
 
 #[test]

@@ -24,14 +24,15 @@ use tonic::transport::server::Connected;
 /// A bound listening socket.
 #[derive(Debug)]
 pub enum Bound {
-    /// A unix socket; the directory is removed when this is dropped.
+    /// A unix socket; its directory is removed when the directory guard is dropped (see
+    /// [`Bound::take_dir`]).
     Unix {
         /// The listener.
         listener: UnixListener,
         /// The socket path, as announced in the handshake.
         path: PathBuf,
-        /// Keeps the private directory alive.
-        _dir: tempfile::TempDir,
+        /// The private directory, until [`Bound::take_dir`] takes it.
+        dir: Option<tempfile::TempDir>,
     },
     /// A loopback TCP port.
     Tcp {
@@ -48,6 +49,16 @@ impl Bound {
         match self {
             Bound::Unix { .. } => "unix",
             Bound::Tcp { .. } => "tcp",
+        }
+    }
+
+    /// Takes the guard of the socket's private directory. The server task owns the listener,
+    /// and the runtime is shut down without waiting for its tasks, so whoever serves keeps
+    /// the guard in its own scope: the directory is then removed when serving ends.
+    pub fn take_dir(&mut self) -> Option<tempfile::TempDir> {
+        match self {
+            Bound::Unix { dir, .. } => dir.take(),
+            Bound::Tcp { .. } => None,
         }
     }
 
@@ -85,7 +96,7 @@ fn bind_unix(dir: &Path) -> io::Result<Bound> {
     Ok(Bound::Unix {
         listener,
         path,
-        _dir: tmp,
+        dir: Some(tmp),
     })
 }
 

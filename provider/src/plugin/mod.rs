@@ -79,7 +79,9 @@ pub async fn serve_managed(env: &dyn Fn(&str) -> Option<String>) -> Result<(), S
         }
     };
 
-    let bound = listener::bind(env).map_err(ServeError::Listen)?;
+    let mut bound = listener::bind(env).map_err(ServeError::Listen)?;
+    // Removed when this function returns, before the runtime is abandoned.
+    let _socket_dir = bound.take_dir();
     let line = handshake::line(
         bound.network(),
         &bound.address(),
@@ -104,7 +106,8 @@ pub async fn serve_managed(env: &dyn Fn(&str) -> Option<String>) -> Result<(), S
 /// Serves without being launched, for debuggers: prints the reattach configuration and runs
 /// until interrupted.
 pub async fn serve_debug(env: &dyn Fn(&str) -> Option<String>) -> Result<(), ServeError> {
-    let bound = listener::bind(env).map_err(ServeError::Listen)?;
+    let mut bound = listener::bind(env).map_err(ServeError::Listen)?;
+    let _socket_dir = bound.take_dir();
     let reattach = reattach_json(bound.network(), &bound.address(), std::process::id());
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(run(bound, None, shutdown.clone()));
