@@ -321,11 +321,15 @@ async fn interrupt_is_ignored_and_shutdown_exits() {
     );
     assert!(plugin_is_serving(channel.clone()).await);
 
+    // Terraform keeps its connection open until the provider has gone.
+    let held = channel.clone();
+    assert!(plugin_is_serving(held.clone()).await);
     GrpcControllerClient::new(channel)
         .shutdown(terraform_provider_gpufleet::proto::plugin::Empty {})
         .await
         .expect("shutdown");
     let status = wait_exit(&mut plugin.child);
+    drop(held);
     assert!(status.success(), "exit status {status}");
     // Every run would otherwise leave a directory behind in the temp dir.
     let dir = plugin.socket.parent().expect("the socket has a directory");
