@@ -332,3 +332,100 @@ async fn overrides_of_managed_keys_are_refused_naming_the_key() {
     .await;
     assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
 }
+
+#[tokio::test]
+async fn licensed_features_and_keys_gpufleet_decides_are_refused() {
+    for (yaml, key, says) in [
+        (
+            "privateNodes:\n  enabled: true\n",
+            "privateNodes.enabled",
+            "vCluster Pro",
+        ),
+        (
+            "sleep:\n  auto:\n    afterInactivity: 1h\n",
+            "sleep",
+            "vCluster Platform",
+        ),
+        (
+            "sync:\n  toHost:\n    namespaces:\n      enabled: true\n",
+            "sync.toHost.namespaces.enabled",
+            "vCluster Pro",
+        ),
+        (
+            "controlPlane:\n  backingStore:\n    etcd:\n      deploy:\n        enabled: true\n",
+            "controlPlane.backingStore.etcd.deploy.enabled",
+            "embedded database",
+        ),
+        (
+            "controlPlane:\n  statefulSet:\n    image:\n      repository: loft-sh/vcluster-pro\n",
+            "controlPlane.statefulSet.image.repository",
+            "OSS image",
+        ),
+    ] {
+        let p = plan(
+            &kind(),
+            &Context::default(),
+            &Value::Null,
+            &vc(&[("values_override", Value::string(yaml))]),
+        )
+        .await;
+        let errs: Vec<_> = p
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        assert_eq!(errs.len(), 1, "{yaml}: {}", show(&p.diagnostics));
+        assert_eq!(error_paths(&p.diagnostics), ["values_override"]);
+        assert!(errs[0].detail.contains(key), "{}", errs[0].detail);
+        assert!(errs[0].detail.contains(says), "{}", errs[0].detail);
+    }
+    // A registry mirror is the user's choice.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[(
+            "values_override",
+            Value::string(
+                "controlPlane:\n  statefulSet:\n    image:\n      registry: mirror.example\n",
+            ),
+        )]),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+}
+
+#[tokio::test]
+async fn sleep_plans_with_a_warning_and_private_without_one() {
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[(
+            "sleep",
+            Value::object([("after_inactivity", Value::string("30m"))]),
+        )]),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    let warnings: Vec<_> = p
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", show(&p.diagnostics));
+    assert_eq!(warnings[0].summary, "Sleep Needs vCluster Platform");
+    assert_eq!(
+        warnings[0].path,
+        Some(AttrPath(vec![PathStep::Attr("sleep".into())]))
+    );
+    // The private tier is realised with open-source features: nothing to warn about.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[("isolation", Value::string("private"))]),
+    )
+    .await;
+    assert!(p.diagnostics.is_empty(), "{}", show(&p.diagnostics));
+}

@@ -1,11 +1,14 @@
 //! The host objects of a virtual cluster for each tier, pinned by snapshots: what the vCluster
 //! chart of the pinned release would create, plus the tenant's policy objects. Rendering is
-//! pure, so these need no cluster.
+//! pure, so these need no cluster. The snapshots hold gpufleet's settings for each tier (the
+//! value file laid over the chart's values) and, once, the complete vcluster.yaml; the
+//! conformance test (`vcluster_conformance.rs`) compares all of it with the chart itself.
 
 use gpufleet_engine::{
     resources::virtual_cluster::{
         render::{Rendered, render},
         spec::Spec,
+        values,
     },
     value::Value,
 };
@@ -32,24 +35,44 @@ fn quota() -> Value {
     ])
 }
 
+/// The objects, with the config Secret's data shortened (its vcluster.yaml is snapshotted on
+/// its own).
 fn snapshot_value(r: &Rendered) -> serde_json::Value {
+    let objects: Vec<serde_json::Value> = r
+        .objects
+        .iter()
+        .map(|(_, o)| {
+            let mut o = o.clone();
+            if o.pointer("/data/config.yaml").is_some() {
+                o["data"]["config.yaml"] = json!("<base64 of the vcluster.yaml>");
+            }
+            o
+        })
+        .collect();
     json!({
         "namespace": r.namespace,
-        "objects": r.objects.iter().map(|(_, o)| o.clone()).collect::<Vec<_>>(),
+        "objects": objects,
         "absent": r.absent.iter().map(ToString::to_string).collect::<Vec<_>>(),
     })
 }
 
+/// gpufleet's value file for `spec` (settings, then `values_override`), as YAML.
+fn settings_yaml(spec: &Spec) -> String {
+    values::to_yaml(&values::user_values(spec))
+}
+
 #[test]
 fn shared_tier() {
-    let r = render(&spec(&[("isolation", Value::string("shared"))]));
+    let s = spec(&[("isolation", Value::string("shared"))]);
+    let r = render(&s);
+    insta::assert_snapshot!("shared_vcluster_settings", settings_yaml(&s));
     insta::assert_snapshot!("shared_vcluster_yaml", r.vcluster_yaml);
     insta::assert_json_snapshot!("shared_objects", snapshot_value(&r));
 }
 
 #[test]
 fn dedicated_tier_with_policy() {
-    let r = render(&spec(&[
+    let s = spec(&[
         ("isolation", Value::string("dedicated")),
         ("quota", quota()),
         (
@@ -66,14 +89,15 @@ fn dedicated_tier_with_policy() {
             "labels",
             Value::Map([("example.com/team".to_owned(), Value::string("ml"))].into()),
         ),
-    ]));
-    insta::assert_snapshot!("dedicated_vcluster_yaml", r.vcluster_yaml);
+    ]);
+    let r = render(&s);
+    insta::assert_snapshot!("dedicated_vcluster_settings", settings_yaml(&s));
     insta::assert_json_snapshot!("dedicated_objects", snapshot_value(&r));
 }
 
 #[test]
 fn private_tier_paused_and_sleeping_with_override() {
-    let r = render(&spec(&[
+    let s = spec(&[
         ("isolation", Value::string("private")),
         ("network_isolation", Value::Bool(false)),
         ("paused", Value::Bool(true)),
@@ -85,8 +109,9 @@ fn private_tier_paused_and_sleeping_with_override() {
             "values_override",
             Value::string("sync:\n  toHost:\n    ingresses:\n      enabled: true\n"),
         ),
-    ]));
-    insta::assert_snapshot!("private_vcluster_yaml", r.vcluster_yaml);
+    ]);
+    let r = render(&s);
+    insta::assert_snapshot!("private_vcluster_settings", settings_yaml(&s));
     insta::assert_json_snapshot!("private_objects", snapshot_value(&r));
 }
 
@@ -101,7 +126,12 @@ fn tiers_differ_where_the_contract_says() {
         "{}",
         shared.vcluster_yaml
     );
-    assert!(!shared.vcluster_yaml.contains("enforceTolerations"));
+    assert_eq!(
+        shared
+            .values
+            .pointer("/sync/toHost/pods/enforceTolerations"),
+        Some(&json!([]))
+    );
     assert!(
         dedicated
             .vcluster_yaml
@@ -128,4 +158,55 @@ fn tiers_differ_where_the_contract_says() {
             .clone()
     };
     assert_ne!(digest(&shared), digest(&dedicated));
+}
+
+/// vcluster.yaml is complete: the chart's defaults are in, so the control plane's API server,
+/// controller manager and syncers start, and what open-source vCluster lacks is left out.
+#[test]
+fn the_config_is_complete_and_open_source() {
+    let r = render(&spec(&[
+        ("isolation", Value::string("private")),
+        (
+            "sleep",
+            Value::object([("after_inactivity", Value::string("1h"))]),
+        ),
+    ]));
+    let v = &r.values;
+    for (ptr, want) in [
+        ("/controlPlane/distro/k8s/enabled", json!(true)),
+        ("/controlPlane/distro/k8s/apiServer/enabled", json!(true)),
+        (
+            "/controlPlane/distro/k8s/controllerManager/enabled",
+            json!(true),
+        ),
+        ("/controlPlane/coredns/enabled", json!(true)),
+        ("/sync/toHost/services/enabled", json!(true)),
+        ("/sync/toHost/configMaps/enabled", json!(true)),
+        ("/sync/toHost/secrets/enabled", json!(true)),
+        ("/sync/toHost/endpoints/enabled", json!(true)),
+        ("/privateNodes/enabled", json!(false)),
+        (
+            "/controlPlane/statefulSet/image/repository",
+            json!("loft-sh/vcluster-oss"),
+        ),
+    ] {
+        assert_eq!(v.pointer(ptr), Some(&want), "{ptr}");
+    }
+    assert!(v.get("sleep").is_none(), "sleep is a Platform feature");
+    assert!(values::pro_features(v).is_empty());
+    // The private tier is the dedicated tier's vcluster.yaml: the tenant's own nodes.
+    let dedicated = render(&spec(&[("isolation", Value::string("dedicated"))]));
+    assert_eq!(r.values, dedicated.values);
+    // Node sync comes with the ClusterRole that lets the control plane read host nodes.
+    let role = r
+        .objects
+        .iter()
+        .find(|(o, _)| o.kind.kind() == "ClusterRole")
+        .map(|(_, o)| o.clone())
+        .expect("ClusterRole");
+    assert_eq!(role["metadata"]["name"], "vc-team-a-v-vc-team-a");
+    assert_eq!(
+        role["rules"][0]["resources"],
+        json!(["pods", "nodes", "nodes/status"])
+    );
 }

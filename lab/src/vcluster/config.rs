@@ -1,6 +1,7 @@
 //! The parts of vcluster.yaml the stand-in acts on: `sync.fromHost.nodes` and
-//! `sync.toHost.pods`. Everything else in the file is the virtual cluster resource's
-//! business and is ignored here.
+//! `sync.toHost.pods`. Everything else in the file (gpufleet writes the complete
+//! vcluster.yaml, the chart's defaults included) is the virtual cluster resource's business
+//! and is ignored here.
 
 use std::collections::BTreeMap;
 
@@ -278,6 +279,39 @@ sync:
             "{err}"
         );
         assert!(SyncConfig::parse("sync: [").is_err());
+    }
+
+    /// The complete vcluster.yaml gpufleet writes (the chart's defaults, `selector.all: false`
+    /// and an empty `enforceTolerations` among them) reads as the tier says.
+    #[test]
+    fn gpufleets_complete_config_reads_as_its_tier() {
+        use gpufleet_engine::{
+            resources::virtual_cluster::{render::vcluster_yaml, spec::Spec},
+            value::Value,
+        };
+        let yaml = |isolation: &str| {
+            let spec = Spec::from_value(&Value::object([
+                ("name", Value::string("acme")),
+                ("isolation", Value::string(isolation)),
+            ]))
+            .expect("spec");
+            vcluster_yaml(&spec)
+        };
+        let shared = SyncConfig::parse(&yaml("shared")).expect("parse");
+        let want: BTreeMap<String, String> =
+            [("gpufleet.dev/isolation".to_string(), "shared".to_string())].into();
+        assert_eq!(shared.nodes, NodeSync::Matching(want.clone()));
+        assert!(shared.pods.enabled);
+        assert!(shared.pods.enforce_tolerations.is_empty());
+        assert_eq!(shared.pods.node_selector, want);
+        for tier in ["dedicated", "private"] {
+            let c = SyncConfig::parse(&yaml(tier)).expect("parse");
+            let want: BTreeMap<String, String> =
+                [("gpufleet.dev/tenant".to_string(), "acme".to_string())].into();
+            assert_eq!(c.nodes, NodeSync::Matching(want), "{tier}");
+            assert_eq!(c.pods.enforce_tolerations.len(), 1, "{tier}");
+            assert_eq!(c.pods.enforce_tolerations[0].value.as_deref(), Some("acme"));
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! without duplicates.
 //!
 //! Delete removes the namespace and waits until it has finished terminating, so a virtual
-//! cluster of the same name can be created right after.
+//! cluster of the same name can be created right after; the cluster-scoped ClusterRole and
+//! ClusterRoleBinding, which no namespace takes along, are deleted by name.
 
 use std::time::Duration;
 
@@ -115,7 +116,8 @@ async fn write_objects(
         host.apply(o).await?;
     }
     for r in &rendered.absent {
-        host.delete(r.kind, Some(&spec.namespace), &r.name).await?;
+        host.delete(r.kind, r.namespace(&spec.namespace), &r.name)
+            .await?;
     }
     Ok(())
 }
@@ -184,9 +186,7 @@ pub async fn apply_upsert(
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.get(op);
-    let names = Names {
-        name: spec.name.clone(),
-    };
+    let names = Names::new(&spec.name, &spec.namespace);
     let rendered = render::render(&spec);
     let mut wrote = false;
     let calls_before = host.calls();
@@ -257,6 +257,16 @@ pub async fn apply_upsert(
     }
 }
 
+/// Deletes the objects of `names` that live outside the namespace.
+async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), StepError> {
+    for r in names.all().iter().rev() {
+        if r.kind.cluster_scoped() {
+            host.delete(r.kind, None, &r.name).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Delete: the namespace and everything in it, waiting until it is gone.
 pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
     let name = prior.get("name").as_str().unwrap_or_default().to_owned();
@@ -267,21 +277,26 @@ pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> A
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.delete;
     let calls_before = host.calls();
+    let names = Names::new(&name, &namespace);
     let result: Result<(), StepError> = async {
         match host.get(ObjectKind::Namespace, None, &namespace).await? {
             Some(ns) if owned_by(&ns, &name) => {
                 host.delete(ObjectKind::Namespace, None, &namespace).await?;
             }
-            // Not ours (or already gone): leave the namespace, remove only our objects.
+            // Not ours: leave the namespace, remove only our objects.
             Some(_) => {
-                let names = Names { name: name.clone() };
-                for r in names.all().iter().rev() {
-                    host.delete(r.kind, Some(&namespace), &r.name).await?;
+                for r in names.all().iter().chain(&names.retired()).rev() {
+                    host.delete(r.kind, r.namespace(&namespace), &r.name)
+                        .await?;
                 }
                 return Ok(());
             }
-            None => return Ok(()),
+            None => {
+                delete_cluster_scoped(host, &names).await?;
+                return Ok(());
+            }
         }
+        delete_cluster_scoped(host, &names).await?;
         match settle_namespace(host, ctx, &namespace, deadline).await? {
             None => Ok(()),
             Some(_) => Err(StepError::Conflict(format!(

@@ -7,8 +7,10 @@
 //!   across attributes (reserved labels, `values_override` keys gpufleet manages);
 //!   [`versions`]: the pinned vCluster release and its Kubernetes versions; [`quantity`]:
 //!   Kubernetes quantities.
-//! - [`render`]: pure, configuration → host objects and vcluster.yaml; [`objects`]: their
-//!   kinds and names.
+//! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
+//!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
+//!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
+//!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
 //! - [`host`]: the host cluster behind a trait; [`apply`], [`read`] and [`readiness`]: the
 //!   operations against it.
 //!
@@ -22,6 +24,9 @@
 //!
 //! # Plan
 //!
+//! `sleep` plans with a warning: vCluster's sleep mode is a vCluster Platform feature, so
+//! gpufleet renders nothing for it.
+//!
 //! `name`, `namespace` and `isolation` force a replacement (the tier is fixed at creation,
 //! and the plan carries a warning saying so). Everything else changes in place. The kubeconfig,
 //! endpoint and CA stay as recorded unless the control plane restarts (a version or
@@ -32,11 +37,13 @@ pub mod apply;
 pub mod host;
 pub mod objects;
 pub mod quantity;
+pub mod rbac;
 pub mod read;
 pub mod readiness;
 pub mod render;
 pub mod schema;
 pub mod spec;
+pub mod values;
 pub mod versions;
 
 use std::time::Duration;
@@ -138,6 +145,21 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
         None => Value::unknown(),
     };
     set_attr(&mut planned, "status", status);
+    if !planned.get("sleep").is_null() {
+        diagnostics.push(
+            Diagnostic::warning(
+                "Sleep Needs vCluster Platform",
+                format!(
+                    "sleep.after_inactivity is vCluster's sleep mode (sleep.auto), a vCluster \
+                     Platform feature that open-source vCluster {} does not implement. gpufleet \
+                     leaves it out of vcluster.yaml, so this virtual cluster never goes to \
+                     sleep. Set paused = true to scale it to zero instead, and remove sleep.",
+                    versions::VCLUSTER_VERSION
+                ),
+            )
+            .with_path(AttrPath::attr("sleep")),
+        );
+    }
     if !req.prior.is_null() {
         let (was, now) = (
             req.prior.get("kubernetes_version").as_str(),
@@ -240,7 +262,7 @@ pub async fn read_virtual_cluster(
         .get("namespace")
         .as_str()
         .map_or_else(|| spec::default_namespace(&name), str::to_owned);
-    let names = objects::Names { name: name.clone() };
+    let names = objects::Names::new(&name, &namespace);
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let calls_before = host.calls();
     let look = ctx

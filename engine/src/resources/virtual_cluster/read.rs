@@ -3,8 +3,8 @@
 //! difference from the rendered objects in `drift`, so the next plan shows it and the next
 //! apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
 //!
-//! Each object is read once: the namespace, the eleven objects gpufleet writes, the
-//! control-plane pods and the kubeconfig Secret (about fifteen calls, whatever the fleet size).
+//! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
+//! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size).
 
 use std::collections::BTreeMap;
 
@@ -68,7 +68,7 @@ pub async fn observe(
     };
     let mut objects = BTreeMap::new();
     for r in names.all() {
-        if let Some(o) = host.get(r.kind, Some(namespace), &r.name).await? {
+        if let Some(o) = host.get(r.kind, r.namespace(namespace), &r.name).await? {
             objects.insert(r, o);
         }
     }
@@ -345,12 +345,14 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             prior.get("limit_range"),
         ),
     );
+    // The control plane's policy is there whenever the chart's policies are.
+    let [_, control_plane_policy, ..] = names.network_policies();
     set_attr(
         &mut s,
         "network_isolation",
         Value::Bool(
             observed
-                .get(ObjectKind::NetworkPolicy, &names.vc())
+                .get(ObjectKind::NetworkPolicy, &control_plane_policy)
                 .is_some(),
         ),
     );

@@ -1,13 +1,25 @@
 //! What a virtual cluster is made of in the host cluster, rendered from its [`Spec`]. Pure:
-//! no I/O, so every tier's objects are pinned by snapshot tests.
+//! no I/O, so every tier's objects are pinned by snapshot tests, and the conformance test
+//! compares them with what `helm template` makes of the pinned chart.
 //!
-//! The objects follow the vCluster chart of the pinned release (see `versions`): the
-//! StatefulSet `<name>` (no volume claim template: the data lives in an `emptyDir`), the
-//! Services `<name>` and `<name>-headless`, the ServiceAccounts `vc-<name>` and
-//! `vc-workload-<name>`, the Role and RoleBinding `vc-<name>`, and the Secret
-//! `vc-config-<name>` whose `config.yaml` is the rendered vcluster.yaml. The tenant's
-//! policy adds the ResourceQuota, LimitRange and NetworkPolicy `vc-<name>` and the pod
-//! security labels of the namespace.
+//! First the complete vcluster.yaml ([`values`]: the chart's values, gpufleet's settings,
+//! `values_override`); then every object from those values, as the chart's templates would:
+//!
+//! - ServiceAccounts `vc-<name>` and `vc-workload-<name>`, Role and RoleBinding `vc-<name>`,
+//!   and, when the control plane reads cluster-scoped objects (host nodes, on every tier), the
+//!   ClusterRole and ClusterRoleBinding `vc-<name>-v-<namespace>` ([`rbac`]);
+//! - the Secret `vc-config-<name>`, whose `config.yaml` is the vcluster.yaml;
+//! - the Service `<name>`; the ResourceQuota and LimitRange `vc-<name>` and the
+//!   NetworkPolicies `vc-work-`, `vc-cp-`, `vc-kube-dns-` and `vc-snapshot-<name>` when the
+//!   tenant's policy asks for them;
+//! - the control plane itself.
+//!
+//! Where gpufleet differs from the chart, on purpose (the conformance test's allow-list says
+//! why, entry by entry): the namespace is gpufleet's and carries the tier and pod security
+//! labels; the control plane is a StatefulSet `<name>` with the headless Service
+//! `<name>-headless` (the chart makes a Deployment when there is no volume claim), scaled to
+//! zero when paused; objects carry gpufleet's ownership labels instead of Helm's; and the pod
+//! template's restart annotation is gpufleet's digest of the config.
 
 use std::collections::BTreeMap;
 
@@ -16,17 +28,18 @@ use serde_json::{Map, Value as Json, json};
 
 use super::{
     objects::{Names, ObjectKind, ObjectRef},
-    spec::{Isolation, Spec},
-    versions::{self, VCLUSTER_VERSION},
+    rbac,
+    spec::Spec,
+    values::{self, at, is_true, text, truthy},
 };
-use crate::backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, TENANT, VIRTUAL_CLUSTER};
+use crate::backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER};
 
 /// Label keys of the pod security admission.
 pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 /// Warn at the same level as enforced, so users see why a pod is refused.
 pub const POD_SECURITY_WARN: &str = "pod-security.kubernetes.io/warn";
 /// Pod template annotation with a digest of vcluster.yaml: a changed config restarts the
-/// control plane, as the chart's checksum annotation does.
+/// control plane, as the chart's `vClusterConfigHash` annotation does.
 pub const CONFIG_DIGEST: &str = "gpufleet.dev/config-digest";
 /// Key of the config Secret that holds vcluster.yaml.
 pub const CONFIG_KEY: &str = "config.yaml";
@@ -36,11 +49,14 @@ pub const CONFIG_KEY: &str = "config.yaml";
 pub struct Rendered {
     /// The namespace object.
     pub namespace: Json,
-    /// The objects in the namespace, in apply order.
+    /// The other objects, in apply order.
     pub objects: Vec<(ObjectRef, Json)>,
-    /// Objects this configuration does not have (a policy turned off), to delete if present.
+    /// Objects this configuration does not have (a policy turned off, or one an earlier
+    /// release wrote), to delete if present.
     pub absent: Vec<ObjectRef>,
-    /// The rendered vcluster.yaml (with `values_override` merged in).
+    /// The complete vcluster.yaml, as a value.
+    pub values: Json,
+    /// The same, as the text stored in the config Secret.
     pub vcluster_yaml: String,
 }
 
@@ -68,20 +84,57 @@ pub fn namespace_labels(spec: &Spec) -> BTreeMap<String, String> {
     l
 }
 
-/// The labels the chart puts on its objects, plus the common ones.
-fn chart_labels(spec: &Spec) -> BTreeMap<String, String> {
+/// The chart's labels (`app`, `release`) plus the common ones and those a chart setting adds.
+fn chart_labels(spec: &Spec, extra: Option<&Json>) -> BTreeMap<String, String> {
     let mut l = common_labels(spec);
     l.insert("app".to_owned(), "vcluster".to_owned());
     l.insert("release".to_owned(), spec.name.clone());
+    l.extend(string_map(extra));
     l
 }
 
-fn selector(spec: &Spec) -> Json {
-    json!({ "app": "vcluster", "release": spec.name })
+/// A mapping setting as strings (labels and annotations).
+fn string_map(v: Option<&Json>) -> BTreeMap<String, String> {
+    v.and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| (k.clone(), scalar_text(x)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-fn meta(name: &str, spec: &Spec, labels: &BTreeMap<String, String>) -> Json {
-    json!({ "name": name, "namespace": spec.namespace, "labels": labels })
+/// A scalar as the chart's `quote` prints it.
+fn scalar_text(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The chart's `merge dict a b`: keys of `a` win.
+fn annotations(values: &Json, first: &str, second: &str) -> BTreeMap<String, String> {
+    let mut out = string_map(at(values, second));
+    out.extend(string_map(at(values, first)));
+    out
+}
+
+fn meta(
+    name: &str,
+    namespace: Option<&str>,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Json {
+    let mut m = json!({ "name": name });
+    if let Some(ns) = namespace {
+        m["namespace"] = json!(ns);
+    }
+    m["labels"] = json!(labels);
+    if !annotations.is_empty() {
+        m["annotations"] = json!(annotations);
+    }
+    m
 }
 
 fn object(kind: ObjectKind, metadata: Json, body: Json) -> Json {
@@ -95,116 +148,26 @@ fn object(kind: ObjectKind, metadata: Json, body: Json) -> Json {
     Json::Object(o)
 }
 
-/// The vcluster.yaml gpufleet renders for `spec`, before `values_override`.
-pub fn base_config(spec: &Spec) -> Json {
-    let mut nodes = json!({ "enabled": true });
-    let mut to_host_pods = json!({ "enabled": true });
-    match spec.isolation {
-        Isolation::Shared => {
-            nodes["selector"] = json!({ "labels": { ISOLATION: "shared" } });
-        }
-        Isolation::Dedicated | Isolation::Private => {
-            nodes["selector"] = json!({ "labels": { TENANT: spec.name } });
-            to_host_pods["enforceTolerations"] =
-                json!([format!("{TENANT}={}:NoSchedule", spec.name)]);
-        }
-    }
-    let mut policies = json!({ "podSecurityStandard": spec.pod_security });
-    if let Some(q) = &spec.quota {
-        policies["resourceQuota"] = json!({ "enabled": true, "quota": quota_hard(q) });
-    }
-    if let Some(l) = &spec.limits {
-        let (default, request) = limit_defaults(l);
-        policies["limitRange"] = json!({
-            "enabled": true, "default": default, "defaultRequest": request,
-        });
-    }
-    if spec.network_isolation {
-        policies["networkPolicy"] = json!({ "enabled": true });
-    }
-    let mut config = json!({
-        "controlPlane": {
-            "distro": { "k8s": {
-                "enabled": true,
-                "version": versions::distro_tag(&spec.kubernetes_version),
-            } },
-            "backingStore": { "database": { "embedded": { "enabled": true } } },
-            "statefulSet": { "persistence": { "volumeClaim": { "enabled": false } } },
-        },
-        "sync": {
-            "fromHost": { "nodes": nodes },
-            "toHost": { "pods": to_host_pods },
-        },
-        "policies": policies,
-    });
-    if spec.isolation == Isolation::Private {
-        config["privateNodes"] = json!({ "enabled": true });
-    }
-    if let Some(after) = &spec.sleep_after {
-        config["sleep"] = json!({ "auto": { "afterInactivity": after } });
-    }
-    config
+fn selector(spec: &Spec) -> Json {
+    json!({ "app": "vcluster", "release": spec.name })
 }
 
-/// `over` deep-merged into `base`: mappings merge key by key, anything else replaces.
-pub fn deep_merge(base: &mut Json, over: &Json) {
-    match (base, over) {
-        (Json::Object(b), Json::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(k) {
-                    Some(slot) => deep_merge(slot, v),
-                    None => {
-                        b.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
+/// The value at `dotted` when it is set (not null, not empty).
+fn set<'a>(values: &'a Json, dotted: &str) -> Option<&'a Json> {
+    truthy(values, dotted).then(|| at(values, dotted)).flatten()
 }
 
-/// The final vcluster.yaml, as text.
+/// The list at `dotted`, or none.
+fn list(values: &Json, dotted: &str) -> Vec<Json> {
+    at(values, dotted)
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The final vcluster.yaml of `spec`, as text.
 pub fn vcluster_yaml(spec: &Spec) -> String {
-    let mut config = base_config(spec);
-    if let Some(over) = &spec.values_override {
-        deep_merge(&mut config, over);
-    }
-    // Serialising a JSON value cannot fail; fall back to JSON (which is YAML) regardless.
-    serde_saphyr::to_string(&config).unwrap_or_else(|_| config.to_string())
-}
-
-fn quota_hard(q: &super::spec::Quota) -> Json {
-    let mut hard = Map::new();
-    if let Some(c) = &q.cpu {
-        hard.insert("requests.cpu".to_owned(), json!(c));
-    }
-    if let Some(m) = &q.memory {
-        hard.insert("requests.memory".to_owned(), json!(m));
-    }
-    if let Some(g) = q.gpus {
-        hard.insert("requests.nvidia.com/gpu".to_owned(), json!(g.to_string()));
-    }
-    if let Some(p) = q.pods {
-        hard.insert("count/pods".to_owned(), json!(p.to_string()));
-    }
-    Json::Object(hard)
-}
-
-fn limit_defaults(l: &super::spec::Limits) -> (Json, Json) {
-    let pair = |cpu: &Option<String>, memory: &Option<String>| {
-        let mut m = Map::new();
-        if let Some(c) = cpu {
-            m.insert("cpu".to_owned(), json!(c));
-        }
-        if let Some(x) = memory {
-            m.insert("memory".to_owned(), json!(x));
-        }
-        Json::Object(m)
-    };
-    (
-        pair(&l.default_cpu, &l.default_memory),
-        pair(&l.default_request_cpu, &l.default_request_memory),
-    )
+    values::to_yaml(&values::values(spec))
 }
 
 /// FNV-1a, 64 bits: a stable digest of the config for the restart annotation (not a
@@ -218,256 +181,711 @@ fn digest(s: &str) -> String {
     format!("{h:016x}")
 }
 
-fn statefulset(spec: &Spec, names: &Names, config_yaml: &str) -> Json {
-    let labels = chart_labels(spec);
-    let mut pod_labels = BTreeMap::new();
-    pod_labels.insert("app".to_owned(), "vcluster".to_owned());
-    pod_labels.insert("release".to_owned(), spec.name.clone());
-    pod_labels.insert(VIRTUAL_CLUSTER.to_owned(), spec.name.clone());
-    let probe = |path: &str| {
-        json!({
-            "httpGet": { "path": path, "port": 8443, "scheme": "HTTPS" },
-            "initialDelaySeconds": 0, "periodSeconds": 2, "failureThreshold": 60,
-        })
+/// The `kubernetes` init container (`_init-containers.tpl`), which copies the Kubernetes
+/// binaries for the syncer to run.
+fn init_containers(v: &Json) -> Vec<Json> {
+    let tag = {
+        let version = text(v, "controlPlane.distro.k8s.version");
+        let base = if version.is_empty() {
+            text(v, "controlPlane.distro.k8s.image.tag")
+        } else {
+            version
+        };
+        if truthy(v, "privateNodes.enabled") {
+            format!("{base}-full")
+        } else {
+            base.to_owned()
+        }
     };
-    // The control plane runs as an unprivileged user with nothing to escalate, so it is
-    // admitted under every pod security level the tenant's namespace may enforce,
-    // `restricted` included.
-    let container_security = json!({
-        "allowPrivilegeEscalation": false,
-        "capabilities": { "drop": ["ALL"] },
-        "runAsNonRoot": true,
+    let mut c = json!({
+        "name": "kubernetes",
+        "image": image(
+            v,
+            "controlPlane.distro.k8s.image.registry",
+            "controlPlane.distro.k8s.image.repository",
+            &tag,
+        ),
+        "volumeMounts": [{ "mountPath": "/binaries", "name": "binaries" }],
+        "command": ["cp"],
+        "args": ["-r", "/kubernetes/.", "/binaries/"],
     });
+    if let Some(p) = set(v, "controlPlane.distro.k8s.imagePullPolicy") {
+        c["imagePullPolicy"] = p.clone();
+    }
+    c["securityContext"] = at(v, "controlPlane.distro.k8s.securityContext")
+        .cloned()
+        .unwrap_or(json!({}));
+    c["resources"] = at(v, "controlPlane.distro.k8s.resources")
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut out = vec![c];
+    out.extend(list(v, "controlPlane.statefulSet.initContainers"));
+    out
+}
+
+/// `vcluster.image`: the default registry, else the image's, then repository and tag.
+fn image(v: &Json, registry: &str, repository: &str, tag: &str) -> String {
+    let default = text(v, "controlPlane.advanced.defaultImageRegistry");
+    let registry = if default.is_empty() {
+        text(v, registry)
+    } else {
+        default
+    };
+    let repository = text(v, repository);
+    if registry.is_empty() {
+        format!("{repository}:{tag}")
+    } else {
+        format!("{registry}/{repository}:{tag}")
+    }
+}
+
+fn probe(v: &Json, which: &str, path: &str, initial_delay: bool) -> Option<Json> {
+    let base = format!("controlPlane.statefulSet.probes.{which}");
+    if !truthy(v, &format!("{base}.enabled")) {
+        return None;
+    }
+    let num = |k: &str| at(v, &format!("{base}.{k}")).cloned().unwrap_or(Json::Null);
+    let mut p = json!({ "httpGet": { "path": path, "port": 8443, "scheme": "HTTPS" } });
+    if initial_delay {
+        p["initialDelaySeconds"] = num("initialDelaySeconds");
+    }
+    p["periodSeconds"] = num("periodSeconds");
+    p["timeoutSeconds"] = num("timeoutSeconds");
+    p["failureThreshold"] = num("failureThreshold");
+    Some(p)
+}
+
+/// The syncer container (`statefulset.yaml`).
+fn syncer(v: &Json, spec: &Spec) -> Json {
+    let sts = "controlPlane.statefulSet";
+    // The chart falls back to its own version, which is the pinned release.
+    let tag = text(v, "controlPlane.statefulSet.image.tag");
+    let tag = if tag.is_empty() {
+        super::versions::VCLUSTER_VERSION
+    } else {
+        tag
+    };
+    let mut c = json!({
+        "name": "syncer",
+        "image": image(
+            v,
+            "controlPlane.statefulSet.image.registry",
+            "controlPlane.statefulSet.image.repository",
+            tag,
+        ),
+    });
+    for (setting, field) in [
+        ("imagePullPolicy", "imagePullPolicy"),
+        ("workingDir", "workingDir"),
+        ("command", "command"),
+        ("args", "args"),
+    ] {
+        if let Some(x) = set(v, &format!("{sts}.{setting}")) {
+            c[field] = x.clone();
+        }
+    }
+    if let Some(p) = probe(v, "livenessProbe", "/healthz", true) {
+        c["livenessProbe"] = p;
+    }
+    if let Some(p) = probe(v, "readinessProbe", "/readyz", false) {
+        c["readinessProbe"] = p;
+    }
+    if let Some(p) = probe(v, "startupProbe", "/readyz", false) {
+        c["startupProbe"] = p;
+    }
+    let kube_vip = truthy(v, "controlPlane.advanced.kubeVip.enabled");
+    if truthy(
+        v,
+        "controlPlane.statefulSet.security.containerSecurityContext",
+    ) || kube_vip
+    {
+        let mut sc = at(
+            v,
+            "controlPlane.statefulSet.security.containerSecurityContext",
+        )
+        .cloned()
+        .unwrap_or(json!({}));
+        if kube_vip {
+            let mut caps: Vec<Json> = sc
+                .pointer("/capabilities/add")
+                .and_then(Json::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for cap in ["NET_ADMIN", "NET_RAW"] {
+                if !caps.iter().any(|c| c == cap) {
+                    caps.push(json!(cap));
+                }
+            }
+            if !sc["capabilities"].is_object() {
+                sc["capabilities"] = json!({});
+            }
+            sc["capabilities"]["add"] = json!(caps);
+        }
+        c["securityContext"] = sc;
+    }
+    c["resources"] = at(v, "controlPlane.statefulSet.resources")
+        .cloned()
+        .unwrap_or(json!({}));
+    let field = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
+    let mut env = vec![json!({ "name": "VCLUSTER_NAME", "value": spec.name })];
+    if truthy(v, "logging") {
+        let encoding = text(v, "logging.encoding");
+        env.push(json!({
+            "name": "LOFT_LOG_ENCODING",
+            "value": if encoding.is_empty() { "console" } else { encoding },
+        }));
+    }
+    env.push(field("POD_NAME", "metadata.name"));
+    env.push(field("POD_IP", "status.podIP"));
+    env.push(field("NODE_NAME", "spec.nodeName"));
+    env.push(field("NODE_IP", "status.hostIP"));
+    env.extend(list(v, "controlPlane.statefulSet.env"));
+    env.extend(list(v, "controlPlane.distro.k8s.env"));
+    c["env"] = json!(env);
+    let mount = |name: &str, path: &str| json!({ "name": name, "mountPath": path });
+    let mut mounts = vec![
+        mount("data", "/data"),
+        mount("binaries", "/binaries"),
+        mount("certs", "/pki"),
+        mount("helm-cache", "/.cache/helm"),
+        mount("vcluster-config", "/var/lib/vcluster"),
+        mount("tmp", "/tmp"),
+    ];
+    mounts.extend(list(
+        v,
+        "controlPlane.statefulSet.persistence.addVolumeMounts",
+    ));
+    c["volumeMounts"] = json!(mounts);
+    c
+}
+
+fn volumes(v: &Json, names: &Names) -> Vec<Json> {
+    let empty = |name: &str| json!({ "name": name, "emptyDir": {} });
+    let mut out = vec![empty("helm-cache")];
+    out.extend(list(
+        v,
+        "controlPlane.statefulSet.persistence.binariesVolume",
+    ));
+    out.push(empty("tmp"));
+    out.push(empty("certs"));
+    out.push(json!({ "name": "vcluster-config", "secret": { "secretName": names.config() } }));
+    let data = list(v, "controlPlane.statefulSet.persistence.dataVolume");
+    if data.is_empty() {
+        // gpufleet renders no volume claim; the data lives as long as the pod.
+        out.push(empty("data"));
+    } else {
+        out.extend(data);
+    }
+    out.extend(list(v, "controlPlane.statefulSet.persistence.addVolumes"));
+    out
+}
+
+fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json {
+    let sts = "controlPlane.statefulSet";
+    let labels = chart_labels(spec, at(v, "controlPlane.statefulSet.labels"));
+    let ann = annotations(
+        v,
+        "controlPlane.statefulSet.annotations",
+        "controlPlane.advanced.globalMetadata.annotations",
+    );
+    let mut pod_labels = string_map(Some(&selector(spec)));
+    pod_labels.extend(string_map(at(v, "controlPlane.statefulSet.pods.labels")));
+    let mut pod_annotations = BTreeMap::new();
+    pod_annotations.insert(CONFIG_DIGEST.to_owned(), digest(config_yaml));
+    pod_annotations.extend(string_map(at(
+        v,
+        "controlPlane.statefulSet.pods.annotations",
+    )));
+    let mut pod = Map::new();
+    let mut put = |k: &str, x: Json| {
+        pod.insert(k.to_owned(), x);
+    };
+    if let Some(x) = set(v, "controlPlane.statefulSet.hostAliases") {
+        put("hostAliases", x.clone());
+    }
+    if let Some(x) = set(v, "controlPlane.statefulSet.runtimeClassName") {
+        put("runtimeClassName", x.clone());
+    }
+    put("terminationGracePeriodSeconds", json!(15));
+    for (setting, field) in [
+        ("scheduling.priorityClassName", "priorityClassName"),
+        ("security.podSecurityContext", "securityContext"),
+        ("scheduling.nodeSelector", "nodeSelector"),
+        ("scheduling.affinity", "affinity"),
+        (
+            "scheduling.topologySpreadConstraints",
+            "topologySpreadConstraints",
+        ),
+        ("scheduling.tolerations", "tolerations"),
+        ("dnsPolicy", "dnsPolicy"),
+        ("dnsConfig", "dnsConfig"),
+    ] {
+        if let Some(x) = set(v, &format!("{sts}.{setting}")) {
+            put(field, x.clone());
+        }
+    }
+    put(
+        "serviceAccountName",
+        json!(rbac::service_account(v, &spec.name)),
+    );
+    put("volumes", json!(volumes(v, names)));
+    if !truthy(v, "experimental.syncSettings.disableSync") {
+        put("initContainers", json!(init_containers(v)));
+    }
+    put(
+        "enableServiceLinks",
+        at(v, "controlPlane.statefulSet.enableServiceLinks")
+            .cloned()
+            .unwrap_or(json!(true)),
+    );
+    let mut containers = vec![syncer(v, spec)];
+    containers.extend(list(v, "controlPlane.statefulSet.sidecarContainers"));
+    put("containers", json!(containers));
+    let replicas = if spec.paused {
+        json!(0)
+    } else {
+        at(v, "controlPlane.statefulSet.highAvailability.replicas")
+            .cloned()
+            .unwrap_or(json!(1))
+    };
+    let policy = at(v, "controlPlane.statefulSet.scheduling.podManagementPolicy")
+        .cloned()
+        .unwrap_or(json!("Parallel"));
     object(
         ObjectKind::StatefulSet,
-        meta(&spec.name, spec, &labels),
+        meta(&spec.name, Some(&spec.namespace), &labels, &ann),
         json!({ "spec": {
-            "replicas": if spec.paused { 0 } else { 1 },
-            "serviceName": names.headless(),
-            "podManagementPolicy": "Parallel",
             "selector": { "matchLabels": selector(spec) },
+            "serviceName": names.headless(),
+            "podManagementPolicy": policy,
+            "replicas": replicas,
             "template": {
-                "metadata": {
-                    "labels": pod_labels,
-                    "annotations": { CONFIG_DIGEST: digest(config_yaml) },
-                },
-                "spec": {
-                    "serviceAccountName": names.vc(),
-                    "terminationGracePeriodSeconds": 10,
-                    "enableServiceLinks": false,
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": 12345,
-                        "runAsGroup": 12345,
-                        "fsGroup": 12345,
-                        "seccompProfile": { "type": "RuntimeDefault" },
-                    },
-                    "initContainers": [{
-                        "name": "kubernetes",
-                        "image": format!(
-                            "ghcr.io/loft-sh/kubernetes:{}",
-                            versions::distro_tag(&spec.kubernetes_version)
-                        ),
-                        "command": ["cp"],
-                        "args": ["-r", "/kubernetes/.", "/binaries/"],
-                        "volumeMounts": [{ "name": "binaries", "mountPath": "/binaries" }],
-                        "resources": { "requests": { "cpu": "10m", "memory": "64Mi" } },
-                        "securityContext": container_security,
-                    }],
-                    "containers": [{
-                        "name": "syncer",
-                        "image": format!("ghcr.io/loft-sh/vcluster-oss:{VCLUSTER_VERSION}"),
-                        "ports": [{ "name": "https", "containerPort": 8443, "protocol": "TCP" }],
-                        "env": [
-                            { "name": "VCLUSTER_NAME", "value": spec.name },
-                            { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } },
-                        ],
-                        "securityContext": container_security,
-                        "readinessProbe": probe("/readyz"),
-                        "livenessProbe": probe("/healthz"),
-                        "resources": {
-                            "requests": { "cpu": "200m", "memory": "256Mi" },
-                            "limits": { "memory": "2Gi" },
-                        },
-                        "volumeMounts": [
-                            { "name": "data", "mountPath": "/data" },
-                            { "name": "binaries", "mountPath": "/binaries" },
-                            { "name": "vcluster-config", "mountPath": "/var/lib/vcluster", "readOnly": true },
-                        ],
-                    }],
-                    "volumes": [
-                        { "name": "data", "emptyDir": {} },
-                        { "name": "binaries", "emptyDir": {} },
-                        { "name": "vcluster-config", "secret": { "secretName": names.config() } },
-                    ],
-                },
+                "metadata": { "annotations": pod_annotations, "labels": pod_labels },
+                "spec": pod,
             },
         } }),
     )
 }
 
-fn role_rules() -> Json {
-    let all = [
-        "create", "delete", "patch", "update", "get", "list", "watch",
-    ];
-    json!([
+fn service(v: &Json, spec: &Spec) -> Json {
+    let mut labels = chart_labels(spec, None);
+    labels.insert("vcluster.loft.sh/service".to_owned(), "true".to_owned());
+    labels.extend(string_map(at(v, "controlPlane.service.labels")));
+    let ann = annotations(
+        v,
+        "controlPlane.advanced.globalMetadata.annotations",
+        "controlPlane.service.annotations",
+    );
+    let mut body = at(v, "controlPlane.service.spec")
+        .cloned()
+        .filter(Json::is_object)
+        .unwrap_or(json!({}));
+    let node_port = |setting: &str, port: &mut Json| {
+        if let Some(n) = at(v, setting).filter(|n| n.as_i64() != Some(0) && !n.is_null()) {
+            port["nodePort"] = n.clone();
+        }
+    };
+    if !truthy(v, "controlPlane.service.spec.ports") {
+        let mut ports = Vec::new();
+        let mut https =
+            json!({ "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" });
+        node_port("controlPlane.service.httpsNodePort", &mut https);
+        ports.push(https);
+        if truthy(v, "integrations.istio.enabled") {
+            let mut wake = json!({ "name": "wake-http", "port": 9090, "protocol": "TCP" });
+            node_port("controlPlane.service.httpsNodePort", &mut wake);
+            ports.push(wake);
+        }
+        if truthy(v, "networking.advanced.proxyKubelets.byHostname")
+            && text(v, "controlPlane.service.spec.type") != "LoadBalancer"
         {
-            "apiGroups": [""],
-            "resources": ["configmaps", "secrets", "services", "pods", "pods/attach",
-                          "pods/portforward", "pods/exec", "persistentvolumeclaims"],
-            "verbs": all,
-        },
-        { "apiGroups": [""], "resources": ["pods/status", "pods/ephemeralcontainers"], "verbs": ["patch", "update"] },
-        { "apiGroups": [""], "resources": ["endpoints", "events", "pods/log"], "verbs": ["get", "list", "watch", "create"] },
-        { "apiGroups": ["apps"], "resources": ["statefulsets", "replicasets", "deployments"], "verbs": ["get", "list", "watch"] },
-        { "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": all },
-    ])
+            let mut kubelet =
+                json!({ "name": "kubelet", "port": 10250, "targetPort": 8443, "protocol": "TCP" });
+            node_port("controlPlane.service.kubeletNodePort", &mut kubelet);
+            ports.push(kubelet);
+        }
+        body["ports"] = json!(ports);
+    }
+    if !truthy(v, "controlPlane.service.spec.selector") {
+        body["selector"] = selector(spec);
+    }
+    object(
+        ObjectKind::Service,
+        meta(&spec.name, Some(&spec.namespace), &labels, &ann),
+        json!({ "spec": body }),
+    )
+}
+
+fn headless_service(v: &Json, spec: &Spec, names: &Names) -> Json {
+    let labels = chart_labels(spec, at(v, "controlPlane.advanced.headlessService.labels"));
+    let ann = annotations(
+        v,
+        "controlPlane.advanced.headlessService.annotations",
+        "controlPlane.advanced.globalMetadata.annotations",
+    );
+    let mut ports =
+        vec![json!({ "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" })];
+    if truthy(v, "controlPlane.backingStore.etcd.embedded.enabled") {
+        ports.push(json!({ "name": "etcd", "port": 2379, "targetPort": 2379, "protocol": "TCP" }));
+        ports.push(json!({ "name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP" }));
+    }
+    object(
+        ObjectKind::Service,
+        meta(&names.headless(), Some(&spec.namespace), &labels, &ann),
+        json!({ "spec": {
+            "publishNotReadyAddresses": true,
+            "ports": ports,
+            "clusterIP": "None",
+            "selector": selector(spec),
+        } }),
+    )
+}
+
+fn service_account(v: &Json, spec: &Spec, name: &str, setting: &str, pull: &[Json]) -> Json {
+    let labels = chart_labels(spec, at(v, &format!("{setting}.labels")));
+    let ann = annotations(
+        v,
+        &format!("{setting}.annotations"),
+        "controlPlane.advanced.globalMetadata.annotations",
+    );
+    let mut body = json!({});
+    if !pull.is_empty() {
+        body["imagePullSecrets"] = json!(pull);
+    }
+    object(
+        ObjectKind::ServiceAccount,
+        meta(name, Some(&spec.namespace), &labels, &ann),
+        body,
+    )
+}
+
+/// A policy's quoted values (`{{ $val | quote }}`).
+fn quoted(v: Option<&Json>) -> Map<String, Json> {
+    string_map(v)
+        .into_iter()
+        .map(|(k, x)| (k, Json::String(x)))
+        .collect()
+}
+
+fn resource_quota(v: &Json) -> Json {
+    let mut spec = Map::new();
+    let hard = quoted(at(v, "policies.resourceQuota.quota"));
+    if !hard.is_empty() {
+        spec.insert("hard".to_owned(), Json::Object(hard));
+    }
+    if let Some(x) = set(v, "policies.resourceQuota.scopeSelector.matchExpressions") {
+        spec.insert("scopeSelector".to_owned(), json!({ "matchExpressions": x }));
+    }
+    if let Some(x) = set(v, "policies.resourceQuota.scopes") {
+        spec.insert("scopes".to_owned(), x.clone());
+    }
+    json!({ "spec": spec })
+}
+
+fn limit_range(v: &Json) -> Json {
+    let mut limit = Map::new();
+    for key in ["default", "defaultRequest", "min", "max"] {
+        let m = quoted(at(v, &format!("policies.limitRange.{key}")));
+        if !m.is_empty() {
+            limit.insert(key.to_owned(), Json::Object(m));
+        }
+    }
+    limit.insert("type".to_owned(), json!("Container"));
+    json!({ "spec": { "limits": [limit] } })
+}
+
+/// The chart's NetworkPolicies (`networkpolicy.yaml`), by name, when the policy is on.
+fn network_policies(v: &Json, spec: &Spec, names: &Names) -> Vec<(String, Json)> {
+    let release = || json!({ "podSelector": { "matchLabels": { "release": spec.name } } });
+    let workloads = || json!({ "podSelector": { "matchLabels": { "vcluster.loft.sh/managed-by": spec.name } } });
+    let host_dns = || {
+        json!({
+            "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "kube-system" } },
+            "podSelector": { "matchLabels": { "k8s-app": "kube-dns" } },
+        })
+    };
+    let platform =
+        || json!({ "podSelector": { "matchLabels": { "app": "loft" } }, "namespaceSelector": {} });
+    let port = |p: i64, proto: &str| json!({ "port": p, "protocol": proto });
+    let dns_and_api = || json!([port(1053, "UDP"), port(1053, "TCP"), port(8443, "TCP")]);
+    let host_api = || json!([port(443, "TCP"), port(8443, "TCP"), port(6443, "TCP")]);
+    let private = truthy(v, "privateNodes.enabled");
+    let [work, cp, dns, snapshot] = names.network_policies();
+    let mut out = Vec::new();
+    if !private {
+        let mut egress = vec![
+            json!({ "ports": dns_and_api(), "to": [release()] }),
+            json!({ "to": [workloads()] }),
+        ];
+        if truthy(v, "policies.networkPolicy.workload.publicEgress.enabled") {
+            egress.push(json!({ "to": [{ "ipBlock": {
+                "cidr": at(v, "policies.networkPolicy.workload.publicEgress.cidr"),
+                "except": at(v, "policies.networkPolicy.workload.publicEgress.except"),
+            } }] }));
+        }
+        egress.extend(list(v, "policies.networkPolicy.workload.egress"));
+        let mut ingress = vec![
+            json!({ "from": [release()] }),
+            json!({ "from": [workloads()] }),
+        ];
+        ingress.extend(list(v, "policies.networkPolicy.workload.ingress"));
+        out.push((
+            work,
+            json!({ "spec": {
+                "podSelector": { "matchLabels": { "vcluster.loft.sh/managed-by": spec.name } },
+                "policyTypes": ["Egress", "Ingress"],
+                "egress": egress,
+                "ingress": ingress,
+            } }),
+        ));
+    }
+    let mut egress = vec![
+        json!({ "to": [host_dns()] }),
+        json!({ "ports": host_api() }),
+        json!({ "to": [release()] }),
+        json!({ "to": [workloads()] }),
+        json!({ "to": [platform()] }),
+    ];
+    egress.extend(list(v, "policies.networkPolicy.controlPlane.egress"));
+    let mut ingress = vec![
+        json!({ "ports": [port(8443, "TCP")] }),
+        json!({ "from": [release()] }),
+        json!({ "ports": dns_and_api(), "from": [workloads()] }),
+        json!({ "from": [{ "podSelector": { "matchLabels": { "app": "vcluster-snapshot" } } }] }),
+        json!({ "from": [platform()] }),
+    ];
+    ingress.extend(list(v, "policies.networkPolicy.controlPlane.ingress"));
+    out.push((
+        cp,
+        json!({ "spec": {
+            "podSelector": { "matchLabels": { "release": spec.name } },
+            "policyTypes": ["Egress", "Ingress"],
+            "egress": egress,
+            "ingress": ingress,
+        } }),
+    ));
+    if truthy(v, "controlPlane.coredns.enabled")
+        && !truthy(v, "controlPlane.coredns.embedded")
+        && !private
+    {
+        out.push((
+            dns,
+            json!({ "spec": {
+                "podSelector": { "matchLabels": {
+                    "k8s-app": "vcluster-kube-dns",
+                    "vcluster.loft.sh/managed-by": spec.name,
+                } },
+                "policyTypes": ["Egress", "Ingress"],
+                "egress": [
+                    { "to": [host_dns()] },
+                    { "ports": [port(8443, "TCP")], "to": [release()] },
+                ],
+                "ingress": [
+                    { "ports": [port(1053, "TCP"), port(1053, "UDP")], "from": [workloads()] },
+                ],
+            } }),
+        ));
+    }
+    out.push((
+        snapshot,
+        json!({ "spec": {
+            "podSelector": { "matchLabels": { "app": "vcluster-snapshot" } },
+            "policyTypes": ["Egress", "Ingress"],
+            "egress": [
+                { "to": [release()] },
+                { "to": [host_dns()] },
+                { "ports": host_api() },
+            ],
+        } }),
+    ));
+    out
 }
 
 /// Renders every host object of `spec`.
 pub fn render(spec: &Spec) -> Rendered {
-    let names = Names {
-        name: spec.name.clone(),
-    };
-    let yaml = vcluster_yaml(spec);
-    let labels = common_labels(spec);
-    let chart = chart_labels(spec);
+    let names = Names::new(&spec.name, &spec.namespace);
+    let v = values::values(spec);
+    let yaml = values::to_yaml(&v);
+    let global = string_map(at(&v, "controlPlane.advanced.globalMetadata.annotations"));
+    let plain = chart_labels(spec, None);
+    let ns = Some(spec.namespace.as_str());
     let namespace = object(
         ObjectKind::Namespace,
         json!({ "name": spec.namespace, "labels": namespace_labels(spec) }),
         json!({}),
     );
     let r = |kind, name: String| ObjectRef { kind, name };
-    let mut objects = vec![
-        (
-            r(ObjectKind::ServiceAccount, names.vc()),
-            object(
-                ObjectKind::ServiceAccount,
-                meta(&names.vc(), spec, &chart),
-                json!({}),
-            ),
-        ),
-        (
-            r(ObjectKind::ServiceAccount, names.workload()),
-            object(
-                ObjectKind::ServiceAccount,
-                meta(&names.workload(), spec, &chart),
-                json!({}),
-            ),
-        ),
-        (
-            r(ObjectKind::Role, names.vc()),
-            object(
-                ObjectKind::Role,
-                meta(&names.vc(), spec, &chart),
-                json!({ "rules": role_rules() }),
-            ),
-        ),
-        (
-            r(ObjectKind::RoleBinding, names.vc()),
-            object(
-                ObjectKind::RoleBinding,
-                meta(&names.vc(), spec, &chart),
-                json!({
-                    "subjects": [{ "kind": "ServiceAccount", "name": names.vc(), "namespace": spec.namespace }],
-                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.vc() },
-                }),
-            ),
-        ),
-        (
-            r(ObjectKind::Secret, names.config()),
-            object(
-                ObjectKind::Secret,
-                meta(&names.config(), spec, &chart),
-                json!({
-                    "type": "Opaque",
-                    "data": { CONFIG_KEY: base64::engine::general_purpose::STANDARD.encode(&yaml) },
-                }),
-            ),
-        ),
-        (
-            r(ObjectKind::Service, spec.name.clone()),
-            object(
-                ObjectKind::Service,
-                {
-                    let mut l = chart.clone();
-                    l.insert("vcluster.loft.sh/service".to_owned(), "true".to_owned());
-                    meta(&spec.name, spec, &l)
-                },
-                json!({ "spec": {
-                "type": "ClusterIP",
-                "ports": [{ "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" }],
-                "selector": selector(spec),
-            } }),
-            ),
-        ),
-        (
-            r(ObjectKind::Service, names.headless()),
-            object(
-                ObjectKind::Service,
-                meta(&names.headless(), spec, &chart),
-                json!({ "spec": {
-                "clusterIP": "None",
-                "publishNotReadyAddresses": true,
-                "ports": [
-                    { "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" },
-                    { "name": "etcd", "port": 2379, "targetPort": 2379, "protocol": "TCP" },
-                    { "name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP" },
-                ],
-                "selector": selector(spec),
-            } }),
-            ),
-        ),
-    ];
-    let mut absent = Vec::new();
-    let mut optional = |kind: ObjectKind, body: Option<Json>| match body {
-        Some(b) => objects.push((
-            r(kind, names.vc()),
-            object(kind, meta(&names.vc(), spec, &labels), b),
-        )),
-        None => absent.push(r(kind, names.vc())),
+    let mut objects = Vec::new();
+    let mut absent = names.retired();
+    let mut add = |kind: ObjectKind, name: String, body: Option<Json>| match body {
+        Some(b) => objects.push((r(kind, name), b)),
+        None => absent.push(r(kind, name)),
     };
-    optional(
-        ObjectKind::ResourceQuota,
-        spec.quota
-            .as_ref()
-            .map(|q| json!({ "spec": { "hard": quota_hard(q) } })),
+    let sa = rbac::service_account(&v, &spec.name);
+    let pull = list(&v, "controlPlane.advanced.serviceAccount.imagePullSecrets");
+    add(
+        ObjectKind::ServiceAccount,
+        names.vc(),
+        Some(service_account(
+            &v,
+            spec,
+            &names.vc(),
+            "controlPlane.advanced.serviceAccount",
+            &pull,
+        )),
     );
-    optional(
-        ObjectKind::LimitRange,
-        spec.limits.as_ref().map(|l| {
-            let (default, request) = limit_defaults(l);
-            let mut limit = json!({ "type": "Container" });
-            if default.as_object().is_some_and(|m| !m.is_empty()) {
-                limit["default"] = default;
-            }
-            if request.as_object().is_some_and(|m| !m.is_empty()) {
-                limit["defaultRequest"] = request;
-            }
-            json!({ "spec": { "limits": [limit] } })
-        }),
-    );
-    optional(
-        ObjectKind::NetworkPolicy,
-        spec.network_isolation.then(|| {
-            json!({ "spec": {
-                "podSelector": {},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    { "from": [{ "podSelector": {} }] },
-                    { "ports": [{ "port": 8443, "protocol": "TCP" }] },
-                ],
-            } })
-        }),
-    );
-    objects.push((
-        r(ObjectKind::StatefulSet, spec.name.clone()),
-        statefulset(spec, &names, &yaml),
+    let mut workload_pull = pull.clone();
+    workload_pull.extend(list(
+        &v,
+        "controlPlane.advanced.workloadServiceAccount.imagePullSecrets",
     ));
+    add(
+        ObjectKind::ServiceAccount,
+        names.workload(),
+        Some(service_account(
+            &v,
+            spec,
+            &names.workload(),
+            "controlPlane.advanced.workloadServiceAccount",
+            &workload_pull,
+        )),
+    );
+    let subject = json!([{ "kind": "ServiceAccount", "name": sa, "namespace": spec.namespace }]);
+    add(
+        ObjectKind::Role,
+        names.vc(),
+        Some(object(
+            ObjectKind::Role,
+            meta(&names.vc(), ns, &plain, &global),
+            json!({ "rules": rbac::role_rules(&v) }),
+        )),
+    );
+    add(
+        ObjectKind::RoleBinding,
+        names.vc(),
+        Some(object(
+            ObjectKind::RoleBinding,
+            meta(&names.vc(), ns, &plain, &global),
+            json!({
+                "subjects": subject,
+                "roleRef": { "kind": "Role", "name": names.vc(), "apiGroup": "rbac.authorization.k8s.io" },
+            }),
+        )),
+    );
+    let cluster_role = rbac::cluster_role_enabled(&v);
+    add(
+        ObjectKind::ClusterRole,
+        names.cluster_role(),
+        cluster_role.then(|| {
+            object(
+                ObjectKind::ClusterRole,
+                meta(&names.cluster_role(), None, &plain, &global),
+                json!({ "rules": rbac::cluster_role_rules(&v, &spec.namespace) }),
+            )
+        }),
+    );
+    add(
+        ObjectKind::ClusterRoleBinding,
+        names.cluster_role(),
+        cluster_role.then(|| {
+            object(
+                ObjectKind::ClusterRoleBinding,
+                meta(&names.cluster_role(), None, &plain, &global),
+                json!({
+                    "subjects": subject,
+                    "roleRef": {
+                        "kind": "ClusterRole",
+                        "name": names.cluster_role(),
+                        "apiGroup": "rbac.authorization.k8s.io",
+                    },
+                }),
+            )
+        }),
+    );
+    add(
+        ObjectKind::Secret,
+        names.config(),
+        Some(object(
+            ObjectKind::Secret,
+            meta(&names.config(), ns, &plain, &global),
+            json!({
+                "type": "Opaque",
+                "data": { CONFIG_KEY: base64::engine::general_purpose::STANDARD.encode(&yaml) },
+            }),
+        )),
+    );
+    add(
+        ObjectKind::Service,
+        spec.name.clone(),
+        Some(service(&v, spec)),
+    );
+    add(
+        ObjectKind::Service,
+        names.headless(),
+        Some(headless_service(&v, spec, &names)),
+    );
+    let quota_on = is_true(&v, "policies.resourceQuota.enabled");
+    let limits_on = is_true(&v, "policies.limitRange.enabled");
+    let off = |k: &str| at(&v, k).map(scalar_text).as_deref() == Some("false");
+    let policy_meta = |name: &str, setting: &str| {
+        meta(
+            name,
+            ns,
+            &chart_labels(spec, at(&v, &format!("{setting}.labels"))),
+            &annotations(
+                &v,
+                &format!("{setting}.annotations"),
+                "controlPlane.advanced.globalMetadata.annotations",
+            ),
+        )
+    };
+    add(
+        ObjectKind::ResourceQuota,
+        names.vc(),
+        ((quota_on || limits_on) && !off("policies.resourceQuota.enabled")).then(|| {
+            object(
+                ObjectKind::ResourceQuota,
+                policy_meta(&names.vc(), "policies.resourceQuota"),
+                resource_quota(&v),
+            )
+        }),
+    );
+    add(
+        ObjectKind::LimitRange,
+        names.vc(),
+        ((quota_on || limits_on) && !off("policies.limitRange.enabled")).then(|| {
+            object(
+                ObjectKind::LimitRange,
+                policy_meta(&names.vc(), "policies.limitRange"),
+                limit_range(&v),
+            )
+        }),
+    );
+    let mut policies: BTreeMap<String, Json> = if truthy(&v, "policies.networkPolicy.enabled") {
+        network_policies(&v, spec, &names).into_iter().collect()
+    } else {
+        BTreeMap::new()
+    };
+    for name in names.network_policies() {
+        let body = policies.remove(&name).map(|b| {
+            object(
+                ObjectKind::NetworkPolicy,
+                policy_meta(&name, "policies.networkPolicy"),
+                b,
+            )
+        });
+        add(ObjectKind::NetworkPolicy, name, body);
+    }
+    add(
+        ObjectKind::StatefulSet,
+        spec.name.clone(),
+        Some(statefulset(&v, spec, &names, &yaml)),
+    );
     Rendered {
         namespace,
         objects,
         absent,
+        values: v,
         vcluster_yaml: yaml,
     }
 }
@@ -477,21 +895,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn merge_replaces_leaves_and_merges_mappings() {
-        let mut base = json!({ "a": { "b": 1, "c": [1] }, "d": true });
-        deep_merge(
-            &mut base,
-            &json!({ "a": { "c": [2], "e": "x" }, "f": null }),
-        );
-        assert_eq!(
-            base,
-            json!({ "a": { "b": 1, "c": [2], "e": "x" }, "d": true, "f": null })
-        );
-    }
-
-    #[test]
     fn digest_is_stable() {
         assert_eq!(digest(""), "cbf29ce484222325");
         assert_ne!(digest("a"), digest("b"));
+    }
+
+    #[test]
+    fn quoted_values_are_strings() {
+        let m = quoted(Some(&json!({ "cpu": 10, "memory": "1Gi", "x": null })));
+        assert_eq!(Json::Object(m), json!({ "cpu": "10", "memory": "1Gi" }));
     }
 }

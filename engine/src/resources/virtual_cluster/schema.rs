@@ -73,11 +73,13 @@ fn limit_range_attributes() -> Vec<Attribute> {
 pub fn resource_schema() -> Schema {
     Schema::new(
         Block::new(
-            "A tenant's virtual Kubernetes control plane (vCluster-compatible) in a namespace of \
-             the host cluster. gpufleet renders what the vCluster chart would create there \
-             (StatefulSet, Services, ServiceAccounts, Role and RoleBinding, the \
-             `vc-config-<name>` Secret holding vcluster.yaml) plus the tenant's ResourceQuota, \
-             LimitRange, NetworkPolicy and pod security labels, writes them with server-side \
+            "A tenant's virtual Kubernetes control plane (open-source vCluster) in a namespace of \
+             the host cluster. gpufleet renders what the pinned vCluster chart would create \
+             there (the control plane as a StatefulSet, Services, ServiceAccounts, Role and \
+             RoleBinding, the ClusterRole and ClusterRoleBinding that let it read host nodes, \
+             the `vc-config-<name>` Secret holding the complete vcluster.yaml: the chart's \
+             values, gpufleet's settings and `values_override`) plus the tenant's ResourceQuota, \
+             LimitRange, NetworkPolicies and pod security labels, writes them with server-side \
              apply, and waits until the control plane is ready the way `vcluster connect` does. \
              Needs the provider's `kubernetes` block.",
         )
@@ -125,7 +127,9 @@ pub fn resource_schema() -> Schema {
                     "The tenancy tier, fixed at creation: `shared` (tenant pods run on the \
                      shared host nodes), `dedicated` (only on nodes labelled and tainted \
                      `gpufleet.dev/tenant=<name>`, which GPU node pools of this virtual cluster \
-                     provide) or `private` (dedicated nodes and vCluster's private-nodes mode). \
+                     provide) or `private` (as `dedicated`, but only pools that hold whole servers \
+                     for the tenant, `bcm` or `auto`, may provide the nodes; vCluster's own \
+                     private-nodes mode is a vCluster Pro feature and is not used). \
                      **Changing it replaces the virtual cluster**: its API server, data and \
                      kubeconfig are created anew.",
                 ),
@@ -159,8 +163,12 @@ pub fn resource_schema() -> Schema {
             Attribute::optional("network_isolation", Type::Bool)
                 .default(true)
                 .describe(
-                    "A NetworkPolicy `vc-<name>` that admits traffic into the namespace only from \
-                     the namespace itself, plus the API server port (8443) from anywhere.",
+                    "vCluster's NetworkPolicies (`policies.networkPolicy`): `vc-work-<name>` \
+                     lets the tenant's pods reach each other, the control plane, DNS and public \
+                     addresses (not private ranges) and be reached only by each other and the \
+                     control plane; `vc-cp-<name>`, `vc-kube-dns-<name>` and \
+                     `vc-snapshot-<name>` do the same for the control plane, its DNS and \
+                     snapshots. The API server port (8443) stays open to all.",
                 ),
         )
         .attr(
@@ -187,7 +195,11 @@ pub fn resource_schema() -> Schema {
                         ),
                 ],
             )
-            .describe("vCluster's sleep mode (`sleep.auto.afterInactivity` in vcluster.yaml)."),
+            .describe(
+                "vCluster's sleep mode (`sleep.auto.afterInactivity`). It is a vCluster \
+                 Platform feature that open-source vCluster lacks: gpufleet leaves it out of \
+                 vcluster.yaml and plans with a warning. Use `paused` instead.",
+            ),
         )
         .attr(
             Attribute::optional("paused", Type::Bool)
@@ -206,14 +218,21 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::optional("values_override", Type::String).describe(
-                "YAML (or JSON, e.g. from `yamlencode` or `jsonencode`) deep-merged into the \
-                 rendered vcluster.yaml: mappings merge key by key, anything else replaces. Keys \
-                 gpufleet manages from other attributes are refused at plan time, naming the \
-                 key: `controlPlane.distro` (`kubernetes_version`), `sync.fromHost.nodes`, \
-                 `sync.toHost.pods.enforceTolerations` and `privateNodes` (`isolation`), \
-                 `policies.resourceQuota` (`quota`), `policies.limitRange` (`limit_range`), \
-                 `policies.networkPolicy` (`network_isolation`), `policies.podSecurityStandard` \
-                 (`pod_security`) and `sleep` (`sleep`). An import cannot recover it.",
+                "YAML (or JSON, e.g. from `yamlencode` or `jsonencode`) merged into vcluster.yaml \
+                 as one more Helm value file: mappings merge key by key, anything else \
+                 replaces, and `null` removes a chart default. The host objects follow, as the \
+                 chart would render them (enabling ingress sync adds its Role rule, say). \
+                 Refused at plan time, naming the key: keys gpufleet manages from other \
+                 attributes (`controlPlane.distro`: `kubernetes_version`; `sync.fromHost.nodes` \
+                 and `sync.toHost.pods.enforceTolerations`: `isolation`; \
+                 `policies.resourceQuota`: `quota`; `policies.limitRange`: `limit_range`; \
+                 `policies.networkPolicy`: `network_isolation`; `policies.podSecurityStandard`: \
+                 `pod_security`), keys gpufleet decides itself (`controlPlane.backingStore`, the \
+                 volume claim, the image repository and tag, the names of the ServiceAccounts, \
+                 the Service, Role and ClusterRole switches), and vCluster Pro or Platform \
+                 features, which open-source vCluster refuses (`privateNodes`, `sleep`, \
+                 `sync.toHost.namespaces`, custom resource sync, …). An import cannot recover \
+                 it.",
             ),
         )
         .attr(

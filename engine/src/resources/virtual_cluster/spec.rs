@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::versions;
+use super::{values, versions};
 use crate::{
     backends::kube::{ISOLATION, MANAGED_BY, TENANT, VIRTUAL_CLUSTER},
     diag::Diagnostics,
@@ -20,7 +20,9 @@ pub enum Isolation {
     Shared,
     /// Tenant pods run only on nodes dedicated to the tenant.
     Dedicated,
-    /// Dedicated nodes and vCluster's private-nodes mode.
+    /// Dedicated nodes that only pools holding whole servers for the tenant (BCM or
+    /// Karpenter) may provide, never shared host nodes. Rendered like `Dedicated`: vCluster's
+    /// own private-nodes mode is a vCluster Pro feature.
     Private,
 }
 
@@ -205,33 +207,106 @@ pub fn parse_override(s: &str) -> Result<Option<Json>, String> {
     }
 }
 
-/// The vcluster.yaml keys gpufleet sets from attributes, with the attribute that sets each.
-pub const MANAGED_KEYS: &[(&str, &str)] = &[
-    ("controlPlane.distro", "kubernetes_version"),
-    ("sync.fromHost.nodes", "isolation"),
-    ("sync.toHost.pods.enforceTolerations", "isolation"),
-    ("privateNodes", "isolation"),
-    ("policies.resourceQuota", "quota"),
-    ("policies.limitRange", "limit_range"),
-    ("policies.networkPolicy", "network_isolation"),
-    ("policies.podSecurityStandard", "pod_security"),
-    ("sleep", "sleep"),
-    ("sleepMode", "sleep"),
+/// Who decides a vcluster.yaml key that `values_override` may not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Managed {
+    /// An attribute of the resource.
+    Attribute(&'static str),
+    /// gpufleet itself, for the reason given.
+    Fixed(&'static str),
+}
+
+/// The vcluster.yaml keys gpufleet decides, with who decides each.
+pub const MANAGED_KEYS: &[(&str, Managed)] = &[
+    (
+        "controlPlane.distro",
+        Managed::Attribute("kubernetes_version"),
+    ),
+    ("sync.fromHost.nodes", Managed::Attribute("isolation")),
+    (
+        "sync.toHost.pods.enforceTolerations",
+        Managed::Attribute("isolation"),
+    ),
+    ("policies.resourceQuota", Managed::Attribute("quota")),
+    ("policies.limitRange", Managed::Attribute("limit_range")),
+    (
+        "policies.networkPolicy",
+        Managed::Attribute("network_isolation"),
+    ),
+    (
+        "policies.podSecurityStandard",
+        Managed::Attribute("pod_security"),
+    ),
+    (
+        "controlPlane.backingStore",
+        Managed::Fixed("gpufleet runs the embedded database (SQLite through kine)"),
+    ),
+    (
+        "controlPlane.statefulSet.persistence.volumeClaim",
+        Managed::Fixed("gpufleet keeps the control plane's data in an emptyDir volume"),
+    ),
+    (
+        "controlPlane.statefulSet.persistence.volumeClaimTemplates",
+        Managed::Fixed("gpufleet keeps the control plane's data in an emptyDir volume"),
+    ),
+    (
+        "controlPlane.statefulSet.image.repository",
+        Managed::Fixed("gpufleet runs vCluster's OSS image of the release it pins"),
+    ),
+    (
+        "controlPlane.statefulSet.image.tag",
+        Managed::Fixed("gpufleet runs vCluster's OSS image of the release it pins"),
+    ),
+    (
+        "controlPlane.advanced.serviceAccount.enabled",
+        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-<name>"),
+    ),
+    (
+        "controlPlane.advanced.serviceAccount.name",
+        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-<name>"),
+    ),
+    (
+        "controlPlane.advanced.workloadServiceAccount.enabled",
+        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
+    ),
+    (
+        "controlPlane.advanced.workloadServiceAccount.name",
+        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
+    ),
+    (
+        "controlPlane.service.enabled",
+        Managed::Fixed("gpufleet always writes the Service <name> of the API server"),
+    ),
+    (
+        "rbac.role.enabled",
+        Managed::Fixed("the control plane needs its Role vc-<name>"),
+    ),
+    (
+        "rbac.clusterRole.enabled",
+        Managed::Fixed("the control plane needs its ClusterRole to read the host's nodes"),
+    ),
+    (
+        "sleepMode",
+        Managed::Fixed(
+            "sleepMode is no vcluster.yaml key of this vCluster release; its successor, \
+             sleep, is a vCluster Platform feature",
+        ),
+    ),
 ];
 
 /// The keys of `override` that reach into what gpufleet manages, as
-/// `(dotted key, attribute that manages it)`.
-pub fn override_conflicts(over: &Json) -> Vec<(String, &'static str)> {
+/// `(dotted key, who manages it)`.
+pub fn override_conflicts(over: &Json) -> Vec<(String, Managed)> {
     let mut leaves = Vec::new();
     collect_leaves(over, &mut Vec::new(), &mut leaves);
     let mut out = Vec::new();
     for leaf in leaves {
         let dotted = leaf.join(".");
-        for (key, attr) in MANAGED_KEYS {
-            let managed: Vec<&str> = key.split('.').collect();
-            let n = managed.len().min(leaf.len());
-            if managed[..n] == leaf.iter().map(String::as_str).collect::<Vec<_>>()[..n] {
-                out.push((dotted.clone(), *attr));
+        for (key, managed) in MANAGED_KEYS {
+            let managed_path: Vec<&str> = key.split('.').collect();
+            let n = managed_path.len().min(leaf.len());
+            if managed_path[..n] == leaf.iter().map(String::as_str).collect::<Vec<_>>()[..n] {
+                out.push((dotted.clone(), *managed));
                 break;
             }
         }
@@ -303,14 +378,36 @@ pub fn validate(config: &Value) -> Diagnostics {
         match parse_override(s) {
             Err(why) => d.error_at(path, "Invalid values_override", why),
             Ok(Some(over)) => {
-                for (key, attr) in override_conflicts(&over) {
-                    d.error_at(
-                        path.clone(),
-                        "values_override Conflicts With gpufleet",
-                        format!(
+                for (key, managed) in override_conflicts(&over) {
+                    let detail = match managed {
+                        Managed::Attribute(attr) => format!(
                             "values_override sets {key}, which gpufleet manages from the \
                              `{attr}` attribute. Remove {key} from values_override and set \
                              `{attr}` instead."
+                        ),
+                        Managed::Fixed(why) => format!(
+                            "values_override sets {key}, which gpufleet decides itself: \
+                             {why}. Remove {key} from values_override."
+                        ),
+                    };
+                    d.error_at(
+                        path.clone(),
+                        "values_override Conflicts With gpufleet",
+                        detail,
+                    );
+                }
+                let merged = values::coalesce(&over, values::chart_defaults());
+                for feature in values::pro_features(&merged) {
+                    d.error_at(
+                        path.clone(),
+                        "values_override Needs A vCluster Licence",
+                        format!(
+                            "values_override turns on {key}, a {needs} feature. gpufleet \
+                             renders open-source vCluster {version}, whose control plane \
+                             refuses to start with it. Remove {key} from values_override.",
+                            key = feature.key,
+                            needs = feature.needs,
+                            version = versions::VCLUSTER_VERSION,
                         ),
                     );
                 }
