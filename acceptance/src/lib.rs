@@ -178,6 +178,26 @@ fn build_provider() -> Result<PathBuf, String> {
     Ok(executable)
 }
 
+/// `main_tf` without its top-level `import { … }` blocks: the same objects "built by hand",
+/// for tests that then adopt them with the import blocks.
+pub fn without_import_blocks(main_tf: &str) -> String {
+    let mut kept = String::new();
+    let mut in_import = false;
+    for line in main_tf.lines() {
+        if line.starts_with("import {") {
+            in_import = true;
+        }
+        if !in_import {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        if in_import && line == "}" {
+            in_import = false;
+        }
+    }
+    kept
+}
+
 /// Path of the project's Terraform launcher, `scripts/terraform`.
 ///
 /// # Panics

@@ -20,12 +20,17 @@ impl Session {
     /// # Panics
     /// When init fails.
     pub fn new(main_tf: &str, env: Vec<(String, String)>) -> Session {
-        let s = Session {
-            wd: Workdir::new(main_tf),
-            env,
-        };
+        let s = Self::in_workdir(Workdir::new(main_tf), env);
         s.ok(&["init", "-input=false", "-no-color"]);
         s
+    }
+
+    /// A session on a prepared work directory (another CLI through
+    /// [`Workdir::with_launcher`], say), without `init`: with development overrides,
+    /// OpenTofu and Terraform before 1.15 look the overridden provider up in the registry
+    /// on init, and a configuration without modules needs no init.
+    pub fn in_workdir(wd: Workdir, env: Vec<(String, String)>) -> Session {
+        Session { wd, env }
     }
 
     /// The extra environment every command runs with.

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use gpufleet_acceptance::{Session, module_source, workspace_root};
+use gpufleet_acceptance::{Session, module_source, without_import_blocks, workspace_root};
 use gpufleet_lab::{Lab, rest::KubeRest};
 
 static TURN: Mutex<()> = Mutex::new(());
@@ -131,20 +131,7 @@ fn import_example_adopts_existing_objects_unchanged() {
     let full = example("import");
     // The objects "built by hand": the example's resources, without its import blocks,
     // applied from a work directory whose state is then thrown away.
-    let mut resources = String::new();
-    let mut in_import = false;
-    for line in full.lines() {
-        if line.starts_with("import {") {
-            in_import = true;
-        }
-        if !in_import {
-            resources.push_str(line);
-            resources.push('\n');
-        }
-        if in_import && line == "}" {
-            in_import = false;
-        }
-    }
+    let resources = without_import_blocks(&full);
     assert!(!resources.contains("import {"));
     let before = nodes();
     let existing = Session::new(&resources, Lab::shared().settings_env());
