@@ -10,5 +10,5 @@ output "kubernetes_version" {
 
 output "vcluster_version" {
   description = "The vCluster release the pinned provider renders; checked by every tier module."
-  value       = "0.37.0-rc.1"
+  value       = "0.36.0"
 }

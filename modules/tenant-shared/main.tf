@@ -1,6 +1,7 @@
 # A development team's tenant: a virtual cluster on the shared tier, bounded by a tight quota
-# and a LimitRange (so pods without requests still count), asleep when nobody uses it, and
-# optionally some time-sliced nodes it adds to the shared pool.
+# and a LimitRange (so pods without requests still count), optionally asleep when nobody uses
+# it (a vCluster Platform feature), and optionally some time-sliced nodes it adds to the
+# shared pool.
 
 module "platform" {
   source = "../platform"
@@ -23,7 +24,8 @@ resource "gpufleet_virtual_cluster" "this" {
     default_request_memory = "256Mi"
   }
 
-  sleep = {
+  # Sleep is carried out by vCluster Platform; without it the provider warns and renders none.
+  sleep = var.sleep_after == null ? null : {
     after_inactivity = var.sleep_after
   }
 

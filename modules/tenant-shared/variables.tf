@@ -53,12 +53,12 @@ variable "quota" {
 }
 
 variable "sleep_after" {
-  description = "Put the virtual cluster to sleep after this long without API activity, e.g. \"30m\"."
+  description = "Put the virtual cluster to sleep after this long without API activity, e.g. \"30m\". Needs vCluster Platform; null (the default) sets no sleep."
   type        = string
-  default     = "30m"
+  default     = null
 
   validation {
-    condition     = can(regex("^([0-9]+(h|m|s))+$", var.sleep_after))
+    condition     = var.sleep_after == null || can(regex("^([0-9]+(h|m|s))+$", var.sleep_after))
     error_message = "sleep_after must be a duration such as \"30m\" or \"1h30m\"."
   }
 }

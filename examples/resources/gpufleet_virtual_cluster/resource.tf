@@ -20,9 +20,6 @@ resource "gpufleet_virtual_cluster" "team_a" {
   }
 
   pod_security = "baseline"
-  sleep = {
-    after_inactivity = "2h"
-  }
 
   labels = {
     "example.com/cost-center" = "ml-research"
