@@ -49,7 +49,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 mod session;
-pub use session::Session;
+pub use session::{Session, assert_import_example_adopts};
 
 /// The provider's source address, as written in `required_providers`.
 pub const PROVIDER_SOURCE: &str = "gpufleet/gpufleet";
@@ -176,6 +176,17 @@ fn build_provider() -> Result<PathBuf, String> {
         started.elapsed().as_secs_f64()
     );
     Ok(executable)
+}
+
+/// A CLI configuration that installs `gpufleet/gpufleet` from the filesystem mirror at
+/// `mirror` (as `scripts/release --mirror` lays it out) and everything else directly.
+pub fn mirror_cli_config(mirror: &Path) -> String {
+    format!(
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    \
+         include = [\"{PROVIDER_SOURCE}\"]\n  }}\n  direct {{\n    \
+         exclude = [\"{PROVIDER_SOURCE}\"]\n  }}\n}}\n",
+        hcl_escape(&mirror.to_string_lossy())
+    )
 }
 
 /// `main_tf` without its top-level `import { … }` blocks: the same objects "built by hand",

@@ -121,3 +121,30 @@ impl Session {
             .clone()
     }
 }
+
+/// The import example's round trip: its objects are built "by hand" (the example without its
+/// import blocks, from a work directory whose state is then dropped), then the whole example
+/// adopts them (3 to import, nothing else), plans empty and destroys. `session` makes a
+/// session for a configuration, with whichever CLI the caller tests.
+///
+/// # Panics
+/// When any step does something else.
+pub fn assert_import_example_adopts(full: &str, session: impl Fn(&str) -> Session) {
+    let resources = crate::without_import_blocks(full);
+    assert!(!resources.contains("import {"));
+    session(&resources).apply();
+
+    let s = session(full);
+    let plan = s.ok(&["plan", "-input=false", "-no-color"]);
+    assert!(
+        plan.contains("3 to import, 0 to add, 0 to change, 0 to destroy"),
+        "{plan}"
+    );
+    let applied = s.apply();
+    assert!(
+        applied.contains("3 imported, 0 added, 0 changed, 0 destroyed"),
+        "{applied}"
+    );
+    s.assert_plan_empty();
+    s.destroy();
+}

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
-use gpufleet_acceptance::{Session, Workdir, without_import_blocks, workspace_root};
+use gpufleet_acceptance::{
+    Session, Workdir, assert_import_example_adopts, mirror_cli_config, workspace_root,
+};
 use gpufleet_lab::{Lab, rest::KubeRest};
 
 /// The quickstart and the import example use fixed tenant names: one CLI at a time.
@@ -71,22 +73,7 @@ fn quickstart_and_import(launcher: &Path) {
     quickstart.destroy();
     assert_eq!(nodes(), before, "the quickstart left nodes changed");
 
-    let full = example("import");
-    let existing = session(launcher, &without_import_blocks(&full));
-    existing.apply();
-    let adopting = session(launcher, &full);
-    let plan = adopting.ok(&["plan", "-input=false", "-no-color"]);
-    assert!(
-        plan.contains("3 to import, 0 to add, 0 to change, 0 to destroy"),
-        "{plan}"
-    );
-    let applied = adopting.apply();
-    assert!(
-        applied.contains("3 imported, 0 added, 0 changed, 0 destroyed"),
-        "{applied}"
-    );
-    adopting.assert_plan_empty();
-    adopting.destroy();
+    assert_import_example_adopts(&example("import"), |main_tf| session(launcher, main_tf));
     assert_eq!(nodes(), before, "the import example left nodes changed");
 }
 
@@ -160,16 +147,7 @@ fn opentofu_installs_from_the_release_mirror_with_a_lock_file() {
     );
 
     let wd = Workdir::without_provider(&example("catalog")).with_launcher(cli("tofu"));
-    std::fs::write(
-        wd.cli_config_path(),
-        format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    \
-             include = [\"gpufleet/gpufleet\"]\n  }}\n  direct {{\n    \
-             exclude = [\"gpufleet/gpufleet\"]\n  }}\n}}\n",
-            mirror.display()
-        ),
-    )
-    .expect("CLI config");
+    std::fs::write(wd.cli_config_path(), mirror_cli_config(&mirror)).expect("CLI config");
     let init = wd.init();
     assert!(
         init.contains("Installed gpufleet/gpufleet v0.1.0"),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpufleet_acceptance::{Workdir, workspace_root};
+use gpufleet_acceptance::{Workdir, mirror_cli_config, workspace_root};
 use gpufleet_lab::Lab;
 
 const VERSION: &str = "0.1.0";
@@ -60,15 +60,6 @@ fn release(extra: &[&str], env: &[(&str, &Path)]) -> Release {
         out,
         mirror,
     }
-}
-
-fn mirror_config(mirror: &Path) -> String {
-    format!(
-        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    \
-         include = [\"gpufleet/gpufleet\"]\n  }}\n  direct {{\n    \
-         exclude = [\"gpufleet/gpufleet\"]\n  }}\n}}\n",
-        mirror.display()
-    )
 }
 
 fn sha256(path: &Path) -> String {
@@ -179,7 +170,7 @@ fn mirror_install_writes_the_lock_file_and_refuses_a_tampered_zip() {
     let quickstart = std::fs::read_to_string(workspace_root().join("examples/quickstart/main.tf"))
         .expect("the quickstart");
     let wd = Workdir::without_provider(&quickstart);
-    std::fs::write(wd.cli_config_path(), mirror_config(&r.mirror)).expect("CLI config");
+    std::fs::write(wd.cli_config_path(), mirror_cli_config(&r.mirror)).expect("CLI config");
 
     let init = wd.init();
     assert!(

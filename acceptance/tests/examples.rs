@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use gpufleet_acceptance::{Session, module_source, without_import_blocks, workspace_root};
+use gpufleet_acceptance::{Session, assert_import_example_adopts, module_source, workspace_root};
 use gpufleet_lab::{Lab, rest::KubeRest};
 
 static TURN: Mutex<()> = Mutex::new(());
@@ -128,27 +128,9 @@ fn fleet_example_of_twenty_tenants() {
 #[test]
 fn import_example_adopts_existing_objects_unchanged() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    let full = example("import");
-    // The objects "built by hand": the example's resources, without its import blocks,
-    // applied from a work directory whose state is then thrown away.
-    let resources = without_import_blocks(&full);
-    assert!(!resources.contains("import {"));
     let before = nodes();
-    let existing = Session::new(&resources, Lab::shared().settings_env());
-    existing.apply();
-
-    let s = Session::new(&full, Lab::shared().settings_env());
-    let plan = s.ok(&["plan", "-input=false", "-no-color"]);
-    assert!(
-        plan.contains("3 to import, 0 to add, 0 to change, 0 to destroy"),
-        "{plan}"
-    );
-    let applied = s.apply();
-    assert!(
-        applied.contains("3 imported, 0 added, 0 changed, 0 destroyed"),
-        "{applied}"
-    );
-    s.assert_plan_empty();
-    s.destroy();
+    assert_import_example_adopts(&example("import"), |main_tf| {
+        Session::new(main_tf, Lab::shared().settings_env())
+    });
     assert_eq!(nodes(), before, "every node is left as it was found");
 }
