@@ -112,6 +112,31 @@ pub fn module_source(module: &str) -> String {
     format!("{up}{}", below_root.display())
 }
 
+/// `examples/<name>/main.tf`, with local module sources pointed at `modules/` from a work
+/// directory (see [`module_source`]).
+///
+/// # Panics
+/// When the example is missing.
+pub fn example(name: &str) -> String {
+    let path = workspace_root().join("examples").join(name).join("main.tf");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut out = text.clone();
+    for line in text.lines() {
+        if let Some(module) = line
+            .trim()
+            .strip_prefix("source = \"../../modules/")
+            .and_then(|m| m.strip_suffix('"'))
+        {
+            out = out.replace(
+                &format!("\"../../modules/{module}\""),
+                &format!("\"{}\"", module_source(module)),
+            );
+        }
+    }
+    out
+}
+
 /// Path of the `terraform-provider-gpufleet` binary, built for this test process.
 ///
 /// The first call runs `cargo build -p terraform-provider-gpufleet` in the workspace (using the
@@ -462,6 +487,33 @@ impl Workdir {
     /// about that, which is expected), but it still prepares modules and other providers.
     pub fn init(&self) -> Output {
         self.run_ok(&["init", "-input=false", "-no-color"])
+    }
+
+    /// `terraform init` installing `gpufleet/gpufleet` from the filesystem mirror at `mirror`
+    /// (see [`mirror_cli_config`]); returns the lock file, after checking that init installed
+    /// the release and locked it, with an `h1:` hash, as `<registry_host>/gpufleet/gpufleet`
+    /// (Terraform's `registry.terraform.io`, OpenTofu's `registry.opentofu.org`).
+    ///
+    /// # Panics
+    /// When init fails or the lock file says otherwise.
+    pub fn init_from_mirror(&self, mirror: &Path, registry_host: &str) -> String {
+        std::fs::write(self.cli_config_path(), mirror_cli_config(mirror))
+            .unwrap_or_else(|err| panic!("cannot write the CLI configuration: {err}"));
+        let init = self.init();
+        assert!(
+            init.contains("Installed gpufleet/gpufleet v0.1.0"),
+            "{init}"
+        );
+        let lock = self.read(".terraform.lock.hcl");
+        assert!(
+            lock.contains(&format!("provider \"{registry_host}/{PROVIDER_SOURCE}\"")),
+            "{lock}"
+        );
+        assert!(
+            lock.contains("\"h1:"),
+            "no h1: hash in the lock file:\n{lock}"
+        );
+        lock
     }
 
     /// `terraform validate -json`, parsed; the exit code is not checked (an invalid

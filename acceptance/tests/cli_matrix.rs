@@ -6,15 +6,14 @@
 //! as it was found; OpenTofu also installs from the release's filesystem mirror with a lock
 //! file.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 
 use gpufleet_acceptance::{
-    Session, Workdir, assert_import_example_adopts, mirror_cli_config, workspace_root,
+    Session, Workdir, assert_import_example_adopts, example, workspace_root,
 };
-use gpufleet_lab::{Lab, rest::KubeRest};
+use gpufleet_lab::Lab;
 
 /// The quickstart and the import example use fixed tenant names: one CLI at a time.
 static TURN: Mutex<()> = Mutex::new(());
@@ -36,18 +35,6 @@ fn cli(name: &str) -> PathBuf {
     launcher
 }
 
-fn nodes() -> BTreeMap<String, String> {
-    KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path())
-        .expect("host client")
-        .node_marks()
-        .expect("list nodes")
-}
-
-fn example(name: &str) -> String {
-    std::fs::read_to_string(workspace_root().join("examples").join(name).join("main.tf"))
-        .unwrap_or_else(|e| panic!("examples/{name}: {e}"))
-}
-
 fn session(launcher: &Path, main_tf: &str) -> Session {
     Session::in_workdir(
         Workdir::new(main_tf).with_launcher(launcher.to_path_buf()),
@@ -59,7 +46,7 @@ fn session(launcher: &Path, main_tf: &str) -> Session {
 /// import blocks, an empty plan, destroy. Every node ends as it was.
 fn quickstart_and_import(launcher: &Path) {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    let before = nodes();
+    let before = Lab::shared().node_marks().expect("list nodes");
 
     let quickstart = session(launcher, &example("quickstart"));
     let applied = quickstart.apply();
@@ -71,10 +58,18 @@ fn quickstart_and_import(launcher: &Path) {
     let pool = quickstart.resource("gpufleet_gpu_node_pool.prod_h100");
     assert_eq!(pool["nodes"].as_array().map(Vec::len), Some(2), "{pool}");
     quickstart.destroy();
-    assert_eq!(nodes(), before, "the quickstart left nodes changed");
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "the quickstart left nodes changed"
+    );
 
     assert_import_example_adopts(&example("import"), |main_tf| session(launcher, main_tf));
-    assert_eq!(nodes(), before, "the import example left nodes changed");
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "the import example left nodes changed"
+    );
 }
 
 #[test]
@@ -147,22 +142,8 @@ fn opentofu_installs_from_the_release_mirror_with_a_lock_file() {
     );
 
     let wd = Workdir::without_provider(&example("catalog")).with_launcher(cli("tofu"));
-    std::fs::write(wd.cli_config_path(), mirror_cli_config(&mirror)).expect("CLI config");
-    let init = wd.init();
-    assert!(
-        init.contains("Installed gpufleet/gpufleet v0.1.0"),
-        "{init}"
-    );
     // OpenTofu reads the bare source address as registry.opentofu.org/gpufleet/gpufleet.
-    let lock = wd.read(".terraform.lock.hcl");
-    assert!(
-        lock.contains("provider \"registry.opentofu.org/gpufleet/gpufleet\""),
-        "{lock}"
-    );
-    assert!(
-        lock.contains("\"h1:"),
-        "no h1: hash in the lock file:\n{lock}"
-    );
+    wd.init_from_mirror(&mirror, "registry.opentofu.org");
     let plan = wd.run_ok(&["plan", "-input=false", "-no-color"]);
     assert!(plan.contains("Changes to Outputs"), "{plan}");
 }

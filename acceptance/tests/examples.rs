@@ -6,54 +6,28 @@
 //! The examples claim nodes of the same products and the same free BCM servers, so they take
 //! turns.
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use gpufleet_acceptance::{Session, assert_import_example_adopts, module_source, workspace_root};
-use gpufleet_lab::{Lab, rest::KubeRest};
+use gpufleet_acceptance::{Session, assert_import_example_adopts, example};
+use gpufleet_lab::Lab;
 
 static TURN: Mutex<()> = Mutex::new(());
-
-/// Labels, taints and cordon of every node, by name.
-fn nodes() -> BTreeMap<String, String> {
-    KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path())
-        .expect("host client")
-        .node_marks()
-        .expect("list nodes")
-}
-
-/// `examples/<name>/main.tf`, with local module sources pointed at `modules/` from a work
-/// directory.
-fn example(name: &str) -> String {
-    let path = workspace_root().join("examples").join(name).join("main.tf");
-    let text = std::fs::read_to_string(&path).expect("the example");
-    let mut out = text.clone();
-    for line in text.lines() {
-        if let Some(module) = line
-            .trim()
-            .strip_prefix("source = \"../../modules/")
-            .and_then(|m| m.strip_suffix('"'))
-        {
-            out = out.replace(
-                &format!("\"../../modules/{module}\""),
-                &format!("\"{}\"", module_source(module)),
-            );
-        }
-    }
-    out
-}
 
 /// Applies `main_tf`, checks the plan is empty, runs `check`, destroys, and checks that
 /// every node is as it was.
 fn round_trip(main_tf: &str, check: impl FnOnce(&Session)) {
-    let before = nodes();
+    let before = Lab::shared().node_marks().expect("list nodes");
     let s = Session::new(main_tf, Lab::shared().settings_env());
     s.apply();
     s.assert_plan_empty();
     check(&s);
     s.destroy();
     assert!(s.addresses().is_empty(), "{:?}", s.addresses());
-    assert_eq!(nodes(), before, "every node is left as it was found");
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "every node is left as it was found"
+    );
 }
 
 #[test]
@@ -128,9 +102,13 @@ fn fleet_example_of_twenty_tenants() {
 #[test]
 fn import_example_adopts_existing_objects_unchanged() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    let before = nodes();
+    let before = Lab::shared().node_marks().expect("list nodes");
     assert_import_example_adopts(&example("import"), |main_tf| {
         Session::new(main_tf, Lab::shared().settings_env())
     });
-    assert_eq!(nodes(), before, "every node is left as it was found");
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "every node is left as it was found"
+    );
 }

@@ -2,7 +2,6 @@
 //! platform team would call it, with the real Terraform CLI against the shared lab: apply,
 //! an empty second plan, destroy, and nothing left behind (no namespace, every node as found).
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use gpufleet_acceptance::{Session, module_source};
@@ -10,11 +9,6 @@ use gpufleet_lab::{Lab, rest::KubeRest};
 
 fn host() -> KubeRest {
     KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client")
-}
-
-/// Labels, taints and cordon of every node, by name.
-fn nodes() -> BTreeMap<String, String> {
-    host().node_marks().expect("list nodes")
 }
 
 /// A root configuration that calls `modules/<module>` with `inputs` (HCL attribute lines).
@@ -54,7 +48,7 @@ fn round_trip(
     check: impl FnOnce(&Session),
 ) -> Session {
     let _turn = HOST.lock().unwrap_or_else(PoisonError::into_inner);
-    let before = nodes();
+    let before = Lab::shared().node_marks().expect("list nodes");
     let s = Session::new(&root(module, inputs), Lab::shared().settings_env());
     s.apply();
     s.assert_plan_empty();
@@ -73,7 +67,11 @@ fn round_trip(
         .get(&format!("/api/v1/namespaces/{namespace}"))
         .expect_err("namespace deleted");
     assert!(gone.is_not_found(), "{gone}");
-    assert_eq!(nodes(), before, "{module} leaves every node as it was");
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "{module} leaves every node as it was"
+    );
     s
 }
 

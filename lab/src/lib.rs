@@ -536,6 +536,17 @@ impl Lab {
         kube::Client::try_from(self.kube_config()).map_err(LabError::Client)
     }
 
+    /// Labels, taints and cordon of every node, by name: what tests compare before and after
+    /// to show that every node was left as it was found.
+    ///
+    /// # Errors
+    /// When the API server cannot be reached or the nodes cannot be listed.
+    pub fn node_marks(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, rest::RestError> {
+        rest::KubeRest::from_kubeconfig(&self.kubeconfig_path())?.node_marks()
+    }
+
     /// The admin kubeconfig (certificates embedded): for kubectl, Terraform and tests.
     #[must_use]
     pub fn kubeconfig_path(&self) -> PathBuf {
