@@ -1,5 +1,5 @@
 //! `gpufleet_virtual_cluster` with the real Terraform CLI against the shared lab
-//! ([`Lab::shared`]), whose vCluster stand-in turns each StatefulSet into a real API server:
+//! ([`Lab::shared`]), where vCluster's own syncer runs each virtual cluster's control plane:
 //! life cycle with an in-place policy change, a replacing isolation change, import, drift
 //! repair, tenant isolation, a provider killed mid-apply, and a destroy that leaves the host
 //! cluster as it was. The host is inspected through its REST API with the lab's admin kubeconfig.
@@ -272,6 +272,28 @@ fn tenants_reach_only_their_own_api_server() {
         .get("/api/v1/namespaces/vc-acc-vc-tb")
         .expect_err("the host's namespaces are not in A's API");
     assert!(host_ns.is_not_found(), "{host_ns}");
+    // A's credentials, shown to B's API server (trusting B's CA), are refused: each
+    // virtual cluster has its own client CA.
+    let a_text = tf.output_raw("a_kubeconfig");
+    let b_text = tf.output_raw("b_kubeconfig");
+    let line = |text: &str, key: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} in the kubeconfig"))
+            .to_owned()
+    };
+    let crossed = a_text
+        .replace(&line(&a_text, "server:"), &line(&b_text, "server:"))
+        .replace(
+            &line(&a_text, "certificate-authority-data:"),
+            &line(&b_text, "certificate-authority-data:"),
+        );
+    let crossed_path = dir.path().join("a-at-b.kubeconfig");
+    std::fs::write(&crossed_path, crossed).expect("write");
+    let refused = tenant(&crossed_path)
+        .get("/api/v1/namespaces/default")
+        .expect_err("B's API server must refuse A's credentials");
+    assert_eq!(refused.code, 401, "{refused}");
     tf.destroy();
 }
 

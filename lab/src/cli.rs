@@ -82,7 +82,8 @@ pub enum Command {
     Down,
     /// Stop the lab and delete its state directory (the built Go binary is kept).
     Reset,
-    /// Build gpufleet-kube if it is missing or stale, and print its path.
+    /// Build gpufleet-kube and vCluster's syncer and kine if missing or stale, and print
+    /// where they are.
     Build {
         /// The binary.
         #[arg(long, env = "GPUFLEET_LAB_BIN")]
@@ -231,6 +232,16 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 None => eprintln!("up to date"),
             }
             println!("{}", bin.display());
+            let vcluster = gobuild::vcluster_dir();
+            match crate::ensure_vcluster_built().await? {
+                Some(took) => eprintln!(
+                    "built vCluster {} in {:.1}s",
+                    gobuild::VCLUSTER_VERSION,
+                    took.as_secs_f64()
+                ),
+                None => eprintln!("vCluster {} up to date", gobuild::VCLUSTER_VERSION),
+            }
+            println!("{}", vcluster.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Fleet {

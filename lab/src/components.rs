@@ -21,10 +21,10 @@
 //! fleet's nodes, and the lab CA (which issues its serving certificate and the client
 //! certificates `pki/bcm-admin.*` and `pki/bcm-readonly.*`). It is started after Netris.
 //!
-//! The last is `vcluster`, the stand-in for vCluster's control-plane container
-//! ([`crate::vcluster`]), run from its own binary `vcluster-standin` (see
-//! [`vcluster_binary`]) with its state under `<dir>/vcluster/`: it runs one more
-//! kube-apiserver (from `gpufleet-kube`) per virtual cluster.
+//! The last is `vcluster`, the kubelet of vCluster's control-plane pods
+//! ([`crate::vcluster`]), run from its own binary `vcluster-kubelet` (see
+//! [`vcluster_binary`]) with its state under `<dir>/vcluster/`: it runs vCluster's real
+//! syncer (built from the Go module proxy) as the process of each `app=vcluster` pod.
 
 use std::fmt;
 use std::io::{Read as _, Write as _};
@@ -63,7 +63,7 @@ pub const NETRIS_BIN_NAME: &str = "netris-emulator";
 /// The file name of the BCM emulator's binary.
 pub const BCM_BIN_NAME: &str = "bcm-emulator";
 
-/// The file name of the vCluster stand-in's binary.
+/// The file name of the vCluster kubelet's binary.
 pub const VCLUSTER_BIN_NAME: &str = crate::vcluster::BIN_NAME;
 
 /// The BCM emulator's login user (for clients without a certificate).
@@ -94,7 +94,7 @@ pub enum Component {
     Netris,
     /// The Base Command Manager emulator (binary `bcm-emulator`).
     Bcm,
-    /// The stand-in for vCluster's control-plane container (binary `vcluster-standin`).
+    /// The kubelet of vCluster's control-plane pods (binary `vcluster-kubelet`).
     Vcluster,
 }
 
@@ -145,7 +145,7 @@ impl Component {
             "scheduler" => Some(Self::KubeScheduler),
             "netris-emulator" => Some(Self::Netris),
             "bcm-emulator" => Some(Self::Bcm),
-            "vcluster-standin" => Some(Self::Vcluster),
+            "vcluster-kubelet" => Some(Self::Vcluster),
             _ => Self::ALL.into_iter().find(|c| c.name() == name),
         }
     }
@@ -467,7 +467,7 @@ pub fn bcm_binary() -> Result<PathBuf, String> {
     emulator_binary(BCM_BIN_NAME, "GPUFLEET_LAB_BCM_BIN")
 }
 
-/// Where the `vcluster-standin` binary is, building it first when this crate's sources
+/// Where the `vcluster-kubelet` binary is, building it first when this crate's sources
 /// are at hand; `$GPUFLEET_LAB_VCLUSTER_BIN` wins. Located and built like
 /// [`netris_binary`].
 ///

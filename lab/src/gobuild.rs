@@ -61,7 +61,8 @@ pub enum BuildError {
     },
     /// `build.sh` failed.
     #[error(
-        "failed to build gpufleet-kube: build.sh exited with {status}; full output in {log}; last lines:\n{tail}"
+        "failed to build {}: build.sh exited with {status}; full output in {log}; last lines:\n{tail}",
+        log.file_stem().map_or_else(String::new, |n| n.to_string_lossy().trim_end_matches(".build").to_owned())
     )]
     Failed {
         /// Its exit status.
@@ -115,6 +116,39 @@ pub fn default_binary() -> PathBuf {
     )
 }
 
+/// Where the lab's vCluster build is (a directory holding `vcluster` and `kine`):
+/// `$GPUFLEET_LAB_VCLUSTER_DIR`, else `<target>/vcluster/vcluster-build`.
+#[must_use]
+pub fn vcluster_dir() -> PathBuf {
+    std::env::var_os("GPUFLEET_LAB_VCLUSTER_DIR").map_or_else(
+        || target_dir().join("vcluster").join("vcluster-build"),
+        PathBuf::from,
+    )
+}
+
+/// Where the vCluster build's source is: `lab/vcluster` of this workspace.
+#[must_use]
+pub fn vcluster_source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("vcluster")
+}
+
+/// The vCluster release the lab builds and runs: the one gpufleet renders.
+pub const VCLUSTER_VERSION: &str =
+    gpufleet_engine::resources::virtual_cluster::versions::VCLUSTER_VERSION;
+
+/// Builds vCluster's syncer and kine (lab/vcluster/build.sh) into `dir` when missing or
+/// stale.
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_vcluster(dir: &Path) -> Result<Option<Duration>, BuildError> {
+    ensure_with(
+        dir,
+        &vcluster_source_dir(),
+        &[("VCLUSTER_VERSION", VCLUSTER_VERSION)],
+    )
+}
+
 /// `<bin>` + suffix, e.g. `gpufleet-kube.stamp`.
 fn sibling(bin: &Path, suffix: &str) -> PathBuf {
     let mut s = bin.as_os_str().to_owned();
@@ -147,10 +181,10 @@ pub fn source_hash(src: &Path) -> io::Result<String> {
         .filter(|n| n.ends_with(".go") || n == "go.mod" || n == "go.sum" || n == "build.sh")
         .collect();
     names.sort();
-    if !names.iter().any(|n| n == "go.mod") {
+    if !names.iter().any(|n| n == "go.mod" || n == "build.sh") {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{} has no go.mod", src.display()),
+            format!("{} has no go.mod or build.sh", src.display()),
         ));
     }
     let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
@@ -188,8 +222,14 @@ pub enum Freshness {
 /// Compares the binary's stamp with the sources.
 #[must_use]
 pub fn freshness(bin: &Path, src: &Path) -> Freshness {
-    let exists = bin.is_file();
-    match source_hash(src) {
+    freshness_with(bin, src, &[])
+}
+
+/// [`freshness`] of a build given `env` (see [`ensure_with`]).
+#[must_use]
+pub fn freshness_with(bin: &Path, src: &Path, env: &[(&str, &str)]) -> Freshness {
+    let exists = bin.exists();
+    match stamp_of(src, env) {
         Err(_) if exists => Freshness::NoSource,
         Err(_) => Freshness::Missing,
         Ok(_) if !exists => Freshness::Missing,
@@ -251,16 +291,43 @@ fn parse_go_version(v: &str) -> Option<(u32, u32)> {
 /// # Errors
 /// When Go is missing, there is nothing to build from, or the build fails.
 pub fn ensure(bin: &Path, src: &Path) -> Result<Option<Duration>, BuildError> {
-    ensure_with_path(bin, src, std::env::var_os("PATH").as_deref())
+    ensure_with_path(bin, src, &[], std::env::var_os("PATH").as_deref())
+}
+
+/// [`ensure`] for a build that takes settings from its environment (`env`, which
+/// `build.sh` is given); they are part of the stamp, so a changed setting rebuilds.
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_with(
+    bin: &Path,
+    src: &Path,
+    env: &[(&str, &str)],
+) -> Result<Option<Duration>, BuildError> {
+    ensure_with_path(bin, src, env, std::env::var_os("PATH").as_deref())
+}
+
+/// The stamp of `src` built with `env`.
+fn stamp_of(src: &Path, env: &[(&str, &str)]) -> io::Result<String> {
+    let mut hash = source_hash(src)?;
+    for (k, v) in env {
+        hash.push_str(&format!(" {k}={v}"));
+    }
+    Ok(hash)
 }
 
 /// [`ensure`], looking for Go in the given PATH value.
 fn ensure_with_path(
     bin: &Path,
     src: &Path,
+    env: &[(&str, &str)],
     path: Option<&std::ffi::OsStr>,
 ) -> Result<Option<Duration>, BuildError> {
-    match freshness(bin, src) {
+    let name = bin.file_name().map_or_else(
+        || "the lab's Go build".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    match freshness_with(bin, src, env) {
         Freshness::UpToDate | Freshness::NoSource => return Ok(None),
         Freshness::Unstamped => {
             tracing::info!(
@@ -270,7 +337,7 @@ fn ensure_with_path(
             );
             return Ok(None);
         }
-        Freshness::Missing if !src.join("go.mod").is_file() => {
+        Freshness::Missing if !src.join("go.mod").is_file() && !src.join("build.sh").is_file() => {
             return Err(BuildError::NoSource {
                 bin: bin.to_path_buf(),
                 src: src.to_path_buf(),
@@ -282,19 +349,19 @@ fn ensure_with_path(
     let lock_path = sibling(bin, ".lock");
     let _lock = FileLock::acquire(&lock_path, || {
         tracing::info!(
-            "another process is building gpufleet-kube; waiting for it (lock {})",
+            "another process is building {name}; waiting for it (lock {})",
             lock_path.display()
         );
     })
     .map_err(io_err(format!("lock {}", lock_path.display())))?;
     // Someone else may have built it while this process waited.
-    let state = freshness(bin, src);
+    let state = freshness_with(bin, src, env);
     if state == Freshness::UpToDate {
         return Ok(None);
     }
-    let hash = source_hash(src).map_err(io_err(format!("read {}", src.display())))?;
+    let hash = stamp_of(src, env).map_err(io_err(format!("read {}", src.display())))?;
     tracing::info!(
-        "building gpufleet-kube ({}) with {go} from {} -> {}; a cold build downloads Kubernetes modules and compiles ~2,000 packages: tens of minutes on 2 cores",
+        "building {name} ({}) with {go} from {} -> {}; a cold build downloads its modules and compiles thousands of packages: minutes on 2 cores",
         if state == Freshness::Missing {
             "missing"
         } else {
@@ -304,16 +371,17 @@ fn ensure_with_path(
         bin.display()
     );
     let started = Instant::now();
-    build(bin, src)?;
+    build(bin, src, env)?;
     std::fs::write(stamp_file(bin), format!("{hash}\n"))
         .map_err(io_err(format!("write {}", stamp_file(bin).display())))?;
     let took = started.elapsed();
-    tracing::info!("built gpufleet-kube in {:.1}s", took.as_secs_f64());
+    tracing::info!("built {name} in {:.1}s", took.as_secs_f64());
     Ok(Some(took))
 }
 
-/// Runs `build.sh <bin>.tmp`, streaming its output, then moves the result into place.
-fn build(bin: &Path, src: &Path) -> Result<(), BuildError> {
+/// Runs `build.sh <bin>.tmp`, streaming its output, then moves the result (a file, or a
+/// directory of several) into place.
+fn build(bin: &Path, src: &Path, env: &[(&str, &str)]) -> Result<(), BuildError> {
     if let Some(parent) = bin.parent() {
         std::fs::create_dir_all(parent).map_err(io_err(format!("create {}", parent.display())))?;
     }
@@ -325,12 +393,13 @@ fn build(bin: &Path, src: &Path) -> Result<(), BuildError> {
     let mut child = Command::new("bash")
         .arg(src.join("build.sh"))
         .arg(&tmp)
+        .envs(env.iter().copied())
         .current_dir(src)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(io_err("run lab/kube/build.sh"))?;
+        .map_err(io_err(format!("run {}", src.join("build.sh").display())))?;
     let mut readers = Vec::new();
     let streams: [Option<Box<dyn io::Read + Send>>; 2] = [
         child
@@ -342,13 +411,18 @@ fn build(bin: &Path, src: &Path) -> Result<(), BuildError> {
             .take()
             .map(|s| Box::new(s) as Box<dyn io::Read + Send>),
     ];
+    let prefix = format!(
+        "{} build",
+        bin.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    );
     for stream in streams.into_iter().flatten() {
-        let (log, tail) = (log.clone(), tail.clone());
+        let (log, tail, prefix) = (log.clone(), tail.clone(), prefix.clone());
         readers.push(std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 // Straight to the process's stderr (not `eprintln!`), so progress shows
                 // even inside `cargo test`, whose capture only catches the print macros.
-                let _ = writeln!(io::stderr().lock(), "gpufleet-kube build | {line}");
+                let _ = writeln!(io::stderr().lock(), "{prefix} | {line}");
                 if let Ok(mut f) = log.lock() {
                     let _ = writeln!(f, "{line}");
                 }
@@ -360,18 +434,22 @@ fn build(bin: &Path, src: &Path) -> Result<(), BuildError> {
             }
         }));
     }
-    let status = child.wait().map_err(io_err("wait for lab/kube/build.sh"))?;
+    let status = child.wait().map_err(io_err("wait for build.sh"))?;
     for r in readers {
         let _ = r.join();
     }
     if !status.success() {
         let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_dir_all(&tmp);
         let tail = tail.lock().map(|t| t.join("\n")).unwrap_or_default();
         return Err(BuildError::Failed {
             status: status.to_string(),
             log: log_path,
             tail,
         });
+    }
+    if bin.is_dir() {
+        std::fs::remove_dir_all(bin).map_err(io_err(format!("remove {}", bin.display())))?;
     }
     std::fs::rename(&tmp, bin).map_err(io_err(format!(
         "move {} to {}",
@@ -435,7 +513,7 @@ mod tests {
         let no_go = dir.path().join("empty");
         std::fs::create_dir(&no_go).expect("dir");
         assert_eq!(
-            ensure_with_path(&bin, dir.path(), Some(no_go.as_os_str())).expect("ensure"),
+            ensure_with_path(&bin, dir.path(), &[], Some(no_go.as_os_str())).expect("ensure"),
             None
         );
         assert_eq!(std::fs::read(&bin).expect("bin"), b"someone's binary");
@@ -474,8 +552,8 @@ mod tests {
         let bin = dir.path().join("bin/gpufleet-kube");
         let no_go = dir.path().join("empty");
         std::fs::create_dir(&no_go).expect("dir");
-        let err =
-            ensure_with_path(&bin, dir.path(), Some(no_go.as_os_str())).expect_err("no go on PATH");
+        let err = ensure_with_path(&bin, dir.path(), &[], Some(no_go.as_os_str()))
+            .expect_err("no go on PATH");
         assert!(matches!(err, BuildError::GoMissing), "{err}");
         assert!(err.to_string().contains("https://go.dev/dl"), "{err}");
     }

@@ -227,6 +227,7 @@ impl Lab {
         let fleet = Fleet::new(spec, scale).map_err(LabError::Fleet)?;
 
         let build = ensure_built(options.kube_bin.clone(), options.kube_src.clone()).await?;
+        ensure_vcluster_built().await?;
 
         let running: Vec<Component> = Component::CONTROL_PLANE
             .into_iter()
@@ -308,7 +309,7 @@ impl Lab {
         }
         .save(&paths)?;
         write_kubeconfigs(&paths, &ports, &pki)?;
-        // The vCluster stand-in reads the state and the kubeconfig written just above.
+        // The vCluster kubelet reads the state and the kubeconfig written just above.
         let ports = vcluster::component::ensure(&paths, ports).await?;
         LabState {
             ports,
@@ -984,8 +985,8 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
             report.stopped.push((c, outcome));
         }
         if c == Component::Vcluster {
-            // Its virtual clusters' API servers run detached from it.
-            vcluster::component::stop_api_servers(paths)?;
+            // The sandboxes of its pods run detached from it.
+            vcluster::component::stop_sandboxes(paths);
         }
     }
     // Anything still running with this lab's directory in its arguments (a lost pid
@@ -1043,6 +1044,19 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
 /// build takes minutes); returns how long a build took, or `None` when none was needed.
 pub async fn ensure_built(bin: PathBuf, src: PathBuf) -> Result<Option<Duration>, LabError> {
     tokio::task::spawn_blocking(move || gobuild::ensure(&bin, &src))
+        .await
+        .map_err(|e| {
+            LabError::Build(gobuild::BuildError::Io {
+                what: "run the build".into(),
+                source: std::io::Error::other(e),
+            })
+        })?
+        .map_err(LabError::Build)
+}
+
+/// Builds vCluster's syncer and kine if missing or stale (see [`gobuild::ensure_vcluster`]).
+pub async fn ensure_vcluster_built() -> Result<Option<Duration>, LabError> {
+    tokio::task::spawn_blocking(|| gobuild::ensure_vcluster(&gobuild::vcluster_dir()))
         .await
         .map_err(|e| {
             LabError::Build(gobuild::BuildError::Io {

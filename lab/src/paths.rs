@@ -16,8 +16,9 @@
 //!   netris/               the Netris emulator's state, CA (netris-ca.pem) and inventory
 //!   bcm/                  the BCM emulator's state and inventory (it uses the lab CA;
 //!                         its client certificates are pki/bcm-admin.* and pki/bcm-readonly.*)
-//!   vcluster/             the vCluster stand-in: one directory per virtual cluster (its
-//!                         record, PKI, API server log and pid file)
+//!   vcluster/             the vCluster kubelet: pods/<uid>/ per vCluster pod (volumes,
+//!                         sandbox root, spec, pid and syncer.log), claims/<uid>/ per
+//!                         volume claim, ports.json (each virtual cluster's host port)
 //! ```
 //!
 //! The Go binary is not in here: it is shared by every lab (see [`crate::gobuild`]).
@@ -148,7 +149,7 @@ impl LabPaths {
         self.bcm_dir().join("inventory.json")
     }
 
-    /// The vCluster stand-in's state directory.
+    /// The vCluster kubelet's state directory.
     #[must_use]
     pub fn vcluster_dir(&self) -> PathBuf {
         self.root.join("vcluster")

@@ -47,8 +47,8 @@ pub struct Ports {
     /// from before the emulator joined.
     #[serde(default)]
     pub bcm: u16,
-    /// The vCluster stand-in (plain HTTP: `/healthz` and `/status`). Zero in the state of
-    /// a lab from before the stand-in joined.
+    /// The vCluster kubelet (plain HTTP: `/healthz` and `/status`). Zero in the state of
+    /// a lab from before it joined.
     #[serde(default)]
     pub vcluster: u16,
 }

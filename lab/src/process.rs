@@ -45,6 +45,23 @@ impl PidRecord {
         Some(Self { pid, start_time })
     }
 
+    /// The record of the running process `pid`; `None` when it has already gone.
+    #[must_use]
+    pub fn of(pid: i32) -> Option<Self> {
+        proc_stat(pid).map(|s| Self {
+            pid,
+            start_time: s.start_time,
+        })
+    }
+
+    /// Writes the pid file [`PidRecord::read`] reads.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn write(&self, pid_file: &Path) -> io::Result<()> {
+        std::fs::write(pid_file, format!("{} {}\n", self.pid, self.start_time))
+    }
+
     /// Whether this very process is still running (not exited, not a zombie, and its
     /// pid not reused by another process).
     #[must_use]
@@ -282,6 +299,25 @@ pub fn rss_kib(pid: i32) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The resident memory of a process and all its descendants, in KiB (shared pages are
+/// counted once per process, as `ps` would add them up).
+#[must_use]
+pub fn tree_rss_kib(pid: i32) -> u64 {
+    let mut total = 0;
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        total += rss_kib(p).unwrap_or(0);
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    total
 }
 
 /// The last `lines` lines of a file (all of it when shorter). Reads at most the last

@@ -14,9 +14,17 @@
 # to a scratch directory (the module cache is read-only) and built there.
 set -euo pipefail
 
-# The versions, in one place.
-# - The syncer: github.com/loft-sh/vcluster, package ./cmd/vcluster.
-VCLUSTER_VERSION=v0.36.0
+# The versions.
+# - The syncer: github.com/loft-sh/vcluster, package ./cmd/vcluster, of the release
+#   gpufleet renders (VCLUSTER_VERSION in engine/src/resources/virtual_cluster/versions.rs,
+#   which the lab passes in the environment).
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -z "${VCLUSTER_VERSION:-}" ]]; then
+  VCLUSTER_VERSION=$(sed -nE 's/^pub const VCLUSTER_VERSION: &str = "([^"]+)";.*/\1/p' \
+    "$here/../../engine/src/resources/virtual_cluster/versions.rs")
+fi
+[[ -n "$VCLUSTER_VERSION" ]] || { echo "build.sh: no VCLUSTER_VERSION" >&2; exit 1; }
+VCLUSTER_VERSION=v${VCLUSTER_VERSION#v}
 # - kine: vCluster v0.36 runs the kine of its ghcr.io/loft-sh/kubernetes image
 #   (v0.14.16 with patches of vCluster's own, which are not on the module
 #   proxy); this is the upstream release it is based on.
@@ -33,7 +41,6 @@ mkdir -p "$out"
 log() { printf '[vcluster/build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 command -v go >/dev/null || { echo "build.sh: go not found on PATH" >&2; exit 1; }
-command -v jq >/dev/null || { echo "build.sh: jq not found on PATH" >&2; exit 1; }
 log "$(go version)"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/vcluster-build.XXXXXX")
@@ -45,10 +52,10 @@ export GOWORK=off
 fetch() {
   local info dir
   info=$(go mod download -json "$1@$2") || {
-    echo "build.sh: failed to download $1@$2: $(jq -r '.Error // empty' <<<"$info")" >&2
+    echo "build.sh: failed to download $1@$2: $info" >&2
     exit 1
   }
-  dir=$(jq -r '.Dir // empty' <<<"$info")
+  dir=$(sed -nE 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p' <<<"$info")
   [[ -n "$dir" ]] || { echo "build.sh: failed to download $1@$2" >&2; exit 1; }
   cp -r "$dir" "$3"
   chmod -R u+w "$3"

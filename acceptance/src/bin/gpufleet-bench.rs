@@ -5,7 +5,11 @@
 //!   own 1,000 `terraform_data` resources in the same run, their ratio, the provider's peak
 //!   memory, and the provider-side latency of each RPC.
 //!
-//! Run with `scripts/bench [handshake|plan|all]`, which measures the release build.
+//! - `vcluster`: `terraform apply` of one virtual cluster until it is ready (vCluster's own
+//!   syncer, in the lab), then of ten at once, with each tenant's start-up time and memory
+//!   as the lab's vCluster kubelet measured them.
+//!
+//! Run with `scripts/bench [handshake|plan|vcluster|all]`, which measures the release build.
 
 use std::{
     collections::BTreeMap,
@@ -39,6 +43,79 @@ fn main() {
     if what == "plan" || what == "all" {
         plan(1000, 5);
     }
+    if what == "vcluster" || what == "all" {
+        vcluster(&[1, 10]);
+    }
+}
+
+/// Applies `n` virtual clusters at once (Terraform's parallelism raised to `n`) and prints
+/// the apply's wall time and, per tenant, start to Ready and the memory of its sandbox;
+/// then destroys them.
+fn vcluster(counts: &[usize]) {
+    let lab = gpufleet_lab::Lab::shared();
+    for &n in counts {
+        let mut config = String::from(
+            "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n",
+        );
+        for i in 0..n {
+            config.push_str(&format!(
+                "resource \"gpufleet_virtual_cluster\" \"t{i}\" {{\n  name = \"bench-{n}-{i}\"\n}}\n"
+            ));
+        }
+        let s = gpufleet_acceptance::Session::new(&config, lab.settings_env());
+        let started = Instant::now();
+        s.ok(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            &format!("-parallelism={}", n.max(10)),
+        ]);
+        let took = started.elapsed().as_secs_f64();
+        println!("vcluster: {n} at once: apply until Ready {took:.1} s");
+        let pods: Vec<serde_json::Value> = kubelet_status(lab.ports().vcluster)
+            .into_iter()
+            .filter(|p| {
+                p["pod"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&format!("vc-bench-{n}-")))
+            })
+            .collect();
+        let ready: Vec<f64> = pods
+            .iter()
+            .filter_map(|p| p["ready_after_ms"].as_f64())
+            .map(|ms| ms / 1000.0)
+            .collect();
+        let mut rss: Vec<f64> = pods
+            .iter()
+            .filter_map(|p| p["rss_kib"].as_f64())
+            .map(|k| k / 1024.0)
+            .collect();
+        println!(
+            "vcluster: {n} at once: syncer start to Ready median {:.1} s, max {:.1} s",
+            median(&mut ready.clone()),
+            ready.iter().copied().fold(0.0, f64::max)
+        );
+        println!(
+            "vcluster: {n} at once: RSS per tenant median {:.0} MiB (syncer, kine, kube-apiserver, kube-controller-manager)",
+            median(&mut rss)
+        );
+        s.destroy();
+    }
+}
+
+/// `/status` of the lab's vCluster kubelet.
+fn kubelet_status(port: u16) -> Vec<serde_json::Value> {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return Vec::new();
+    };
+    let _ = write!(stream, "GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or_default()
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -1,7 +1,7 @@
-//! The stand-in as a lab component: its command line, and starting it from `Lab::up`
-//! (kept when running, current and healthy; restarted otherwise, on a new port when its
-//! old one is taken). Its API servers are not stopped with it: a restarted stand-in
-//! adopts them. `gpufleet-lab down` stops them through `stop_api_servers`.
+//! The vCluster kubelet as a lab component: its command line, and starting it from
+//! `Lab::up` (kept when running, current and healthy; restarted otherwise, on a new port
+//! when its old one is taken). Its sandboxes are not stopped with it: a restarted kubelet
+//! adopts them. `gpufleet-lab down` stops them through [`stop_sandboxes`].
 
 use std::time::Duration;
 
@@ -12,19 +12,22 @@ use crate::pki::Pki;
 use crate::ports::Ports;
 use crate::process::{self, PidRecord};
 
-/// The stand-in's flags (after the program).
+/// The kubelet's flags (after the program).
 #[must_use]
 pub fn args(paths: &LabPaths, ports: &Ports) -> Vec<String> {
     vec![
         format!("--dir={}", paths.vcluster_dir().display()),
         format!("--kubeconfig={}", paths.kubeconfig().display()),
         format!("--lab-state={}", paths.state_file().display()),
-        format!("--etcd-port={}", ports.etcd_client),
+        format!(
+            "--vcluster-dir={}",
+            crate::gobuild::vcluster_dir().display()
+        ),
         format!("--listen=127.0.0.1:{}", ports.vcluster),
     ]
 }
 
-/// Makes the stand-in run, current and healthy. Returns `ports` with its port.
+/// Makes the kubelet run, current and healthy. Returns `ports` with its port.
 ///
 /// # Errors
 /// When its binary cannot be found or built, or it does not become healthy.
@@ -64,7 +67,7 @@ pub(crate) async fn ensure(paths: &LabPaths, mut ports: Ports) -> Result<Ports, 
     let mut tries = 0;
     while ports.vcluster == 0
         || others.contains(&ports.vcluster)
-        || !super::apiserver::port_free(ports.vcluster)
+        || std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, ports.vcluster)).is_err()
     {
         tries += 1;
         if tries > 20 {
@@ -82,24 +85,12 @@ pub(crate) async fn ensure(paths: &LabPaths, mut ports: Ports) -> Result<Ports, 
     Ok(ports)
 }
 
-/// Stops every virtual cluster's API server of the lab at `paths` (the stand-in itself is
-/// stopped as a component). Returns how many were running.
-///
-/// # Errors
-/// When one survives SIGKILL.
-pub(crate) fn stop_api_servers(paths: &LabPaths) -> Result<usize, LabError> {
-    let (stopped, failed) = super::apiserver::stop_all(&paths.vcluster_dir());
-    for dir in &stopped {
-        tracing::info!(
-            "stopped the virtual cluster API server of {}",
-            dir.display()
-        );
+/// Stops every vCluster sandbox of the lab at `paths` (the kubelet itself is stopped as a
+/// component). Returns how many were running.
+pub(crate) fn stop_sandboxes(paths: &LabPaths) -> usize {
+    let stopped = super::kubelet::stop_all(&paths.vcluster_dir());
+    if stopped > 0 {
+        tracing::info!("stopped {stopped} vCluster pod sandbox(es)");
     }
-    match failed.into_iter().next() {
-        Some((_, source)) => Err(LabError::Stop {
-            component: Component::Vcluster,
-            source,
-        }),
-        None => Ok(stopped.len()),
-    }
+    stopped
 }

@@ -1,6 +1,6 @@
-//! The stand-in's own endpoints, plain HTTP on loopback (as kwok's): `GET /healthz`
-//! answers `ok` while passes succeed, and `GET /status` lists the virtual clusters with
-//! their port, phase, API server pid, start-up time and memory.
+//! The vCluster kubelet's own endpoints, plain HTTP on loopback (as kwok's): `GET /healthz`
+//! answers `ok` while passes succeed, and `GET /status` lists the vCluster pods with their
+//! phase, sandbox pid, forwarded port, restarts, start-up time and memory.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -12,27 +12,29 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Serialize;
 
-/// A pass older than this makes the stand-in unhealthy.
+/// A pass older than this makes the kubelet unhealthy.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
 
-/// One virtual cluster in `/status`.
+/// One vCluster pod in `/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ClusterStatus {
-    /// `<namespace>/<name>`.
-    pub key: String,
-    /// Its API server's port.
-    pub port: u16,
+pub struct PodStatus {
+    /// `<namespace>/<pod>`.
+    pub pod: String,
+    /// The pod's uid.
+    pub uid: String,
     /// `stopped`, `starting` or `ready`.
     pub phase: String,
-    /// Its API server's pid, when running.
+    /// The sandbox's pid (its `unshare`), when running.
     pub pid: Option<i32>,
-    /// From start to ready, when this stand-in started it.
+    /// The host port its virtual API server is forwarded to, when running.
+    pub port: Option<u16>,
+    /// How often the syncer was restarted.
+    pub restarts: u32,
+    /// From start to ready, when this kubelet started it.
     pub ready_after_ms: Option<u64>,
-    /// Its API server's resident memory.
+    /// Resident memory of every process in the sandbox.
     pub rss_kib: Option<u64>,
-    /// Host nodes it shows.
-    pub nodes: usize,
-    /// The last problem, if the last pass had one.
+    /// The last problem, if it has one.
     pub problem: Option<String>,
 }
 
@@ -43,8 +45,8 @@ pub struct Status {
     pub last_pass: Option<Instant>,
     /// Why the last pass failed, if it did.
     pub last_error: Option<String>,
-    /// The virtual clusters.
-    pub clusters: Vec<ClusterStatus>,
+    /// The vCluster pods.
+    pub pods: Vec<PodStatus>,
 }
 
 impl Status {
@@ -77,11 +79,8 @@ async fn healthz(State(status): State<Shared>) -> (StatusCode, String) {
 }
 
 async fn status(State(status): State<Shared>) -> (StatusCode, String) {
-    let clusters = status
-        .lock()
-        .map(|s| s.clusters.clone())
-        .unwrap_or_default();
-    let body = serde_json::to_string_pretty(&clusters).unwrap_or_else(|_| "[]".into());
+    let pods = status.lock().map(|s| s.pods.clone()).unwrap_or_default();
+    let body = serde_json::to_string_pretty(&pods).unwrap_or_else(|_| "[]".into());
     (StatusCode::OK, body)
 }
 

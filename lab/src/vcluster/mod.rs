@@ -1,64 +1,53 @@
-//! The lab's stand-in for vCluster's control-plane container (`vcluster-standin`).
+//! The lab's kubelet for vCluster control-plane pods (`vcluster-kubelet`): it runs
+//! vCluster's real syncer, built from the Go module proxy, as the process of every pod
+//! labelled `app=vcluster`.
 //!
-//! A real vCluster runs its own API server inside the StatefulSet's pod. kwok only pretends
-//! to run pods, so the lab runs that API server next to the host's instead: for every
-//! StatefulSet labelled `app=vcluster` with at least one replica, the stand-in starts a
-//! real kube-apiserver (the lab's `gpufleet-kube` binary) on a loopback port of its own,
-//! on the lab's etcd under an etcd prefix of its own, with a CA and certificates of its
-//! own, and writes Secret `vc-<name>` (a kubeconfig and its parts) once it is ready.
-//! Replicas 0 stops the API server (its data and port are kept for the resume); deleting
-//! the StatefulSet stops it and forgets it.
+//! kwok plays every other pod of the lab. For a vCluster pod it only moves the pod to
+//! Running with its addresses (lab/kube/stages); this kubelet then does what a node's
+//! kubelet and container runtime would: it lays out the pod's volumes, requests the
+//! service account token bound to the pod, starts the container's command (`/vcluster
+//! start`) in a sandbox of its own namespaces with those volumes mounted, makes the host
+//! API server reachable inside it, probes `/readyz` and writes the pod's Ready condition,
+//! restarts a crashed syncer with back-off, and stops it when the pod goes. Everything
+//! else (the virtual control plane, its certificates, syncing pods and nodes, Secret
+//! `vc-<name>`) is vCluster's own doing.
 //!
-//! Like vCluster's syncer it also copies host nodes into the virtual cluster
-//! (`sync.fromHost.nodes`) and pods from the virtual cluster to the host
-//! (`sync.toHost.pods`), as the StatefulSet's Secret `vc-config-<name>` (key
-//! `config.yaml`) configures.
+//! Where the lab differs from a node, and why:
+//! - The image is not pulled: a pod whose syncer image is not of the built release fails
+//!   with `ErrImagePull`, and the `kubernetes` init container's binaries come from the
+//!   lab's own Kubernetes build (`gpufleet-kube`) and `kine`.
+//! - The `kubernetes` Service is reached at `127.0.0.1:<host API port>` inside the sandbox
+//!   (`KUBERNETES_SERVICE_HOST`), and the virtual API server at a host loopback port that
+//!   is written into the syncer's `exportKubeConfig.server` when the config names none
+//!   (the lab's `vcluster connect`).
+//! - The syncer runs as root in its sandbox; the pod's security context is not applied.
 //!
 //! # Layers
 //!
-//! - [`config`]: the parts of vcluster.yaml the stand-in acts on (pure).
-//! - [`certs`]: one virtual cluster's CA, serving and admin certificates.
-//! - [`record`]: what is kept on disk per virtual cluster (port, etcd prefix, owner uid),
-//!   so a restarted stand-in brings back (or adopts) the same API servers.
-//! - [`apiserver`]: the per-cluster kube-apiserver: flags, start, adopt, stop, readiness.
-//! - [`secret`]: the `vc-<name>` Secret and its kubeconfig.
-//! - [`nodes`] and [`pods`]: the two syncers.
-//! - [`controller`]: the reconcile loop over the host's StatefulSets.
-//! - [`health`]: the stand-in's own `/healthz` and `/status` (plain HTTP, loopback).
-//!
-//! Everything lives under `<lab>/vcluster/`, one directory per virtual cluster
-//! (`<namespace>_<name>/`: `record.json`, `pki/`, `apiserver.log`, `apiserver.pid`).
+//! - [`netns`]: loopback up, sockets opened in another network namespace.
+//! - [`sandbox`]: the sandbox's spec, its set-up inside the namespaces, start and stop.
+//! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod.
+//! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster.
+//! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
+//! - [`storage`]: the default StorageClass and its provisioner, for volume claims.
+//! - [`kubelet`]: the reconcile loop; [`component`]: running it as a lab component.
 
-pub mod apiserver;
-pub mod certs;
 pub mod component;
-pub mod config;
-pub mod controller;
+pub mod forward;
 pub mod health;
-pub mod nodes;
-pub mod pods;
-pub mod record;
-pub mod secret;
+pub mod kubelet;
+pub mod netns;
+pub mod podspec;
+pub mod ports;
+pub mod sandbox;
+pub mod status;
+pub mod storage;
+pub mod volumes;
 
-pub use controller::{StandIn, StandInConfig};
+pub use kubelet::{KubeletConfig, VclusterKubelet};
 
-/// The file name of the stand-in's binary.
-pub const BIN_NAME: &str = "vcluster-standin";
+/// The file name of the kubelet's binary.
+pub const BIN_NAME: &str = "vcluster-kubelet";
 
-/// The label selector of the StatefulSets the stand-in serves.
-pub const STATEFULSET_SELECTOR: &str = "app=vcluster";
-
-/// The Secret key holding vcluster.yaml in `vc-config-<name>`.
-pub const CONFIG_KEY: &str = "config.yaml";
-
-/// The name of the config Secret of virtual cluster `name`.
-#[must_use]
-pub fn config_secret_name(name: &str) -> String {
-    format!("vc-config-{name}")
-}
-
-/// The name of the kubeconfig Secret of virtual cluster `name`.
-#[must_use]
-pub fn kubeconfig_secret_name(name: &str) -> String {
-    format!("vc-{name}")
-}
+/// The label selector of the pods it runs.
+pub const POD_SELECTOR: &str = "app=vcluster";
