@@ -1,21 +1,27 @@
 //! `gpufleet_virtual_cluster` through whole Terraform runs against an in-memory host cluster
 //! that behaves like the real one where it matters: a StatefulSet with replicas gets a Ready
-//! pod and, from the stand-in control plane, Secret `vc-<name>`; namespaces terminate over a
-//! few reads and take their objects with them. Every plan, apply and refresh is checked
+//! pod and, from the control plane, Secret `vc-<name>`; scaled to zero, its pod terminates
+//! over a few reads while the pods the syncer put in the namespace keep running; a
+//! server-side apply removes only the annotations an earlier apply set; namespaces terminate
+//! over a few reads and take their objects with them. Every plan, apply and refresh is checked
 //! against Terraform's consistency rules by the shared harness.
 
 #[path = "support/network_segment.rs"]
 mod support;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use async_trait::async_trait;
 use base64::Engine as _;
 use gpufleet_engine::{
-    resources::virtual_cluster::{HostApi, HostError, VirtualCluster, objects::ObjectKind},
+    resources::virtual_cluster::{
+        HostApi, HostError, VirtualCluster,
+        objects::ObjectKind,
+        pause::{PAUSED, PAUSED_DATE, PAUSED_REPLICAS, SYNCED_BY},
+    },
     value::Value,
 };
 use serde_json::{Value as Json, json};
@@ -33,6 +39,13 @@ struct State {
     fail_apply: Option<ObjectKind>,
     /// Pods of new StatefulSets crash.
     crash: bool,
+    /// Reads of a StatefulSet scaled to zero before its pod is gone, by namespace and name.
+    stopping: BTreeMap<(String, String), u32>,
+    /// Pods of StatefulSets scaled to zero never finish terminating.
+    stuck: bool,
+    /// The annotation keys each object's last server-side apply set: what the next apply
+    /// removes when it omits them (annotations written otherwise stay).
+    applied_annotations: BTreeMap<Key, BTreeSet<String>>,
 }
 
 #[derive(Default)]
@@ -70,8 +83,9 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-/// What the lab's control-plane stand-in and kwok do for a StatefulSet.
-fn run_statefulset(s: &mut State, ns: &str, sts: &Json) {
+/// What the StatefulSet controller, kwok and the control plane do for a StatefulSet; sets
+/// its `status.replicas`.
+fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
     let name = sts["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -79,9 +93,16 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &Json) {
     let replicas = sts["spec"]["replicas"].as_i64().unwrap_or(1);
     let pod_key = (ObjectKind::Pod, ns.to_owned(), format!("{name}-0"));
     if replicas == 0 {
-        s.objects.remove(&pod_key);
+        // The pod terminates over the next reads; synced pods are not the StatefulSet's.
+        let running = s.objects.contains_key(&pod_key);
+        sts["status"]["replicas"] = json!(i64::from(running));
+        if running {
+            s.stopping.insert((ns.to_owned(), name), 2);
+        }
         return;
     }
+    s.stopping.remove(&(ns.to_owned(), name.clone()));
+    sts["status"]["replicas"] = json!(replicas);
     let container = if s.crash {
         json!({ "name": "syncer", "ready": false, "state": { "waiting": { "reason": "CrashLoopBackOff" } } })
     } else {
@@ -109,6 +130,57 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &Json) {
             "metadata": { "name": format!("vc-{name}"), "namespace": ns },
             "data": { "config": b64(&kubeconfig), "certificate-authority": b64("CA PEM") },
         }));
+}
+
+/// One read of StatefulSet `name` in `ns` while it scales to zero: its pod terminates.
+fn progress_stop(s: &mut State, ns: &str, name: &str) {
+    let key = (ns.to_owned(), name.to_owned());
+    let Some(left) = s.stopping.get_mut(&key) else {
+        return;
+    };
+    if s.stuck {
+        return;
+    }
+    if *left > 0 {
+        *left -= 1;
+        return;
+    }
+    s.stopping.remove(&key);
+    s.objects
+        .remove(&(ObjectKind::Pod, ns.to_owned(), format!("{name}-0")));
+    if let Some(sts) = s
+        .objects
+        .get_mut(&(ObjectKind::StatefulSet, ns.to_owned(), name.to_owned()))
+    {
+        sts["status"]["replicas"] = json!(0);
+    }
+}
+
+fn annotation_keys(o: &Json) -> BTreeSet<String> {
+    o["metadata"]["annotations"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut Json, patch: &Json) {
+    let Json::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Json::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge(t.entry(k.clone()).or_insert(Json::Null), v);
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -145,19 +217,30 @@ impl HostApi for FakeHost {
                 "namespace {ns} must exist first"
             );
         }
+        let key = (kind, ns.clone(), name.clone());
         let mut o = object.clone();
+        let applied = annotation_keys(&o);
+        if let Some(old) = s.objects.get(&key) {
+            let owned = s.applied_annotations.get(&key).cloned().unwrap_or_default();
+            for k in annotation_keys(old).difference(&owned) {
+                if !applied.contains(k) {
+                    o["metadata"]["annotations"][k] = old["metadata"]["annotations"][k].clone();
+                }
+            }
+        }
+        s.applied_annotations.insert(key.clone(), applied);
         if kind == ObjectKind::StatefulSet {
             let generation = s
                 .objects
-                .get(&(kind, ns.clone(), name.clone()))
+                .get(&key)
                 .and_then(|old| old["metadata"]["generation"].as_i64())
                 .unwrap_or(0)
                 + 1;
             o["metadata"]["generation"] = json!(generation);
             o["status"] = json!({ "observedGeneration": generation, "currentRevision": "r", "updateRevision": "r" });
-            run_statefulset(&mut s, &ns, &o);
+            run_statefulset(&mut s, &ns, &mut o);
         }
-        s.objects.insert((kind, ns, name), o);
+        s.objects.insert(key, o);
         Ok(())
     }
 
@@ -169,6 +252,9 @@ impl HostApi for FakeHost {
     ) -> Result<Option<Json>, HostError> {
         let mut s = self.lock();
         s.calls += 1;
+        if kind == ObjectKind::StatefulSet {
+            progress_stop(&mut s, namespace.unwrap_or_default(), name);
+        }
         if kind == ObjectKind::Namespace
             && let Some(left) = s.terminating.get_mut(name)
         {
@@ -209,7 +295,50 @@ impl HostApi for FakeHost {
                 s.terminating.insert(name.to_owned(), 2);
             }
         } else {
+            if let Some(vc) = s
+                .objects
+                .get(&key)
+                .and_then(|p| p["metadata"]["labels"][SYNCED_BY].as_str())
+            {
+                // A running syncer would recreate it at once.
+                let sts = s
+                    .objects
+                    .get(&(ObjectKind::StatefulSet, key.1.clone(), vc.to_owned()));
+                assert!(
+                    sts.is_none_or(|o| o["status"]["replicas"] == 0),
+                    "deleted synced pod {name} while the control plane of {vc} still runs"
+                );
+            }
             s.objects.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn merge_patch(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Json,
+    ) -> Result<(), HostError> {
+        let mut s = self.lock();
+        s.calls += 1;
+        let key = (
+            kind,
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        );
+        let Some(o) = s.objects.get_mut(&key) else {
+            return Err(HostError::Other(format!(
+                "{} {name} not found",
+                kind.kind()
+            )));
+        };
+        merge(o, patch);
+        // Annotations this patch wrote are no longer the last apply's.
+        let patched = annotation_keys(patch);
+        if let Some(owned) = s.applied_annotations.get_mut(&key) {
+            owned.retain(|k| !patched.contains(k));
         }
         Ok(())
     }
@@ -266,6 +395,34 @@ fn quota(pods: i64) -> Value {
 }
 
 const NS: &str = "vc-team-a";
+
+/// Puts a running pod `name` in `ns`, synced there by the control plane of virtual cluster
+/// `synced_by` (or by nothing: a pod of the host's own).
+fn put_pod(host: &FakeHost, ns: &str, name: &str, synced_by: Option<&str>) {
+    let labels = synced_by.map_or(json!({}), |vc| json!({ SYNCED_BY: vc }));
+    host.lock().objects.insert(
+        (ObjectKind::Pod, ns.to_owned(), name.to_owned()),
+        json!({
+            "metadata": { "name": name, "namespace": ns, "labels": labels },
+            "status": { "phase": "Running" },
+        }),
+    );
+}
+
+fn annotation(o: &Json, key: &str) -> Option<String> {
+    o["metadata"]["annotations"][key]
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn timeouts(t: &str) -> Value {
+    Value::object([
+        ("create", Value::string(t)),
+        ("update", Value::string(t)),
+        ("delete", Value::Null),
+        ("read", Value::Null),
+    ])
+}
 
 #[tokio::test(start_paused = true)]
 async fn create_replan_pause_resume_destroy() {
@@ -337,6 +494,172 @@ async fn create_replan_pause_resume_destroy() {
         "host calls: create {create_calls}, refresh {refresh_calls}, destroy {destroy_calls}"
     );
     assert!(refresh_calls <= 20, "{refresh_calls}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pausing_deletes_the_synced_pods_once_the_control_plane_stopped() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let running = vc(&k, &[]);
+    tf.apply_ok(&running).await;
+    // What the syncer put in the host: two pods of team-a; a pod of another virtual cluster
+    // in the same namespace, a pod of the host's own, and a pod labelled for team-a in another
+    // namespace, which must all stay; and a synced Service, which pausing leaves too.
+    put_pod(&host, NS, "web-x-default-x-team-a", Some("team-a"));
+    put_pod(&host, NS, "train-x-ml-x-team-a", Some("team-a"));
+    put_pod(&host, NS, "web-x-default-x-team-b", Some("team-b"));
+    put_pod(&host, NS, "debug", None);
+    put_pod(&host, "elsewhere", "web-x-default-x-team-a", Some("team-a"));
+    host.lock().objects.insert(
+        (
+            ObjectKind::Service,
+            NS.to_owned(),
+            "web-x-default-x-team-a".to_owned(),
+        ),
+        json!({ "metadata": { "name": "web-x-default-x-team-a", "namespace": NS,
+                              "labels": { SYNCED_BY: "team-a" } } }),
+    );
+
+    let paused = vc(&k, &[("paused", Value::Bool(true))]);
+    tf.apply_ok(&paused).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Paused"));
+    // The fake panics had a synced pod been deleted before the control-plane pod was gone.
+    let pods = |ns: &str| -> Vec<String> {
+        host.lock()
+            .objects
+            .keys()
+            .filter(|k| k.0 == ObjectKind::Pod && k.1 == ns)
+            .map(|k| k.2.clone())
+            .collect()
+    };
+    assert_eq!(pods(NS), ["debug", "web-x-default-x-team-b"]);
+    assert_eq!(pods("elsewhere"), ["web-x-default-x-team-a"]);
+    assert!(
+        host.obj(ObjectKind::Service, NS, "web-x-default-x-team-a")
+            .is_some()
+    );
+    let sts = host
+        .obj(ObjectKind::StatefulSet, NS, "team-a")
+        .expect("sts");
+    assert_eq!(sts["spec"]["replicas"], 0);
+    assert_eq!(sts["status"]["replicas"], 0);
+    assert_eq!(annotation(&sts, PAUSED).as_deref(), Some("true"));
+    assert_eq!(annotation(&sts, PAUSED_REPLICAS).as_deref(), Some("1"));
+    let stamped = annotation(&sts, PAUSED_DATE).expect("paused-date");
+    assert!(humantime::parse_rfc3339(&stamped).is_ok(), "{stamped}");
+
+    // The date is not drift, and a later apply keeps it (made older here, so that a new
+    // one would differ even within the same second).
+    assert_eq!(tf.plan(&paused).await.action, Action::NoOp);
+    let date = "2026-01-01T00:00:00Z".to_owned();
+    host.edit(ObjectKind::StatefulSet, NS, "team-a", |o| {
+        o["metadata"]["annotations"][PAUSED_DATE] = json!(date);
+    });
+    tf.apply_ok(&vc(
+        &k,
+        &[("paused", Value::Bool(true)), ("quota", quota(50))],
+    ))
+    .await;
+    let sts = host
+        .obj(ObjectKind::StatefulSet, NS, "team-a")
+        .expect("sts");
+    assert_eq!(annotation(&sts, PAUSED_DATE), Some(date));
+
+    // A pause without the annotations (as an older gpufleet left it) is drift, repaired.
+    host.edit(ObjectKind::StatefulSet, NS, "team-a", |o| {
+        o["metadata"]["annotations"] = json!({});
+    });
+    let p = tf.plan(&paused).await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(
+        tf.state.get("drift").as_seq().unwrap_or_default(),
+        [Value::string(
+            "StatefulSet team-a: pause annotations differ from the rendered ones"
+        )]
+    );
+    tf.apply_ok(&paused).await;
+    let sts = host
+        .obj(ObjectKind::StatefulSet, NS, "team-a")
+        .expect("sts");
+    assert_eq!(annotation(&sts, PAUSED).as_deref(), Some("true"));
+
+    // Resume: the annotations go, the control plane comes back; the pods are its to recreate.
+    tf.apply_ok(&running).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Running"));
+    let sts = host
+        .obj(ObjectKind::StatefulSet, NS, "team-a")
+        .expect("sts");
+    assert_eq!(sts["spec"]["replicas"], 1);
+    for key in [PAUSED, PAUSED_REPLICAS, PAUSED_DATE] {
+        assert_eq!(annotation(&sts, key), None, "{key}");
+    }
+    assert!(host.obj(ObjectKind::Pod, NS, "team-a-0").is_some());
+    assert_eq!(tf.plan(&running).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_that_does_not_stop_times_out_and_leaves_the_synced_pods() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let running = vc(&k, &[("timeouts", timeouts("10s"))]);
+    tf.apply_ok(&running).await;
+    put_pod(&host, NS, "web-x-default-x-team-a", Some("team-a"));
+    host.lock().stuck = true;
+    let paused = vc(
+        &k,
+        &[("paused", Value::Bool(true)), ("timeouts", timeouts("10s"))],
+    );
+    let (_, d) = tf.apply(&paused).await;
+    let text = show(&d);
+    assert!(
+        text.contains("while waiting for the control plane to stop"),
+        "{text}"
+    );
+    assert!(
+        text.contains("StatefulSet team-a still has 1 pod"),
+        "{text}"
+    );
+    assert!(
+        host.obj(ObjectKind::Pod, NS, "web-x-default-x-team-a")
+            .is_some()
+    );
+    // The update kept the prior state, so the next apply pauses again, and finishes.
+    assert_eq!(tf.state.get("paused"), &Value::Bool(false));
+    host.lock().stuck = false;
+    tf.apply_ok(&paused).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Paused"));
+    assert!(
+        host.obj(ObjectKind::Pod, NS, "web-x-default-x-team-a")
+            .is_none()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn resuming_what_the_vcluster_cli_paused_removes_its_annotations() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let running = vc(&k, &[]);
+    tf.apply_ok(&running).await;
+    // `vcluster pause`: a merge patch by another client, which server-side apply leaves alone.
+    host.edit(ObjectKind::StatefulSet, NS, "team-a", |o| {
+        o["metadata"]["annotations"] = json!({
+            PAUSED: "true", PAUSED_REPLICAS: "1", PAUSED_DATE: "2026-01-01T00:00:00Z",
+        });
+        o["spec"]["replicas"] = json!(0);
+    });
+    let p = tf.plan(&running).await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(tf.state.get("paused"), &Value::Bool(true));
+    tf.apply_ok(&running).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Running"));
+    let sts = host
+        .obj(ObjectKind::StatefulSet, NS, "team-a")
+        .expect("sts");
+    assert_eq!(sts["spec"]["replicas"], 1);
+    for key in [PAUSED, PAUSED_REPLICAS, PAUSED_DATE] {
+        assert_eq!(annotation(&sts, key), None, "{key}");
+    }
+    assert_eq!(tf.plan(&running).await.action, Action::NoOp);
 }
 
 #[tokio::test(start_paused = true)]

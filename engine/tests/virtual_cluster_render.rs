@@ -116,6 +116,39 @@ fn private_tier_paused_and_sleeping_with_override() {
 }
 
 #[test]
+fn a_paused_statefulset_records_its_replicas_and_takes_a_date() {
+    let ha = "controlPlane:\n  statefulSet:\n    highAvailability:\n      replicas: 3\n";
+    let statefulset = |r: &Rendered| {
+        r.objects
+            .iter()
+            .find(|(_, o)| o["kind"] == "StatefulSet")
+            .map(|(_, o)| o.clone())
+            .expect("StatefulSet")
+    };
+    let mut paused = render(&spec(&[
+        ("paused", Value::Bool(true)),
+        ("values_override", Value::string(ha)),
+    ]));
+    paused.set_paused_date("2026-01-01T00:00:00Z");
+    let sts = statefulset(&paused);
+    assert_eq!(sts["spec"]["replicas"], 0);
+    assert_eq!(
+        sts["metadata"]["annotations"],
+        json!({
+            "loft.sh/paused": "true",
+            "loft.sh/paused-replicas": "3",
+            "loft.sh/paused-date": "2026-01-01T00:00:00Z",
+        })
+    );
+    // Running: no pause annotations, and no date to stamp.
+    let mut running = render(&spec(&[("values_override", Value::string(ha))]));
+    running.set_paused_date("2026-01-01T00:00:00Z");
+    let sts = statefulset(&running);
+    assert_eq!(sts["spec"]["replicas"], 3);
+    assert!(sts["metadata"].get("annotations").is_none(), "{sts}");
+}
+
+#[test]
 fn tiers_differ_where_the_contract_says() {
     let shared = render(&spec(&[("isolation", Value::string("shared"))]));
     let dedicated = render(&spec(&[("isolation", Value::string("dedicated"))]));

@@ -1,5 +1,5 @@
-//! Host-cluster objects as JSON values: server-side apply, get, list and delete by a fixed
-//! group/version/kind, counting the requests made.
+//! Host-cluster objects as JSON values: server-side apply, merge patch, get, list and delete
+//! by a fixed group/version/kind, counting the requests made.
 //!
 //! Resources keep their own kind lists and hand a [`Gvk`] to every call; nothing here asks
 //! the API server for discovery, so a kind's API path is decided by the caller alone.
@@ -215,6 +215,24 @@ impl DynamicClient {
             .await
             .map_err(ObjectError::call(what.clone()))?;
         list.items.iter().map(|o| to_json(o, &what)).collect()
+    }
+
+    /// JSON merge-patches one object (RFC 7386: `null` removes a field). Unlike
+    /// [`Self::apply`] it can remove fields another field manager owns.
+    pub async fn merge_patch(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Json,
+    ) -> Result<(), ObjectError> {
+        let what = format!("patch {}", describe(kind.kind, namespace, name));
+        tracing::debug!(target: "gpufleet::kube", "{what}");
+        self.api(kind, namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(ObjectError::call(what))
     }
 
     /// Deletes one object with `params` (the caller picks the propagation policy); a

@@ -3,7 +3,10 @@
 //! Create and update are the same idempotent steps: make sure the namespace is ours (an
 //! earlier delete may still be terminating it), server-side apply the namespace and every
 //! rendered object, delete the optional objects the configuration no longer has, then wait
-//! for the control plane as `vcluster connect` does (or, when paused, only look once).
+//! for the control plane as `vcluster connect` does. When paused, it does instead what
+//! `vcluster pause` does after scaling to zero: wait for the control plane's pods to be gone,
+//! then delete the pods it synced to the host ([`pause`]). Resuming also removes pause
+//! annotations the vCluster CLI wrote.
 //! Because every object has a fixed name and every write is a forced server-side apply, an
 //! apply that was interrupted, even by killing the provider, converges when run again,
 //! without duplicates.
@@ -21,6 +24,7 @@ use super::{
     host::{HostApi, HostError},
     nulled_unknowns,
     objects::{Names, ObjectKind},
+    pause,
     read::owned_by,
     readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
@@ -162,6 +166,104 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     nulled_unknowns(&s)
 }
 
+/// How far a create or update got, for the failure's wording and what state to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    /// Making sure the namespace is free or ours; nothing written yet.
+    Namespace,
+    /// Writing the host objects.
+    Write,
+    /// Paused: waiting for the control plane's pods to be gone.
+    Stop,
+    /// Paused: deleting the pods the virtual cluster synced to the host.
+    DeleteSynced,
+    /// Waiting for the control plane to be ready.
+    Ready,
+}
+
+impl Phase {
+    fn doing(self) -> &'static str {
+        match self {
+            Phase::Namespace => "preparing the namespace",
+            Phase::Write => "writing the host objects",
+            Phase::Stop => "waiting for the control plane to stop",
+            Phase::DeleteSynced => "deleting the pods the virtual cluster synced to the host",
+            Phase::Ready => "waiting for the control plane to be ready",
+        }
+    }
+}
+
+/// Pauses as `vcluster pause` does, after the StatefulSet was written scaled to zero: waits
+/// for its pods to be gone, then deletes the synced pods (a running syncer would recreate
+/// them). Runs on every apply of a paused cluster, so an interrupted pause finishes.
+async fn finish_pause(
+    host: &dyn HostApi,
+    ctx: &Context,
+    spec: &Spec,
+    names: &Names,
+    deadline: Instant,
+    phase: &mut Phase,
+) -> Result<Readiness, StepError> {
+    *phase = Phase::Stop;
+    readiness::wait_stopped(host, ctx, &spec.namespace, names, deadline).await?;
+    *phase = Phase::DeleteSynced;
+    let deleted = pause::delete_synced_pods(host, &spec.namespace, &spec.name).await?;
+    tracing::info!(
+        target: "gpufleet::virtual_cluster",
+        "pause {}: deleted {deleted} synced pod(s)",
+        spec.name
+    );
+    Ok(readiness::observe(host, &spec.namespace, names).await?)
+}
+
+/// The steps of a create or update, recording in `phase` how far they got.
+async fn upsert(
+    host: &dyn HostApi,
+    ctx: &Context,
+    spec: &Spec,
+    deadline: Instant,
+    phase: &mut Phase,
+) -> Result<Readiness, StepError> {
+    let names = Names::new(&spec.name, &spec.namespace);
+    let existing = settle_namespace(host, ctx, &spec.namespace, deadline).await?;
+    let live = match &existing {
+        Some(ns) if !owned_by(ns, &spec.name) => {
+            return Err(StepError::Conflict(format!(
+                "namespace {} already exists and was not created by gpufleet for this virtual \
+                 cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
+                 gpufleet.dev/virtual-cluster={}). Choose another namespace",
+                spec.namespace, spec.name
+            )));
+        }
+        Some(_) => {
+            host.get(ObjectKind::StatefulSet, Some(&spec.namespace), &spec.name)
+                .await?
+        }
+        None => None,
+    };
+    let mut rendered = render::render(spec);
+    if spec.paused {
+        rendered.set_paused_date(&pause::paused_date(live.as_ref()));
+    }
+    *phase = Phase::Write;
+    write_objects(host, spec, &rendered).await?;
+    if spec.paused {
+        return finish_pause(host, ctx, spec, &names, deadline, phase).await;
+    }
+    // Resuming what the vCluster CLI paused: our apply does not own its annotations.
+    if live.as_ref().is_some_and(pause::has_annotations) {
+        host.merge_patch(
+            ObjectKind::StatefulSet,
+            Some(&spec.namespace),
+            &spec.name,
+            &pause::resume_patch(),
+        )
+        .await?;
+    }
+    *phase = Phase::Ready;
+    Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, deadline).await?)
+}
+
 /// Create (`prior` null) or update.
 pub async fn apply_upsert(
     host: &dyn HostApi,
@@ -186,30 +288,9 @@ pub async fn apply_upsert(
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.get(op);
-    let names = Names::new(&spec.name, &spec.namespace);
-    let rendered = render::render(&spec);
-    let mut wrote = false;
+    let mut phase = Phase::Namespace;
     let calls_before = host.calls();
-    let result: Result<Readiness, StepError> = async {
-        let existing = settle_namespace(host, ctx, &spec.namespace, deadline).await?;
-        if let Some(ns) = existing
-            && !owned_by(&ns, &spec.name)
-        {
-            return Err(StepError::Conflict(format!(
-                "namespace {} already exists and was not created by gpufleet for this virtual \
-                 cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
-                 gpufleet.dev/virtual-cluster={}). Choose another namespace",
-                spec.namespace, spec.name
-            )));
-        }
-        wrote = true;
-        write_objects(host, &spec, &rendered).await?;
-        if spec.paused {
-            return Ok(readiness::observe(host, &spec.namespace, &names).await?);
-        }
-        Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, deadline).await?)
-    }
-    .await;
+    let result = upsert(host, ctx, &spec, deadline, &mut phase).await;
     tracing::info!(
         target: "gpufleet::virtual_cluster",
         "{} {}: {} host API calls",
@@ -223,11 +304,6 @@ pub async fn apply_upsert(
             diagnostics: Diagnostics::new(),
         },
         Err(e) => {
-            let doing = if wrote {
-                "waiting for the control plane to be ready"
-            } else {
-                "preparing the namespace"
-            };
             let summary = if creating {
                 "Virtual Cluster Create Failed"
             } else {
@@ -236,7 +312,7 @@ pub async fn apply_upsert(
             // A create that wrote objects records them (Terraform then replaces the tainted
             // instance, deleting the namespace); an update keeps the prior state, so the next
             // plan shows what is still to do.
-            let state = match (creating, wrote) {
+            let state = match (creating, phase >= Phase::Write) {
                 (true, true) => {
                     let mut s = finished_state(planned, &spec, &Readiness::Waiting(String::new()));
                     set_attr(
@@ -251,7 +327,7 @@ pub async fn apply_upsert(
             };
             ApplyResponse {
                 new_state: state,
-                diagnostics: e.diagnostic(summary, &spec.name, op, doing).into(),
+                diagnostics: e.diagnostic(summary, &spec.name, op, phase.doing()).into(),
             }
         }
     }

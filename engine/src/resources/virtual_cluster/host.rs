@@ -48,6 +48,15 @@ pub trait HostApi: Send + Sync {
         namespace: &str,
         selector: &str,
     ) -> Result<Vec<Json>, HostError>;
+    /// JSON merge-patches one object (`null` removes a field), for fields another client
+    /// wrote, which a server-side apply leaves alone; a missing object is an error.
+    async fn merge_patch(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Json,
+    ) -> Result<(), HostError>;
     /// How many API calls this client made so far (for the operation's debug log).
     fn calls(&self) -> u64 {
         0
@@ -142,6 +151,18 @@ impl HostApi for KubeHost {
         let what = format!("list {} in {namespace} ({selector})", kind.plural);
         self.objects
             .list(&kind, Some(namespace), selector, what)
+            .await
+    }
+
+    async fn merge_patch(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Json,
+    ) -> Result<(), HostError> {
+        self.objects
+            .merge_patch(&gvk(kind), namespace, name, patch)
             .await
     }
 

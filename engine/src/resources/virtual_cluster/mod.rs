@@ -12,7 +12,7 @@
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
 //!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
 //! - [`host`]: the host cluster behind a trait; [`apply`], [`read`] and [`readiness`]: the
-//!   operations against it.
+//!   operations against it; [`pause`]: what `vcluster pause` and `vcluster resume` do.
 //!
 //! # Identity
 //!
@@ -36,6 +36,7 @@
 pub mod apply;
 pub mod host;
 pub mod objects;
+pub mod pause;
 pub mod quantity;
 pub mod rbac;
 pub mod read;

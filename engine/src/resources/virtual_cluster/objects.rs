@@ -28,7 +28,7 @@ pub enum ObjectKind {
     NetworkPolicy,
     /// `apps/v1/StatefulSet`.
     StatefulSet,
-    /// `v1/Pod` (read only).
+    /// `v1/Pod` (read, and deleted when pausing: the pods the virtual cluster synced).
     Pod,
 }
 

@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use super::{
     host::{HostApi, HostError},
     objects::{Names, ObjectKind, ObjectRef},
-    quantity,
+    pause, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{ISOLATIONS, POD_SECURITY_LEVELS},
@@ -236,6 +236,20 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
                     names.name
                 ));
             }
+        }
+        // Not the date: it records when the pause happened, which no rendering knows.
+        let annotation = |o: &Json, k: &str| {
+            o.pointer(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
+                .cloned()
+        };
+        if [pause::PAUSED, pause::PAUSED_REPLICAS]
+            .iter()
+            .any(|k| annotation(have, k) != annotation(want, k))
+        {
+            diffs.push(format!(
+                "StatefulSet {}: pause annotations differ from the rendered ones",
+                names.name
+            ));
         }
     }
     for svc in [names.name.clone(), names.headless()] {

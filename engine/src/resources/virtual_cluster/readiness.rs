@@ -3,8 +3,9 @@
 //! be pulled fails at once), then Secret `vc-<name>` key `config` holds its kubeconfig.
 //!
 //! [`observe`] takes one look; [`wait_ready`] repeats it every second until the control plane
-//! is ready, something fails, the deadline passes or Terraform asks to stop. The caller
-//! supplies the deadline (the resource's `create` or `update` timeout).
+//! is ready, something fails, the deadline passes or Terraform asks to stop. [`wait_stopped`]
+//! waits the same way for a paused control plane's pods to be gone. The caller supplies the
+//! deadline (the resource's `create` or `update` timeout).
 
 use std::time::Duration;
 
@@ -67,7 +68,7 @@ pub enum Readiness {
     Failed(String),
 }
 
-/// Why waiting stopped without a ready control plane.
+/// Why waiting for the control plane (to be ready, or to stop) did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
     /// A host call failed.
@@ -77,7 +78,7 @@ pub enum WaitError {
     #[error("the control plane cannot start: {0}")]
     Failed(String),
     /// The deadline passed.
-    #[error("the control plane was not ready after {}: {last}", crate::timeouts::render(*.waited))]
+    #[error("gave up after {}: {last}", crate::timeouts::render(*.waited))]
     TimedOut {
         /// How long it waited.
         waited: Duration,
@@ -265,26 +266,34 @@ pub async fn observe(
     }
 }
 
-/// Waits until the control plane is ready (or paused, when it is meant to be), polling every
-/// second until `deadline`, and stops at once when Terraform cancels.
-pub async fn wait_ready(
-    host: &dyn HostApi,
+/// What one look found, while polling.
+enum Look<T> {
+    /// Done, with the result.
+    Done(T),
+    /// Not yet, and why.
+    Waiting(String),
+}
+
+/// Takes a look every second until one is done or fails, `deadline` passes or Terraform asks
+/// to stop (then at once). `who` names the virtual cluster in debug logs.
+async fn poll<T, F, Fut>(
     ctx: &Context,
-    namespace: &str,
-    names: &Names,
+    who: &str,
     deadline: Instant,
-) -> Result<Readiness, WaitError> {
+    mut look: F,
+) -> Result<T, WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Look<T>, WaitError>>,
+{
     let started = Instant::now();
     let mut last = String::from("not looked at yet");
     loop {
-        let look = ctx
+        let r = ctx
             .cancel
-            .run_until_cancelled(tokio::time::timeout_at(
-                deadline,
-                observe(host, namespace, names),
-            ))
+            .run_until_cancelled(tokio::time::timeout_at(deadline, look()))
             .await;
-        match look {
+        match r {
             None => return Err(WaitError::Cancelled),
             Some(Err(_)) => {
                 return Err(WaitError::TimedOut {
@@ -293,12 +302,11 @@ pub async fn wait_ready(
                 });
             }
             Some(Ok(r)) => match r? {
-                Readiness::Failed(why) => return Err(WaitError::Failed(why)),
-                Readiness::Waiting(why) => {
-                    tracing::debug!(target: "gpufleet::virtual_cluster", "{}: {why}", names.name);
+                Look::Done(x) => return Ok(x),
+                Look::Waiting(why) => {
+                    tracing::debug!(target: "gpufleet::virtual_cluster", "{who}: {why}");
                     last = why;
                 }
-                done => return Ok(done),
             },
         }
         let pause = ctx
@@ -317,6 +325,63 @@ pub async fn wait_ready(
             });
         }
     }
+}
+
+/// Waits until the control plane is ready (or paused, when it is meant to be), polling every
+/// second until `deadline`, and stops at once when Terraform cancels.
+pub async fn wait_ready(
+    host: &dyn HostApi,
+    ctx: &Context,
+    namespace: &str,
+    names: &Names,
+    deadline: Instant,
+) -> Result<Readiness, WaitError> {
+    poll(ctx, &names.name, deadline, || async {
+        match observe(host, namespace, names).await? {
+            Readiness::Failed(why) => Err(WaitError::Failed(why)),
+            Readiness::Waiting(why) => Ok(Look::Waiting(why)),
+            done => Ok(Look::Done(done)),
+        }
+    })
+    .await
+}
+
+/// Why StatefulSet `sts` still has pods after a scale to zero, or `None` once its controller
+/// has seen the change and counts none.
+fn still_running(sts: &Json, name: &str) -> Option<String> {
+    let generation = i64_at(sts, "/metadata/generation").unwrap_or(0);
+    let observed = i64_at(sts, "/status/observedGeneration").unwrap_or(0);
+    if observed < generation {
+        return Some(format!(
+            "StatefulSet {name}: its controller has not seen the scale to zero yet"
+        ));
+    }
+    // Kubernetes always writes status.replicas; no status at all means no pods were made.
+    match i64_at(sts, "/status/replicas").unwrap_or(0) {
+        0 => None,
+        n => Some(format!("StatefulSet {name} still has {n} pod(s)")),
+    }
+}
+
+/// Waits until the control plane's StatefulSet has no pods left (`status.replicas` 0), as
+/// `vcluster pause` does before it deletes the synced pods, polling like [`wait_ready`].
+pub async fn wait_stopped(
+    host: &dyn HostApi,
+    ctx: &Context,
+    namespace: &str,
+    names: &Names,
+    deadline: Instant,
+) -> Result<(), WaitError> {
+    poll(ctx, &names.name, deadline, || async {
+        let sts = host
+            .get(ObjectKind::StatefulSet, Some(namespace), &names.name)
+            .await?;
+        Ok(match sts.and_then(|s| still_running(&s, &names.name)) {
+            Some(why) => Look::Waiting(why),
+            None => Look::Done(()),
+        })
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -349,6 +414,24 @@ mod tests {
             pod_not_ready(&pending).as_deref(),
             Some("pod a-0 is Pending: 0/3 nodes are available")
         );
+    }
+
+    #[test]
+    fn a_statefulset_has_stopped_when_its_controller_counts_no_pods() {
+        let sts = |generation: i64, observed: i64, replicas: i64| {
+            json!({
+                "metadata": { "generation": generation },
+                "status": { "observedGeneration": observed, "replicas": replicas },
+            })
+        };
+        assert_eq!(still_running(&sts(2, 2, 0), "a"), None);
+        assert_eq!(
+            still_running(&sts(2, 2, 1), "a").as_deref(),
+            Some("StatefulSet a still has 1 pod(s)")
+        );
+        // Zero pods counted before the controller saw the change says nothing yet.
+        assert!(still_running(&sts(3, 2, 0), "a").is_some());
+        assert_eq!(still_running(&json!({ "metadata": {} }), "a"), None);
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! why, entry by entry): the namespace is gpufleet's and carries the tier and pod security
 //! labels; the control plane is a StatefulSet `<name>` with the headless Service
 //! `<name>-headless` (the chart makes a Deployment when there is no volume claim), scaled to
-//! zero when paused; objects carry gpufleet's ownership labels instead of Helm's; and the pod
-//! template's restart annotation is gpufleet's digest of the config.
+//! zero and annotated as `vcluster pause` leaves it when paused ([`pause`]); objects carry
+//! gpufleet's ownership labels instead of Helm's; and the pod template's restart annotation is
+//! gpufleet's digest of the config.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +29,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::{
     objects::{Names, ObjectKind, ObjectRef},
-    rbac,
+    pause, rbac,
     spec::Spec,
     values::{self, at, is_true, text, truthy},
 };
@@ -64,6 +65,23 @@ impl Rendered {
     /// The desired object for `r`, if rendered.
     pub fn object(&self, r: &ObjectRef) -> Option<&Json> {
         self.objects.iter().find(|(o, _)| o == r).map(|(_, v)| v)
+    }
+
+    /// Stamps the StatefulSet of a paused virtual cluster with `date`
+    /// ([`pause::PAUSED_DATE`]); does nothing when it is not paused. Kept out of [`render`],
+    /// which is pure; refresh does not compare it, so it causes no drift.
+    pub fn set_paused_date(&mut self, date: &str) {
+        let sts = self
+            .objects
+            .iter_mut()
+            .find(|(r, _)| r.kind == ObjectKind::StatefulSet)
+            .map(|(_, o)| o);
+        let key = pause::PAUSED.replace('/', "~1");
+        if let Some(o) = sts
+            && o.pointer(&format!("/metadata/annotations/{key}")) == Some(&json!("true"))
+        {
+            o["metadata"]["annotations"][pause::PAUSED_DATE] = json!(date);
+        }
     }
 }
 
@@ -383,7 +401,7 @@ fn volumes(v: &Json, names: &Names) -> Vec<Json> {
 fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json {
     let sts = "controlPlane.statefulSet";
     let labels = chart_labels(spec, at(v, "controlPlane.statefulSet.labels"));
-    let ann = annotations(
+    let mut ann = annotations(
         v,
         "controlPlane.statefulSet.annotations",
         "controlPlane.advanced.globalMetadata.annotations",
@@ -441,12 +459,17 @@ fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json 
     let mut containers = vec![syncer(v, spec)];
     containers.extend(list(v, "controlPlane.statefulSet.sidecarContainers"));
     put("containers", json!(containers));
+    let running = at(v, "controlPlane.statefulSet.highAvailability.replicas")
+        .cloned()
+        .unwrap_or(json!(1));
     let replicas = if spec.paused {
+        // As `vcluster pause` leaves it, so that `vcluster resume` would scale back to what
+        // gpufleet runs; the date is stamped by apply ([`Rendered::set_paused_date`]).
+        ann.insert(pause::PAUSED.to_owned(), "true".to_owned());
+        ann.insert(pause::PAUSED_REPLICAS.to_owned(), replica_count(&running));
         json!(0)
     } else {
-        at(v, "controlPlane.statefulSet.highAvailability.replicas")
-            .cloned()
-            .unwrap_or(json!(1))
+        running
     };
     let policy = at(v, "controlPlane.statefulSet.scheduling.podManagementPolicy")
         .cloned()
@@ -465,6 +488,15 @@ fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json 
             },
         } }),
     )
+}
+
+/// A replica count as the annotation's text (`1` when it is no number).
+fn replica_count(replicas: &Json) -> String {
+    match replicas {
+        Json::Number(n) => n.to_string(),
+        Json::String(s) => s.clone(),
+        _ => "1".to_owned(),
+    }
 }
 
 fn service(v: &Json, spec: &Spec) -> Json {

@@ -205,8 +205,15 @@ pub fn resource_schema() -> Schema {
             Attribute::optional("paused", Type::Bool)
                 .default(false)
                 .describe(
-                    "Scale the control plane to zero, keeping its data, as `vcluster pause` \
-                     does; `false` resumes it. `status` is then `Paused`.",
+                    "Pause the virtual cluster as `vcluster pause` does: annotate its \
+                     StatefulSet `loft.sh/paused`, scale it to zero, wait for the control plane \
+                     to stop, then delete the pods it synced into the host namespace (its \
+                     Services, volume claims and other objects stay). `status` is then \
+                     `Paused`. `false` resumes it as `vcluster resume` does, and the control \
+                     plane recreates the pods. Its data lives in the control-plane pod (there \
+                     is no volume claim), so the virtual cluster's objects do not survive a \
+                     pause unless `values_override` gives it a data volume \
+                     (`controlPlane.statefulSet.persistence.dataVolume`).",
                 ),
         )
         .attr(
@@ -269,8 +276,9 @@ pub fn resource_schema() -> Schema {
         )
         .block(timeouts::block(
             "How long operations may take. Defaults: create 10m, update 10m, delete 10m, \
-             read 2m. Create and update include waiting for the control plane to be ready; \
-             delete includes waiting for the namespace to finish terminating.",
+             read 2m. Create and update include waiting for the control plane to be ready (or, \
+             when pausing, to stop); delete includes waiting for the namespace to finish \
+             terminating.",
         )),
     )
 }
