@@ -1,7 +1,8 @@
 //! Conformance with the vCluster chart of the pinned release: for virtual clusters of every
 //! tier, `helm template` of the real chart, given the same value files gpufleet uses (its
 //! settings, then `values_override`), must make the objects gpufleet renders: the same kinds
-//! and names, RBAC rules, containers (image, args, env, volumes, probes) and the same
+//! and names, RBAC rules, containers (image, args, env, volumes, probes), the control plane's
+//! volume claim template and retention policy, and the same
 //! vcluster.yaml in `vc-config-<name>` once the chart's defaults are in. Every difference has
 //! to be listed, with its reason, in `vcluster_conformance/allowed.json`; an entry that no
 //! longer matches anything fails the test too, so the list stays honest.
@@ -429,6 +430,13 @@ fn cases() -> Vec<(&'static str, Spec)> {
                     "labels",
                     Value::Map([("example.com/team".to_owned(), Value::string("ml"))].into()),
                 ),
+                (
+                    "persistence",
+                    Value::object([
+                        ("size", Value::string("20Gi")),
+                        ("storage_class", Value::string("fast-ssd")),
+                    ]),
+                ),
             ]),
         ),
         (
@@ -596,9 +604,10 @@ fn every_tier_renders_like_the_chart() {
 
 /// The comparison catches what matters: a chart default missing from vcluster.yaml (the
 /// API server switched off, as before gpufleet rendered the chart's values), a rule missing
-/// from the ClusterRole, a probe changed.
+/// from the ClusterRole, a probe changed, the data back on an `emptyDir` instead of the
+/// volume claim.
 #[test]
-fn the_comparison_sees_a_dropped_default_a_rule_and_a_probe() {
+fn the_comparison_sees_a_dropped_default_a_rule_a_probe_and_a_dropped_claim() {
     let chart = chart();
     let allowed = allowed();
     let (_, spec) = cases().remove(0);
@@ -623,6 +632,13 @@ fn the_comparison_sees_a_dropped_default_a_rule_and_a_probe() {
         } else if kind == "StatefulSet" {
             o["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["periodSeconds"] =
                 json!(20);
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("volumeClaimTemplates");
+            spec.remove("persistentVolumeClaimRetentionPolicy");
+            o["spec"]["template"]["spec"]["volumes"]
+                .as_array_mut()
+                .expect("volumes")
+                .push(json!({ "name": "data", "emptyDir": {} }));
         }
     }
     let mut found: Vec<String> = compare(&objects, &broken, &spec, &allowed, &mut BTreeSet::new())
@@ -636,8 +652,11 @@ fn the_comparison_sees_a_dropped_default_a_rule_and_a_probe() {
             "ClusterRole/vc-team-a-v-vc-team-a /rules".to_owned(),
             "Secret/vc-config-team-a /data/config.yaml/controlPlane/distro/k8s/apiServer/enabled"
                 .to_owned(),
+            "StatefulSet/team-a /spec/persistentVolumeClaimRetentionPolicy".to_owned(),
             "StatefulSet/team-a /spec/template/spec/containers/0/readinessProbe/periodSeconds"
                 .to_owned(),
+            "StatefulSet/team-a /spec/template/spec/volumes".to_owned(),
+            "StatefulSet/team-a /spec/volumeClaimTemplates".to_owned(),
         ],
     );
 }

@@ -1,9 +1,11 @@
 //! `gpufleet_virtual_cluster` through whole Terraform runs against an in-memory host cluster
 //! that behaves like the real one where it matters: a StatefulSet with replicas gets a Ready
-//! pod and, from the control plane, Secret `vc-<name>`; scaled to zero, its pod terminates
-//! over a few reads while the pods the syncer put in the namespace keep running; a
-//! server-side apply removes only the annotations an earlier apply set; namespaces terminate
-//! over a few reads and take their objects with them. Every plan, apply and refresh is checked
+//! pod, the claims of its volume claim templates (kept when it scales down or goes, as their
+//! retention policy says) and, from the control plane, Secret `vc-<name>`; its claim templates
+//! cannot change; scaled to zero, its pod terminates over a few reads while the pods the
+//! syncer put in the namespace keep running; a server-side apply removes only the annotations
+//! an earlier apply set; namespaces terminate over a few reads and take their objects with
+//! them. Every plan, apply and refresh is checked
 //! against Terraform's consistency rules by the shared harness.
 
 #[path = "support/network_segment.rs"]
@@ -21,6 +23,7 @@ use gpufleet_engine::{
         HostApi, HostError, VirtualCluster,
         objects::ObjectKind,
         pause::{PAUSED, PAUSED_DATE, PAUSED_REPLICAS, SYNCED_BY},
+        persistence::Persistence,
     },
     value::Value,
 };
@@ -46,6 +49,8 @@ struct State {
     /// The annotation keys each object's last server-side apply set: what the next apply
     /// removes when it omits them (annotations written otherwise stay).
     applied_annotations: BTreeMap<Key, BTreeSet<String>>,
+    /// Uids handed out so far (to new volume claims).
+    uids: u64,
 }
 
 #[derive(Default)]
@@ -103,6 +108,35 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
     }
     s.stopping.remove(&(ns.to_owned(), name.clone()));
     sts["status"]["replicas"] = json!(replicas);
+    // The claims of the pod, from the templates, labelled with the selector; an existing claim
+    // is used as it is.
+    let templates = sts["spec"]["volumeClaimTemplates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for t in templates {
+        let claim = format!(
+            "{}-{name}-0",
+            t["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let key = (
+            ObjectKind::PersistentVolumeClaim,
+            ns.to_owned(),
+            claim.clone(),
+        );
+        if !s.objects.contains_key(&key) {
+            s.uids += 1;
+            let uid = format!("uid-{}", s.uids);
+            s.objects.insert(
+                key,
+                json!({
+                    "metadata": { "name": claim, "namespace": ns, "uid": uid,
+                                  "labels": sts["spec"]["selector"]["matchLabels"] },
+                    "spec": t["spec"],
+                }),
+            );
+        }
+    }
     let container = if s.crash {
         json!({ "name": "syncer", "ready": false, "state": { "waiting": { "reason": "CrashLoopBackOff" } } })
     } else {
@@ -154,6 +188,24 @@ fn progress_stop(s: &mut State, ns: &str, name: &str) {
     {
         sts["status"]["replicas"] = json!(0);
     }
+}
+
+/// Whether two StatefulSets have the same claim templates, as the API server compares them
+/// (quantities by amount).
+fn same_claims(a: &Json, b: &Json) -> bool {
+    let count = |o: &Json| {
+        o["spec"]["volumeClaimTemplates"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    count(a) == count(b)
+        && match (
+            Persistence::of_statefulset(a),
+            Persistence::of_statefulset(b),
+        ) {
+            (Some(x), Some(y)) => x.same(&y),
+            (x, y) => x == y,
+        }
 }
 
 fn annotation_keys(o: &Json) -> BTreeSet<String> {
@@ -227,6 +279,17 @@ impl HostApi for FakeHost {
                     o["metadata"]["annotations"][k] = old["metadata"]["annotations"][k].clone();
                 }
             }
+        }
+        if kind == ObjectKind::StatefulSet
+            && let Some(old) = s.objects.get(&key)
+            && !same_claims(old, &o)
+        {
+            return Err(HostError::Other(format!(
+                "StatefulSet.apps {name:?} is invalid: spec: Forbidden: updates to statefulset \
+                 spec for fields other than 'replicas', 'ordinals', 'template', \
+                 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' \
+                 and 'minReadySeconds' are forbidden"
+            )));
         }
         s.applied_annotations.insert(key.clone(), applied);
         if kind == ObjectKind::StatefulSet {
@@ -395,6 +458,30 @@ fn quota(pods: i64) -> Value {
 }
 
 const NS: &str = "vc-team-a";
+
+/// The claim of the control-plane pod `team-a-0`.
+const CLAIM: &str = "data-team-a-0";
+
+fn persistence(size: &str, class: Option<&str>) -> Value {
+    Value::object([
+        ("size", Value::string(size)),
+        ("storage_class", class.map(Value::string).into()),
+    ])
+}
+
+/// The uid and requested size of the control plane's claim, if there is one.
+fn claim(host: &FakeHost) -> Option<(String, String)> {
+    host.obj(ObjectKind::PersistentVolumeClaim, NS, CLAIM)
+        .map(|c| {
+            (
+                c["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
+                c["spec"]["resources"]["requests"]["storage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+}
 
 /// Puts a running pod `name` in `ns`, synced there by the control plane of virtual cluster
 /// `synced_by` (or by nothing: a pod of the host's own).
@@ -663,6 +750,175 @@ async fn resuming_what_the_vcluster_cli_paused_removes_its_annotations() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_data_stays_on_its_claim_until_the_claim_changes() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let running = vc(&k, &[]);
+    tf.apply_ok(&running).await;
+    assert_eq!(tf.state.get("persistence"), &persistence("5Gi", None));
+    let (uid, size) = claim(&host).expect("the control plane's claim");
+    assert_eq!(size, "5Gi");
+    let claim_labels = host
+        .obj(ObjectKind::PersistentVolumeClaim, NS, CLAIM)
+        .expect("claim")["metadata"]["labels"]
+        .clone();
+    assert_eq!(
+        claim_labels,
+        json!({ "app": "vcluster", "release": "team-a" })
+    );
+
+    // Pause, resume, a restarting change and the same amount written otherwise: the same
+    // claim throughout.
+    tf.apply_ok(&vc(&k, &[("paused", Value::Bool(true))])).await;
+    assert!(host.obj(ObjectKind::Pod, NS, "team-a-0").is_none());
+    assert_eq!(claim(&host).map(|c| c.0), Some(uid.clone()));
+    tf.apply_ok(&running).await;
+    let restart = vc(
+        &k,
+        &[(
+            "values_override",
+            Value::string("sync:\n  toHost:\n    ingresses:\n      enabled: true\n"),
+        )],
+    );
+    assert_eq!(tf.apply_ok(&restart).await, Action::Update);
+    let same_amount = vc(&k, &[("persistence", persistence("5120Mi", None))]);
+    assert_eq!(tf.apply_ok(&same_amount).await, Action::Update);
+    assert_eq!(tf.plan(&same_amount).await.action, Action::NoOp);
+    assert_eq!(
+        tf.state.get("persistence"),
+        &persistence("5120Mi", None),
+        "kept in the configured spelling"
+    );
+    assert_eq!(claim(&host).map(|c| c.0), Some(uid.clone()));
+
+    // A bigger claim replaces the virtual cluster: the namespace goes with the old claim, and
+    // the new control plane starts on a new one. No apply meets the immutability error.
+    let bigger = vc(&k, &[("persistence", persistence("20Gi", None))]);
+    let p = tf.plan(&bigger).await;
+    assert_eq!(p.action, Action::Replace);
+    assert_eq!(tf.apply_ok(&bigger).await, Action::Replace);
+    let (new_uid, size) = claim(&host).expect("a new claim");
+    assert_ne!(new_uid, uid);
+    assert_eq!(size, "20Gi");
+    assert_eq!(tf.plan(&bigger).await.action, Action::NoOp);
+
+    // Destroy: the claim goes with the namespace, and so does everything else.
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert!(
+        host.lock().objects.is_empty(),
+        "destroy leaves nothing behind"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_control_plane_without_a_claim_is_replaced_onto_one() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[]);
+    tf.apply_ok(&c).await;
+    // What an earlier gpufleet release made: no claim template, the data on an emptyDir, and
+    // a state without `persistence`.
+    host.edit(ObjectKind::StatefulSet, NS, "team-a", |o| {
+        o["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("volumeClaimTemplates");
+    });
+    host.lock().objects.remove(&(
+        ObjectKind::PersistentVolumeClaim,
+        NS.to_owned(),
+        CLAIM.to_owned(),
+    ));
+    if let Some(m) = tf.state.as_object_mut() {
+        m.insert("persistence".to_owned(), Value::Null);
+    }
+    let p = tf.plan(&c).await;
+    assert_eq!(tf.state.get("persistence"), &Value::Null);
+    assert_eq!(p.action, Action::Replace);
+    tf.apply_ok(&c).await;
+    assert!(claim(&host).is_some());
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plan_that_missed_a_claim_change_writes_nothing_and_says_why() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[])).await;
+    // The StatefulSet was made again out of band with another claim; a plan without a
+    // refresh does not know, and would change the quota in place.
+    host.edit(ObjectKind::StatefulSet, NS, "team-a", |o| {
+        o["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+            json!("50Gi");
+    });
+    let stale = support::plan(&k, &tf.ctx, &tf.state, &vc(&k, &[("quota", quota(10))])).await;
+    assert_eq!(stale.action, Action::Update);
+    let applied = support::apply(&k, &tf.ctx, &stale).await;
+    let text = show(&applied.diagnostics);
+    assert!(
+        text.contains("cannot change the volume claims of a StatefulSet, so nothing was written"),
+        "{text}"
+    );
+    assert!(
+        text.contains("checking the control plane's volume claim"),
+        "{text}"
+    );
+    assert!(!text.contains("Forbidden"), "{text}");
+    assert_eq!(host.count(ObjectKind::ResourceQuota), 0, "nothing written");
+    // With a refresh, the plan sees the claim and replaces.
+    assert_eq!(tf.plan(&vc(&k, &[])).await.action, Action::Replace);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_destroy_that_cannot_delete_the_namespace_deletes_the_claims() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[])).await;
+    // Another virtual cluster's claim and a claim of the tenant's stay.
+    for (name, release) in [("data-team-b-0", "team-b"), ("my-data", "team-a")] {
+        host.lock().objects.insert(
+            (
+                ObjectKind::PersistentVolumeClaim,
+                NS.to_owned(),
+                name.to_owned(),
+            ),
+            json!({ "metadata": { "name": name, "namespace": NS,
+                                  "labels": { "app": "vcluster", "release": release } } }),
+        );
+    }
+    // The namespace was taken over between refresh and apply.
+    host.edit(ObjectKind::Namespace, "", NS, |ns| {
+        ns["metadata"]["labels"] = json!({ "owner": "someone-else" });
+    });
+    let destroy = support::Plan {
+        prior: tf.state.clone(),
+        config: Value::Null,
+        planned: Value::Null,
+        action: Action::Delete,
+        requires_replace: Vec::new(),
+        diagnostics: Default::default(),
+    };
+    let applied = support::apply(&k, &tf.ctx, &destroy).await;
+    assert!(
+        !applied.diagnostics.has_error(),
+        "{}",
+        show(&applied.diagnostics)
+    );
+    assert!(host.obj(ObjectKind::Namespace, "", NS).is_some());
+    let claims: Vec<String> = host
+        .lock()
+        .objects
+        .keys()
+        .filter(|k| k.0 == ObjectKind::PersistentVolumeClaim)
+        .map(|k| k.2.clone())
+        .collect();
+    assert_eq!(claims, ["data-team-b-0", "my-data"]);
+    assert_eq!(host.count(ObjectKind::StatefulSet), 0);
+    assert_eq!(host.count(ObjectKind::ClusterRole), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn drift_shows_in_the_plan_and_apply_repairs_it() {
     let (host, k) = setup();
     let mut tf = Terraform::new(&k);
@@ -735,6 +991,8 @@ async fn import_by_id_or_name_plans_empty() {
                 "labels",
                 Value::Map([("example.com/team".to_owned(), Value::string("ml"))].into()),
             ),
+            // Read back from the StatefulSet's claim template.
+            ("persistence", persistence("20Gi", Some("fast-ssd"))),
         ],
     );
     tf.apply_ok(&c).await;

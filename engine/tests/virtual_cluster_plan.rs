@@ -57,6 +57,13 @@ async fn created(extra: &[(&str, Value)]) -> Value {
     applied(&p.planned)
 }
 
+fn persistence(size: &str, class: Option<&str>) -> Value {
+    Value::object([
+        ("size", Value::string(size)),
+        ("storage_class", class.map(Value::string).into()),
+    ])
+}
+
 fn error_paths(d: &gpufleet_engine::diag::Diagnostics) -> Vec<String> {
     d.iter()
         .filter(|d| d.severity == Severity::Error)
@@ -180,6 +187,130 @@ async fn isolation_change_replaces_and_says_so() {
 }
 
 #[tokio::test]
+async fn persistence_defaults_to_the_charts_claim() {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&[])).await;
+    assert_eq!(p.planned.get("persistence"), &persistence("5Gi", None));
+    // Only a class: the size is still the default.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[(
+            "persistence",
+            Value::object([("size", Value::Null), ("storage_class", "fast".into())]),
+        )]),
+    )
+    .await;
+    assert_eq!(
+        p.planned.get("persistence"),
+        &persistence("5Gi", Some("fast"))
+    );
+    // The default written out is no change.
+    let prior = created(&[]).await;
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("persistence", persistence("5Gi", None))]),
+    )
+    .await;
+    assert_eq!(p.action, Action::NoOp, "{:?}", p.planned);
+}
+
+/// The update half of a plan, as Terraform gets it (with the kind's warnings), and the whole.
+async fn plan_change(prior: &Value, c: &Value) -> (gpufleet_engine::plan::Planned, Action) {
+    let half = gpufleet_engine::plan::plan_resource(
+        &kind(),
+        &Context::default(),
+        prior.clone(),
+        gpufleet_engine::consistency::proposed_new(&kind().schema().block, prior, c),
+        c.clone(),
+    )
+    .await;
+    let full = plan(&kind(), &Context::default(), prior, c).await;
+    (half, full.action)
+}
+
+#[tokio::test]
+async fn a_different_claim_replaces_and_says_so() {
+    let prior = created(&[]).await;
+    let warned_on = |p: &gpufleet_engine::plan::Planned| -> Vec<String> {
+        p.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .map(|d| {
+                let path = d.path.as_ref().map(ToString::to_string).unwrap_or_default();
+                format!("{path}: {}", d.summary)
+            })
+            .collect()
+    };
+    for (case, new, want) in [
+        (
+            "bigger",
+            persistence("20Gi", None),
+            vec![AttrPath::attr("persistence").push_attr("size")],
+        ),
+        (
+            "a class",
+            persistence("5Gi", Some("fast-ssd")),
+            vec![AttrPath::attr("persistence").push_attr("storage_class")],
+        ),
+        (
+            "both",
+            persistence("1Ti", Some("fast-ssd")),
+            vec![
+                AttrPath::attr("persistence").push_attr("size"),
+                AttrPath::attr("persistence").push_attr("storage_class"),
+            ],
+        ),
+    ] {
+        let c = vc(&[("persistence", new)]);
+        let (half, action) = plan_change(&prior, &c).await;
+        assert_eq!(half.requires_replace, want, "{case}");
+        assert_eq!(action, Action::Replace, "{case}");
+        assert_eq!(
+            warned_on(&half),
+            ["persistence: Volume Claim Change Replaces The Virtual Cluster"],
+            "{case}"
+        );
+    }
+    // The same amount written otherwise changes the StatefulSet in place (the API server
+    // compares quantities by amount); it restarts the control plane, whose config changed.
+    let (half, action) =
+        plan_change(&prior, &vc(&[("persistence", persistence("5120Mi", None))])).await;
+    assert!(half.requires_replace.is_empty());
+    assert_eq!(action, Action::Update);
+    assert!(half.planned.get("kubeconfig").is_unknown());
+
+    // A state from before the claim (or a StatefulSet without one): replaced, with a warning.
+    let mut old = prior.clone();
+    if let Some(m) = old.as_object_mut() {
+        m.insert("persistence".to_owned(), Value::Null);
+    }
+    let (half, action) = plan_change(&old, &vc(&[])).await;
+    assert_eq!(half.requires_replace, [AttrPath::attr("persistence")]);
+    assert_eq!(action, Action::Replace);
+    assert_eq!(
+        warned_on(&half),
+        ["persistence: Virtual Cluster Moves Its Data To A Volume Claim"]
+    );
+
+    // An unknown class may differ: Terraform replaces, and so does the plan.
+    let (half, _) = plan_change(
+        &prior,
+        &vc(&[(
+            "persistence",
+            Value::object([("size", Value::Null), ("storage_class", Value::unknown())]),
+        )]),
+    )
+    .await;
+    assert_eq!(
+        half.requires_replace,
+        [AttrPath::attr("persistence").push_attr("storage_class")]
+    );
+}
+
+#[tokio::test]
 async fn upgrades_are_in_place_and_downgrades_refused() {
     let prior = created(&[("kubernetes_version", Value::string("1.35"))]).await;
     let up = plan(
@@ -259,6 +390,16 @@ async fn bad_input_is_diagnosed_on_its_attribute() {
             vec!["labels[\"gpufleet.dev/tenant\"]"],
         ),
         (
+            "persistence size",
+            vec![("persistence", persistence("5GB", None))],
+            vec!["persistence.size"],
+        ),
+        (
+            "persistence size zero, class not a name",
+            vec![("persistence", persistence("0", Some("Fast_SSD")))],
+            vec!["persistence.size", "persistence.storage_class"],
+        ),
+        (
             "override not YAML",
             vec![("values_override", Value::string("a: [1"))],
             vec!["values_override"],
@@ -297,6 +438,32 @@ async fn overrides_of_managed_keys_are_refused_naming_the_key() {
             "policies:\n  resourceQuota: {enabled: false}\n",
             "policies.resourceQuota.enabled",
             "quota",
+        ),
+        (
+            "controlPlane:\n  statefulSet:\n    persistence:\n      volumeClaim:\n        size: 50Gi\n",
+            "controlPlane.statefulSet.persistence.volumeClaim.size",
+            "`persistence`",
+        ),
+        (
+            "controlPlane:\n  statefulSet:\n    persistence:\n      volumeClaim:\n        storageClass: x\n",
+            "controlPlane.statefulSet.persistence.volumeClaim.storageClass",
+            "`persistence`",
+        ),
+        // The rest of the claim is gpufleet's; the refusal points at the attribute too.
+        (
+            "controlPlane:\n  statefulSet:\n    persistence:\n      volumeClaim:\n        enabled: false\n",
+            "controlPlane.statefulSet.persistence.volumeClaim.enabled",
+            "`persistence`",
+        ),
+        (
+            "controlPlane:\n  statefulSet:\n    persistence:\n      volumeClaimTemplates: [{metadata: {name: x}}]\n",
+            "controlPlane.statefulSet.persistence.volumeClaimTemplates",
+            "`persistence`",
+        ),
+        (
+            "controlPlane:\n  statefulSet:\n    persistence:\n      dataVolume: [{name: data, emptyDir: {}}]\n",
+            "controlPlane.statefulSet.persistence.dataVolume",
+            "`persistence`",
         ),
     ] {
         let p = plan(

@@ -35,6 +35,21 @@ fn quota() -> Value {
     ])
 }
 
+fn persistence(size: &str, class: Option<&str>) -> Value {
+    Value::object([
+        ("size", Value::string(size)),
+        ("storage_class", class.map(Value::string).into()),
+    ])
+}
+
+fn statefulset(r: &Rendered) -> serde_json::Value {
+    r.objects
+        .iter()
+        .find(|(_, o)| o["kind"] == "StatefulSet")
+        .map(|(_, o)| o.clone())
+        .expect("StatefulSet")
+}
+
 /// The objects, with the config Secret's data shortened (its vcluster.yaml is snapshotted on
 /// its own).
 fn snapshot_value(r: &Rendered) -> serde_json::Value {
@@ -89,6 +104,7 @@ fn dedicated_tier_with_policy() {
             "labels",
             Value::Map([("example.com/team".to_owned(), Value::string("ml"))].into()),
         ),
+        ("persistence", persistence("20Gi", Some("fast-ssd"))),
     ]);
     let r = render(&s);
     insta::assert_snapshot!("dedicated_vcluster_settings", settings_yaml(&s));
@@ -116,15 +132,68 @@ fn private_tier_paused_and_sleeping_with_override() {
 }
 
 #[test]
+fn the_data_is_on_the_charts_volume_claim() {
+    // By default: the chart's claim (5Gi, ReadWriteOnce, the cluster's default class),
+    // retained when the StatefulSet goes, and no emptyDir for the data.
+    let r = render(&spec(&[]));
+    let sts = statefulset(&r);
+    assert_eq!(
+        sts["spec"]["volumeClaimTemplates"],
+        json!([{
+            "metadata": { "name": "data" },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": { "requests": { "storage": "5Gi" } },
+            },
+        }])
+    );
+    assert_eq!(
+        sts["spec"]["persistentVolumeClaimRetentionPolicy"],
+        json!({ "whenDeleted": "Retain" })
+    );
+    let volumes = sts["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    assert!(volumes.iter().all(|v| v["name"] != "data"), "{volumes:?}");
+    let mounts = &sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"];
+    assert_eq!(mounts[0], json!({ "name": "data", "mountPath": "/data" }));
+    let claim = &r.values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"];
+    assert_eq!(claim["enabled"], "auto");
+    assert_eq!(claim["size"], "5Gi");
+    assert_eq!(claim["storageClass"], "");
+
+    // A size and a class of the user's.
+    let r = render(&spec(&[(
+        "persistence",
+        persistence("100Gi", Some("fast-ssd")),
+    )]));
+    let sts = statefulset(&r);
+    assert_eq!(
+        sts["spec"]["volumeClaimTemplates"][0]["spec"],
+        json!({
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "fast-ssd",
+            "resources": { "requests": { "storage": "100Gi" } },
+        })
+    );
+    let claim = &r.values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"];
+    assert_eq!(claim["size"], "100Gi");
+    assert_eq!(claim["storageClass"], "fast-ssd");
+
+    // A null attribute is the default; pausing keeps the claim.
+    let paused = render(&spec(&[
+        ("persistence", Value::Null),
+        ("paused", Value::Bool(true)),
+    ]));
+    assert_eq!(
+        statefulset(&paused)["spec"]["volumeClaimTemplates"],
+        statefulset(&render(&spec(&[])))["spec"]["volumeClaimTemplates"]
+    );
+}
+
+#[test]
 fn a_paused_statefulset_records_its_replicas_and_takes_a_date() {
     let ha = "controlPlane:\n  statefulSet:\n    highAvailability:\n      replicas: 3\n";
-    let statefulset = |r: &Rendered| {
-        r.objects
-            .iter()
-            .find(|(_, o)| o["kind"] == "StatefulSet")
-            .map(|(_, o)| o.clone())
-            .expect("StatefulSet")
-    };
     let mut paused = render(&spec(&[
         ("paused", Value::Bool(true)),
         ("values_override", Value::string(ha)),

@@ -5,6 +5,7 @@
 //! every problem is collected, so the user sees them all at once.
 
 mod dns_label;
+mod dns_subdomain;
 mod duration;
 mod int_between;
 mod ipv4_address;
@@ -12,6 +13,7 @@ mod ipv4_cidr;
 mod one_of;
 
 pub use dns_label::DnsLabel;
+pub use dns_subdomain::DnsSubdomain;
 pub use duration::PositiveDuration;
 pub use int_between::IntBetween;
 pub use ipv4_address::Ipv4Address;

@@ -11,9 +11,16 @@
 //! apply that was interrupted, even by killing the provider, converges when run again,
 //! without duplicates.
 //!
+//! A StatefulSet's volume claims cannot change: when the live StatefulSet has another claim
+//! than the planned one (a plan made without a refresh), apply writes nothing and says so
+//! rather than meet the API server's immutability error; the plan replaces the virtual
+//! cluster instead ([`persistence`]).
+//!
 //! Delete removes the namespace and waits until it has finished terminating, so a virtual
-//! cluster of the same name can be created right after; the cluster-scoped ClusterRole and
-//! ClusterRoleBinding, which no namespace takes along, are deleted by name.
+//! cluster of the same name can be created right after; the namespace takes the control
+//! plane's volume claims along (their retention policy keeps them only from the StatefulSet's
+//! own deletion). The cluster-scoped ClusterRole and ClusterRoleBinding, which no namespace
+//! takes along, are deleted by name.
 
 use std::time::Duration;
 
@@ -25,6 +32,7 @@ use super::{
     nulled_unknowns,
     objects::{Names, ObjectKind},
     pause,
+    persistence::{self, Persistence},
     read::owned_by,
     readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
@@ -171,6 +179,8 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
 enum Phase {
     /// Making sure the namespace is free or ours; nothing written yet.
     Namespace,
+    /// Checking that the StatefulSet there has the planned volume claim; nothing written yet.
+    Claim,
     /// Writing the host objects.
     Write,
     /// Paused: waiting for the control plane's pods to be gone.
@@ -185,6 +195,7 @@ impl Phase {
     fn doing(self) -> &'static str {
         match self {
             Phase::Namespace => "preparing the namespace",
+            Phase::Claim => "checking the control plane's volume claim",
             Phase::Write => "writing the host objects",
             Phase::Stop => "waiting for the control plane to stop",
             Phase::DeleteSynced => "deleting the pods the virtual cluster synced to the host",
@@ -216,6 +227,29 @@ async fn finish_pause(
     Ok(readiness::observe(host, &spec.namespace, names).await?)
 }
 
+/// Refuses to write the StatefulSet when the live one has another volume claim: Kubernetes
+/// cannot change it, and the plan replaces the virtual cluster instead. Only a plan made
+/// without a refresh, or a create over what an interrupted one left, gets here.
+fn check_claim(spec: &Spec, live: &serde_json::Value) -> Result<(), StepError> {
+    let have = Persistence::of_statefulset(live);
+    if have.as_ref().is_some_and(|h| h.same(&spec.persistence)) {
+        return Ok(());
+    }
+    let has = have.map_or_else(
+        || "no volume claim (its data is in the pod)".to_owned(),
+        |h| format!("a volume claim of {}", h.describe()),
+    );
+    Err(StepError::Conflict(format!(
+        "StatefulSet {} has {has}, and this apply would give it {}; Kubernetes cannot change \
+         the volume claims of a StatefulSet, so nothing was written. Set `persistence` to \
+         match, or plan again with a refresh (after `terraform import` if the state does not \
+         hold this virtual cluster): the plan then reads the claim and replaces the virtual \
+         cluster, which deletes its data",
+        spec.name,
+        spec.persistence.describe()
+    )))
+}
+
 /// The steps of a create or update, recording in `phase` how far they got.
 async fn upsert(
     host: &dyn HostApi,
@@ -241,6 +275,10 @@ async fn upsert(
         }
         None => None,
     };
+    if let Some(sts) = &live {
+        *phase = Phase::Claim;
+        check_claim(spec, sts)?;
+    }
     let mut rendered = render::render(spec);
     if spec.paused {
         rendered.set_paused_date(&pause::paused_date(live.as_ref()));
@@ -343,6 +381,29 @@ async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), 
     Ok(())
 }
 
+/// Deletes the volume claims the StatefulSet of virtual cluster `name` made in `namespace`:
+/// `data-<name>-<ordinal>`, labelled with the StatefulSet's selector. A claim still mounted is
+/// removed once its pod is gone.
+async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Result<(), StepError> {
+    let selector = format!("app=vcluster,release={name}");
+    let prefix = persistence::claim_prefix(name);
+    let claims = host
+        .list(ObjectKind::PersistentVolumeClaim, namespace, &selector)
+        .await?;
+    for claim in claims
+        .iter()
+        .filter_map(|c| {
+            c.pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+        })
+        .filter(|n| n.starts_with(&prefix))
+    {
+        host.delete(ObjectKind::PersistentVolumeClaim, Some(namespace), claim)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Delete: the namespace and everything in it, waiting until it is gone.
 pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
     let name = prior.get("name").as_str().unwrap_or_default().to_owned();
@@ -359,12 +420,14 @@ pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> A
             Some(ns) if owned_by(&ns, &name) => {
                 host.delete(ObjectKind::Namespace, None, &namespace).await?;
             }
-            // Not ours: leave the namespace, remove only our objects.
+            // Not ours: leave the namespace, remove only our objects, the volume claims the
+            // StatefulSet made included (their retention policy keeps them otherwise).
             Some(_) => {
                 for r in names.all().iter().chain(&names.retired()).rev() {
                     host.delete(r.kind, r.namespace(&namespace), &r.name)
                         .await?;
                 }
+                delete_claims(host, &namespace, &name).await?;
                 return Ok(());
             }
             None => {

@@ -12,7 +12,8 @@
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
 //!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
 //! - [`host`]: the host cluster behind a trait; [`apply`], [`read`] and [`readiness`]: the
-//!   operations against it; [`pause`]: what `vcluster pause` and `vcluster resume` do.
+//!   operations against it; [`pause`]: what `vcluster pause` and `vcluster resume` do;
+//!   [`persistence`]: the volume claim that keeps the control plane's data.
 //!
 //! # Identity
 //!
@@ -28,7 +29,9 @@
 //! gpufleet renders nothing for it.
 //!
 //! `name`, `namespace` and `isolation` force a replacement (the tier is fixed at creation,
-//! and the plan carries a warning saying so). Everything else changes in place. The kubeconfig,
+//! and the plan carries a warning saying so). So does a different amount or class in
+//! `persistence` (a StatefulSet's volume claims cannot change), or a prior state without a
+//! claim, each with a warning. Everything else changes in place. The kubeconfig,
 //! endpoint and CA stay as recorded unless the control plane restarts (a version or
 //! configuration change, pausing or resuming). `drift` is planned empty: every apply repairs
 //! what a refresh found.
@@ -37,6 +40,7 @@ pub mod apply;
 pub mod host;
 pub mod objects;
 pub mod pause;
+pub mod persistence;
 pub mod quantity;
 pub mod rbac;
 pub mod read;
@@ -113,6 +117,7 @@ const RESTARTING: &[&str] = &[
     "kubernetes_version",
     "values_override",
     "vcluster_version",
+    "persistence",
 ];
 
 /// Computed attributes read from Secret `vc-<name>`.
@@ -122,6 +127,7 @@ const ACCESS: &[&str] = &["kubeconfig", "endpoint", "cluster_ca_certificate"];
 pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
     let mut diagnostics = Diagnostics::new();
+    let mut requires_replace = Vec::new();
     let name = planned.get("name").as_str().map(str::to_owned);
     if req.config.get("namespace").is_null() {
         let ns = name.as_deref().map_or_else(Value::unknown, |n| {
@@ -194,6 +200,10 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
                 .with_path(AttrPath::attr("isolation")),
             );
         }
+        let (paths, warnings) =
+            persistence::replacements(req.prior.get("persistence"), planned.get("persistence"));
+        requires_replace.extend(paths);
+        diagnostics.extend(warnings);
         let restarts = RESTARTING
             .iter()
             .any(|a| planned.get(a) != req.prior.get(a));
@@ -208,7 +218,7 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
     }
     PlanResponse {
         planned,
-        requires_replace: Vec::new(),
+        requires_replace,
         diagnostics,
     }
 }

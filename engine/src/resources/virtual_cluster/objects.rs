@@ -30,6 +30,9 @@ pub enum ObjectKind {
     StatefulSet,
     /// `v1/Pod` (read, and deleted when pausing: the pods the virtual cluster synced).
     Pod,
+    /// `v1/PersistentVolumeClaim` (made by the StatefulSet from its claim template; deleted
+    /// only by a destroy that cannot delete the namespace).
+    PersistentVolumeClaim,
 }
 
 impl ObjectKind {
@@ -69,6 +72,9 @@ impl ObjectKind {
             ),
             ObjectKind::StatefulSet => ("apps", "v1", "StatefulSet", "statefulsets"),
             ObjectKind::Pod => ("", "v1", "Pod", "pods"),
+            ObjectKind::PersistentVolumeClaim => {
+                ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+            }
         }
     }
 
@@ -116,6 +122,7 @@ const ALL: &[ObjectKind] = &[
     ObjectKind::NetworkPolicy,
     ObjectKind::StatefulSet,
     ObjectKind::Pod,
+    ObjectKind::PersistentVolumeClaim,
 ];
 
 /// One object by kind and name, in the virtual cluster's namespace (cluster-scoped kinds have

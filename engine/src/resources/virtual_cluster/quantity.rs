@@ -89,6 +89,27 @@ impl Validator for Quantity {
     }
 }
 
+/// A string attribute must be a Kubernetes quantity greater than zero (a volume's size).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PositiveQuantity;
+
+impl Validator for PositiveQuantity {
+    fn description(&self) -> String {
+        "A Kubernetes quantity greater than zero, such as `\"5Gi\"` or `\"500M\"`.".to_owned()
+    }
+
+    fn validate(&self, path: &AttrPath, value: &Value, diags: &mut Diagnostics) {
+        let Some(s) = value.as_str() else { return };
+        // `parse` takes no negative amounts, so anything but zero is more.
+        let why = match parse(s) {
+            Ok(n) if !bigdecimal::Zero::is_zero(&n) => return,
+            Ok(_) => format!("{s:?} is zero; it must be more"),
+            Err(why) => why,
+        };
+        diags.error_at(path.clone(), "Invalid Quantity", format!("{path}: {why}."));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +131,21 @@ mod tests {
             ("64GB", false),
         ] {
             assert_eq!(parse(input).is_ok(), ok, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_must_be_more_than_zero() {
+        for (input, ok) in [
+            ("5Gi", true),
+            ("1", true),
+            ("0", false),
+            ("0Gi", false),
+            ("5GB", false),
+        ] {
+            let mut d = Diagnostics::new();
+            PositiveQuantity.validate(&AttrPath::attr("size"), &Value::string(input), &mut d);
+            assert_eq!(!d.has_error(), ok, "{input:?}");
         }
     }
 

@@ -1,7 +1,7 @@
 //! Refresh: observe the host objects of a virtual cluster, reflect what the user can see in
-//! the attributes (quota, limit range, network isolation, paused), and list every other
-//! difference from the rendered objects in `drift`, so the next plan shows it and the next
-//! apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
+//! the attributes (quota, limit range, network isolation, paused, the volume claim), and list
+//! every other difference from the rendered objects in `drift`, so the next plan shows it and
+//! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
 //!
 //! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
 //! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size).
@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use super::{
     host::{HostApi, HostError},
     objects::{Names, ObjectKind, ObjectRef},
-    pause, quantity,
+    pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{ISOLATIONS, POD_SECURITY_LEVELS},
@@ -273,7 +273,7 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
 /// namespace is gone. An import (a `prior` without `isolation`) takes every configurable
 /// attribute from the cluster; a refresh keeps the configured ones and reports differences
 /// in `drift`, except those users can see directly (quota, limit range, network isolation,
-/// paused), which are reflected in their attributes.
+/// paused, the volume claim), which are reflected in their attributes.
 pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Value {
     let Some(ns) = &observed.namespace else {
         return Value::Null;
@@ -373,6 +373,16 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     let sts = observed.get(ObjectKind::StatefulSet, &names.name);
     if let Some(replicas) = sts.and_then(|o| o.pointer("/spec/replicas")?.as_i64()) {
         set_attr(&mut s, "paused", Value::Bool(replicas == 0));
+    }
+    // The claim the StatefulSet has, which a plan can only keep or replace; a missing
+    // StatefulSet keeps what the state says (apply creates it with that claim, and a claim
+    // retained from before is used again).
+    if let Some(o) = sts {
+        set_attr(
+            &mut s,
+            "persistence",
+            persistence::observed_value(o, prior.get("persistence")),
+        );
     }
     let image_version = sts
         .and_then(|o| str_at(o, "/spec/template/spec/containers/0/image"))

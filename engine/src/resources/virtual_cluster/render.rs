@@ -12,15 +12,17 @@
 //! - the Service `<name>`; the ResourceQuota and LimitRange `vc-<name>` and the
 //!   NetworkPolicies `vc-work-`, `vc-cp-`, `vc-kube-dns-` and `vc-snapshot-<name>` when the
 //!   tenant's policy asks for them;
-//! - the control plane itself.
+//! - the control plane itself: the StatefulSet `<name>` with its headless Service
+//!   `<name>-headless` and the volume claim template `data` that keeps its data
+//!   ([`persistence`](super::persistence)), scaled to zero and annotated as `vcluster pause`
+//!   leaves it when paused ([`pause`]).
 //!
 //! Where gpufleet differs from the chart, on purpose (the conformance test's allow-list says
 //! why, entry by entry): the namespace is gpufleet's and carries the tier and pod security
-//! labels; the control plane is a StatefulSet `<name>` with the headless Service
-//! `<name>-headless` (the chart makes a Deployment when there is no volume claim), scaled to
-//! zero and annotated as `vcluster pause` leaves it when paused ([`pause`]); objects carry
-//! gpufleet's ownership labels instead of Helm's; and the pod template's restart annotation is
-//! gpufleet's digest of the config.
+//! labels; objects carry gpufleet's ownership labels instead of Helm's; and the pod template's
+//! restart annotation is gpufleet's digest of the config. The chart would make the control
+//! plane a Deployment were there no volume claim; gpufleet, which always has one, always makes
+//! a StatefulSet.
 
 use std::collections::BTreeMap;
 
@@ -377,6 +379,54 @@ fn syncer(v: &Json, spec: &Spec) -> Json {
     c
 }
 
+/// The chart's `vcluster.database.embedded.enabled`: the embedded database is the backing
+/// store when it is turned on, or when no backing store is (the chart fails on more than one;
+/// gpufleet's settings turn on exactly this one).
+fn embedded_database(v: &Json) -> bool {
+    let stores = [
+        "controlPlane.backingStore.etcd.embedded.enabled",
+        "controlPlane.backingStore.etcd.deploy.enabled",
+        "controlPlane.backingStore.etcd.external.enabled",
+        "controlPlane.backingStore.database.embedded.enabled",
+        "controlPlane.backingStore.database.external.enabled",
+    ];
+    !stores.iter().any(|s| truthy(v, s))
+        || truthy(v, "controlPlane.backingStore.database.embedded.enabled")
+}
+
+/// The chart's `vcluster.persistence.volumeClaim.enabled`: claim templates of the user's,
+/// `volumeClaim.enabled: true`, or `auto` (the default) with a backing store that keeps its
+/// data in the pod (the embedded database or embedded etcd).
+fn volume_claim_enabled(v: &Json) -> bool {
+    let persistence = "controlPlane.statefulSet.persistence";
+    truthy(v, &format!("{persistence}.volumeClaimTemplates"))
+        || is_true(v, &format!("{persistence}.volumeClaim.enabled"))
+        || (text(v, &format!("{persistence}.volumeClaim.enabled")) == "auto"
+            && (embedded_database(v)
+                || truthy(v, "controlPlane.backingStore.etcd.embedded.enabled")))
+}
+
+/// The chart's `vcluster.persistence`: the StatefulSet's `volumeClaimTemplates`, if any. The
+/// one it makes is the claim `data` with `volumeClaim`'s access modes (the chart prints the
+/// list with Go's `[a b]`, which reads back as this list for the single mode gpufleet allows:
+/// `values_override` cannot set it), StorageClass (only when named) and size.
+fn volume_claim_templates(v: &Json) -> Option<Json> {
+    let persistence = "controlPlane.statefulSet.persistence";
+    if let Some(t) = set(v, &format!("{persistence}.volumeClaimTemplates")) {
+        return Some(t.clone());
+    }
+    if !volume_claim_enabled(v) {
+        return None;
+    }
+    let claim = |k: &str| at(v, &format!("{persistence}.volumeClaim.{k}")).cloned();
+    let mut spec = json!({ "accessModes": claim("accessModes").unwrap_or(Json::Null) });
+    if let Some(class) = set(v, &format!("{persistence}.volumeClaim.storageClass")) {
+        spec["storageClassName"] = class.clone();
+    }
+    spec["resources"] = json!({ "requests": { "storage": claim("size").unwrap_or(Json::Null) } });
+    Some(json!([{ "metadata": { "name": super::persistence::CLAIM }, "spec": spec }]))
+}
+
 fn volumes(v: &Json, names: &Names) -> Vec<Json> {
     let empty = |name: &str| json!({ "name": name, "emptyDir": {} });
     let mut out = vec![empty("helm-cache")];
@@ -388,11 +438,11 @@ fn volumes(v: &Json, names: &Names) -> Vec<Json> {
     out.push(empty("certs"));
     out.push(json!({ "name": "vcluster-config", "secret": { "secretName": names.config() } }));
     let data = list(v, "controlPlane.statefulSet.persistence.dataVolume");
-    if data.is_empty() {
-        // gpufleet renders no volume claim; the data lives as long as the pod.
-        out.push(empty("data"));
-    } else {
+    if !data.is_empty() {
         out.extend(data);
+    } else if !volume_claim_enabled(v) {
+        // Without a claim the data lives as long as the pod.
+        out.push(empty("data"));
     }
     out.extend(list(v, "controlPlane.statefulSet.persistence.addVolumes"));
     out
@@ -474,19 +524,30 @@ fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json 
     let policy = at(v, "controlPlane.statefulSet.scheduling.podManagementPolicy")
         .cloned()
         .unwrap_or(json!("Parallel"));
+    let mut body = json!({
+        "selector": { "matchLabels": selector(spec) },
+        "serviceName": names.headless(),
+        "podManagementPolicy": policy,
+        "replicas": replicas,
+        "template": {
+            "metadata": { "annotations": pod_annotations, "labels": pod_labels },
+            "spec": pod,
+        },
+    });
+    // The chart writes the retention policy into every StatefulSet it makes, on Kubernetes
+    // 1.27 and later (older API servers, where the field is off by default, drop it).
+    if volume_claim_enabled(v) || truthy(v, "controlPlane.backingStore.etcd.embedded.enabled") {
+        body["persistentVolumeClaimRetentionPolicy"] = json!({
+            "whenDeleted": at(v, "controlPlane.statefulSet.persistence.volumeClaim.retentionPolicy"),
+        });
+    }
+    if let Some(templates) = volume_claim_templates(v) {
+        body["volumeClaimTemplates"] = templates;
+    }
     object(
         ObjectKind::StatefulSet,
         meta(&spec.name, Some(&spec.namespace), &labels, &ann),
-        json!({ "spec": {
-            "selector": { "matchLabels": selector(spec) },
-            "serviceName": names.headless(),
-            "podManagementPolicy": policy,
-            "replicas": replicas,
-            "template": {
-                "metadata": { "annotations": pod_annotations, "labels": pod_labels },
-                "spec": pod,
-            },
-        } }),
+        json!({ "spec": body }),
     )
 }
 

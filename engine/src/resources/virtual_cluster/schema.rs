@@ -1,13 +1,14 @@
 //! The schema of `gpufleet_virtual_cluster`, shared with the data source's descriptions.
 
 use super::{
-    quantity::Quantity,
+    persistence::{DEFAULT_SIZE, Persistence},
+    quantity::{PositiveQuantity, Quantity},
     versions::{SupportedKubernetesVersion, default_kubernetes_version},
 };
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
-    validate::{DnsLabel, IntBetween, OneOf, PositiveDuration},
+    validate::{DnsLabel, DnsSubdomain, IntBetween, OneOf, PositiveDuration},
     value::Type,
 };
 
@@ -66,6 +67,25 @@ fn limit_range_attributes() -> Vec<Attribute> {
             "default_request_memory",
             "Memory request of a container that sets none.",
         ),
+    ]
+}
+
+fn persistence_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("size", Type::String)
+            .default(DEFAULT_SIZE)
+            .validate(PositiveQuantity)
+            .describe(
+                "Storage the claim requests (`resources.requests.storage`). Changing it replaces \
+                 the virtual cluster, with empty data.",
+            ),
+        Attribute::optional("storage_class", Type::String)
+            .validate(DnsSubdomain)
+            .describe(
+                "The StorageClass of the claim (`storageClassName`). Null (the default) leaves \
+                 it to the host cluster's default StorageClass, which must then exist. Changing \
+                 it replaces the virtual cluster, with empty data.",
+            ),
     ]
 }
 
@@ -209,12 +229,37 @@ pub fn resource_schema() -> Schema {
                      StatefulSet `loft.sh/paused`, scale it to zero, wait for the control plane \
                      to stop, then delete the pods it synced into the host namespace (its \
                      Services, volume claims and other objects stay). `status` is then \
-                     `Paused`. `false` resumes it as `vcluster resume` does, and the control \
-                     plane recreates the pods. Its data lives in the control-plane pod (there \
-                     is no volume claim), so the virtual cluster's objects do not survive a \
-                     pause unless `values_override` gives it a data volume \
-                     (`controlPlane.statefulSet.persistence.dataVolume`).",
+                     `Paused`. The control plane's data stays on its volume claim \
+                     (`persistence`), so the tenant's objects and the control plane's \
+                     certificates survive the pause. `false` resumes it as `vcluster resume` does: the \
+                     control plane starts again on the same data and recreates the pods.",
                 ),
+        )
+        .attr(
+            Attribute::nested(
+                "persistence",
+                Nesting::Single,
+                AttrMode::Optional,
+                persistence_attributes(),
+            )
+            .default(Persistence::default_value())
+            .describe(
+                "The volume claim that keeps the control plane's data (the tenant's objects in \
+                 its SQLite database, and its certificates) across restarts, pauses, upgrades \
+                 and rescheduling. It is the vCluster chart's default: the StatefulSet's claim \
+                 template `data` (`controlPlane.statefulSet.persistence.volumeClaim`, \
+                 ReadWriteOnce, `persistentVolumeClaimRetentionPolicy.whenDeleted: Retain`), \
+                 from which the control-plane pod gets the PersistentVolumeClaim \
+                 `data-<name>-0` in the host namespace. Destroying the virtual cluster deletes \
+                 the claim with the namespace (the StorageClass's reclaim policy decides what \
+                 becomes of the volume). A StatefulSet's volume claims cannot change, so \
+                 **changing `size` or `storage_class` replaces the virtual cluster, and the new \
+                 one starts with empty data** (a size written differently but of the same \
+                 amount, `5120Mi` for `5Gi`, changes nothing). A virtual cluster made by a \
+                 gpufleet release without a claim, whose data was lost on every restart, is \
+                 replaced the same way. Refresh and import read the claim from the \
+                 StatefulSet.",
+            ),
         )
         .attr(
             Attribute::optional("labels", Type::map(Type::String)).describe(
@@ -234,9 +279,12 @@ pub fn resource_schema() -> Schema {
                  and `sync.toHost.pods.enforceTolerations`: `isolation`; \
                  `policies.resourceQuota`: `quota`; `policies.limitRange`: `limit_range`; \
                  `policies.networkPolicy`: `network_isolation`; `policies.podSecurityStandard`: \
-                 `pod_security`), keys gpufleet decides itself (`controlPlane.backingStore`, the \
-                 volume claim, the image repository and tag, the names of the ServiceAccounts, \
-                 the Service, Role and ClusterRole switches), and vCluster Pro or Platform \
+                 `pod_security`; `controlPlane.statefulSet.persistence.volumeClaim.size` and \
+                 `storageClass`: `persistence`), keys gpufleet decides itself \
+                 (`controlPlane.backingStore`, the rest of the volume claim, \
+                 `volumeClaimTemplates` and `dataVolume`, the image repository and tag, the \
+                 names of the ServiceAccounts, the Service, Role and ClusterRole switches), and \
+                 vCluster Pro or Platform \
                  features, which open-source vCluster refuses (`privateNodes`, `sleep`, \
                  `sync.toHost.namespaces`, custom resource sync, …). An import cannot recover \
                  it.",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::{values, versions};
+use super::{persistence::Persistence, values, versions};
 use crate::{
     backends::kube::{ISOLATION, MANAGED_BY, TENANT, VIRTUAL_CLUSTER},
     diag::Diagnostics,
@@ -96,6 +96,8 @@ pub struct Spec {
     pub sleep_after: Option<String>,
     /// Scaled to zero.
     pub paused: bool,
+    /// The control plane's volume claim.
+    pub persistence: Persistence,
     /// User labels for every object.
     pub labels: BTreeMap<String, String>,
     /// The parsed `values_override`, a mapping.
@@ -182,6 +184,7 @@ impl Spec {
             pod_security: text(v.get("pod_security")).unwrap_or_else(|| "baseline".to_owned()),
             sleep_after: text(v.get("sleep").get("after_inactivity")),
             paused: v.get("paused").as_bool().unwrap_or(false),
+            persistence: Persistence::from_value(v.get("persistence")),
             labels,
             values_override,
         })
@@ -216,7 +219,12 @@ pub enum Managed {
     Fixed(&'static str),
 }
 
-/// The vcluster.yaml keys gpufleet decides, with who decides each.
+/// Why `values_override` cannot change the control plane's volume claim.
+const CLAIM_FIXED: &str = "gpufleet keeps the control plane's data on the chart's volume claim \
+                           `data` (ReadWriteOnce, retained when the StatefulSet goes); set its \
+                           size and StorageClass with the `persistence` attribute";
+
+/// The vcluster.yaml keys gpufleet decides, with who decides each (the first match counts).
 pub const MANAGED_KEYS: &[(&str, Managed)] = &[
     (
         "controlPlane.distro",
@@ -242,12 +250,27 @@ pub const MANAGED_KEYS: &[(&str, Managed)] = &[
         Managed::Fixed("gpufleet runs the embedded database (SQLite through kine)"),
     ),
     (
+        "controlPlane.statefulSet.persistence.volumeClaim.size",
+        Managed::Attribute("persistence"),
+    ),
+    (
+        "controlPlane.statefulSet.persistence.volumeClaim.storageClass",
+        Managed::Attribute("persistence"),
+    ),
+    (
         "controlPlane.statefulSet.persistence.volumeClaim",
-        Managed::Fixed("gpufleet keeps the control plane's data in an emptyDir volume"),
+        Managed::Fixed(CLAIM_FIXED),
     ),
     (
         "controlPlane.statefulSet.persistence.volumeClaimTemplates",
-        Managed::Fixed("gpufleet keeps the control plane's data in an emptyDir volume"),
+        Managed::Fixed(CLAIM_FIXED),
+    ),
+    (
+        "controlPlane.statefulSet.persistence.dataVolume",
+        Managed::Fixed(
+            "the control plane's data is on the volume claim `data` (set its size and class \
+             with the `persistence` attribute); the chart uses dataVolume only without a claim",
+        ),
     ),
     (
         "controlPlane.statefulSet.image.repository",

@@ -22,6 +22,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    persistence::Persistence,
     spec::{Isolation, Limits, Quota, Spec},
     versions::{self, VCLUSTER_VERSION},
 };
@@ -176,11 +177,23 @@ fn limit_range(l: &Limits, defaults: &Json) -> Json {
     })
 }
 
+/// `controlPlane.statefulSet.persistence.volumeClaim` of `p`: the size, and the StorageClass
+/// when one is named (the chart's `""` leaves the class to the cluster's default).
+fn volume_claim(p: &Persistence) -> Json {
+    let mut claim = json!({ "size": p.size });
+    if let Some(class) = &p.storage_class {
+        claim["storageClass"] = json!(class);
+    }
+    claim
+}
+
 /// gpufleet's settings for `spec`: the chart values it sets, as a value file for
 /// `helm install` (a `null` removes a chart default).
 ///
 /// - The Kubernetes distro at the chosen version, with the embedded database (SQLite through
-///   kine) on an `emptyDir`, no volume claim, and vCluster's OSS image of the pinned release.
+///   kine), and vCluster's OSS image of the pinned release. The chart's default volume claim
+///   (`persistence.volumeClaim.enabled: auto`, which the embedded database turns on) keeps the
+///   data, with the size and StorageClass of `persistence`.
 /// - The control plane runs as user and group 12345 with no privileges, so that it is
 ///   admitted under every pod security level, and requests no ephemeral storage (nodes that
 ///   do not report any, such as kwok's, could not schedule it).
@@ -243,7 +256,7 @@ pub fn settings(spec: &Spec) -> Json {
             "backingStore": { "database": { "embedded": { "enabled": true } } },
             "statefulSet": {
                 "image": { "repository": OSS_IMAGE_REPOSITORY, "tag": VCLUSTER_VERSION },
-                "persistence": { "volumeClaim": { "enabled": false } },
+                "persistence": { "volumeClaim": volume_claim(&spec.persistence) },
                 "pods": { "labels": { VIRTUAL_CLUSTER: spec.name } },
                 "resources": {
                     "limits": { "ephemeral-storage": null },

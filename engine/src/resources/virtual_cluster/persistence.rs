@@ -1,0 +1,300 @@
+//! Where the control plane keeps its data: the volume claim `data` of its StatefulSet, as the
+//! vCluster chart makes it by default (`controlPlane.statefulSet.persistence.volumeClaim`,
+//! `enabled: auto` with the embedded database), sized and classed by the `persistence`
+//! attribute. The StatefulSet controller gives each control-plane pod the claim
+//! `data-<name>-<ordinal>`, so the tenant's objects (kine's SQLite database) and the control
+//! plane's certificates survive restarts, pauses, upgrades and rescheduling.
+//!
+//! A StatefulSet's `volumeClaimTemplates` cannot change, and a claim that exists keeps its
+//! size and class whatever the template says. So the plan replaces the virtual cluster when
+//! the claim would change ([`replacements`]), read reflects the claim the StatefulSet has
+//! ([`observed_value`]), and apply refuses to write a StatefulSet whose claim differs from the
+//! one it has ([`Persistence::of_statefulset`]) rather than meet the API server's
+//! immutability error.
+
+use serde_json::Value as Json;
+
+use super::quantity;
+use crate::{
+    diag::{Diagnostic, Diagnostics},
+    path::AttrPath,
+    value::Value,
+};
+
+/// The chart's `persistence.volumeClaim.size`.
+pub const DEFAULT_SIZE: &str = "5Gi";
+
+/// The name of the claim template, and the first part of each claim's name.
+pub const CLAIM: &str = "data";
+
+/// `persistence`: the control plane's volume claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Persistence {
+    /// `resources.requests.storage`, a quantity.
+    pub size: String,
+    /// `storageClassName`; `None` leaves it out, so the cluster's default StorageClass
+    /// provisions the volume.
+    pub storage_class: Option<String>,
+}
+
+impl Default for Persistence {
+    fn default() -> Persistence {
+        Persistence {
+            size: DEFAULT_SIZE.to_owned(),
+            storage_class: None,
+        }
+    }
+}
+
+impl Persistence {
+    /// From the attribute's known value; null (or a null size) means the defaults.
+    pub fn from_value(v: &Value) -> Persistence {
+        Persistence {
+            size: v.get("size").as_str().unwrap_or(DEFAULT_SIZE).to_owned(),
+            storage_class: v.get("storage_class").as_str().map(str::to_owned),
+        }
+    }
+
+    /// The attribute's value.
+    pub fn to_value(&self) -> Value {
+        Value::object([
+            ("size", Value::string(&*self.size)),
+            ("storage_class", self.storage_class.clone().into()),
+        ])
+    }
+
+    /// The attribute's default: the chart's size, the cluster's default StorageClass.
+    pub fn default_value() -> Value {
+        Persistence::default().to_value()
+    }
+
+    /// The claim template `data` of StatefulSet `sts`, if it has one.
+    pub fn of_statefulset(sts: &Json) -> Option<Persistence> {
+        let template = sts
+            .pointer("/spec/volumeClaimTemplates")?
+            .as_array()?
+            .iter()
+            .find(|t| t.pointer("/metadata/name").and_then(Json::as_str) == Some(CLAIM))?;
+        let size = match template.pointer("/spec/resources/requests/storage") {
+            Some(Json::String(s)) => s.clone(),
+            Some(Json::Number(n)) => n.to_string(),
+            _ => String::new(),
+        };
+        let storage_class = template
+            .pointer("/spec/storageClassName")
+            .and_then(Json::as_str)
+            .map(str::to_owned);
+        Some(Persistence {
+            size,
+            storage_class,
+        })
+    }
+
+    /// Whether `other` is the same claim: the same amount of storage (`5Gi` is `5120Mi`) of
+    /// the same class.
+    pub fn same(&self, other: &Persistence) -> bool {
+        quantity::same(&self.size, &other.size) && self.storage_class == other.storage_class
+    }
+
+    /// "5Gi of the default StorageClass", for messages.
+    pub fn describe(&self) -> String {
+        match &self.storage_class {
+            Some(c) => format!("{} of StorageClass {c:?}", self.size),
+            None => format!("{} of the default StorageClass", self.size),
+        }
+    }
+}
+
+/// The prefix of the names of the claims the StatefulSet of virtual cluster `name` makes
+/// (`data-<name>-<ordinal>`).
+pub fn claim_prefix(name: &str) -> String {
+    format!("{CLAIM}-{name}-")
+}
+
+/// `persistence` as observed on StatefulSet `sts`: its claim, with the size in the prior
+/// state's spelling when that is the same amount (the API server may store `5120Mi` as `5Gi`);
+/// null when the StatefulSet has no claim `data` (one an earlier gpufleet release made keeps
+/// its data in the pod).
+pub fn observed_value(sts: &Json, prior: &Value) -> Value {
+    let Some(mut have) = Persistence::of_statefulset(sts) else {
+        return Value::Null;
+    };
+    if let Some(p) = prior.get("size").as_str()
+        && quantity::same(p, &have.size)
+    {
+        have.size = p.to_owned();
+    }
+    have.to_value()
+}
+
+/// The `persistence` paths whose change `planned` makes to the claim in `prior`, with a
+/// warning for each: a StatefulSet's claim cannot change, so these force a replacement. A
+/// size written differently but of the same amount changes nothing. A prior without a claim
+/// (null) is replaced as a whole, so that the data moves onto one. An unknown value may
+/// differ, so it counts as a change, as Terraform counts it.
+pub fn replacements(prior: &Value, planned: &Value) -> (Vec<AttrPath>, Diagnostics) {
+    let root = AttrPath::attr("persistence");
+    let mut paths = Vec::new();
+    let mut diagnostics = Diagnostics::new();
+    if planned.is_unknown() {
+        paths.push(root);
+        return (paths, diagnostics);
+    }
+    if prior.is_null() {
+        paths.push(root.clone());
+        if !planned.is_wholly_known() {
+            return (paths, diagnostics);
+        }
+        diagnostics.push(
+            Diagnostic::warning(
+                "Virtual Cluster Moves Its Data To A Volume Claim",
+                format!(
+                    "The virtual cluster's StatefulSet has no volume claim: an earlier gpufleet \
+                     release kept the control plane's data in the pod, where it was lost on \
+                     every restart. The claim a StatefulSet has cannot change, so the virtual \
+                     cluster is replaced (its namespace and everything in it are deleted, and it \
+                     is created anew with empty data and a new kubeconfig) with its data on a \
+                     claim of {}.",
+                    Persistence::from_value(planned).describe()
+                ),
+            )
+            .with_path(root),
+        );
+        return (paths, diagnostics);
+    }
+    let (was, now) = (
+        Persistence::from_value(prior),
+        Persistence::from_value(planned),
+    );
+    let size = planned.get("size");
+    if size.is_unknown() || !quantity::same(&was.size, &now.size) {
+        paths.push(root.push_attr("size"));
+    }
+    let class = planned.get("storage_class");
+    if class.is_unknown() || was.storage_class != now.storage_class {
+        paths.push(root.push_attr("storage_class"));
+    }
+    if !paths.is_empty() && planned.is_wholly_known() {
+        diagnostics.push(
+            Diagnostic::warning(
+                "Volume Claim Change Replaces The Virtual Cluster",
+                format!(
+                    "persistence would go from {} to {}. The volume claim of a StatefulSet \
+                     cannot change, so the virtual cluster is destroyed (its namespace, the \
+                     claim with the tenant's objects, its API server and kubeconfig) and created \
+                     anew with empty data.",
+                    was.describe(),
+                    now.describe()
+                ),
+            )
+            .with_path(root),
+        );
+    }
+    (paths, diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn sts(template: &Json) -> Json {
+        json!({ "spec": { "volumeClaimTemplates": [template] } })
+    }
+
+    fn claim(size: &str, class: Option<&str>) -> Value {
+        Persistence {
+            size: size.to_owned(),
+            storage_class: class.map(str::to_owned),
+        }
+        .to_value()
+    }
+
+    #[test]
+    fn the_claim_is_read_from_the_template_named_data() {
+        let o = sts(&json!({
+            "metadata": { "name": "data" },
+            "spec": { "storageClassName": "fast", "resources": { "requests": { "storage": "5Gi" } } },
+        }));
+        assert_eq!(
+            Persistence::of_statefulset(&o),
+            Some(Persistence {
+                size: "5Gi".to_owned(),
+                storage_class: Some("fast".to_owned()),
+            })
+        );
+        // Kept in the prior spelling when it is the same amount.
+        assert_eq!(
+            observed_value(&o, &claim("5120Mi", None)),
+            claim("5120Mi", Some("fast"))
+        );
+        assert_eq!(observed_value(&o, &Value::Null), claim("5Gi", Some("fast")));
+        let other = sts(&json!({ "metadata": { "name": "cache" }, "spec": {} }));
+        assert_eq!(Persistence::of_statefulset(&other), None);
+        assert_eq!(observed_value(&other, &Value::Null), Value::Null);
+        assert_eq!(
+            observed_value(&json!({ "spec": {} }), &Value::Null),
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn only_a_different_amount_or_class_replaces() {
+        let default = Persistence::default_value();
+        // (case, prior, planned, paths forcing replacement)
+        let cases: Vec<(&str, Value, Value, Vec<&str>)> = vec![
+            ("unchanged", default.clone(), default.clone(), vec![]),
+            (
+                "same amount",
+                default.clone(),
+                claim("5120Mi", None),
+                vec![],
+            ),
+            (
+                "bigger",
+                default.clone(),
+                claim("20Gi", None),
+                vec!["persistence.size"],
+            ),
+            (
+                "class named",
+                default.clone(),
+                claim("5Gi", Some("fast")),
+                vec!["persistence.storage_class"],
+            ),
+            (
+                "both",
+                claim("5Gi", Some("fast")),
+                claim("1Ti", Some("slow")),
+                vec!["persistence.size", "persistence.storage_class"],
+            ),
+            (
+                "unknown size",
+                default.clone(),
+                Value::object([("size", Value::unknown()), ("storage_class", Value::Null)]),
+                vec!["persistence.size"],
+            ),
+            (
+                "unknown",
+                default.clone(),
+                Value::unknown(),
+                vec!["persistence"],
+            ),
+            (
+                "no claim yet",
+                Value::Null,
+                default.clone(),
+                vec!["persistence"],
+            ),
+        ];
+        for (case, prior, planned, want) in cases {
+            let (paths, d) = replacements(&prior, &planned);
+            let got: Vec<String> = paths.iter().map(ToString::to_string).collect();
+            assert_eq!(got, want, "{case}");
+            let warned = d.iter().count();
+            let known = planned.is_wholly_known();
+            assert_eq!(warned, usize::from(!want.is_empty() && known), "{case}");
+        }
+    }
+}
