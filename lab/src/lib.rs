@@ -1043,20 +1043,19 @@ fn stop_components(paths: &LabPaths, bin: Option<&Path>) -> Result<DownReport, L
 /// Builds the control-plane binary if it is missing or stale, off the async runtime (the Go
 /// build takes minutes); returns how long a build took, or `None` when none was needed.
 pub async fn ensure_built(bin: PathBuf, src: PathBuf) -> Result<Option<Duration>, LabError> {
-    tokio::task::spawn_blocking(move || gobuild::ensure(&bin, &src))
-        .await
-        .map_err(|e| {
-            LabError::Build(gobuild::BuildError::Io {
-                what: "run the build".into(),
-                source: std::io::Error::other(e),
-            })
-        })?
-        .map_err(LabError::Build)
+    off_runtime(move || gobuild::ensure(&bin, &src)).await
 }
 
 /// Builds vCluster's syncer and kine if missing or stale (see [`gobuild::ensure_vcluster`]).
 pub async fn ensure_vcluster_built() -> Result<Option<Duration>, LabError> {
-    tokio::task::spawn_blocking(|| gobuild::ensure_vcluster(&gobuild::vcluster_dir()))
+    off_runtime(|| gobuild::ensure_vcluster(&gobuild::vcluster_dir())).await
+}
+
+/// Runs a Go build on a blocking thread.
+async fn off_runtime(
+    build: impl FnOnce() -> Result<Option<Duration>, gobuild::BuildError> + Send + 'static,
+) -> Result<Option<Duration>, LabError> {
+    tokio::task::spawn_blocking(build)
         .await
         .map_err(|e| {
             LabError::Build(gobuild::BuildError::Io {

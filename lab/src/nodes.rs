@@ -170,7 +170,8 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Counts the fleet's nodes that are registered and Ready: `(ready, registered)`.
+/// Counts the fleet's nodes that are registered and Ready (and settled, see [`settled`]):
+/// `(ready, registered)`.
 ///
 /// # Errors
 /// When the list fails.
@@ -190,8 +191,28 @@ pub async fn count_ready(client: &kube::Client, fleet: &Fleet) -> Result<(usize,
                 .is_some_and(|name| fleet.node(name).is_some())
         })
         .collect();
-    let ready = in_fleet.iter().filter(|n| is_ready(n)).count();
+    let ready = in_fleet
+        .iter()
+        .filter(|n| is_ready(n) && settled(n))
+        .count();
     Ok((ready, in_fleet.len()))
+}
+
+/// Whether the controller manager has caught up with a Ready node: its `not-ready` taint
+/// lifted and the `beta.kubernetes.io` labels it mirrors from the stable ones added. Until
+/// then the node still changes on its own, and a test that notes every node before it
+/// starts would see it change under it.
+fn settled(node: &Node) -> bool {
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+    let labels = node.metadata.labels.as_ref();
+    let mirrored = labels.is_none_or(|l| {
+        !l.contains_key("kubernetes.io/os") || l.contains_key("beta.kubernetes.io/os")
+    });
+    !tainted && mirrored
 }
 
 /// Waits until every node of the fleet is Ready (kwok's node-initialize stage).

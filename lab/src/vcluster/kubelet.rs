@@ -18,7 +18,8 @@
 //!
 //! A pod that is gone, being deleted or replaced by another uid is stopped (SIGTERM, then
 //! SIGKILL after its grace period) and its own volumes are removed; claims stay.
-//! Each pass also provisions volumes for pending claims ([`storage`]).
+//! Each pass also provisions volumes for pending claims ([`storage`]) and makes the
+//! `NodePort` and `LoadBalancer` Services of these pods reachable ([`super::services`]).
 //!
 //! Everything lives under `<lab>/vcluster/`: `pods/<uid>/` (volumes, `root/`, the
 //! sandbox's spec, pid and log `syncer.log`), `claims/<claim uid>/` and `ports.json`.
@@ -38,6 +39,7 @@ use super::forward::{self, Forwarder};
 use super::health::{PodStatus, Status};
 use super::netns::NetNs;
 use super::sandbox::{self, Mount, MountKind, SandboxSpec};
+use super::services::{Backend, ServiceProxy};
 use super::status::{self, ContainerState, LastExit};
 use super::volumes::{self, TokenFile};
 use super::{podspec, ports, storage};
@@ -172,6 +174,7 @@ pub struct VclusterKubelet {
     config: KubeletConfig,
     host: Client,
     pods: BTreeMap<String, Tracked>,
+    services: ServiceProxy,
     status: Arc<Mutex<Status>>,
 }
 
@@ -201,6 +204,7 @@ impl VclusterKubelet {
             config,
             host,
             pods: BTreeMap::new(),
+            services: ServiceProxy::default(),
             status: Arc::new(Mutex::new(Status::default())),
         }
     }
@@ -316,6 +320,26 @@ impl VclusterKubelet {
             t.pod = pod;
             let outcome = step(&self.config, &self.host, t).await;
             report(&self.host, t, outcome).await;
+        }
+        let backends: Vec<Backend> = self
+            .pods
+            .iter()
+            .filter_map(|(u, t)| {
+                let run = t.run.as_ref().filter(|r| r.ready)?;
+                Some(Backend {
+                    namespace: t.pod.metadata.namespace.clone().unwrap_or_default(),
+                    labels: t.pod.metadata.labels.clone().unwrap_or_default(),
+                    uid: u.clone(),
+                    pid: run.pid.pid,
+                })
+            })
+            .collect();
+        if let Err(e) = self
+            .services
+            .pass(&self.host, &self.config.dir, &backends)
+            .await
+        {
+            tracing::warn!("Services: {e}");
         }
         Ok(())
     }

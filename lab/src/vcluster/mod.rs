@@ -29,7 +29,8 @@
 //! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod.
 //! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster.
 //! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
-//! - [`storage`]: the default StorageClass and its provisioner, for volume claims.
+//! - [`storage`]: the default StorageClass and its provisioner, for volume claims;
+//!   [`services`]: `NodePort` and `LoadBalancer` Services of these pods, reachable.
 //! - [`kubelet`]: the reconcile loop; [`component`]: running it as a lab component.
 
 pub mod component;
@@ -40,6 +41,7 @@ pub mod netns;
 pub mod podspec;
 pub mod ports;
 pub mod sandbox;
+pub mod services;
 pub mod status;
 pub mod storage;
 pub mod volumes;

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
-    Volume, VolumeProjection,
+    ConfigMap, Container, KeyToPath, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
+    ServiceAccount, Volume, VolumeProjection,
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -229,7 +229,7 @@ async fn lay_out(
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     if let Some(s) = &volume.secret {
         let secret_name = s.secret_name.clone().unwrap_or_default();
-        let data = secret_data(
+        let data = keyed_data::<Secret>(
             host,
             namespace,
             &secret_name,
@@ -237,21 +237,12 @@ async fn lay_out(
             &name,
         )
         .await?;
-        files.extend(pick(
-            data,
-            s.items
-                .as_deref()
-                .map(|i| i.iter().map(|k| (k.key.clone(), k.path.clone())).collect()),
-        ));
+        files.extend(pick(data, s.items.as_deref()));
     } else if let Some(c) = &volume.config_map {
         let data =
-            config_map_data(host, namespace, &c.name, c.optional.unwrap_or(false), &name).await?;
-        files.extend(pick(
-            data,
-            c.items
-                .as_deref()
-                .map(|i| i.iter().map(|k| (k.key.clone(), k.path.clone())).collect()),
-        ));
+            keyed_data::<ConfigMap>(host, namespace, &c.name, c.optional.unwrap_or(false), &name)
+                .await?;
+        files.extend(pick(data, c.items.as_deref()));
     } else if let Some(p) = &volume.projected {
         for source in p.sources.iter().flatten() {
             files.extend(project(host, pod, namespace, source, &own, &name, tokens).await?);
@@ -274,85 +265,78 @@ async fn lay_out(
 }
 
 /// Keeps the listed keys under their paths, or every key under its own name.
-fn pick(
-    data: BTreeMap<String, Vec<u8>>,
-    items: Option<Vec<(String, String)>>,
-) -> Vec<(String, Vec<u8>)> {
+fn pick(data: BTreeMap<String, Vec<u8>>, items: Option<&[KeyToPath]>) -> Vec<(String, Vec<u8>)> {
     match items {
         None => data.into_iter().collect(),
         Some(items) => items
-            .into_iter()
-            .filter_map(|(key, path)| data.get(&key).map(|b| (path, b.clone())))
+            .iter()
+            .filter_map(|k| data.get(&k.key).map(|b| (k.path.clone(), b.clone())))
             .collect(),
     }
 }
 
-async fn secret_data(
-    host: &Client,
-    namespace: &str,
-    name: &str,
-    optional: bool,
-    volume: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, VolumeError> {
-    let got = Api::<Secret>::namespaced(host.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| VolumeError::Missing {
-            volume: volume.to_owned(),
-            what: format!("failed to read Secret {name}: {e}"),
-        })?;
-    match got {
-        Some(s) => {
-            let mut out: BTreeMap<String, Vec<u8>> = s
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect();
-            for (k, v) in s.string_data.unwrap_or_default() {
-                out.insert(k, v.into_bytes());
-            }
-            Ok(out)
+/// A kind whose keys become files: Secret or ConfigMap.
+trait KeyedData:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+    /// Every key, with its bytes.
+    fn keyed(self) -> BTreeMap<String, Vec<u8>>;
+}
+
+impl KeyedData for Secret {
+    fn keyed(self) -> BTreeMap<String, Vec<u8>> {
+        let mut out: BTreeMap<String, Vec<u8>> = self
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        for (k, v) in self.string_data.unwrap_or_default() {
+            out.insert(k, v.into_bytes());
         }
-        None if optional => Ok(BTreeMap::new()),
-        None => Err(VolumeError::Missing {
-            volume: volume.to_owned(),
-            what: format!("Secret {name} does not exist"),
-        }),
+        out
     }
 }
 
-async fn config_map_data(
+impl KeyedData for ConfigMap {
+    fn keyed(self) -> BTreeMap<String, Vec<u8>> {
+        let mut out: BTreeMap<String, Vec<u8>> = self
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        for (k, v) in self.binary_data.unwrap_or_default() {
+            out.insert(k, v.0);
+        }
+        out
+    }
+}
+
+/// The keys of Secret or ConfigMap `name`; none when it is missing and `optional`.
+async fn keyed_data<K: KeyedData>(
     host: &Client,
     namespace: &str,
     name: &str,
     optional: bool,
     volume: &str,
 ) -> Result<BTreeMap<String, Vec<u8>>, VolumeError> {
-    let got = Api::<ConfigMap>::namespaced(host.clone(), namespace)
+    let got = Api::<K>::namespaced(host.clone(), namespace)
         .get_opt(name)
         .await
         .map_err(|e| VolumeError::Missing {
             volume: volume.to_owned(),
-            what: format!("failed to read ConfigMap {name}: {e}"),
+            what: format!("failed to read {} {name}: {e}", K::kind(&())),
         })?;
     match got {
-        Some(c) => {
-            let mut out: BTreeMap<String, Vec<u8>> = c
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.into_bytes()))
-                .collect();
-            for (k, v) in c.binary_data.unwrap_or_default() {
-                out.insert(k, v.0);
-            }
-            Ok(out)
-        }
+        Some(object) => Ok(object.keyed()),
         None if optional => Ok(BTreeMap::new()),
         None => Err(VolumeError::Missing {
             volume: volume.to_owned(),
-            what: format!("ConfigMap {name} does not exist"),
+            what: format!("{} {name} does not exist", K::kind(&())),
         }),
     }
 }
@@ -385,7 +369,7 @@ async fn project(
         return Ok(vec![(t.path.clone(), token.into_bytes())]);
     }
     if let Some(c) = &source.config_map {
-        let data = config_map_data(
+        let data = keyed_data::<ConfigMap>(
             host,
             namespace,
             &c.name,
@@ -393,15 +377,10 @@ async fn project(
             volume,
         )
         .await?;
-        return Ok(pick(
-            data,
-            c.items
-                .as_deref()
-                .map(|i| i.iter().map(|k| (k.key.clone(), k.path.clone())).collect()),
-        ));
+        return Ok(pick(data, c.items.as_deref()));
     }
     if let Some(s) = &source.secret {
-        let data = secret_data(
+        let data = keyed_data::<Secret>(
             host,
             namespace,
             &s.name,
@@ -409,12 +388,7 @@ async fn project(
             volume,
         )
         .await?;
-        return Ok(pick(
-            data,
-            s.items
-                .as_deref()
-                .map(|i| i.iter().map(|k| (k.key.clone(), k.path.clone())).collect()),
-        ));
+        return Ok(pick(data, s.items.as_deref()));
     }
     if let Some(d) = &source.downward_api {
         let mut out = Vec::new();
