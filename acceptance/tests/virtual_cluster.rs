@@ -362,10 +362,22 @@ fn a_provider_killed_mid_apply_converges_without_duplicates() {
         .list(&format!("/apis/apps/v1/namespaces/{ns}/statefulsets"))
         .expect("list");
     assert_eq!(sts.len(), 1, "{sts:#?}");
-    let svcs = host()
-        .list(&format!("/api/v1/namespaces/{ns}/services"))
-        .expect("list");
-    assert_eq!(svcs.len(), 2, "{svcs:#?}");
+    // gpufleet's own Services, once each (vCluster syncs the tenant's kube-dns Service
+    // next to them).
+    let mut svcs: Vec<String> = host()
+        .list(&format!(
+            "/api/v1/namespaces/{ns}/services?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpufleet"
+        ))
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    svcs.sort();
+    assert_eq!(
+        svcs,
+        [name.to_owned(), format!("{name}-headless")],
+        "{svcs:#?}"
+    );
     tf.destroy();
 }
 
@@ -400,4 +412,107 @@ fn bad_input_fails_at_plan_on_the_attribute() {
         assert!(!out.success(), "{out}");
         assert!(out.combined().contains(needle), "{needle}:\n{out}");
     }
+}
+
+/// Waits until the tenant behind `kubeconfig` serves ConfigMap `keep` with `owner`.
+fn wait_kept(tf: &Tf, dir: &Path, step: &str) {
+    let path = dir.join(format!("{step}.kubeconfig"));
+    std::fs::write(&path, tf.output_raw("a_kubeconfig")).expect("write");
+    let tenant = tenant(&path);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        match tenant.get("/api/v1/namespaces/default/configmaps/keep") {
+            Ok(cm) => {
+                assert_eq!(cm["data"]["owner"], "tenant", "after {step}: {cm:#}");
+                return;
+            }
+            Err(e) if e.is_not_found() => panic!("after {step} the tenant's ConfigMap is gone"),
+            Err(e) if Instant::now() > deadline => panic!("after {step}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+#[test]
+fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_restart() {
+    let _g = host_lock();
+    let name = "acc-vc-data";
+    let ns = "vc-acc-vc-data";
+    let config = |extra: &str| vc("a", name, extra);
+    let tf = Tf::new(&config(&format!(
+        "{QUOTA_50}\n  kubernetes_version = \"1.35\""
+    )));
+    tf.apply();
+    let ca = tf.state("gpufleet_virtual_cluster.a")["cluster_ca_certificate"].clone();
+    assert!(
+        ca.as_str().is_some_and(|c| c.contains("BEGIN CERTIFICATE")),
+        "{ca}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("first.kubeconfig");
+    std::fs::write(&path, tf.output_raw("a_kubeconfig")).expect("write");
+    tenant(&path)
+        .create(
+            "/api/v1/namespaces/default/configmaps",
+            &serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "keep" }, "data": { "owner": "tenant" },
+            }),
+        )
+        .expect("the tenant creates a ConfigMap");
+    let same_ca = |step: &str| {
+        assert_eq!(
+            tf.state("gpufleet_virtual_cluster.a")["cluster_ca_certificate"],
+            ca,
+            "{step} issued a new CA"
+        );
+    };
+
+    // A quota change restarts the control plane with a new config.
+    tf.write(&config(&format!(
+        "{QUOTA_80}\n  kubernetes_version = \"1.35\""
+    )));
+    tf.apply();
+    wait_kept(&tf, dir.path(), "quota");
+    same_ca("the quota change");
+
+    // An upgrade of the virtual Kubernetes.
+    tf.write(&config(&format!(
+        "{QUOTA_80}\n  kubernetes_version = \"1.36\""
+    )));
+    tf.apply();
+    tf.assert_plan_empty();
+    wait_kept(&tf, dir.path(), "upgrade");
+    same_ca("the upgrade");
+
+    // Pause and resume.
+    tf.write(&config(&format!(
+        "{QUOTA_80}\n  kubernetes_version = \"1.36\"\n  paused = true"
+    )));
+    tf.apply();
+    let pods = host()
+        .list(&format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dvcluster"
+        ))
+        .expect("list");
+    assert!(
+        pods.is_empty(),
+        "paused, yet the control plane runs: {pods:#?}"
+    );
+    tf.write(&config(&format!(
+        "{QUOTA_80}\n  kubernetes_version = \"1.36\""
+    )));
+    tf.apply();
+    wait_kept(&tf, dir.path(), "resume");
+    same_ca("pause and resume");
+
+    // The control plane's pod is deleted (a node drain, a crash of the node).
+    host()
+        .delete(&format!("/api/v1/namespaces/{ns}/pods/{name}-0"))
+        .expect("delete the control plane's pod");
+    wait_kept(&tf, dir.path(), "restart");
+    tf.apply();
+    tf.assert_plan_empty();
+    same_ca("a restart of the control plane");
+    tf.destroy();
 }
