@@ -1,6 +1,7 @@
 //! Conformance with the vCluster chart of the pinned release: for virtual clusters of every
-//! tier, `helm template` of the real chart, given the same value files gpufleet uses (its
-//! settings, then `values_override`), must make the objects gpufleet renders: the same kinds
+//! tier and for each type of the API server's Service (`expose`), `helm template` of the real
+//! chart, given the same value files gpufleet uses (its settings, then `values_override`),
+//! must make the objects gpufleet renders: the same kinds
 //! and names, RBAC rules, containers (image, args, env, volumes, probes), the control plane's
 //! volume claim template and retention policy, and the same
 //! vcluster.yaml in `vc-config-<name>` once the chart's defaults are in. Every difference has
@@ -397,11 +398,35 @@ fn spec(extra: &[(&str, Value)]) -> Spec {
     Spec::from_value(&Value::object(attrs)).expect("spec")
 }
 
+fn expose(service_type: &str, host: Option<&str>) -> Value {
+    Value::object([
+        ("type", Value::string(service_type)),
+        ("host", host.map(Value::string).into()),
+    ])
+}
+
 /// One virtual cluster of each tier, with the policies and overrides that change what the
-/// chart renders.
+/// chart renders, and one reached through each kind of Service that is not the default.
 fn cases() -> Vec<(&'static str, Spec)> {
     vec![
         ("shared", spec(&[("isolation", Value::string("shared"))])),
+        (
+            "load balancer",
+            spec(&[
+                ("name", Value::string("edge")),
+                (
+                    "expose",
+                    expose("LoadBalancer", Some("edge.vc.example.com")),
+                ),
+            ]),
+        ),
+        (
+            "node port",
+            spec(&[
+                ("name", Value::string("lab")),
+                ("expose", expose("NodePort", Some("203.0.113.10"))),
+            ]),
+        ),
         (
             "dedicated",
             spec(&[

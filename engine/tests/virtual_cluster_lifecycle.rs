@@ -5,8 +5,12 @@
 //! cannot change; scaled to zero, its pod terminates over a few reads while the pods the
 //! syncer put in the namespace keep running; a server-side apply removes only the annotations
 //! an earlier apply set; namespaces terminate over a few reads and take their objects with
-//! them. Every plan, apply and refresh is checked
-//! against Terraform's consistency rules by the shared harness.
+//! them. Services behave as the API server and its controllers make them: a ClusterIP is
+//! allocated once, node ports are allocated for NodePort and LoadBalancer Services and kept
+//! across applies that leave them out, dropped when the type no longer needs them and refused
+//! on a ClusterIP Service, and a LoadBalancer gets its address from the load balancer
+//! controller after a few reads (or never, without one). Every plan, apply and refresh is
+//! checked against Terraform's consistency rules by the shared harness.
 
 #[path = "support/network_segment.rs"]
 mod support;
@@ -19,6 +23,9 @@ use std::{
 use async_trait::async_trait;
 use base64::Engine as _;
 use gpufleet_engine::{
+    context::Context,
+    data_sources::virtual_cluster::VirtualClusterData,
+    kinds::DataSourceKind,
     resources::virtual_cluster::{
         HostApi, HostError, VirtualCluster,
         objects::ObjectKind,
@@ -51,7 +58,21 @@ struct State {
     applied_annotations: BTreeMap<Key, BTreeSet<String>>,
     /// Uids handed out so far (to new volume claims).
     uids: u64,
+    /// Node ports and ClusterIPs handed out so far.
+    node_ports: i64,
+    cluster_ips: u64,
+    /// What the load balancer controller writes to `status.loadBalancer.ingress[0]` of a
+    /// LoadBalancer Service; `None`: there is no controller, so it never gets an address.
+    lb_address: Option<Json>,
+    /// Reads of a LoadBalancer Service before its address is there, by namespace and name.
+    lb_pending: BTreeMap<(String, String), u32>,
 }
+
+/// The host IP of the node the control-plane pod runs on.
+const NODE_IP: &str = "192.0.2.17";
+
+/// Reads of a new LoadBalancer Service before the controller gives it an address.
+const LB_READS: u32 = 3;
 
 #[derive(Default)]
 struct FakeHost(Mutex<State>);
@@ -148,7 +169,7 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
             "metadata": { "name": format!("{name}-0"), "namespace": ns,
                           "labels": { "app": "vcluster", "release": name },
                           "creationTimestamp": "2026-01-01T00:00:00Z" },
-            "status": { "phase": "Running", "containerStatuses": [container] },
+            "status": { "phase": "Running", "hostIP": NODE_IP, "containerStatuses": [container] },
         }),
     );
     if s.crash {
@@ -162,7 +183,13 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
         .entry((ObjectKind::Secret, ns.to_owned(), format!("vc-{name}")))
         .or_insert(json!({
             "metadata": { "name": format!("vc-{name}"), "namespace": ns },
-            "data": { "config": b64(&kubeconfig), "certificate-authority": b64("CA PEM") },
+            "data": {
+                "config": b64(&kubeconfig),
+                "certificate-authority": b64("CA PEM"),
+                "client-certificate": b64("CLIENT CERT PEM"),
+                "client-key": b64("CLIENT KEY PEM"),
+                "token": b64("TOKEN"),
+            },
         }));
 }
 
@@ -187,6 +214,121 @@ fn progress_stop(s: &mut State, ns: &str, name: &str) {
         .get_mut(&(ObjectKind::StatefulSet, ns.to_owned(), name.to_owned()))
     {
         sts["status"]["replicas"] = json!(0);
+    }
+}
+
+fn service_type(o: &Json) -> String {
+    o["spec"]["type"].as_str().unwrap_or("ClusterIP").to_owned()
+}
+
+fn has_node_ports(service_type: &str) -> bool {
+    matches!(service_type, "NodePort" | "LoadBalancer")
+}
+
+fn node_ports(o: &Json) -> BTreeSet<i64> {
+    o["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["nodePort"].as_i64())
+        .collect()
+}
+
+/// What the API server does with a Service written by server-side apply over `old`: the
+/// ClusterIP and node ports it allocated stay (no apply sets them); when the new type has no
+/// use for node ports and the apply brought no new ones, they are dropped (the registry's
+/// `dropTypeDependentFields`); node ports on a ClusterIP Service are refused; missing node
+/// ports of NodePort and LoadBalancer Services are allocated; the load balancer status goes
+/// with the LoadBalancer type, and a new LoadBalancer waits for the controller.
+fn apply_service(
+    s: &mut State,
+    ns: &str,
+    name: &str,
+    old: Option<&Json>,
+    o: &mut Json,
+) -> Result<(), HostError> {
+    if o["spec"]["clusterIP"].is_null() {
+        o["spec"]["clusterIP"] = match old.map(|x| x["spec"]["clusterIP"].clone()) {
+            Some(ip @ Json::String(_)) => ip,
+            _ => {
+                s.cluster_ips += 1;
+                json!(format!("10.96.0.{}", s.cluster_ips))
+            }
+        };
+    }
+    let new_type = service_type(o);
+    if let Some(old) = old {
+        let kept: Vec<Json> = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
+        for p in o["spec"]["ports"].as_array_mut().into_iter().flatten() {
+            let same = kept
+                .iter()
+                .find(|k| k["port"] == p["port"] && k["protocol"] == p["protocol"]);
+            if p.get("nodePort").is_none()
+                && let Some(n) = same.and_then(|k| k.get("nodePort"))
+            {
+                p["nodePort"] = n.clone();
+            }
+        }
+        if has_node_ports(&service_type(old))
+            && !has_node_ports(&new_type)
+            && node_ports(old).is_superset(&node_ports(o))
+        {
+            for p in o["spec"]["ports"].as_array_mut().into_iter().flatten() {
+                if let Some(m) = p.as_object_mut() {
+                    m.remove("nodePort");
+                }
+            }
+        }
+    }
+    if !has_node_ports(&new_type) && !node_ports(o).is_empty() {
+        return Err(HostError::Other(format!(
+            "Service {name:?} is invalid: spec.ports[0].nodePort: Forbidden: may not be used \
+             when `type` is '{new_type}'"
+        )));
+    }
+    if has_node_ports(&new_type) {
+        for p in o["spec"]["ports"].as_array_mut().into_iter().flatten() {
+            if p.get("nodePort").is_none() {
+                s.node_ports += 1;
+                p["nodePort"] = json!(30000 + s.node_ports);
+            }
+        }
+    }
+    let key = (ns.to_owned(), name.to_owned());
+    let was_lb = old.is_some_and(|x| service_type(x) == "LoadBalancer");
+    o["status"] = match (new_type.as_str(), was_lb, old) {
+        ("LoadBalancer", true, Some(old)) => old["status"].clone(),
+        ("LoadBalancer", _, _) => {
+            s.lb_pending.insert(key, LB_READS);
+            json!({ "loadBalancer": {} })
+        }
+        _ => {
+            s.lb_pending.remove(&key);
+            json!({ "loadBalancer": {} })
+        }
+    };
+    Ok(())
+}
+
+/// One read of Service `name` in `ns`: the load balancer controller gets to it.
+fn progress_load_balancer(s: &mut State, ns: &str, name: &str) {
+    let key = (ns.to_owned(), name.to_owned());
+    let Some(left) = s.lb_pending.get_mut(&key) else {
+        return;
+    };
+    if *left > 0 {
+        *left -= 1;
+        return;
+    }
+    let Some(address) = s.lb_address.clone() else {
+        return;
+    };
+    s.lb_pending.remove(&key);
+    if let Some(svc) = s
+        .objects
+        .get_mut(&(ObjectKind::Service, ns.to_owned(), name.to_owned()))
+    {
+        svc["status"]["loadBalancer"]["ingress"] = json!([address]);
     }
 }
 
@@ -291,6 +433,10 @@ impl HostApi for FakeHost {
                  and 'minReadySeconds' are forbidden"
             )));
         }
+        if kind == ObjectKind::Service {
+            let old = s.objects.get(&key).cloned();
+            apply_service(&mut s, &ns, &name, old.as_ref(), &mut o)?;
+        }
         s.applied_annotations.insert(key.clone(), applied);
         if kind == ObjectKind::StatefulSet {
             let generation = s
@@ -317,6 +463,9 @@ impl HostApi for FakeHost {
         s.calls += 1;
         if kind == ObjectKind::StatefulSet {
             progress_stop(&mut s, namespace.unwrap_or_default(), name);
+        }
+        if kind == ObjectKind::Service {
+            progress_load_balancer(&mut s, namespace.unwrap_or_default(), name);
         }
         if kind == ObjectKind::Namespace
             && let Some(left) = s.terminating.get_mut(name)
@@ -1073,4 +1222,386 @@ async fn cancellation_stops_the_wait() {
         "{}",
         show(&d)
     );
+}
+
+fn expose(service_type: &str, host: Option<&str>) -> Value {
+    Value::object([
+        ("type", Value::string(service_type)),
+        ("host", host.map(Value::string).into()),
+    ])
+}
+
+/// The server of the first cluster of the kubeconfig in `state`.
+fn kubeconfig_server(state: &Value) -> String {
+    let text = state.get("kubeconfig").as_str().expect("kubeconfig");
+    let parsed: Json = serde_saphyr::from_str(text).expect("kubeconfig is YAML");
+    parsed["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .expect("server")
+        .to_owned()
+}
+
+/// The URL attributes of `state`: `host`, `endpoint` and the kubeconfig's server, which must
+/// agree.
+fn url_of(state: &Value) -> String {
+    let host = state.get("host").as_str().expect("host").to_owned();
+    assert_eq!(state.get("endpoint"), &Value::string(&*host));
+    assert_eq!(kubeconfig_server(state), host);
+    host
+}
+
+/// The node port of the https port of Service `team-a`.
+fn https_node_port(host: &FakeHost) -> i64 {
+    let svc = host
+        .obj(ObjectKind::Service, NS, "team-a")
+        .expect("Service");
+    svc["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .find(|p| p["name"] == "https")
+        .and_then(|p| p["nodePort"].as_i64())
+        .expect("a node port")
+}
+
+/// A refresh right after an apply finds what the apply recorded, and the plan is empty.
+async fn refresh_agrees(tf: &mut Terraform<'_>, c: &Value) {
+    let applied = tf.state.clone();
+    let p = tf.plan(c).await;
+    assert_eq!(
+        tf.state, applied,
+        "the refresh changed the state the apply wrote"
+    );
+    assert_eq!(p.action, Action::NoOp, "{:?}", p.planned);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_credentials_come_apart_for_the_kubernetes_and_helm_providers() {
+    let (_host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[]);
+    tf.apply_ok(&c).await;
+    let s = &tf.state;
+    // ClusterIP without a host: the server the control plane wrote, as before.
+    assert_eq!(url_of(s), "https://127.0.0.1:41000");
+    assert_eq!(s.get("expose"), &expose("ClusterIP", None));
+    assert_eq!(s.get("cluster_ca_certificate"), &Value::string("CA PEM"));
+    assert_eq!(
+        s.get("client_certificate"),
+        &Value::string("CLIENT CERT PEM")
+    );
+    assert_eq!(s.get("client_key"), &Value::string("CLIENT KEY PEM"));
+    refresh_agrees(&mut tf, &c).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_load_balancer_is_waited_for_and_its_address_reported() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "ip": "203.0.113.10" }));
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[("expose", expose("LoadBalancer", None))]);
+    assert_eq!(tf.apply_ok(&c).await, Action::Create);
+    assert_eq!(url_of(&tf.state), "https://203.0.113.10:443");
+    assert_eq!(tf.state.get("status"), &Value::string("Running"));
+    let svc = host
+        .obj(ObjectKind::Service, NS, "team-a")
+        .expect("Service");
+    assert_eq!(svc["spec"]["type"], "LoadBalancer");
+    assert!(
+        host.lock().lb_pending.is_empty(),
+        "the address was waited for"
+    );
+    // The rest of the kubeconfig is the control plane's.
+    let kubeconfig = tf.state.get("kubeconfig").as_str().unwrap_or_default();
+    assert!(kubeconfig.contains(&b64("CA PEM")), "{kubeconfig}");
+    assert!(!kubeconfig.contains("41000"), "{kubeconfig}");
+    refresh_agrees(&mut tf, &c).await;
+
+    // A new address (the load balancer was provisioned again) shows on refresh.
+    host.edit(ObjectKind::Service, NS, "team-a", |svc| {
+        svc["status"]["loadBalancer"]["ingress"] = json!([{ "hostname": "lb-7.elb.example" }]);
+    });
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert_eq!(url_of(&tf.state), "https://lb-7.elb.example:443");
+
+    // Without an address the refresh says Pending and keeps the last one; the apply waits
+    // for an address again.
+    host.edit(ObjectKind::Service, NS, "team-a", |svc| {
+        svc["status"] = json!({ "loadBalancer": {} });
+    });
+    host.lock()
+        .lb_pending
+        .insert((NS.to_owned(), "team-a".to_owned()), LB_READS);
+    let p = tf.plan(&c).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Pending"));
+    assert_eq!(url_of(&tf.state), "https://lb-7.elb.example:443");
+    assert_eq!(p.action, Action::Update);
+    tf.apply_ok(&c).await;
+    assert_eq!(url_of(&tf.state), "https://203.0.113.10:443");
+    refresh_agrees(&mut tf, &c).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_load_balancer_that_never_gets_an_address_times_out_saying_so() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(
+        &k,
+        &[
+            ("expose", expose("LoadBalancer", Some("vc.example.com"))),
+            ("timeouts", timeouts("30s")),
+        ],
+    );
+    let (_, d) = tf.apply(&c).await;
+    let text = show(&d);
+    assert!(text.contains("gave up after 30s"), "{text}");
+    assert!(
+        text.contains("Service team-a (LoadBalancer) has no address yet"),
+        "{text}"
+    );
+    assert!(tf.tainted, "the failed create is recorded, to be replaced");
+    // Terraform asking to stop ends the wait at once.
+    let mut again = Terraform::new(&k);
+    again.ctx.cancel.cancel();
+    let (_, d) = again.apply(&c).await;
+    assert!(
+        show(&d).contains("asked the provider to stop"),
+        "{}",
+        show(&d)
+    );
+    let _ = host;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_port_is_reached_on_the_control_planes_node() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[("expose", expose("NodePort", None))]);
+    tf.apply_ok(&c).await;
+    let port = https_node_port(&host);
+    assert_eq!(url_of(&tf.state), format!("https://{NODE_IP}:{port}"));
+    refresh_agrees(&mut tf, &c).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_takes_the_place_of_the_address() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "ip": "203.0.113.10" }));
+    let mut tf = Terraform::new(&k);
+    let name = Some("team-a.vc.example.com");
+    for (service_type, want) in [
+        ("ClusterIP", None),
+        ("NodePort", Some("node port")),
+        ("LoadBalancer", None),
+    ] {
+        let c = vc(&k, &[("expose", expose(service_type, name))]);
+        tf.apply_ok(&c).await;
+        let port = match want {
+            Some(_) => https_node_port(&host),
+            None => 443,
+        };
+        assert_eq!(
+            url_of(&tf.state),
+            format!("https://team-a.vc.example.com:{port}"),
+            "{service_type}"
+        );
+        refresh_agrees(&mut tf, &c).await;
+    }
+    // The name is in the serving certificate's extra names, through vcluster.yaml.
+    let secret = host
+        .obj(ObjectKind::Secret, NS, "vc-config-team-a")
+        .expect("config Secret");
+    let yaml = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["config.yaml"].as_str().unwrap_or_default())
+        .expect("base64");
+    let config: Json = serde_saphyr::from_str(&String::from_utf8_lossy(&yaml)).expect("YAML");
+    assert_eq!(
+        config["controlPlane"]["proxy"]["extraSANs"],
+        json!(["team-a.vc.example.com"])
+    );
+    assert_eq!(
+        config["controlPlane"]["service"]["spec"]["type"],
+        "LoadBalancer"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn expose_changes_in_place_between_every_type() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "ip": "203.0.113.10" }));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[])).await;
+    let cluster_ip = host
+        .obj(ObjectKind::Service, NS, "team-a")
+        .expect("Service")["spec"]["clusterIP"]
+        .clone();
+    for (service_type, url) in [
+        ("NodePort", None),
+        ("ClusterIP", Some("https://127.0.0.1:41000")),
+        ("LoadBalancer", Some("https://203.0.113.10:443")),
+        ("NodePort", None),
+        ("LoadBalancer", Some("https://203.0.113.10:443")),
+        ("ClusterIP", Some("https://127.0.0.1:41000")),
+    ] {
+        let c = vc(&k, &[("expose", expose(service_type, None))]);
+        let p = tf.plan(&c).await;
+        assert_eq!(p.action, Action::Update, "{service_type}");
+        assert!(p.requires_replace.is_empty(), "{service_type}");
+        for a in ["host", "endpoint", "kubeconfig"] {
+            assert!(p.planned.get(a).is_unknown(), "{service_type}: {a}");
+        }
+        // The fake refuses node ports on a ClusterIP Service, as the API server does.
+        assert_eq!(tf.apply_ok(&c).await, Action::Update, "{service_type}");
+        let svc = host
+            .obj(ObjectKind::Service, NS, "team-a")
+            .expect("Service");
+        assert_eq!(svc["spec"]["type"], service_type);
+        assert_eq!(svc["spec"]["clusterIP"], cluster_ip, "the same Service");
+        if service_type == "ClusterIP" {
+            assert!(node_ports(&svc).is_empty(), "{svc}");
+        }
+        let want = url.map_or_else(
+            || format!("https://{NODE_IP}:{}", https_node_port(&host)),
+            str::to_owned,
+        );
+        assert_eq!(url_of(&tf.state), want, "{service_type}");
+        refresh_agrees(&mut tf, &c).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_type_changed_out_of_band_shows_in_expose_and_is_reverted() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[("expose", expose("NodePort", None))]);
+    tf.apply_ok(&c).await;
+    host.edit(ObjectKind::Service, NS, "team-a", |svc| {
+        svc["spec"]["type"] = json!("ClusterIP");
+        for p in svc["spec"]["ports"].as_array_mut().into_iter().flatten() {
+            if let Some(m) = p.as_object_mut() {
+                m.remove("nodePort");
+            }
+        }
+    });
+    let p = tf.plan(&c).await;
+    assert_eq!(tf.state.get("expose"), &expose("ClusterIP", None));
+    assert_eq!(url_of(&tf.state), "https://127.0.0.1:41000");
+    assert_eq!(p.action, Action::Update);
+    tf.apply_ok(&c).await;
+    assert_eq!(
+        url_of(&tf.state),
+        format!("https://{NODE_IP}:{}", https_node_port(&host))
+    );
+    refresh_agrees(&mut tf, &c).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exposed_virtual_cluster_imports_with_its_type_and_host() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "ip": "203.0.113.10" }));
+    let mut tf = Terraform::new(&k);
+    let c = vc(
+        &k,
+        &[("expose", expose("LoadBalancer", Some("vc.example.com")))],
+    );
+    tf.apply_ok(&c).await;
+    let mut imported = Terraform::new(&k);
+    let d = imported.import("vc-team-a/team-a").await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert_eq!(
+        imported.state.get("expose"),
+        &expose("LoadBalancer", Some("vc.example.com"))
+    );
+    assert_eq!(url_of(&imported.state), "https://vc.example.com:443");
+    assert_eq!(
+        imported.state.get("client_key"),
+        &Value::string("CLIENT KEY PEM")
+    );
+    let p = imported.plan(&c).await;
+    assert_eq!(p.action, Action::NoOp, "{:?}", p.planned);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pausing_an_exposed_virtual_cluster_keeps_what_is_known_of_its_address() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "ip": "203.0.113.10" }));
+    let mut tf = Terraform::new(&k);
+    let lb = |paused: bool| {
+        vc(
+            &k,
+            &[
+                ("expose", expose("LoadBalancer", None)),
+                ("paused", Value::Bool(paused)),
+            ],
+        )
+    };
+    tf.apply_ok(&lb(false)).await;
+    // The load balancer stays while the control plane is scaled to zero.
+    tf.apply_ok(&lb(true)).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Paused"));
+    assert_eq!(url_of(&tf.state), "https://203.0.113.10:443");
+    refresh_agrees(&mut tf, &lb(true)).await;
+    tf.apply_ok(&lb(false)).await;
+    refresh_agrees(&mut tf, &lb(false)).await;
+
+    // A paused NodePort has no node to name: the control plane's own server stands in.
+    let np = |paused: bool| {
+        vc(
+            &k,
+            &[
+                ("expose", expose("NodePort", None)),
+                ("paused", Value::Bool(paused)),
+            ],
+        )
+    };
+    tf.apply_ok(&np(false)).await;
+    tf.apply_ok(&np(true)).await;
+    assert_eq!(url_of(&tf.state), "https://127.0.0.1:41000");
+    refresh_agrees(&mut tf, &np(true)).await;
+    tf.apply_ok(&np(false)).await;
+    assert_eq!(
+        url_of(&tf.state),
+        format!("https://{NODE_IP}:{}", https_node_port(&host))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_data_source_hands_out_the_same_credentials() {
+    let (host, k) = setup();
+    host.lock().lb_address = Some(json!({ "hostname": "lb-1.elb.example" }));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[("expose", expose("LoadBalancer", None))]))
+        .await;
+    let data = VirtualClusterData(Arc::clone(&host));
+    let schema = data.schema();
+    let config = Value::Object(
+        schema
+            .block
+            .attributes
+            .iter()
+            .map(|a| {
+                let v = if a.name == "name" {
+                    Value::string("team-a")
+                } else {
+                    Value::Null
+                };
+                (a.name.to_owned(), v)
+            })
+            .collect(),
+    );
+    let r = data.read(&Context::default(), config).await;
+    assert!(!r.diagnostics.has_error(), "{}", show(&r.diagnostics));
+    let s = &r.new_state;
+    assert!(s.conforms_to(&schema.block.value_type()), "{s:?}");
+    assert!(s.is_wholly_known());
+    assert_eq!(url_of(s), "https://lb-1.elb.example:443");
+    assert_eq!(s.get("expose"), &expose("LoadBalancer", None));
+    for a in [
+        "kubeconfig",
+        "cluster_ca_certificate",
+        "client_certificate",
+        "client_key",
+    ] {
+        assert_eq!(s.get(a), tf.state.get(a), "{a}");
+    }
 }

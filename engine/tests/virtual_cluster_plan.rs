@@ -36,9 +36,18 @@ fn applied(planned: &Value) -> Value {
                 Value::string("apiVersion: v1\nkind: Config\n"),
             ),
             ("endpoint", Value::string("https://127.0.0.1:40001")),
+            ("host", Value::string("https://127.0.0.1:40001")),
             (
                 "cluster_ca_certificate",
                 Value::string("-----BEGIN CERTIFICATE-----\n"),
+            ),
+            (
+                "client_certificate",
+                Value::string("-----BEGIN CERTIFICATE-----\n"),
+            ),
+            (
+                "client_key",
+                Value::string("-----BEGIN EC PRIVATE KEY-----\n"),
             ),
         ] {
             if m.get(k).is_some_and(Value::is_unknown) {
@@ -64,6 +73,23 @@ fn persistence(size: &str, class: Option<&str>) -> Value {
     ])
 }
 
+/// The credentials, which change only with the control plane or its address.
+const ACCESS: [&str; 6] = [
+    "kubeconfig",
+    "endpoint",
+    "host",
+    "cluster_ca_certificate",
+    "client_certificate",
+    "client_key",
+];
+
+fn expose(service_type: &str, host: Option<&str>) -> Value {
+    Value::object([
+        ("type", Value::string(service_type)),
+        ("host", host.map(Value::string).into()),
+    ])
+}
+
 fn error_paths(d: &gpufleet_engine::diag::Diagnostics) -> Vec<String> {
     d.iter()
         .filter(|d| d.severity == Severity::Error)
@@ -83,7 +109,8 @@ async fn create_knows_namespace_id_status_and_versions() {
     assert_eq!(s.get("status"), &Value::string("Running"));
     assert_eq!(s.get("drift"), &Value::List(Vec::new()));
     assert!(s.get("vcluster_version").as_str().is_some());
-    for a in ["kubeconfig", "endpoint", "cluster_ca_certificate"] {
+    assert_eq!(s.get("expose"), &expose("ClusterIP", None));
+    for a in ACCESS {
         assert!(s.get(a).is_unknown(), "{a}");
     }
 }
@@ -134,16 +161,65 @@ async fn policy_changes_in_place_and_keeps_the_kubeconfig() {
     let p = plan(&kind(), &Context::default(), &prior, &c).await;
     assert_eq!(p.action, Action::Update);
     assert!(p.requires_replace.is_empty());
-    for a in [
-        "kubeconfig",
-        "endpoint",
-        "cluster_ca_certificate",
-        "id",
-        "namespace",
-    ] {
+    for a in ACCESS.iter().chain(&["id", "namespace"]) {
         assert_eq!(p.planned.get(a), prior.get(a), "{a}");
     }
     applied(&p.planned);
+}
+
+#[tokio::test]
+async fn expose_changes_in_place_and_expects_new_credentials() {
+    let prior = created(&[]).await;
+    for (case, new) in [
+        ("type", expose("LoadBalancer", None)),
+        ("host", expose("ClusterIP", Some("vc.example.com"))),
+        ("unknown host", expose("NodePort", None)),
+    ] {
+        let mut new = new;
+        if case == "unknown host"
+            && let Some(m) = new.as_object_mut()
+        {
+            m.insert("host".to_owned(), Value::unknown());
+        }
+        let p = plan(
+            &kind(),
+            &Context::default(),
+            &prior,
+            &vc(&[("expose", new)]),
+        )
+        .await;
+        assert!(
+            !p.diagnostics.has_error(),
+            "{case}: {}",
+            show(&p.diagnostics)
+        );
+        assert_eq!(p.action, Action::Update, "{case}");
+        assert!(p.requires_replace.is_empty(), "{case}");
+        for a in ACCESS {
+            assert!(p.planned.get(a).is_unknown(), "{case}: {a}");
+        }
+        if case != "unknown host" {
+            applied(&p.planned);
+        }
+    }
+    // The default written out is no change; nor is a state from before `expose` existed.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("expose", expose("ClusterIP", None))]),
+    )
+    .await;
+    assert_eq!(p.action, Action::NoOp, "{:?}", p.planned);
+    let mut old = prior.clone();
+    if let Some(m) = old.as_object_mut() {
+        m.insert("expose".to_owned(), Value::Null);
+    }
+    let p = plan(&kind(), &Context::default(), &old, &vc(&[])).await;
+    assert_eq!(p.action, Action::Update, "null becomes the default");
+    for a in ACCESS {
+        assert_eq!(p.planned.get(a), prior.get(a), "{a}");
+    }
 }
 
 #[tokio::test]
@@ -400,6 +476,32 @@ async fn bad_input_is_diagnosed_on_its_attribute() {
             vec!["persistence.size", "persistence.storage_class"],
         ),
         (
+            "expose type",
+            vec![("expose", expose("nodeport", None))],
+            vec!["expose.type"],
+        ),
+        (
+            "expose host with a scheme and a port",
+            vec![(
+                "expose",
+                expose("LoadBalancer", Some("https://vc.example.com:6443")),
+            )],
+            vec!["expose.host"],
+        ),
+        (
+            "expose host a wildcard",
+            vec![("expose", expose("ClusterIP", Some("*.example.com")))],
+            vec!["expose.host"],
+        ),
+        (
+            "a fixed node port on a ClusterIP Service",
+            vec![(
+                "values_override",
+                Value::string("controlPlane:\n  service:\n    httpsNodePort: 30443\n"),
+            )],
+            vec!["values_override"],
+        ),
+        (
             "override not YAML",
             vec![("values_override", Value::string("a: [1"))],
             vec!["values_override"],
@@ -465,6 +567,16 @@ async fn overrides_of_managed_keys_are_refused_naming_the_key() {
             "controlPlane.statefulSet.persistence.dataVolume",
             "`persistence`",
         ),
+        (
+            "controlPlane:\n  service:\n    spec:\n      type: LoadBalancer\n",
+            "controlPlane.service.spec.type",
+            "`expose`",
+        ),
+        (
+            "controlPlane:\n  proxy:\n    extraSANs: [vc.example.com]\n",
+            "controlPlane.proxy.extraSANs",
+            "`expose`",
+        ),
     ] {
         let p = plan(
             &kind(),
@@ -486,18 +598,32 @@ async fn overrides_of_managed_keys_are_refused_naming_the_key() {
         assert!(errs[0].detail.contains(key), "{}", errs[0].detail);
         assert!(errs[0].detail.contains(attr), "{}", errs[0].detail);
     }
-    // Keys gpufleet leaves alone merge.
-    let p = plan(
-        &kind(),
-        &Context::default(),
-        &Value::Null,
-        &vc(&[(
-            "values_override",
-            Value::string("sync:\n  toHost:\n    ingresses:\n      enabled: true\n"),
-        )]),
-    )
-    .await;
-    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    // Keys gpufleet leaves alone merge: the Service's other settings too, and a fixed node
+    // port for a Service that has node ports.
+    for (yaml, exposed) in [
+        (
+            "sync:\n  toHost:\n    ingresses:\n      enabled: true\n",
+            None,
+        ),
+        (
+            "controlPlane:\n  service:\n    spec:\n      externalTrafficPolicy: Local\n    \
+             annotations:\n      lb.example.com/internal: \"true\"\n",
+            Some(expose("LoadBalancer", None)),
+        ),
+        (
+            "controlPlane:\n  service:\n    httpsNodePort: 30443\n",
+            Some(expose("NodePort", None)),
+        ),
+    ] {
+        let mut attrs = vec![("values_override", Value::string(yaml))];
+        attrs.extend(exposed.map(|e| ("expose", e)));
+        let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&attrs)).await;
+        assert!(
+            !p.diagnostics.has_error(),
+            "{yaml}: {}",
+            show(&p.diagnostics)
+        );
+    }
 }
 
 #[tokio::test]

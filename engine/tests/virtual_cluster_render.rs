@@ -312,3 +312,83 @@ fn the_config_is_complete_and_open_source() {
         json!(["pods", "nodes", "nodes/status"])
     );
 }
+
+fn exposed(service_type: &str, host: Option<&str>) -> Value {
+    Value::object([
+        ("type", Value::string(service_type)),
+        ("host", host.map(Value::string).into()),
+    ])
+}
+
+fn service(r: &Rendered, name: &str) -> serde_json::Value {
+    r.objects
+        .iter()
+        .find(|(_, o)| o["kind"] == "Service" && o["metadata"]["name"] == name)
+        .map(|(_, o)| o.clone())
+        .expect("Service")
+}
+
+/// `expose` reaches the chart as `controlPlane.service.spec.type` and
+/// `controlPlane.proxy.extraSANs`, and the Service follows as the chart renders it: a
+/// LoadBalancer has no kubelet port (`proxyKubelets.byHostname` is for node-local access), and
+/// no type gets a node port gpufleet picked.
+#[test]
+fn expose_sets_the_service_type_and_the_certificates_extra_name() {
+    let lb = render(&spec(&[(
+        "expose",
+        exposed("LoadBalancer", Some("team-a.vc.example.com")),
+    )]));
+    assert_eq!(
+        values::at(&lb.values, "controlPlane.service.spec.type"),
+        Some(&json!("LoadBalancer"))
+    );
+    assert_eq!(
+        values::at(&lb.values, "controlPlane.proxy.extraSANs"),
+        Some(&json!(["team-a.vc.example.com"]))
+    );
+    assert!(
+        lb.vcluster_yaml.contains("team-a.vc.example.com"),
+        "the stored vcluster.yaml names the host"
+    );
+    let svc = service(&lb, "team-a");
+    assert_eq!(svc["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([{ "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" }])
+    );
+    // The headless Service stays as it is.
+    assert_eq!(service(&lb, "team-a-headless")["spec"]["clusterIP"], "None");
+
+    let node_port = render(&spec(&[("expose", exposed("NodePort", None))]));
+    let svc = service(&node_port, "team-a");
+    assert_eq!(svc["spec"]["type"], "NodePort");
+    let ports: Vec<&str> = svc["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(ports, ["https", "kubelet"]);
+    assert!(
+        svc["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .all(|p| p.get("nodePort").is_none()),
+        "Kubernetes allocates the node ports: {svc}"
+    );
+    assert_eq!(
+        values::at(&node_port.values, "controlPlane.proxy.extraSANs"),
+        Some(&json!([])),
+        "the chart's default without a host"
+    );
+
+    // The default is the chart's: a ClusterIP Service and the same vcluster.yaml as before
+    // `expose` existed.
+    let plain = render(&spec(&[]));
+    assert_eq!(service(&plain, "team-a")["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        plain.vcluster_yaml,
+        render(&spec(&[("expose", exposed("ClusterIP", None))])).vcluster_yaml
+    );
+}

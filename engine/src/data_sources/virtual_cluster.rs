@@ -11,7 +11,7 @@ use crate::{
     resources::virtual_cluster::{
         self as vc, Backend, FromSettings, import_skeleton, read_virtual_cluster, schema::NAME_MAX,
     },
-    schema::{Attribute, Block, Schema},
+    schema::{AttrMode, Attribute, Block, Nesting, Schema},
     validate::DnsLabel,
     value::{Type, Value},
 };
@@ -27,18 +27,23 @@ const COPIED: &[&str] = &[
     "isolation",
     "status",
     "endpoint",
+    "host",
     "kubernetes_version",
     "vcluster_version",
     "paused",
     "kubeconfig",
     "cluster_ca_certificate",
+    "client_certificate",
+    "client_key",
+    "expose",
 ];
 
 fn data_schema() -> Schema {
     Schema::new(
         Block::new(
             "Looks up a virtual cluster by name in the host cluster: its tier, status, \
-             endpoint, versions and kubeconfig. Finds virtual clusters that gpufleet created, \
+             endpoint, versions and credentials (a kubeconfig, and the host, CA, client \
+             certificate and key the `kubernetes` and `helm` providers take). Finds virtual clusters that gpufleet created, \
              in this configuration or another. Needs the provider's `kubernetes` block.",
         )
         .attr(
@@ -61,7 +66,32 @@ fn data_schema() -> Schema {
                 .describe("`Running`, `Paused` or `Pending`."),
         )
         .attr(
-            Attribute::computed("endpoint", Type::String).describe("The virtual API server's URL."),
+            Attribute::computed("endpoint", Type::String).describe(
+                "The virtual API server's URL, as the resource's `expose` makes it reachable.",
+            ),
+        )
+        .attr(
+            Attribute::computed("host", Type::String).describe(
+                "The virtual API server's URL (the same as `endpoint`), for the `kubernetes` \
+                 and `helm` providers' `host`.",
+            ),
+        )
+        .attr(
+            Attribute::nested(
+                "expose",
+                Nesting::Single,
+                AttrMode::Computed,
+                vec![
+                    Attribute::computed("type", Type::String).describe(
+                        "The type of its Service: `ClusterIP`, `NodePort` or `LoadBalancer`.",
+                    ),
+                    Attribute::computed("host", Type::String).describe(
+                        "The DNS name or address in its serving certificate and URL; null \
+                         when none was set.",
+                    ),
+                ],
+            )
+            .describe("How it is reached from outside the host cluster."),
         )
         .attr(
             Attribute::computed("kubernetes_version", Type::String)
@@ -75,11 +105,20 @@ fn data_schema() -> Schema {
         .attr(
             Attribute::computed("kubeconfig", Type::String)
                 .sensitive()
-                .describe("An admin kubeconfig of the virtual cluster."),
+                .describe("An admin kubeconfig of the virtual cluster, pointing at `endpoint`."),
         )
         .attr(
             Attribute::computed("cluster_ca_certificate", Type::String)
                 .describe("PEM CA certificate of the virtual API server."),
+        )
+        .attr(
+            Attribute::computed("client_certificate", Type::String)
+                .describe("PEM client certificate of the virtual cluster's admin user."),
+        )
+        .attr(
+            Attribute::computed("client_key", Type::String)
+                .sensitive()
+                .describe("PEM private key of the virtual cluster's admin user."),
         ),
     )
 }

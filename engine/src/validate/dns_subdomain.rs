@@ -12,7 +12,8 @@ const MAX_LEN: usize = 253;
 pub struct DnsSubdomain;
 
 impl DnsSubdomain {
-    fn problem(s: &str) -> Option<String> {
+    /// What is wrong with `s` as a DNS-1123 subdomain, if anything.
+    pub(crate) fn problem(s: &str) -> Option<String> {
         if s.is_empty() {
             return Some("must not be empty".to_owned());
         }

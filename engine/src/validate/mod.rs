@@ -7,6 +7,7 @@
 mod dns_label;
 mod dns_subdomain;
 mod duration;
+mod host_address;
 mod int_between;
 mod ipv4_address;
 mod ipv4_cidr;
@@ -15,6 +16,7 @@ mod one_of;
 pub use dns_label::DnsLabel;
 pub use dns_subdomain::DnsSubdomain;
 pub use duration::PositiveDuration;
+pub use host_address::HostAddress;
 pub use int_between::IntBetween;
 pub use ipv4_address::Ipv4Address;
 pub use ipv4_cidr::{CidrProblem, Ipv4Cidr, Ipv4Net};

@@ -3,10 +3,11 @@
 //! Create and update are the same idempotent steps: make sure the namespace is ours (an
 //! earlier delete may still be terminating it), server-side apply the namespace and every
 //! rendered object, delete the optional objects the configuration no longer has, then wait
-//! for the control plane as `vcluster connect` does. When paused, it does instead what
-//! `vcluster pause` does after scaling to zero: wait for the control plane's pods to be gone,
-//! then delete the pods it synced to the host ([`pause`]). Resuming also removes pause
-//! annotations the vCluster CLI wrote.
+//! for the control plane as `vcluster connect` does, and for the address `expose` asks for
+//! (a load balancer's may take a while; [`expose`](super::expose)). When paused, it does
+//! instead what `vcluster pause` does after scaling to zero: wait for the control plane's
+//! pods to be gone, then delete the pods it synced to the host ([`pause`]). Resuming also
+//! removes pause annotations the vCluster CLI wrote.
 //! Because every object has a fixed name and every write is a forced server-side apply, an
 //! apply that was interrupted, even by killing the provider, converges when run again,
 //! without duplicates.
@@ -15,6 +16,12 @@
 //! than the planned one (a plan made without a refresh), apply writes nothing and says so
 //! rather than meet the API server's immutability error; the plan replaces the virtual
 //! cluster instead ([`persistence`]).
+//!
+//! A Service whose `expose.type` changed is applied like every other object: it changes type
+//! in place. Kubernetes itself drops the node ports, the load balancer status and the other
+//! fields the new type has no use for, as long as the apply does not set them, and gpufleet
+//! sets none (a fixed node port from `values_override` needs a NodePort or LoadBalancer type,
+//! which validation checks).
 //!
 //! Delete removes the namespace and waits until it has finished terminating, so a virtual
 //! cluster of the same name can be created right after; the namespace takes the control
@@ -34,7 +41,7 @@ use super::{
     pause,
     persistence::{self, Persistence},
     read::owned_by,
-    readiness::{self, Readiness, WaitError},
+    readiness::{self, Access, Readiness, WaitError},
     render::{self, Rendered},
     set_attr,
     spec::Spec,
@@ -155,23 +162,24 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
         _ => ("Pending", None),
     };
     fill(&mut s, "status", Value::string(status));
-    fill(
-        &mut s,
-        "kubeconfig",
-        access.map(|a| a.kubeconfig.clone()).into(),
-    );
-    fill(
-        &mut s,
-        "endpoint",
-        access.and_then(|a| a.endpoint.clone()).into(),
-    );
-    fill(
-        &mut s,
-        "cluster_ca_certificate",
-        access.and_then(|a| a.ca.clone()).into(),
-    );
+    for (k, v) in access_values(access) {
+        fill(&mut s, k, v);
+    }
     fill(&mut s, "drift", Value::List(Vec::new()));
     nulled_unknowns(&s)
+}
+
+/// The credentials attributes ([`ACCESS`](super::ACCESS)) of `access`, null without one.
+pub(super) fn access_values(access: Option<&Access>) -> [(&'static str, Value); 6] {
+    let text = |f: fn(&Access) -> Option<String>| -> Value { access.and_then(f).into() };
+    [
+        ("kubeconfig", text(|a| Some(a.kubeconfig.clone()))),
+        ("endpoint", text(|a| a.endpoint.clone())),
+        ("host", text(|a| a.endpoint.clone())),
+        ("cluster_ca_certificate", text(|a| a.ca.clone())),
+        ("client_certificate", text(|a| a.client_certificate.clone())),
+        ("client_key", text(|a| a.client_key.clone())),
+    ]
 }
 
 /// How far a create or update got, for the failure's wording and what state to record.
@@ -224,7 +232,7 @@ async fn finish_pause(
         "pause {}: deleted {deleted} synced pod(s)",
         spec.name
     );
-    Ok(readiness::observe(host, &spec.namespace, names).await?)
+    Ok(readiness::observe(host, &spec.namespace, names, &spec.expose).await?)
 }
 
 /// Refuses to write the StatefulSet when the live one has another volume claim: Kubernetes
@@ -299,7 +307,7 @@ async fn upsert(
         .await?;
     }
     *phase = Phase::Ready;
-    Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, deadline).await?)
+    Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline).await?)
 }
 
 /// Create (`prior` null) or update.

@@ -13,7 +13,8 @@
 //!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
 //! - [`host`]: the host cluster behind a trait; [`apply`], [`read`] and [`readiness`]: the
 //!   operations against it; [`pause`]: what `vcluster pause` and `vcluster resume` do;
-//!   [`persistence`]: the volume claim that keeps the control plane's data.
+//!   [`persistence`]: the volume claim that keeps the control plane's data; [`expose`]: how
+//!   the control plane is reached from outside, and the URL its credentials point at.
 //!
 //! # Identity
 //!
@@ -31,12 +32,14 @@
 //! `name`, `namespace` and `isolation` force a replacement (the tier is fixed at creation,
 //! and the plan carries a warning saying so). So does a different amount or class in
 //! `persistence` (a StatefulSet's volume claims cannot change), or a prior state without a
-//! claim, each with a warning. Everything else changes in place. The kubeconfig,
-//! endpoint and CA stay as recorded unless the control plane restarts (a version or
-//! configuration change, pausing or resuming). `drift` is planned empty: every apply repairs
-//! what a refresh found.
+//! claim, each with a warning. Everything else changes in place. The credentials (`host`,
+//! `endpoint`, `kubeconfig`, the CA, client certificate and key) stay as recorded unless the
+//! control plane restarts or its address changes (a version or configuration change,
+//! `expose`, pausing or resuming). `drift` is planned empty: every apply repairs what a
+//! refresh found.
 
 pub mod apply;
+pub mod expose;
 pub mod host;
 pub mod objects;
 pub mod pause;
@@ -111,7 +114,8 @@ fn nulled_unknowns(v: &Value) -> Value {
     }
 }
 
-/// Attributes whose change restarts the control plane (and may rewrite its kubeconfig).
+/// Attributes whose change restarts the control plane (and may rewrite its kubeconfig);
+/// `expose` too, compared by what it means ([`expose_changes`]).
 const RESTARTING: &[&str] = &[
     "paused",
     "kubernetes_version",
@@ -120,8 +124,22 @@ const RESTARTING: &[&str] = &[
     "persistence",
 ];
 
-/// Computed attributes read from Secret `vc-<name>`.
-const ACCESS: &[&str] = &["kubeconfig", "endpoint", "cluster_ca_certificate"];
+/// Computed attributes read from Secret `vc-<name>` and the address `expose` gives.
+const ACCESS: &[&str] = &[
+    "kubeconfig",
+    "endpoint",
+    "host",
+    "cluster_ca_certificate",
+    "client_certificate",
+    "client_key",
+];
+
+/// Whether `planned` may reach the control plane differently from `prior` (a null `expose`,
+/// from a state older than the attribute, means the default; an unknown one may differ).
+fn expose_changes(prior: &Value, planned: &Value) -> bool {
+    !planned.is_wholly_known()
+        || expose::Expose::from_value(prior) != expose::Expose::from_value(planned)
+}
 
 /// The kind's part of planning; see the module docs.
 pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
@@ -206,7 +224,8 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
         diagnostics.extend(warnings);
         let restarts = RESTARTING
             .iter()
-            .any(|a| planned.get(a) != req.prior.get(a));
+            .any(|a| planned.get(a) != req.prior.get(a))
+            || expose_changes(req.prior.get("expose"), planned.get("expose"));
         for a in ACCESS {
             let v = if restarts {
                 Value::unknown()

@@ -4,7 +4,12 @@
 //! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
 //!
 //! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
-//! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size).
+//! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size; one
+//! more, the Service again, for the address of a NodePort or LoadBalancer).
+//!
+//! The credentials are computed as apply computes them ([`expose`](super::expose)), from the
+//! Service type found and the `expose.host` in the stored vcluster.yaml, so a refresh after
+//! an apply agrees with it, and a load balancer that got a new address shows up.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +17,9 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 
 use super::{
+    ACCESS,
+    apply::access_values,
+    expose::Expose,
     host::{HostApi, HostError},
     objects::{Names, ObjectKind, ObjectRef},
     pause, persistence, quantity,
@@ -36,6 +44,8 @@ pub struct Observed {
     pub objects: BTreeMap<ObjectRef, Json>,
     /// The control plane's readiness.
     pub readiness: Option<Readiness>,
+    /// How the control plane is reached, as found.
+    pub expose: Expose,
 }
 
 impl Observed {
@@ -72,12 +82,18 @@ pub async fn observe(
             objects.insert(r, o);
         }
     }
-    let readiness = readiness::observe(host, namespace, names).await?;
-    Ok(Observed {
+    let mut observed = Observed {
         namespace: Some(ns),
         objects,
-        readiness: Some(readiness),
-    })
+        readiness: None,
+        expose: Expose::default(),
+    };
+    observed.expose = Expose::observed(
+        observed.get(ObjectKind::Service, &names.name),
+        stored_config(&observed, names).map(|(_, c)| c).as_ref(),
+    );
+    observed.readiness = Some(readiness::observe(host, namespace, names, &observed.expose).await?);
+    Ok(observed)
 }
 
 fn labels_of(o: &Json) -> BTreeMap<String, String> {
@@ -269,6 +285,26 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
     out
 }
 
+/// `expose` as observed: the Service's type, reflected as users see it; the host from the
+/// stored vcluster.yaml on import (a refresh keeps the configured one, and a stored
+/// configuration edited out of band shows in `drift`). A prior value that means the same is
+/// kept as it is.
+fn expose_value(prior: &Value, seen: &Expose, importing: bool) -> Value {
+    if importing || prior.is_null() {
+        return seen.to_value();
+    }
+    let was = Expose::from_value(prior);
+    let now = Expose {
+        service_type: seen.service_type,
+        host: was.host.clone(),
+    };
+    if now == was {
+        prior.clone()
+    } else {
+        now.to_value()
+    }
+}
+
 /// The state of the virtual cluster as observed, normalised against `prior`; null when the
 /// namespace is gone. An import (a `prior` without `isolation`) takes every configurable
 /// attribute from the cluster; a refresh keeps the configured ones and reports differences
@@ -384,6 +420,11 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             persistence::observed_value(o, prior.get("persistence")),
         );
     }
+    set_attr(
+        &mut s,
+        "expose",
+        expose_value(prior.get("expose"), &observed.expose, importing),
+    );
     let image_version = sts
         .and_then(|o| str_at(o, "/spec/template/spec/containers/0/image"))
         .and_then(|i| i.rsplit_once(':').map(|(_, tag)| tag.to_owned()));
@@ -397,13 +438,14 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
         _ => ("Pending", None),
     };
     set_attr(&mut s, "status", Value::string(status));
-    if let Some(a) = access {
-        set_attr(&mut s, "kubeconfig", Value::string(a.kubeconfig));
-        set_attr(&mut s, "endpoint", a.endpoint.into());
-        set_attr(&mut s, "cluster_ca_certificate", a.ca.into());
+    if access.is_some() {
+        for (k, v) in access_values(access.as_ref()) {
+            set_attr(&mut s, k, v);
+        }
     } else if status != "Running" {
-        // Keep what was recorded: a restarting control plane keeps its kubeconfig.
-        for k in ["kubeconfig", "endpoint", "cluster_ca_certificate"] {
+        // Keep what was recorded: a restarting control plane keeps its kubeconfig, and a
+        // load balancer between addresses its last one.
+        for k in ACCESS {
             if s.get(k).is_unknown() {
                 set_attr(&mut s, k, Value::Null);
             }

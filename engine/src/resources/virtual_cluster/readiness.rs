@@ -1,6 +1,8 @@
 //! Waiting for a virtual control plane the way `vcluster connect` does: the newest pod
 //! labelled `app=vcluster,release=<name>` must be Ready (a crash loop or an image that cannot
-//! be pulled fails at once), then Secret `vc-<name>` key `config` holds its kubeconfig.
+//! be pulled fails at once), then Secret `vc-<name>` key `config` holds its kubeconfig, and
+//! the control plane has the address `expose` asks for ([`expose`](super::expose): a node port
+//! on the pod's node, or a load balancer's address, which may take a while to come).
 //!
 //! [`observe`] takes one look; [`wait_ready`] repeats it every second until the control plane
 //! is ready, something fails, the deadline passes or Terraform asks to stop. [`wait_stopped`]
@@ -14,6 +16,7 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use super::{
+    expose::{self, Expose},
     host::{HostApi, HostError},
     objects::{Names, ObjectKind},
 };
@@ -35,23 +38,44 @@ const CRITICAL_REASONS: &[&str] = &[
     "PostStartHookError",
 ];
 
-/// How to reach a virtual cluster, from Secret `vc-<name>`.
+/// How to reach a virtual cluster: Secret `vc-<name>`, pointed at the address `expose`
+/// gives.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Access {
-    /// The whole kubeconfig (sensitive).
+    /// The whole kubeconfig (sensitive), its server replaced by `endpoint`.
     pub kubeconfig: String,
     /// The API server URL.
     pub endpoint: Option<String>,
     /// The CA certificate, PEM.
     pub ca: Option<String>,
+    /// The admin client certificate, PEM.
+    pub client_certificate: Option<String>,
+    /// The admin client key, PEM (sensitive).
+    pub client_key: Option<String>,
 }
 
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the kubeconfig: it holds an admin key.
+        // Never print the kubeconfig or the key: they are an admin's credentials.
         f.debug_struct("Access")
             .field("endpoint", &self.endpoint)
             .finish_non_exhaustive()
+    }
+}
+
+impl Access {
+    /// The same credentials for the API server at `server`: `endpoint` and every cluster of
+    /// the kubeconfig. The kubeconfig is left as the syncer wrote it when the server is
+    /// already its own (or it cannot be read as one).
+    pub fn at(mut self, server: Option<String>) -> Access {
+        if let Some(url) = &server
+            && self.endpoint.as_ref() != Some(url)
+            && let Some(k) = expose::with_server(&self.kubeconfig, url)
+        {
+            self.kubeconfig = k;
+        }
+        self.endpoint = server;
+        self
     }
 }
 
@@ -94,33 +118,39 @@ fn i64_at(v: &Json, ptr: &str) -> Option<i64> {
     v.pointer(ptr).and_then(Json::as_i64)
 }
 
-/// Decodes Secret `vc-<name>`.
+fn base64_text(data: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Decodes Secret `vc-<name>`: key `config` (the kubeconfig), and the PEM keys
+/// `certificate-authority`, `client-certificate` and `client-key`, falling back to the data
+/// inside the kubeconfig (its first cluster and user).
 pub fn access_of(secret: &Json) -> Option<Access> {
-    let b64 = |key: &str| -> Option<String> {
-        let data = secret.pointer(&format!("/data/{key}"))?.as_str()?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .ok()?;
-        String::from_utf8(bytes).ok()
+    let key = |k: &str| base64_text(secret.pointer(&format!("/data/{k}"))?.as_str()?);
+    let kubeconfig = key("config")?;
+    let parsed: Option<Json> = serde_saphyr::from_str(&kubeconfig).ok();
+    let inner = |ptr: &str| {
+        parsed
+            .as_ref()
+            .and_then(|k| k.pointer(ptr))
+            .and_then(Json::as_str)
     };
-    let kubeconfig = b64("config")?;
-    let parsed = kube::config::Kubeconfig::from_yaml(&kubeconfig).ok();
-    let cluster = parsed
-        .as_ref()
-        .and_then(|k| k.clusters.first())
-        .and_then(|c| c.cluster.as_ref());
-    let endpoint = cluster.and_then(|c| c.server.clone());
-    let ca = b64("certificate-authority").or_else(|| {
-        let data = cluster?.certificate_authority_data.as_ref()?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .ok()?;
-        String::from_utf8(bytes).ok()
-    });
+    let endpoint = inner("/clusters/0/cluster/server").map(str::to_owned);
+    let ca = key("certificate-authority")
+        .or_else(|| base64_text(inner("/clusters/0/cluster/certificate-authority-data")?));
+    let client_certificate = key("client-certificate")
+        .or_else(|| base64_text(inner("/users/0/user/client-certificate-data")?));
+    let client_key =
+        key("client-key").or_else(|| base64_text(inner("/users/0/user/client-key-data")?));
     Some(Access {
         kubeconfig,
         endpoint,
         ca,
+        client_certificate,
+        client_key,
     })
 }
 
@@ -206,11 +236,27 @@ fn newest(pods: &[Json]) -> Option<&Json> {
     })
 }
 
-/// One look at the control plane of the virtual cluster `names` in `namespace`.
+/// The Service `<name>`, when the address depends on it.
+async fn service_for(
+    host: &dyn HostApi,
+    namespace: &str,
+    names: &Names,
+    expose: &Expose,
+) -> Result<Option<Json>, HostError> {
+    if !expose.needs_service() {
+        return Ok(None);
+    }
+    host.get(ObjectKind::Service, Some(namespace), &names.name)
+        .await
+}
+
+/// One look at the control plane of the virtual cluster `names` in `namespace`, reached as
+/// `expose` says.
 pub async fn observe(
     host: &dyn HostApi,
     namespace: &str,
     names: &Names,
+    expose: &Expose,
 ) -> Result<Readiness, HostError> {
     let ns = Some(namespace);
     let Some(sts) = host.get(ObjectKind::StatefulSet, ns, &names.name).await? else {
@@ -223,7 +269,21 @@ pub async fn observe(
         let secret = host
             .get(ObjectKind::Secret, ns, &names.kubeconfig())
             .await?;
-        return Ok(Readiness::Paused(secret.as_ref().and_then(access_of)));
+        let Some(access) = secret.as_ref().and_then(access_of) else {
+            return Ok(Readiness::Paused(None));
+        };
+        // No pod runs: the address is the one it will have where that is known (a load
+        // balancer's, a host's), else the syncer's.
+        let service = service_for(host, namespace, names, expose).await?;
+        let server = expose
+            .server(
+                &names.name,
+                access.endpoint.as_deref(),
+                service.as_ref(),
+                None,
+            )
+            .unwrap_or_else(|_| access.endpoint.clone());
+        return Ok(Readiness::Paused(Some(access.at(server))));
     }
     let generation = i64_at(&sts, "/metadata/generation").unwrap_or(0);
     let observed = i64_at(&sts, "/status/observedGeneration").unwrap_or(0);
@@ -253,7 +313,18 @@ pub async fn observe(
         .await?
     {
         Some(secret) => match access_of(&secret) {
-            Some(access) => Ok(Readiness::Ready(access)),
+            Some(access) => {
+                let service = service_for(host, namespace, names, expose).await?;
+                match expose.server(
+                    &names.name,
+                    access.endpoint.as_deref(),
+                    service.as_ref(),
+                    Some(pod),
+                ) {
+                    Ok(server) => Ok(Readiness::Ready(access.at(server))),
+                    Err(why) => Ok(Readiness::Waiting(why)),
+                }
+            }
             None => Ok(Readiness::Waiting(format!(
                 "Secret {} has no kubeconfig under key config yet",
                 names.kubeconfig()
@@ -327,17 +398,18 @@ where
     }
 }
 
-/// Waits until the control plane is ready (or paused, when it is meant to be), polling every
-/// second until `deadline`, and stops at once when Terraform cancels.
+/// Waits until the control plane is ready and has its address (or is paused, when it is meant
+/// to be), polling every second until `deadline`, and stops at once when Terraform cancels.
 pub async fn wait_ready(
     host: &dyn HostApi,
     ctx: &Context,
     namespace: &str,
     names: &Names,
+    expose: &Expose,
     deadline: Instant,
 ) -> Result<Readiness, WaitError> {
     poll(ctx, &names.name, deadline, || async {
-        match observe(host, namespace, names).await? {
+        match observe(host, namespace, names, expose).await? {
             Readiness::Failed(why) => Err(WaitError::Failed(why)),
             Readiness::Waiting(why) => Ok(Look::Waiting(why)),
             done => Ok(Look::Done(done)),
@@ -441,14 +513,49 @@ mod tests {
         let secret = json!({ "data": {
             "config": b64(kubeconfig),
             "certificate-authority": b64("-----BEGIN CERTIFICATE-----\n"),
+            "client-certificate": b64("CLIENT CERT"),
+            "client-key": b64("CLIENT KEY"),
         } });
         let a = access_of(&secret).expect("access");
         assert_eq!(a.endpoint.as_deref(), Some("https://127.0.0.1:40001"));
         assert_eq!(a.ca.as_deref(), Some("-----BEGIN CERTIFICATE-----\n"));
+        assert_eq!(a.client_certificate.as_deref(), Some("CLIENT CERT"));
+        assert_eq!(a.client_key.as_deref(), Some("CLIENT KEY"));
         assert_eq!(a.kubeconfig, kubeconfig);
+        let shown = format!("{a:?}");
         assert!(
-            !format!("{a:?}").contains("server"),
-            "no kubeconfig in Debug"
+            !shown.contains("server") && !shown.contains("CLIENT"),
+            "no kubeconfig or key in Debug: {shown}"
         );
+        // The same server leaves the kubeconfig as written; another one is put in it.
+        assert_eq!(a.clone().at(Some("https://127.0.0.1:40001".to_owned())), a);
+        let moved = a.at(Some("https://203.0.113.10:443".to_owned()));
+        assert_eq!(moved.endpoint.as_deref(), Some("https://203.0.113.10:443"));
+        assert!(
+            moved
+                .kubeconfig
+                .contains("server: https://203.0.113.10:443"),
+            "{}",
+            moved.kubeconfig
+        );
+        assert!(!moved.kubeconfig.contains("40001"));
+    }
+
+    #[test]
+    fn client_credentials_fall_back_to_the_kubeconfigs_user() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: \
+             https://localhost:8443\n    certificate-authority-data: {}\nusers:\n- name: a\n  \
+             user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64("CA"),
+            b64("CERT"),
+            b64("KEY")
+        );
+        let a = access_of(&json!({ "data": { "config": b64(&kubeconfig) } })).expect("access");
+        assert_eq!(a.endpoint.as_deref(), Some("https://localhost:8443"));
+        assert_eq!(a.ca.as_deref(), Some("CA"));
+        assert_eq!(a.client_certificate.as_deref(), Some("CERT"));
+        assert_eq!(a.client_key.as_deref(), Some("KEY"));
     }
 }

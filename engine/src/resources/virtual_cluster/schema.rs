@@ -1,6 +1,7 @@
 //! The schema of `gpufleet_virtual_cluster`, shared with the data source's descriptions.
 
 use super::{
+    expose::{Expose, SERVICE_TYPES},
     persistence::{DEFAULT_SIZE, Persistence},
     quantity::{PositiveQuantity, Quantity},
     versions::{SupportedKubernetesVersion, default_kubernetes_version},
@@ -8,7 +9,7 @@ use super::{
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
-    validate::{DnsLabel, DnsSubdomain, IntBetween, OneOf, PositiveDuration},
+    validate::{DnsLabel, DnsSubdomain, HostAddress, IntBetween, OneOf, PositiveDuration},
     value::Type,
 };
 
@@ -85,6 +86,33 @@ fn persistence_attributes() -> Vec<Attribute> {
                 "The StorageClass of the claim (`storageClassName`). Null (the default) leaves \
                  it to the host cluster's default StorageClass, which must then exist. Changing \
                  it replaces the virtual cluster, with empty data.",
+            ),
+    ]
+}
+
+fn expose_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("type", Type::String)
+            .default("ClusterIP")
+            .validate(OneOf::new(SERVICE_TYPES))
+            .describe(
+                "The type of the API server's Service `<name>` \
+                 (`controlPlane.service.spec.type`): `ClusterIP` (the default: reachable inside \
+                 the host cluster, or through a proxy named by `host`), `NodePort` (a port on \
+                 every host node; the URL is the control-plane pod's node address and the \
+                 node port) or `LoadBalancer` (apply waits, within the create or update \
+                 timeout, until the host cluster's load balancer controller has given the \
+                 Service an address; the URL is that address and the Service's port, 443).",
+            ),
+        Attribute::optional("host", Type::String)
+            .validate(HostAddress)
+            .describe(
+                "A DNS name or IP address that reaches the control plane from outside, such \
+                 as a DNS record for the load balancer or an ingress or TCP proxy in front of \
+                 the Service (TLS passed through). It is added to the API server's serving \
+                 certificate (`controlPlane.proxy.extraSANs`) and becomes the host of the URL \
+                 in `host`, `endpoint` and `kubeconfig`: `https://<host>:443` for ClusterIP \
+                 and LoadBalancer, `https://<host>:<node port>` for NodePort.",
             ),
     ]
 }
@@ -262,6 +290,28 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
+            Attribute::nested(
+                "expose",
+                Nesting::Single,
+                AttrMode::Optional,
+                expose_attributes(),
+            )
+            .default(Expose::default_value())
+            .describe(
+                "How the virtual API server is reached from outside the host cluster: the type \
+                 of its Service `<name>` and, optionally, a DNS name or address in front of \
+                 it. The default is a ClusterIP Service, reached at the server the control \
+                 plane writes into its own kubeconfig. The computed `host`, `endpoint` and \
+                 `kubeconfig` follow it once the address exists. The API server's serving \
+                 certificate always covers the Service's node addresses (NodePort) and load \
+                 balancer addresses (LoadBalancer), and `host`. Changing it is an in-place \
+                 update: the Service changes type (Kubernetes releases node ports that are no \
+                 longer needed) and the control plane restarts with the new configuration. \
+                 Refresh and import read the type from the Service and `host` from \
+                 vcluster.yaml.",
+            ),
+        )
+        .attr(
             Attribute::optional("labels", Type::map(Type::String)).describe(
                 "Labels for every host object of the virtual cluster. Keys gpufleet sets itself \
                  (`app`, `release`, `app.kubernetes.io/managed-by`, `gpufleet.dev/*`, \
@@ -280,31 +330,60 @@ pub fn resource_schema() -> Schema {
                  `policies.resourceQuota`: `quota`; `policies.limitRange`: `limit_range`; \
                  `policies.networkPolicy`: `network_isolation`; `policies.podSecurityStandard`: \
                  `pod_security`; `controlPlane.statefulSet.persistence.volumeClaim.size` and \
-                 `storageClass`: `persistence`), keys gpufleet decides itself \
+                 `storageClass`: `persistence`; `controlPlane.service.spec.type` and \
+                 `controlPlane.proxy.extraSANs`: `expose`), keys gpufleet decides itself \
                  (`controlPlane.backingStore`, the rest of the volume claim, \
                  `volumeClaimTemplates` and `dataVolume`, the image repository and tag, the \
                  names of the ServiceAccounts, the Service, Role and ClusterRole switches), and \
                  vCluster Pro or Platform \
                  features, which open-source vCluster refuses (`privateNodes`, `sleep`, \
-                 `sync.toHost.namespaces`, custom resource sync, …). An import cannot recover \
-                 it.",
+                 `sync.toHost.namespaces`, custom resource sync, …). A fixed node port \
+                 (`controlPlane.service.httpsNodePort`, `kubeletNodePort`) needs `expose.type` \
+                 `NodePort` or `LoadBalancer`. An import cannot recover it.",
             ),
         )
         .attr(
-            Attribute::computed("endpoint", Type::String)
-                .describe("The virtual API server's URL, from its kubeconfig."),
+            Attribute::computed("endpoint", Type::String).describe(
+                "The virtual API server's URL, as `expose` makes it reachable: the server in \
+                 its kubeconfig for a ClusterIP Service without `expose.host`, else \
+                 `https://<node address or load balancer address or expose.host>:<port>`. \
+                 The same as `host`.",
+            ),
+        )
+        .attr(
+            Attribute::computed("host", Type::String).describe(
+                "The virtual API server's URL (the same as `endpoint`), named as the \
+                 `kubernetes` and `helm` providers name their setting: `host = \
+                 gpufleet_virtual_cluster.x.host`.",
+            ),
         )
         .attr(
             Attribute::computed("kubeconfig", Type::String)
                 .sensitive()
                 .describe(
-                    "An admin kubeconfig of the virtual cluster, from the Secret `vc-<name>` \
-                     key `config`.",
+                    "An admin kubeconfig of the virtual cluster: the Secret `vc-<name>` key \
+                     `config`, with its cluster's `server` set to `endpoint`.",
                 ),
         )
         .attr(
             Attribute::computed("cluster_ca_certificate", Type::String)
                 .describe("PEM CA certificate of the virtual API server."),
+        )
+        .attr(
+            Attribute::computed("client_certificate", Type::String).describe(
+                "PEM client certificate of the virtual cluster's admin user (Secret \
+                 `vc-<name>` key `client-certificate`), for the `kubernetes` and `helm` \
+                 providers' `client_certificate`.",
+            ),
+        )
+        .attr(
+            Attribute::computed("client_key", Type::String)
+                .sensitive()
+                .describe(
+                    "PEM private key of the virtual cluster's admin user (Secret `vc-<name>` \
+                     key `client-key`), for the `kubernetes` and `helm` providers' \
+                     `client_key`.",
+                ),
         )
         .attr(Attribute::computed("status", Type::String).describe(
             "`Running` when the control-plane pod is ready and its kubeconfig written, \

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::{persistence::Persistence, values, versions};
+use super::{
+    expose::{Expose, ServiceType},
+    persistence::Persistence,
+    values, versions,
+};
 use crate::{
     backends::kube::{ISOLATION, MANAGED_BY, TENANT, VIRTUAL_CLUSTER},
     diag::Diagnostics,
@@ -98,6 +102,8 @@ pub struct Spec {
     pub paused: bool,
     /// The control plane's volume claim.
     pub persistence: Persistence,
+    /// How the control plane is reached from outside the host cluster.
+    pub expose: Expose,
     /// User labels for every object.
     pub labels: BTreeMap<String, String>,
     /// The parsed `values_override`, a mapping.
@@ -185,6 +191,7 @@ impl Spec {
             sleep_after: text(v.get("sleep").get("after_inactivity")),
             paused: v.get("paused").as_bool().unwrap_or(false),
             persistence: Persistence::from_value(v.get("persistence")),
+            expose: Expose::from_value(v.get("expose")),
             labels,
             values_override,
         })
@@ -297,6 +304,11 @@ pub const MANAGED_KEYS: &[(&str, Managed)] = &[
         Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
     ),
     (
+        "controlPlane.service.spec.type",
+        Managed::Attribute("expose"),
+    ),
+    ("controlPlane.proxy.extraSANs", Managed::Attribute("expose")),
+    (
         "controlPlane.service.enabled",
         Managed::Fixed("gpufleet always writes the Service <name> of the API server"),
     ),
@@ -366,6 +378,45 @@ fn reserved_label(key: &str) -> bool {
     exact.contains(&key) || prefixes.iter().any(|p| key.starts_with(p))
 }
 
+/// The chart's settings that put a fixed node port on the Service's ports.
+const NODE_PORT_SETTINGS: &[&str] = &[
+    "controlPlane.service.httpsNodePort",
+    "controlPlane.service.kubeletNodePort",
+];
+
+/// Refuses a fixed node port in `over` unless `expose.type` makes the Service one that has
+/// node ports: Kubernetes refuses `nodePort` on a ClusterIP Service (the chart would render it
+/// regardless), so every apply would fail.
+fn node_ports_need_a_node_port_service(
+    config: &Value,
+    over: &Json,
+    path: &AttrPath,
+    d: &mut Diagnostics,
+) {
+    let expose = config.get("expose");
+    if expose.is_unknown() || expose.get("type").is_unknown() {
+        return;
+    }
+    if Expose::from_value(expose).service_type != ServiceType::ClusterIp {
+        return;
+    }
+    for key in NODE_PORT_SETTINGS {
+        let set = values::at(over, key).is_some_and(|n| !n.is_null() && n.as_i64() != Some(0));
+        if set {
+            d.error_at(
+                path.clone(),
+                "Node Port Needs expose.type NodePort Or LoadBalancer",
+                format!(
+                    "values_override sets {key}, a fixed node port, but the Service of the API \
+                     server is a ClusterIP Service, which Kubernetes refuses node ports on. Set \
+                     expose = {{ type = \"NodePort\" }} (or \"LoadBalancer\"), or remove {key} \
+                     from values_override."
+                ),
+            );
+        }
+    }
+}
+
 /// Checks across attributes and inside strings that the schema's validators cannot see.
 /// Unknown values are skipped.
 pub fn validate(config: &Value) -> Diagnostics {
@@ -419,6 +470,7 @@ pub fn validate(config: &Value) -> Diagnostics {
                         detail,
                     );
                 }
+                node_ports_need_a_node_port_service(config, &over, &path, &mut d);
                 let merged = values::coalesce(&over, values::chart_defaults());
                 for feature in values::pro_features(&merged) {
                     d.error_at(

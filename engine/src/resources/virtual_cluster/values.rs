@@ -203,6 +203,8 @@ fn volume_claim(p: &Persistence) -> Json {
 /// - Policies from `quota`, `limit_range`, `network_isolation` and `pod_security`, each
 ///   explicitly on or off (the chart's `auto` would render a LimitRange whenever there is a
 ///   quota), with exactly the quota and limit keys the attributes give.
+/// - The type of the API server's Service from `expose.type`, and `expose.host` as the one
+///   extra name of the serving certificate (`controlPlane.proxy.extraSANs`).
 pub fn settings(spec: &Spec) -> Json {
     let defaults = chart_defaults();
     let mut nodes = json!({ "enabled": true });
@@ -246,7 +248,7 @@ pub fn settings(spec: &Spec) -> Json {
     if !pods.is_empty() {
         sync["toHost"] = json!({ "pods": pods });
     }
-    json!({
+    let mut out = json!({
         "controlPlane": {
             "distro": { "k8s": {
                 "enabled": true,
@@ -254,6 +256,7 @@ pub fn settings(spec: &Spec) -> Json {
                 "securityContext": no_privileges,
             } },
             "backingStore": { "database": { "embedded": { "enabled": true } } },
+            "service": { "spec": { "type": spec.expose.service_type.as_str() } },
             "statefulSet": {
                 "image": { "repository": OSS_IMAGE_REPOSITORY, "tag": VCLUSTER_VERSION },
                 "persistence": { "volumeClaim": volume_claim(&spec.persistence) },
@@ -276,7 +279,11 @@ pub fn settings(spec: &Spec) -> Json {
         },
         "sync": sync,
         "policies": policies,
-    })
+    });
+    if let Some(host) = &spec.expose.host {
+        out["controlPlane"]["proxy"] = json!({ "extraSANs": [host] });
+    }
+    out
 }
 
 /// The user's value files for `spec`: gpufleet's settings, then `values_override`.
