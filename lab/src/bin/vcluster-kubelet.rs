@@ -143,6 +143,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     std::fs::create_dir_all(&dir)?;
+    gpufleet_lab::vcluster::limits::raise_inotify();
     let config = gpufleet_lab::kubeconfig::load(&kubeconfig).await?;
     let api_port = config
         .cluster_url

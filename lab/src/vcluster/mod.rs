@@ -31,12 +31,14 @@
 //! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
 //! - [`storage`]: the default StorageClass and its provisioner, for volume claims;
 //!   [`services`]: `NodePort` and `LoadBalancer` Services of these pods, reachable.
-//! - [`kubelet`]: the reconcile loop; [`component`]: running it as a lab component.
+//! - [`kubelet`]: the reconcile loop; [`component`]: running it as a lab component;
+//!   [`limits`]: the kernel limits many control planes on one machine need.
 
 pub mod component;
 pub mod forward;
 pub mod health;
 pub mod kubelet;
+pub mod limits;
 pub mod netns;
 pub mod podspec;
 pub mod ports;
