@@ -309,12 +309,19 @@ pub fn tree_rss_kib(pid: i32) -> u64 {
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
         total += rss_kib(p).unwrap_or(0);
-        if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
-            todo.extend(
-                children
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<i32>().ok()),
-            );
+        // Children are listed per thread that started them (a Go program starts them from
+        // any of its threads).
+        let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten();
+        for task in tasks.flatten() {
+            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                todo.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<i32>().ok()),
+                );
+            }
         }
     }
     total
