@@ -434,6 +434,7 @@ fn wait_kept(tf: &Tf, dir: &Path, step: &str) {
 }
 
 #[test]
+#[ignore = "written without a completed run yet: run with --ignored, then enable"]
 fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_restart() {
     let _g = host_lock();
     let name = "acc-vc-data";
@@ -514,5 +515,84 @@ fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_resta
     tf.apply();
     tf.assert_plan_empty();
     same_ca("a restart of the control plane");
+    tf.destroy();
+}
+
+/// Waits until the API server behind `kubeconfig` answers (a new address may take the
+/// syncer a moment to add to its serving certificate).
+fn wait_answers(kubeconfig: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match tenant(kubeconfig).get("/api/v1/namespaces/default") {
+            Ok(_) => return,
+            Err(e) if Instant::now() > deadline => panic!("the tenant does not answer: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+#[test]
+#[ignore = "written without a completed run yet: run with --ignored, then enable"]
+fn an_exposed_tenant_is_reached_at_its_load_balancer_and_node_port() {
+    let _g = host_lock();
+    let name = "acc-vc-expose";
+    let outputs = r#"
+output "host" {
+  value = gpufleet_virtual_cluster.a.host
+}
+"#;
+    let tf = Tf::new(&format!(
+        "{}{outputs}",
+        vc("a", name, r#"expose = { type = "LoadBalancer" }"#)
+    ));
+    tf.apply();
+    tf.assert_plan_empty();
+    let st = tf.state("gpufleet_virtual_cluster.a");
+    let host_url = st["host"].as_str().expect("host").to_owned();
+    assert!(host_url.starts_with("https://127.0.201."), "{st:#}");
+    assert_eq!(st["endpoint"], st["host"]);
+    for key in ["cluster_ca_certificate", "client_certificate"] {
+        assert!(
+            st[key]
+                .as_str()
+                .is_some_and(|p| p.contains("BEGIN CERTIFICATE")),
+            "{key}: {st:#}"
+        );
+    }
+    let service = host()
+        .get(&format!("/api/v1/namespaces/vc-{name}/services/{name}"))
+        .expect("the Service");
+    assert_eq!(service["spec"]["type"], "LoadBalancer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lb = dir.path().join("lb.kubeconfig");
+    let kubeconfig = tf.output_raw("a_kubeconfig");
+    assert!(
+        kubeconfig.contains(&format!("server: {host_url}")),
+        "{kubeconfig}"
+    );
+    std::fs::write(&lb, kubeconfig).expect("write");
+    wait_answers(&lb);
+
+    // A node port instead: the kubeconfig follows.
+    tf.write(&format!(
+        "{}{outputs}",
+        vc("a", name, r#"expose = { type = "NodePort" }"#)
+    ));
+    tf.apply();
+    tf.assert_plan_empty();
+    let node_port = host()
+        .get(&format!("/api/v1/namespaces/vc-{name}/services/{name}"))
+        .expect("the Service")["spec"]["ports"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "https"))
+        .and_then(|p| p["nodePort"].as_u64())
+        .expect("a node port");
+    assert_eq!(
+        tf.output_raw("host").trim(),
+        format!("https://127.0.0.1:{node_port}")
+    );
+    let np = dir.path().join("np.kubeconfig");
+    std::fs::write(&np, tf.output_raw("a_kubeconfig")).expect("write");
+    wait_answers(&np);
     tf.destroy();
 }
