@@ -79,7 +79,13 @@ async fn healthz(State(status): State<Shared>) -> (StatusCode, String) {
 }
 
 async fn status(State(status): State<Shared>) -> (StatusCode, String) {
-    let pods = status.lock().map(|s| s.pods.clone()).unwrap_or_default();
+    let mut pods = status.lock().map(|s| s.pods.clone()).unwrap_or_default();
+    for pod in &mut pods {
+        pod.rss_kib = pod
+            .pid
+            .and_then(super::sandbox::first_process)
+            .map(crate::process::tree_rss_kib);
+    }
     let body = serde_json::to_string_pretty(&pods).unwrap_or_else(|_| "[]".into());
     (StatusCode::OK, body)
 }

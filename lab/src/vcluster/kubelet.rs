@@ -24,7 +24,7 @@
 //! Everything lives under `<lab>/vcluster/`: `pods/<uid>/` (volumes, `root/`, the
 //! sandbox's spec, pid and log `syncer.log`), `claims/<claim uid>/` and `ports.json`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,7 @@ use super::services::{Backend, ServiceProxy};
 use super::status::{self, ContainerState, LastExit};
 use super::volumes::{self, TokenFile};
 use super::{podspec, ports, storage};
-use crate::process::{self, PidRecord};
+use crate::process::PidRecord;
 
 /// The port the virtual API server serves inside the pod.
 pub const SYNCER_PORT: u16 = 8443;
@@ -256,11 +256,8 @@ impl VclusterKubelet {
                 ready_after_ms: t
                     .ready_after
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                rss_kib: t
-                    .run
-                    .as_ref()
-                    .and_then(|r| sandbox::first_process(r.pid.pid))
-                    .map(process::tree_rss_kib),
+                // Measured when /status is asked, not on every pass.
+                rss_kib: None,
                 problem: t.problem.clone(),
             })
             .collect();
@@ -889,18 +886,6 @@ pub fn stop_all(dir: &Path) -> usize {
         }
     }
     stopped
-}
-
-/// The uids of pods whose sandboxes are recorded under `dir`.
-#[must_use]
-pub fn recorded(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir.join("pods"))
-        .map(|e| {
-            e.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
