@@ -116,11 +116,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (Some(dir), Some(kubeconfig)) = (args.dir, args.kubeconfig) else {
         return Err("--dir and --kubeconfig are required".into());
     };
-    if !sandbox::unshare_available() {
-        return Err(
-            "util-linux's unshare is needed to run vCluster pods (Debian: util-linux)".into(),
-        );
-    }
+    sandbox::check_namespaces()?;
     let kube_bin = match (args.kube_bin, &args.lab_state) {
         (Some(bin), _) => bin,
         (None, Some(state)) => {

@@ -42,7 +42,7 @@ use super::sandbox::{self, Mount, MountKind, SandboxSpec};
 use super::services::{Backend, ServiceProxy};
 use super::status::{self, ContainerState, LastExit};
 use super::volumes::{self, TokenFile};
-use super::{podspec, ports, storage};
+use super::{etc, podspec, ports, storage};
 use crate::process::PidRecord;
 
 /// The port the virtual API server serves inside the pod.
@@ -624,6 +624,7 @@ async fn start(
         argv: podspec::argv(container),
         env: podspec::environment(host, pod, container, config.api_port).await?,
         workdir: container.working_dir.clone().unwrap_or_else(|| "/".into()),
+        wait_for_port: Some(config.api_port),
     };
     let (kubelet_bin, spec_file, log) = (
         config.kubelet_bin.clone(),
@@ -654,7 +655,11 @@ async fn start(
         Ok(f) => run._forwarders = f,
         Err(e) => {
             stop_running(run, Duration::from_secs(1)).await;
-            return Err(e);
+            // A sandbox that failed to start says why in its log.
+            return Err(match last_line(&log) {
+                Some(said) => format!("{e} (its sandbox said: {said})"),
+                None => e,
+            });
         }
     }
     Ok(run)
@@ -689,6 +694,13 @@ async fn adopt(
     })
 }
 
+/// The last line a sandbox wrote to its log, if any.
+fn last_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    Some(line.trim().to_owned())
+}
+
 /// The two forwarders of the sandbox whose `unshare` is `pid`. Its network namespace
 /// exists as soon as `unshare` has made it, which may take a moment after the spawn.
 async fn forwarders(
@@ -711,6 +723,9 @@ async fn forwarders(
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if last.is_empty() {
+        last = "its sandbox did not start".into();
     }
     Err(format!(
         "failed to forward the host API server into its network namespace: {last}"
@@ -773,9 +788,14 @@ async fn prepare(
             kind: MountKind::Proc,
         },
         Mount::bind("/dev", "/dev", false),
-        Mount::bind("/etc", "/etc", true),
         Mount::bind(&config.syncer_bin, "/vcluster", true),
     ];
+    let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+    let hostname = pod.metadata.name.as_deref().unwrap_or_default();
+    mounts.extend(
+        etc::prepare(dir, hostname, pod_ip, Path::new("/etc"))
+            .map_err(|e| format!("failed to write its /etc files: {e}"))?,
+    );
     mounts.extend(prepared.mounts);
     mounts.extend(init_container_binaries(config, pod, container));
     Ok(PodFiles {

@@ -26,7 +26,8 @@
 //!
 //! - [`netns`]: loopback up, sockets opened in another network namespace.
 //! - [`sandbox`]: the sandbox's spec, its set-up inside the namespaces, start and stop.
-//! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod.
+//! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod; [`etc`]: the files it
+//!   manages in the container's `/etc`.
 //! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster.
 //! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
 //! - [`storage`]: the default StorageClass and its provisioner, for volume claims;
@@ -35,6 +36,7 @@
 //!   [`limits`]: the kernel limits many control planes on one machine need.
 
 pub mod component;
+pub mod etc;
 pub mod forward;
 pub mod health;
 pub mod kubelet;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, chroot, sethostname};
@@ -40,6 +41,11 @@ pub struct SandboxSpec {
     pub env: Vec<(String, String)>,
     /// The working directory inside.
     pub workdir: String,
+    /// A port on the sandbox's loopback to wait for before the command starts: the host
+    /// API server, which the lab forwards in only once the network namespace exists (on a
+    /// node it is reachable from the first instant).
+    #[serde(default)]
+    pub wait_for_port: Option<u16>,
 }
 
 /// One mount of a sandbox.
@@ -130,24 +136,91 @@ pub fn init(spec: &SandboxSpec) -> SandboxError {
 }
 
 fn prepare(spec: &SandboxSpec) -> Result<(), SandboxError> {
-    // Nothing mounted here may reach the host's mount table.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(nix_setup("make the mount tree private"))?;
+    make_mounts_private()?;
     for m in &spec.mounts {
         mount_one(&spec.root, m)?;
     }
     sethostname(&spec.hostname).map_err(nix_setup("set the host name"))?;
     netns::loopback_up().map_err(setup("bring the loopback interface up"))?;
+    if let Some(port) = spec.wait_for_port {
+        wait_for_port(port, WAIT_FOR_PORT);
+    }
     chroot(&spec.root).map_err(nix_setup(format!("change root to {}", spec.root.display())))?;
     std::env::set_current_dir(&spec.workdir)
         .map_err(setup(format!("change to {}", spec.workdir)))?;
     Ok(())
+}
+
+/// How long [`init`] waits for `wait_for_port`; past it the command starts anyway and
+/// fails (and is restarted) as it would against an API server that is down.
+const WAIT_FOR_PORT: Duration = Duration::from_secs(30);
+
+fn wait_for_port(port: u16, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Keeps what the sandbox mounts out of the host's mount table. One call makes the whole
+/// tree private, except inside a chroot (a fresh root made with debootstrap, say), where `/`
+/// is not a mount point and the kernel answers `EINVAL`: then each mount the chroot can see
+/// is made private, and the mount the chroot's directory sits on keeps the propagation its
+/// maker gave it (private when made with `unshare --propagation private`).
+fn make_mounts_private() -> Result<(), SandboxError> {
+    let private =
+        |point: &str, flags: MsFlags| mount(None::<&str>, point, None::<&str>, flags, None::<&str>);
+    match private("/", MsFlags::MS_REC | MsFlags::MS_PRIVATE) {
+        Ok(()) => Ok(()),
+        Err(Errno::EINVAL) => {
+            let table = fs::read_to_string("/proc/self/mountinfo")
+                .map_err(setup("read the mount table"))?;
+            for point in mount_points(&table) {
+                private(&point, MsFlags::MS_PRIVATE)
+                    .map_err(nix_setup(format!("make {point} private")))?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(nix_setup("make the mount tree private")(e)),
+    }
+}
+
+/// The mount points of a `/proc/<pid>/mountinfo` table (its fifth field, with the kernel's
+/// octal escapes of space, tab, newline and backslash undone).
+fn mount_points(mountinfo: &str) -> Vec<String> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(unescape_octal)
+        .collect()
+}
+
+fn unescape_octal(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let code = bytes
+            .get(i + 1..i + 4)
+            .filter(|_| bytes[i] == b'\\')
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        match code {
+            Some(c) => {
+                out.push(c);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn mount_one(root: &Path, m: &Mount) -> Result<(), SandboxError> {
@@ -220,8 +293,9 @@ pub fn command(kubelet_bin: &Path, spec_file: &Path) -> Command {
         "--pid",
         "--fork",
         "--kill-child=SIGKILL",
+        // Made private by `init` itself: `unshare`'s own change fails inside a chroot.
         "--propagation",
-        "private",
+        "unchanged",
         "--",
     ])
     .arg(kubelet_bin)
@@ -286,13 +360,57 @@ pub fn stop(pid: i32, grace: Duration, mut alive: impl FnMut() -> bool) -> bool 
     true
 }
 
-/// Whether util-linux's `unshare` can be run here.
-#[must_use]
-pub fn unshare_available() -> bool {
-    Command::new("unshare")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// Checks that this machine lets the lab make a sandbox's namespaces, by making them once
+/// around `true`.
+///
+/// # Errors
+/// What `unshare` said, or that it is missing.
+pub fn check_namespaces() -> Result<(), String> {
+    let out = Command::new("unshare")
+        .args([
+            "--mount",
+            "--net",
+            "--uts",
+            "--ipc",
+            "--pid",
+            "--fork",
+            "--propagation",
+            "unchanged",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("util-linux's unshare could not be run ({e}); Debian: util-linux"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "unshare could not make the namespaces a vCluster pod runs in (run the lab as root, \
+         outside an unprivileged container): {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_read_from_the_fifth_field_with_escapes_undone() {
+        let table = "\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+63 43 0:39 / /work/my\\040lab rw,relatime shared:1 - ext4 /dev/vda rw
+64 43 0:40 / /a\\134b rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            mount_points(table),
+            ["/proc", "/work/my lab", "/a\\b"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn a_backslash_without_three_octal_digits_is_kept() {
+        assert_eq!(unescape_octal("/x\\9y\\"), "/x\\9y\\");
+    }
 }
