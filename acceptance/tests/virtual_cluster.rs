@@ -434,7 +434,6 @@ fn wait_kept(tf: &Tf, dir: &Path, step: &str) {
 }
 
 #[test]
-#[ignore = "written without a completed run yet: run with --ignored, then enable"]
 fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_restart() {
     let _g = host_lock();
     let name = "acc-vc-data";
@@ -532,7 +531,6 @@ fn wait_answers(kubeconfig: &Path) {
 }
 
 #[test]
-#[ignore = "written without a completed run yet: run with --ignored, then enable"]
 fn an_exposed_tenant_is_reached_at_its_load_balancer_and_node_port() {
     let _g = host_lock();
     let name = "acc-vc-expose";
