@@ -366,6 +366,55 @@ async fn over_asking_fails_claims_nothing_and_names_the_free_count() {
     assert_eq!(snapshot(&h), before);
 }
 
+/// A create whose third node write fails, and whose release of the two nodes it took fails
+/// as well (the API server went away): the two stay labelled for the pool.
+async fn create_fails_and_cannot_roll_back(h: &Arc<MemoryHost>, tf: &mut Terraform<'_>, c: &Value) {
+    h.fail_writes_after(2);
+    let (action, d) = tf.apply(c).await;
+    assert_eq!(action, Action::Create);
+    assert!(d.has_error(), "{}", show(&d));
+    assert_eq!(held(h, "a.train").len(), 2);
+    // What still holds the label is in state, so Terraform knows to clean it up.
+    let mut recorded: Vec<String> = tf
+        .state
+        .get("nodes")
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    recorded.sort();
+    let labelled: Vec<String> = held(h, "a.train").into_iter().map(|n| n.name).collect();
+    assert_eq!(recorded, labelled);
+    assert!(tf.tainted);
+    h.heal();
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_a_failed_claim_could_not_release_are_released_by_destroy() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[("node_count", Value::int(3))]);
+    create_fails_and_cannot_roll_back(&h, &mut tf, &c).await;
+    assert!(!tf.destroy().await.has_error());
+    assert_eq!(snapshot(&h), before, "every node as it was before the pool");
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_a_failed_claim_could_not_release_are_adopted_by_the_next_apply() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[("node_count", Value::int(3))]);
+    create_fails_and_cannot_roll_back(&h, &mut tf, &c).await;
+    assert_eq!(tf.apply_ok(&c).await, Action::Replace);
+    assert_eq!(held(&h, "a.train").len(), 3, "no fourth node, no orphan");
+    assert_eq!(tf.state.get("gpus"), &Value::int(24));
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+}
+
 #[tokio::test(start_paused = true)]
 async fn drift_is_seen_on_refresh_and_repaired_by_apply() {
     let h = host();

@@ -26,6 +26,8 @@ struct State {
     config_maps: BTreeMap<(String, String), BTreeMap<String, String>>,
     node_pools: BTreeMap<String, serde_json::Value>,
     version: u64,
+    /// Node writes that still succeed before every further one fails (a fault), if set.
+    write_budget: Option<u64>,
 }
 
 /// The in-memory host cluster.
@@ -61,6 +63,17 @@ impl MemoryHost {
     /// Host-cluster calls made so far.
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// From now on, `n` more node writes succeed and every later one fails, as when the API
+    /// server goes away mid-apply; [`MemoryHost::heal`] ends it.
+    pub fn fail_writes_after(&self, n: u64) {
+        self.lock().write_budget = Some(n);
+    }
+
+    /// Node writes succeed again.
+    pub fn heal(&self) {
+        self.lock().write_budget = None;
     }
 
     /// Adds `n` Ready nodes of `product` in `rack`.
@@ -238,6 +251,16 @@ impl HostApi for MemoryHost {
         self.count();
         let (name, resource_version) = (current.name.as_str(), current.resource_version.as_str());
         let mut s = self.lock();
+        match s.write_budget {
+            Some(0) => {
+                return Err(HostError {
+                    what: format!("patch node {name}"),
+                    message: "the server is currently unable to handle the request".into(),
+                });
+            }
+            Some(n) => s.write_budget = Some(n - 1),
+            None => {}
+        }
         s.version += 1;
         let v = s.version.to_string();
         let Some(n) = s.nodes.get_mut(name) else {

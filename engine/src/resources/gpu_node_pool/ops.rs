@@ -429,9 +429,16 @@ async fn converge(
             policy: spec.policy,
             prefer,
         };
-        let got = claim::claim(api, req, others, &held, target - held.len())
-            .await
-            .map_err(|e| (held.clone(), e.into()))?;
+        let got = match claim::claim(api, req, others, &held, target - held.len()).await {
+            Ok(got) => got,
+            Err(e) => {
+                // A claim releases what it took when it fails, but that release can fail
+                // too: record every node that still carries the pool's label, so destroy
+                // (or the next apply) finds them.
+                let now = list_held(api, &pool).await.unwrap_or_else(|_| held.clone());
+                return Err((now, e.into()));
+            }
+        };
         held.extend(got.nodes);
     } else if held.len() > target {
         // The emptiest go first.
