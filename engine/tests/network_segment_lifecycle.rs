@@ -5,6 +5,8 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
+#[path = "support/sweep.rs"]
+mod sweep;
 
 use gpufleet_engine::{
     kinds::{ApplyRequest, ResourceKind},
@@ -538,4 +540,73 @@ async fn bad_input_changes_nothing() {
         .collect();
     assert_eq!(paths, ["vlan_id", "gateway"]);
     assert_eq!(fake.take_log(), Vec::<String>::new());
+}
+
+impl sweep::Interruptible for FakeNetris {
+    fn fail_after(&self, n: u64) {
+        FakeNetris::fail_after(self, n);
+    }
+    fn heal(&self) {
+        FakeNetris::heal(self);
+    }
+    fn owned(&self) -> Vec<String> {
+        FakeNetris::owned(self)
+    }
+    fn snapshot(&self) -> String {
+        FakeNetris::owned(self).join("\n")
+    }
+}
+
+/// Sweeps one segment operation, from `before` to `target`, interrupted at every call.
+async fn sweep_segment(
+    op: &'static str,
+    before: &[&[(&str, Value)]],
+    target: Option<&[(&str, Value)]>,
+) {
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let case = sweep::Case {
+        kind: "network_segment",
+        op,
+        before: before.iter().map(|a| segment(&k, a)).collect(),
+        target: target.map_or(Value::Null, |a| segment(&k, a)),
+    };
+    sweep::sweep_both(case, || {
+        let fake = FakeNetris::new();
+        let k = kind(&fake);
+        (fake, k)
+    })
+    .await;
+}
+
+fn in_place_changes() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "members",
+            Value::set(vec![member(Some("swp11@leaf-02"), None, Some(true))]),
+        ),
+        ("dhcp", dhcp("10.20.0.100", "10.20.0.200")),
+        ("gateway", Value::string("10.20.0.254")),
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_create_interrupted_at_any_call_converges() {
+    sweep_segment("create", &[], Some(&[])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_update_interrupted_at_any_call_converges() {
+    sweep_segment("update", &[&[]], Some(&in_place_changes())).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_replace_interrupted_at_any_call_converges() {
+    let cidr = [("cidr", Value::string("10.30.0.0/24"))];
+    sweep_segment("replace", &[&[]], Some(&cidr)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_segment_delete_interrupted_at_any_call_converges() {
+    sweep_segment("delete", &[&in_place_changes()], None).await;
 }

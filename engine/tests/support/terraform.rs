@@ -234,8 +234,18 @@ impl<'a> Terraform<'a> {
 
     /// Refresh and plan against `config`.
     pub async fn plan(&mut self, config: &Value) -> Plan {
+        match self.try_plan(config).await {
+            Ok(p) => p,
+            Err(d) => panic!("refresh failed:\n{}", show(&d)),
+        }
+    }
+
+    /// Refresh and plan against `config`; a failed refresh is returned.
+    pub async fn try_plan(&mut self, config: &Value) -> Result<Plan, Diagnostics> {
         let (state, d) = refresh(self.kind, &self.ctx, &self.state).await;
-        assert!(!d.has_error(), "refresh failed:\n{}", show(&d));
+        if d.has_error() {
+            return Err(d);
+        }
         self.state = state;
         if self.state.is_null() {
             self.tainted = false;
@@ -244,9 +254,28 @@ impl<'a> Terraform<'a> {
             let mut p = plan(self.kind, &self.ctx, &Value::Null, config).await;
             p.prior = self.state.clone();
             p.action = Action::Replace;
-            return p;
+            return Ok(p);
         }
-        plan(self.kind, &self.ctx, &self.state, config).await
+        Ok(plan(self.kind, &self.ctx, &self.state, config).await)
+    }
+
+    /// `terraform apply` (or `terraform destroy` for a null `config`) that may fail anywhere:
+    /// a failed refresh or plan changes nothing and is returned like a failed apply.
+    pub async fn try_run(&mut self, config: &Value) -> Diagnostics {
+        let p = match self.try_plan(config).await {
+            Ok(p) if !p.diagnostics.has_error() => p,
+            Ok(p) => return p.diagnostics,
+            Err(d) => return d,
+        };
+        let a = apply(self.kind, &self.ctx, &p).await;
+        let creating = matches!(p.action, Action::Create | Action::Replace);
+        if a.diagnostics.has_error() {
+            self.tainted = creating && !a.state.is_null();
+        } else {
+            self.tainted = false;
+        }
+        self.state = a.state;
+        a.diagnostics
     }
 
     /// `terraform apply`: refresh, plan, apply; returns the plan's action and the apply's
