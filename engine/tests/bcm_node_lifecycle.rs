@@ -6,6 +6,8 @@
 
 #[path = "support/bcm_node.rs"]
 mod support;
+#[path = "support/sweep.rs"]
+mod sweep;
 
 use gpufleet_engine::{
     backends::bcm::{BcmApi, FromSettings, PowerOp},
@@ -519,4 +521,67 @@ async fn missing_settings_fail_apply_not_plan() {
     let (_, d) = tf.apply(&c).await;
     assert!(show(&d).contains("GPUFLEET_BCM_ENDPOINT"), "{}", show(&d));
     assert!(k.import(&tf.ctx, "gpu-001").await.is_err());
+}
+
+impl sweep::Interruptible for FakeBcm {
+    fn fail_after(&self, n: u64) {
+        FakeBcm::fail_after(self, n);
+    }
+    fn heal(&self) {
+        FakeBcm::heal(self);
+    }
+    fn owned(&self) -> Vec<String> {
+        FakeBcm::owned(self)
+    }
+    fn snapshot(&self) -> String {
+        FakeBcm::snapshot(self)
+    }
+}
+
+/// Sweeps one node operation on `host`, from `before` to `target`, interrupted at every call.
+async fn sweep_node(
+    op: &'static str,
+    before: &[(&str, &[(&str, Value)])],
+    target: Option<(&str, &[(&str, Value)])>,
+) {
+    let fake = FakeBcm::new();
+    let k = kind(&fake);
+    let case = sweep::Case {
+        kind: "bcm_node",
+        op,
+        before: before.iter().map(|(h, a)| node(&k, h, a)).collect(),
+        target: target.map_or(Value::Null, |(h, a)| node(&k, h, a)),
+    };
+    sweep::sweep_both(case, || {
+        let fake = FakeBcm::new();
+        let k = kind(&fake);
+        (fake, k)
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_claim_interrupted_at_any_call_converges() {
+    sweep_node("create", &[], Some(("gpu-b3-001", &[]))).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reprovision_interrupted_at_any_call_converges() {
+    let image = [("software_image", Value::string("ubuntu2404-cuda13.0"))];
+    sweep_node(
+        "update",
+        &[("gpu-b3-001", &[])],
+        Some(("gpu-b3-001", &image)),
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_swap_interrupted_at_any_call_converges() {
+    sweep_node("replace", &[("gpu-003", &[])], Some(("gpu-004", &[]))).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_interrupted_at_any_call_converges() {
+    sweep_node("delete", &[("gpu-b3-001", &[])], None).await;
 }

@@ -101,10 +101,10 @@ async fn destroy_sequence() {
             "cmstatus.getStatus",
             "cmstatus.getStatus",
             "cmstatus.getStatus",
-            // Wiped: the releasing mark comes off, then the node idles powered off.
+            // Wiped: the node idles powered off, then the releasing mark comes off.
+            "cmdevice.powerOperation",
             "cmdevice.getDevice",
             "cmdevice.updateDevice",
-            "cmdevice.powerOperation",
         ]
     );
 }

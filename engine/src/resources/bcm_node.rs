@@ -36,8 +36,8 @@
 //! `blockDevicesClearedOnNextBoot` and `nextBootInstallMode = FULL`, moves the node to the
 //! `free-pool` category (its image and install mode back to the category's) and moves the
 //! tenant to `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched
-//! on when off), waited for, unmarked, and switched off again when its rack idles powered off
-//! (`extra_values.idle_power = "off"`). While the mark is on, the node is neither held (the
+//! on when off), waited for, switched off again when its rack idles powered off
+//! (`extra_values.idle_power = "off"`), and unmarked. While the mark is on, the node is neither held (the
 //! wiping boot comes up as nobody's, so the erased disks never count as a tenant's data) nor
 //! free: no one can claim it, and a wipe that fails or is interrupted leaves the node in this
 //! tenant's state until a later destroy finishes it. Without `wipe_on_destroy`, the node is
@@ -972,6 +972,11 @@ pub(crate) async fn release_node(
     };
     api.power(&[uuid.to_owned()], op, &what).await?;
     wait_up(api, uuid, &d.hostname, true, p).await?;
+    // Idle power goes back before the mark comes off: once unmarked the node is free and no
+    // later destroy would touch it, so an interruption in between would leave it running.
+    if d.idles_off() {
+        api.power(&[uuid.to_owned()], PowerOp::Off, &what).await?;
+    }
     // Wiped: the node is free now. Re-read for the revision the boot left behind.
     if let Some(mut done) = api.device(uuid).await? {
         done.set_releasing(None);
@@ -979,9 +984,6 @@ pub(crate) async fn release_node(
         done.extra_values.remove(POOL_KEY);
         api.update_device(&done).await?;
         p.device = Some(done);
-    }
-    if d.idles_off() {
-        api.power(&[uuid.to_owned()], PowerOp::Off, &what).await?;
     }
     Ok(())
 }
