@@ -5,12 +5,13 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
+#[path = "support/sweep.rs"]
+mod sweep;
 
 use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
     backends::kube::{POOL, TENANT},
-    diag::Diagnostics,
     kinds::ResourceKind,
     resources::gpu_node_pool::{
         DEVICE_PLUGIN_CONFIG_MAP, DEVICE_PLUGIN_NAMESPACE, GpuNodePool,
@@ -662,90 +663,74 @@ async fn dedicated_nodes_are_cleared_of_other_tenants_pods_and_shared_ones_are_n
     }
 }
 
-/// What an interrupted operation was asked to do.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    /// Apply with this `node_count`.
-    Apply(i64),
-    /// Destroy.
-    Destroy,
-}
-
-async fn run(tf: &mut Terraform<'_>, k: &dyn ResourceKind, op: Op) -> Diagnostics {
-    match op {
-        Op::Apply(n) => tf.apply(&pool(k, &[("node_count", Value::int(n))])).await.1,
-        Op::Destroy => tf.destroy().await,
+impl sweep::Interruptible for MemoryHost {
+    /// Node writes: the pool's reads and its other objects are not interrupted.
+    fn fail_after(&self, n: u64) {
+        self.fail_writes_after(n);
+    }
+    fn heal(&self) {
+        MemoryHost::heal(self);
+    }
+    /// Nodes by the pool they are labelled for (which nodes a pool takes may differ between
+    /// runs).
+    fn owned(&self) -> Vec<String> {
+        self.nodes_now()
+            .iter()
+            .filter_map(|n| n.label(POOL).map(|p| format!("node of pool {p}")))
+            .collect()
+    }
+    fn snapshot(&self) -> String {
+        format!("{:#?}", snapshot(self))
     }
 }
 
-/// Interrupts `op` at every node write: for k = 0, 1, … on a fresh cluster (first applied
-/// with `first` nodes, when given), node writes fail from the (k+1)-th on, as when the API
-/// server goes away, until a run needs no more than k writes. After each interrupted run
-/// the same operation, re-run, converges: the plan is empty, the pool holds exactly what
-/// was asked, every node with the pool's label is in state (no orphan, no duplicate), and
-/// destroy leaves every node as found. Returns the writes of an uninterrupted run.
-async fn interrupt_at_every_write(first: Option<i64>, op: Op) -> u64 {
-    for k in 0..200 {
+/// Sweeps one pool operation, from `before` to `target`, interrupted at every node write.
+async fn sweep_pool(
+    op: &'static str,
+    before: &[&[(&str, Value)]],
+    target: Option<&[(&str, Value)]>,
+) {
+    let k = GpuNodePool(host());
+    let case = sweep::Case {
+        kind: "gpu_node_pool",
+        op,
+        before: before.iter().map(|a| pool(&k, a)).collect(),
+        target: target.map_or(Value::Null, |a| pool(&k, a)),
+    };
+    sweep::sweep_both(case, || {
         let h = host();
-        let found = snapshot(&h);
-        let kind = GpuNodePool(Arc::clone(&h));
-        let mut tf = Terraform::new(&kind);
-        if let Some(n) = first {
-            tf.apply_ok(&pool(&kind, &[("node_count", Value::int(n))]))
-                .await;
-        }
-        h.fail_writes_after(k);
-        let interrupted = run(&mut tf, &kind, op).await.has_error();
-        h.heal();
-        if !interrupted {
-            assert!(k > 0, "{op:?} wrote no node");
-            return k;
-        }
-        let again = run(&mut tf, &kind, op).await;
-        assert!(!again.has_error(), "{op:?} after k={k}:\n{}", show(&again));
-        if let Op::Apply(n) = op {
-            let c = pool(&kind, &[("node_count", Value::int(n))]);
-            assert_eq!(tf.plan(&c).await.action, Action::NoOp, "k={k}");
-            let mut recorded: Vec<String> = tf
-                .state
-                .get("nodes")
-                .as_seq()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect();
-            recorded.sort();
-            let labelled: Vec<String> = held(&h, "a.train").into_iter().map(|n| n.name).collect();
-            assert_eq!(recorded, labelled, "{op:?} after k={k}");
-            assert_eq!(labelled.len(), usize::try_from(n).unwrap_or(0), "k={k}");
-            assert!(!tf.destroy().await.has_error());
-        }
-        assert!(tf.state.is_null(), "k={k}: {:?}", tf.state);
-        assert_eq!(
-            snapshot(&h),
-            found,
-            "{op:?} after k={k}: every node as found"
-        );
-    }
-    panic!("{op:?} was still interrupted after 200 writes");
+        let k = GpuNodePool(Arc::clone(&h));
+        (h, k)
+    })
+    .await;
+}
+
+fn nodes(n: i64) -> [(&'static str, Value); 1] {
+    [("node_count", Value::int(n))]
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_create_interrupted_at_any_node_write_converges() {
-    assert!(interrupt_at_every_write(None, Op::Apply(3)).await >= 3);
+async fn a_pool_create_interrupted_at_any_node_write_converges() {
+    sweep_pool("create", &[], Some(&nodes(3))).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_scale_up_interrupted_at_any_node_write_converges() {
-    assert!(interrupt_at_every_write(Some(2), Op::Apply(4)).await >= 2);
+    sweep_pool("scale-up", &[&nodes(2)], Some(&nodes(4))).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_scale_down_interrupted_at_any_node_write_converges() {
-    assert!(interrupt_at_every_write(Some(4), Op::Apply(2)).await >= 2);
+    sweep_pool("scale-down", &[&nodes(4)], Some(&nodes(2))).await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_destroy_interrupted_at_any_node_write_converges() {
-    assert!(interrupt_at_every_write(Some(3), Op::Destroy).await >= 3);
+async fn a_pool_rename_interrupted_at_any_node_write_converges() {
+    let renamed = [("name", Value::string("infer"))];
+    sweep_pool("replace", &[&[]], Some(&renamed)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_destroy_interrupted_at_any_node_write_converges() {
+    sweep_pool("delete", &[&nodes(3)], None).await;
 }

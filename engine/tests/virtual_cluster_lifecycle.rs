@@ -14,6 +14,8 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
+#[path = "support/sweep.rs"]
+mod sweep;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -66,6 +68,21 @@ struct State {
     lb_address: Option<Json>,
     /// Reads of a LoadBalancer Service before its address is there, by namespace and name.
     lb_pending: BTreeMap<(String, String), u32>,
+    /// Calls still carried out before every call fails (`None`: no limit).
+    budget: Option<u64>,
+}
+
+/// Counts a call and fails it when the budget is spent, as when the API server goes away.
+fn enter(s: &mut State) -> Result<(), HostError> {
+    s.calls += 1;
+    match s.budget {
+        Some(0) => Err(HostError::Other("connection refused".to_owned())),
+        Some(n) => {
+            s.budget = Some(n - 1);
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 /// The host IP of the node the control-plane pod runs on.
@@ -381,7 +398,7 @@ fn merge(target: &mut Json, patch: &Json) {
 impl HostApi for FakeHost {
     async fn apply(&self, object: &Json) -> Result<(), HostError> {
         let mut s = self.lock();
-        s.calls += 1;
+        enter(&mut s)?;
         let kind =
             ObjectKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("kind");
         if s.fail_apply == Some(kind) {
@@ -460,7 +477,7 @@ impl HostApi for FakeHost {
         name: &str,
     ) -> Result<Option<Json>, HostError> {
         let mut s = self.lock();
-        s.calls += 1;
+        enter(&mut s)?;
         if kind == ObjectKind::StatefulSet {
             progress_stop(&mut s, namespace.unwrap_or_default(), name);
         }
@@ -495,7 +512,7 @@ impl HostApi for FakeHost {
         name: &str,
     ) -> Result<(), HostError> {
         let mut s = self.lock();
-        s.calls += 1;
+        enter(&mut s)?;
         let key = (
             kind,
             namespace.unwrap_or_default().to_owned(),
@@ -534,7 +551,7 @@ impl HostApi for FakeHost {
         patch: &Json,
     ) -> Result<(), HostError> {
         let mut s = self.lock();
-        s.calls += 1;
+        enter(&mut s)?;
         let key = (
             kind,
             namespace.unwrap_or_default().to_owned(),
@@ -562,7 +579,7 @@ impl HostApi for FakeHost {
         selector: &str,
     ) -> Result<Vec<Json>, HostError> {
         let mut s = self.lock();
-        s.calls += 1;
+        enter(&mut s)?;
         let want: Vec<(&str, &str)> = selector
             .split(',')
             .filter_map(|p| p.split_once('='))
@@ -1604,4 +1621,66 @@ async fn the_data_source_hands_out_the_same_credentials() {
     ] {
         assert_eq!(s.get(a), tf.state.get(a), "{a}");
     }
+}
+
+impl sweep::Interruptible for FakeHost {
+    fn fail_after(&self, n: u64) {
+        self.lock().budget = Some(n);
+    }
+    fn heal(&self) {
+        self.lock().budget = None;
+    }
+    /// Every object on the host; pods and claims are the controllers' (kept claims are
+    /// counted: a retained claim outliving the tenant is left by design, not by accident).
+    fn owned(&self) -> Vec<String> {
+        self.lock()
+            .objects
+            .keys()
+            .filter(|(kind, _, _)| *kind != ObjectKind::Pod)
+            .map(|(kind, ns, name)| format!("{} {ns}/{name}", kind.kind()))
+            .collect()
+    }
+    fn snapshot(&self) -> String {
+        sweep::Interruptible::owned(self).join("\n")
+    }
+}
+
+/// Sweeps one virtual-cluster operation, from `before` to `target`, interrupted at every
+/// host call.
+async fn sweep_vc(op: &'static str, before: &[&[(&str, Value)]], target: Option<&[(&str, Value)]>) {
+    let (_, k) = setup();
+    let case = sweep::Case {
+        kind: "virtual_cluster",
+        op,
+        before: before.iter().map(|a| vc(&k, a)).collect(),
+        target: target.map_or(Value::Null, |a| vc(&k, a)),
+    };
+    sweep::sweep_both(case, setup).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_virtual_cluster_create_interrupted_at_any_call_converges() {
+    sweep_vc("create", &[], Some(&[("quota", quota(50))])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quota_change_interrupted_at_any_call_converges() {
+    let before: &[(&str, Value)] = &[("quota", quota(50))];
+    sweep_vc("update", &[before], Some(&[("quota", quota(80))])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_interrupted_at_any_call_converges() {
+    sweep_vc("pause", &[&[]], Some(&[("paused", Value::Bool(true))])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_virtual_cluster_replace_interrupted_at_any_call_converges() {
+    let bigger = [("persistence", persistence("20Gi", None))];
+    sweep_vc("replace", &[&[]], Some(&bigger)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_virtual_cluster_destroy_interrupted_at_any_call_converges() {
+    sweep_vc("delete", &[&[("quota", quota(50))]], None).await;
 }

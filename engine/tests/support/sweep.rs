@@ -164,7 +164,7 @@ where
         "{what} was still interrupted after 1000 calls"
     );
     println!(
-        "sweep | {:<17} | {:<7} | {:<6} | {:>6} | {:>7} | {:>10}",
+        "sweep | {:<17} | {:<10} | {:<6} | {:>6} | {:>7} | {:>10}",
         case.kind,
         case.op,
         format!("{cut:?}").to_lowercase(),

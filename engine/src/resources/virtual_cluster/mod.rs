@@ -314,12 +314,18 @@ pub async fn read_virtual_cluster(
                 .namespace
                 .as_ref()
                 .is_some_and(|ns| read::owned_by(ns, &name));
+            // Without its namespace, it is gone once nothing it made outside is left.
+            let new_state = if ours {
+                read::observed_state(state, &observed, &names)
+            } else if observed.namespace.is_none()
+                && (observed.terminating || !observed.objects.is_empty())
+            {
+                read::half_deleted(state, &observed, &names)
+            } else {
+                Value::Null
+            };
             return ReadResponse {
-                new_state: if ours {
-                    read::observed_state(state, &observed, &names)
-                } else {
-                    Value::Null
-                },
+                new_state,
                 diagnostics: Diagnostics::new(),
             };
         }

@@ -1,7 +1,10 @@
 //! Refresh: observe the host objects of a virtual cluster, reflect what the user can see in
 //! the attributes (quota, limit range, network isolation, paused, the volume claim), and list
 //! every other difference from the rendered objects in `drift`, so the next plan shows it and
-//! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is gone.
+//! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is
+//! gone once its cluster-scoped objects are gone too; a terminating one, or one whose
+//! cluster-scoped objects remain, reads as half deleted, so that destroy finishes the delete
+//! and apply puts the virtual cluster back.
 //!
 //! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
 //! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size; one
@@ -42,6 +45,8 @@ pub struct Observed {
     pub namespace: Option<Json>,
     /// The objects gpufleet writes, by reference; absent ones are missing.
     pub objects: BTreeMap<ObjectRef, Json>,
+    /// The namespace is ours and terminating.
+    pub terminating: bool,
     /// The control plane's readiness.
     pub readiness: Option<Readiness>,
     /// How the control plane is reached, as found.
@@ -64,17 +69,30 @@ pub fn owned_by(ns: &Json, name: &str) -> bool {
         && label(VIRTUAL_CLUSTER).and_then(Json::as_str) == Some(name)
 }
 
-/// Reads everything; `namespace: None` when the namespace is gone or terminating (then
-/// nothing else is read).
+/// Reads everything; `namespace: None` when the namespace is gone or terminating (then only
+/// the objects outside it are read: a delete interrupted after the namespace went leaves
+/// them behind).
 pub async fn observe(
     host: &dyn HostApi,
     namespace: &str,
     names: &Names,
 ) -> Result<Observed, HostError> {
     let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
-    let live = ns.filter(|n| n.pointer("/metadata/deletionTimestamp").is_none());
-    let Some(ns) = live else {
-        return Ok(Observed::default());
+    let terminating = ns.as_ref().is_some_and(|n| {
+        n.pointer("/metadata/deletionTimestamp").is_some() && owned_by(n, &names.name)
+    });
+    let Some(ns) = ns.filter(|_| !terminating) else {
+        let mut objects = BTreeMap::new();
+        for r in names.all().into_iter().filter(|r| r.kind.cluster_scoped()) {
+            if let Some(o) = host.get(r.kind, None, &r.name).await? {
+                objects.insert(r, o);
+            }
+        }
+        return Ok(Observed {
+            objects,
+            terminating,
+            ..Observed::default()
+        });
     };
     let mut objects = BTreeMap::new();
     for r in names.all() {
@@ -84,6 +102,7 @@ pub async fn observe(
     }
     let mut observed = Observed {
         namespace: Some(ns),
+        terminating: false,
         objects,
         readiness: None,
         expose: Expose::default(),
@@ -303,6 +322,33 @@ fn expose_value(prior: &Value, seen: &Expose, importing: bool) -> Value {
     } else {
         now.to_value()
     }
+}
+
+/// The state of a virtual cluster whose namespace is terminating, or gone while objects
+/// outside it remain, as a delete interrupted half way leaves it: still there, so that
+/// destroy removes the rest, `Pending`, and with what is missing in `drift`, so that an
+/// apply puts the virtual cluster back.
+pub fn half_deleted(prior: &Value, observed: &Observed, names: &Names) -> Value {
+    let ns = if observed.terminating {
+        "terminating"
+    } else {
+        "missing"
+    };
+    let mut found = vec![format!("Namespace {}: {ns}", names.namespace)];
+    found.extend(
+        observed
+            .objects
+            .keys()
+            .map(|r| format!("{r}: left by an unfinished delete")),
+    );
+    let mut s = prior.clone();
+    set_attr(&mut s, "status", Value::string("Pending"));
+    set_attr(
+        &mut s,
+        "drift",
+        Value::List(found.into_iter().map(Value::string).collect()),
+    );
+    s
 }
 
 /// The state of the virtual cluster as observed, normalised against `prior`; null when the
