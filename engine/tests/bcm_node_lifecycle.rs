@@ -530,6 +530,9 @@ impl sweep::Interruptible for FakeBcm {
     fn heal(&self) {
         FakeBcm::heal(self);
     }
+    fn calls_left(&self) -> u64 {
+        FakeBcm::calls_left(self)
+    }
     fn owned(&self) -> Vec<String> {
         FakeBcm::owned(self)
     }

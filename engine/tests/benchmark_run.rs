@@ -25,6 +25,8 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
+#[path = "support/sweep.rs"]
+mod sweep;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -245,9 +247,24 @@ struct World {
     job_applies: Vec<Json>,
     pods_created: usize,
     most_jobs_at_once: usize,
+    /// Calls still carried out before every call fails (`None`: no limit).
+    budget: Option<u64>,
 }
 
 impl World {
+    /// Counts a call against the budget; a spent budget fails it, as when the API server
+    /// goes away.
+    fn enter(&mut self) -> Result<(), ClusterError> {
+        match self.budget {
+            Some(0) => Err(ClusterError::Other("connection refused".to_owned())),
+            Some(n) => {
+                self.budget = Some(n - 1);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Moves the world to the present, tick by tick.
     fn sync(&mut self) {
         let now = Instant::now();
@@ -728,6 +745,7 @@ impl FakeCluster {
                 job_applies: Vec::new(),
                 pods_created: 0,
                 most_jobs_at_once: 0,
+                budget: None,
             }),
         })
     }
@@ -789,11 +807,13 @@ impl FakeCluster {
 #[async_trait]
 impl Cluster for FakeCluster {
     async fn server_version(&self) -> Result<String, ClusterError> {
+        self.world().enter()?;
         Ok("v1.36.0".to_owned())
     }
 
     async fn apply(&self, object: &Json) -> Result<(), ClusterError> {
         let mut w = self.world();
+        w.enter()?;
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -827,7 +847,8 @@ impl Cluster for FakeCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Json>, ClusterError> {
-        let w = self.world();
+        let mut w = self.world();
+        w.enter()?;
         let ns = namespace.unwrap_or_default().to_owned();
         Ok(match kind {
             Kind::Job => w.jobs.get(&(ns, name.to_owned())).map(|j| w.job_json(j)),
@@ -843,7 +864,8 @@ impl Cluster for FakeCluster {
         selector: &str,
     ) -> Result<Vec<Json>, ClusterError> {
         let wanted = parse_selector(selector)?;
-        let w = self.world();
+        let mut w = self.world();
+        w.enter()?;
         let in_ns = |ns: &str| namespace.is_none_or(|want| want == ns);
         let found: Vec<Json> = match kind {
             Kind::Job => w
@@ -873,6 +895,7 @@ impl Cluster for FakeCluster {
 
     async fn delete(&self, kind: Kind, namespace: &str, name: &str) -> Result<(), ClusterError> {
         let mut w = self.world();
+        w.enter()?;
         let now = w.clock;
         let key = (namespace.to_owned(), name.to_owned());
         match kind {
@@ -916,7 +939,8 @@ impl Cluster for FakeCluster {
         pod: &str,
         container: &str,
     ) -> Result<String, ClusterError> {
-        let w = self.world();
+        let mut w = self.world();
+        w.enter()?;
         let p = w
             .pods
             .get(&(namespace.to_owned(), pod.to_owned()))
@@ -1572,4 +1596,82 @@ async fn runs_on_one_pool_take_turns() {
     assert_eq!(fake.job_applies().len(), 2);
     assert_eq!(fake.most_jobs_at_once(), 1, "{:?}", fake.events());
     assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+impl sweep::Interruptible for FakeCluster {
+    fn fail_after(&self, n: u64) {
+        self.world().budget = Some(n);
+    }
+    fn heal(&self) {
+        self.world().budget = None;
+    }
+    fn calls_left(&self) -> u64 {
+        self.world().budget.unwrap_or(u64::MAX)
+    }
+    fn owned(&self) -> Vec<String> {
+        self.left()
+    }
+    fn snapshot(&self) -> String {
+        self.left().join("\n")
+    }
+}
+
+/// Sweeps one benchmark operation, from `before` to `target`, interrupted at every host call.
+async fn sweep_benchmark(
+    op: &'static str,
+    before: &[&[(&str, Value)]],
+    target: Option<&[(&str, Value)]>,
+) {
+    let make = || {
+        let fake = FakeCluster::new("sweep", 2, vec![PodScript::prints(LOG); 2]);
+        let k = Benchmark(Arc::clone(&fake));
+        (fake, k)
+    };
+    let (_, k) = make();
+    let config = |extra: &[(&str, Value)]| {
+        let mut attrs = vec![
+            ("name", Value::string("sweep")),
+            (
+                "virtual_cluster_id",
+                Value::string(format!("{NAMESPACE}/{VC}")),
+            ),
+            (
+                "node_pool_id",
+                Value::string(format!("{NAMESPACE}/{VC}/sweep")),
+            ),
+            ("nodes", Value::int(2)),
+            ("suite", Value::string("custom")),
+            (
+                "image",
+                Value::string("registry.example.com/bench/train-check:1.4"),
+            ),
+            ("command", command(&["python", "bench.py"])),
+            ("start_timeout", Value::string("2s")),
+        ];
+        attrs.extend(extra.iter().cloned());
+        support::config(&k, &attrs)
+    };
+    let case = sweep::Case {
+        kind: "benchmark",
+        op,
+        before: before.iter().map(|a| config(a)).collect(),
+        target: target.map_or(Value::Null, config),
+    };
+    sweep::sweep_both(case, make).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_interrupted_at_any_call_converges() {
+    sweep_benchmark("create", &[], Some(&[])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rerun_interrupted_at_any_call_converges() {
+    let other = [("command", command(&["python", "bench.py", "--steps", "10"]))];
+    sweep_benchmark("replace", &[&[]], Some(&other)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_destroy_interrupted_at_any_call_converges() {
+    sweep_benchmark("delete", &[&[]], None).await;
 }

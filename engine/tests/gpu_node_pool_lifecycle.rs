@@ -671,6 +671,9 @@ impl sweep::Interruptible for MemoryHost {
     fn heal(&self) {
         MemoryHost::heal(self);
     }
+    fn calls_left(&self) -> u64 {
+        self.writes_left()
+    }
     /// Nodes by the pool they are labelled for (which nodes a pool takes may differ between
     /// runs).
     fn owned(&self) -> Vec<String> {

@@ -549,6 +549,9 @@ impl sweep::Interruptible for FakeNetris {
     fn heal(&self) {
         FakeNetris::heal(self);
     }
+    fn calls_left(&self) -> u64 {
+        FakeNetris::calls_left(self)
+    }
     fn owned(&self) -> Vec<String> {
         FakeNetris::owned(self)
     }

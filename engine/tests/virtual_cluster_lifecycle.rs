@@ -176,7 +176,7 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
         }
     }
     let container = if s.crash {
-        json!({ "name": "syncer", "ready": false, "state": { "waiting": { "reason": "CrashLoopBackOff" } } })
+        json!({ "name": "syncer", "ready": false, "restartCount": 5, "state": { "waiting": { "reason": "CrashLoopBackOff" } } })
     } else {
         json!({ "name": "syncer", "ready": true, "state": { "running": {} } })
     };
@@ -1629,6 +1629,9 @@ impl sweep::Interruptible for FakeHost {
     }
     fn heal(&self) {
         self.lock().budget = None;
+    }
+    fn calls_left(&self) -> u64 {
+        self.lock().budget.unwrap_or(u64::MAX)
     }
     /// Every object on the host; pods and claims are the controllers' (kept claims are
     /// counted: a retained claim outliving the tenant is left by design, not by accident).

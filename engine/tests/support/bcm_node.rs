@@ -226,6 +226,11 @@ impl FakeBcm {
         self.lock().budget = None;
     }
 
+    /// How many of the calls `fail_after` allowed are left.
+    pub fn calls_left(&self) -> u64 {
+        self.lock().budget.unwrap_or(u64::MAX)
+    }
+
     /// The nodes gpufleet holds: claimed for a tenant, or still being wiped after one.
     pub fn owned(&self) -> Vec<String> {
         let s = self.lock();

@@ -187,6 +187,11 @@ impl FakeNetris {
         self.lock().budget = None;
     }
 
+    /// How many of the calls `fail_after` allowed are left.
+    pub fn calls_left(&self) -> u64 {
+        self.lock().budget.unwrap_or(u64::MAX)
+    }
+
     /// The objects gpufleet made, by kind and name: `allocation gf-x`, `subnet gf-x`,
     /// `vnet x`.
     pub fn owned(&self) -> Vec<String> {

@@ -628,18 +628,21 @@ pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> Apply
         Ok(resp) => resp,
         Err(e) => {
             // Nothing of a run that did not finish is kept.
-            if let Err(c) = cleanup(cluster, &spec.namespace, &spec.name).await {
-                tracing::warn!(target: "gpufleet::benchmark", "cleanup after a failed run: {c}");
-            }
-            let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
+            let removed = match cleanup(cluster, &spec.namespace, &spec.name).await {
+                Ok(()) => {
+                    let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
+                    "Everything the run created was removed.".to_owned()
+                }
+                Err(c) => format!(
+                    "What the run created could not be removed ({c}); the next apply takes \
+                     it over or removes it."
+                ),
+            };
             ApplyResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostic::error(
                     "Benchmark Run Failed",
-                    format!(
-                        "{TYPE_NAME} {:?}: {e}. Everything the run created was removed.",
-                        spec.name
-                    ),
+                    format!("{TYPE_NAME} {:?}: {e}. {removed}", spec.name),
                 )
                 .into(),
             }
@@ -730,9 +733,9 @@ async fn execute(
     let completed = wait_done(cluster, spec, deadline, limit).await?;
     let observed = observe(cluster, spec).await?;
     let finished_at = now();
-    if let Err(e) = cleanup(cluster, &spec.namespace, &spec.name).await {
-        tracing::warn!(target: "gpufleet::benchmark", "cleanup after the run: {e}");
-    }
+    // The run is recorded either way; what could not be removed waits for destroy (or the
+    // next run of the same name, which takes it over), and the user is told.
+    let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
 
     // Environment: GPU facts from the nodes the pods ran on.
     let mut node_labels = BTreeMap::new();
@@ -809,6 +812,17 @@ async fn execute(
     set_attr(&mut state, "raw_output", Value::string(tail(&observed.log)));
     set_attr(&mut state, "started_at", Value::string(started_at));
     set_attr(&mut state, "finished_at", Value::string(finished_at));
+    let mut diagnostics = diagnostics;
+    if let Some(e) = left {
+        diagnostics.push(Diagnostic::warning(
+            "Benchmark Objects Left Behind",
+            format!(
+                "{TYPE_NAME} {:?}: the run is recorded, but its Job, Service or pods in {} \
+                 could not be removed ({e}). Destroy removes them.",
+                spec.name, spec.namespace
+            ),
+        ));
+    }
     Ok(ApplyResponse {
         new_state: state,
         diagnostics,

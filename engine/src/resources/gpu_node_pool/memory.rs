@@ -76,6 +76,11 @@ impl MemoryHost {
         self.lock().write_budget = None;
     }
 
+    /// How many of the node writes `fail_writes_after` allowed are left.
+    pub fn writes_left(&self) -> u64 {
+        self.lock().write_budget.unwrap_or(u64::MAX)
+    }
+
     /// Adds `n` Ready nodes of `product` in `rack`.
     pub fn add_nodes(&self, product: &str, rack: &str, n: usize, gpus: u32) {
         for i in 0..n {

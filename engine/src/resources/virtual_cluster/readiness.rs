@@ -38,6 +38,9 @@ const CRITICAL_REASONS: &[&str] = &[
     "PostStartHookError",
 ];
 
+/// Restarts after which a crash-looping container is given up on rather than waited for.
+const CRASH_LOOP_RESTARTS: u64 = 3;
+
 /// How to reach a virtual cluster: Secret `vc-<name>`, pointed at the address `expose`
 /// gives.
 #[derive(Clone, PartialEq, Eq)]
@@ -167,7 +170,12 @@ pub fn pod_problem(pod: &Json) -> Option<String> {
     for s in statuses.iter().filter_map(|p| pod.pointer(p)?.as_array()) {
         for c in s {
             let waiting = c.pointer("/state/waiting/reason").and_then(Json::as_str);
-            if let Some(reason) = waiting.filter(|r| CRITICAL_REASONS.contains(r)) {
+            let restarts = c.get("restartCount").and_then(Json::as_u64).unwrap_or(0);
+            // A syncer often restarts while its API server and backing store come up, more
+            // so on a busy host; vCluster's CLI waits such restarts out. Only a loop that
+            // keeps crashing is given up on.
+            let settling = waiting == Some("CrashLoopBackOff") && restarts < CRASH_LOOP_RESTARTS;
+            if let Some(reason) = waiting.filter(|r| CRITICAL_REASONS.contains(r) && !settling) {
                 let container = c["name"].as_str().unwrap_or("?");
                 let message = c
                     .pointer("/state/waiting/message")
@@ -464,17 +472,21 @@ mod tests {
 
     #[test]
     fn crash_loops_are_problems_and_pending_is_not() {
-        let crashing = json!({
-            "metadata": { "name": "a-0" },
-            "status": { "phase": "Running", "containerStatuses": [{
-                "name": "syncer", "ready": false,
-                "state": { "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 10s" } },
-            }] },
-        });
+        let crashing = |restarts: u64| {
+            json!({
+                "metadata": { "name": "a-0" },
+                "status": { "phase": "Running", "containerStatuses": [{
+                    "name": "syncer", "ready": false, "restartCount": restarts,
+                    "state": { "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 10s" } },
+                }] },
+            })
+        };
         assert_eq!(
-            pod_problem(&crashing).as_deref(),
+            pod_problem(&crashing(3)).as_deref(),
             Some("pod a-0 container syncer: CrashLoopBackOff back-off 10s")
         );
+        // A restart or two while starting is waited out.
+        assert_eq!(pod_problem(&crashing(1)), None);
         let pending = json!({
             "metadata": { "name": "a-0" },
             "status": { "phase": "Pending", "conditions": [{
