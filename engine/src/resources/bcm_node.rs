@@ -37,11 +37,11 @@
 //! `free-pool` category (its image and install mode back to the category's) and moves the
 //! tenant to `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched
 //! on when off), waited for, switched off again when its rack idles powered off
-//! (`extra_values.idle_power = "off"`), and unmarked. While the mark is on, the node is neither held (the
-//! wiping boot comes up as nobody's, so the erased disks never count as a tenant's data) nor
-//! free: no one can claim it, and a wipe that fails or is interrupted leaves the node in this
-//! tenant's state until a later destroy finishes it. Without `wipe_on_destroy`, the node is
-//! only released (free pool, no tenant).
+//! (`extra_values.idle_power = "off"`), and unmarked. While the mark is on, the node is
+//! neither held (the wiping boot comes up as nobody's, so the erased disks never count as a
+//! tenant's data) nor free: no one can claim it, and a wipe that fails or is interrupted
+//! leaves the node in this tenant's state until a later destroy finishes it. Without
+//! `wipe_on_destroy`, the node is only released (free pool, no tenant).
 //!
 //! # Refresh
 //!

@@ -169,6 +169,15 @@ impl Value {
         }
     }
 
+    /// The known strings of a list, set or tuple; empty for anything else.
+    pub fn strings(&self) -> Vec<String> {
+        self.as_seq()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The entries, if this is a known map.
     pub fn as_map(&self) -> Option<&BTreeMap<String, Value>> {
         match self {

@@ -630,13 +630,7 @@ pub(super) async fn apply_upsert(
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
-    let prefer: Vec<String> = prior
-        .get("nodes")
-        .as_seq()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    let prefer = prior.get("nodes").strings();
     let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
     let mut held_at_failure: Vec<HostNode> = Vec::new();
     let mut bcm_held = 0;

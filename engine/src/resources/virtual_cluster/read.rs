@@ -78,10 +78,11 @@ pub async fn observe(
     names: &Names,
 ) -> Result<Observed, HostError> {
     let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
-    let terminating = ns.as_ref().is_some_and(|n| {
-        n.pointer("/metadata/deletionTimestamp").is_some() && owned_by(n, &names.name)
-    });
-    let Some(ns) = ns.filter(|_| !terminating) else {
+    let deleting = |n: &Json| n.pointer("/metadata/deletionTimestamp").is_some();
+    let terminating = ns
+        .as_ref()
+        .is_some_and(|n| deleting(n) && owned_by(n, &names.name));
+    let Some(ns) = ns.filter(|n| !deleting(n)) else {
         let mut objects = BTreeMap::new();
         for r in names.all().into_iter().filter(|r| r.kind.cluster_scoped()) {
             if let Some(o) = host.get(r.kind, None, &r.name).await? {
