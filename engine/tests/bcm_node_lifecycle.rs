@@ -6,8 +6,6 @@
 
 #[path = "support/bcm_node.rs"]
 mod support;
-#[path = "support/sweep.rs"]
-mod sweep;
 
 use gpufleet_engine::{
     backends::bcm::{BcmApi, FromSettings, PowerOp},
@@ -16,7 +14,9 @@ use gpufleet_engine::{
     resources::bcm_node::BcmNode,
     value::Value,
 };
-use support::{Action, FakeBcm, Fault, Leak, Terraform, kind, node, show, single_error, uuid};
+use support::{
+    Action, FakeBcm, Fault, Leak, Terraform, kind, node, show, single_error, sweep, uuid,
+};
 
 fn timeouts(t: &str) -> Value {
     Value::object([
@@ -523,38 +523,14 @@ async fn missing_settings_fail_apply_not_plan() {
     assert!(k.import(&tf.ctx, "gpu-001").await.is_err());
 }
 
-impl sweep::Interruptible for FakeBcm {
-    fn fail_after(&self, n: u64) {
-        FakeBcm::fail_after(self, n);
-    }
-    fn heal(&self) {
-        FakeBcm::heal(self);
-    }
-    fn calls_left(&self) -> u64 {
-        FakeBcm::calls_left(self)
-    }
-    fn owned(&self) -> Vec<String> {
-        FakeBcm::owned(self)
-    }
-    fn snapshot(&self) -> String {
-        FakeBcm::snapshot(self)
-    }
-}
-
 /// Sweeps one node operation on `host`, from `before` to `target`, interrupted at every call.
 async fn sweep_node(
     op: &'static str,
     before: &[(&str, &[(&str, Value)])],
     target: Option<(&str, &[(&str, Value)])>,
 ) {
-    let fake = FakeBcm::new();
-    let k = kind(&fake);
-    let case = sweep::Case {
-        kind: "bcm_node",
-        op,
-        before: before.iter().map(|(h, a)| node(&k, h, a)).collect(),
-        target: target.map_or(Value::Null, |(h, a)| node(&k, h, a)),
-    };
+    let k = kind(&FakeBcm::new());
+    let case = sweep::Case::new("bcm_node", op, |(h, a)| node(&k, h, a), before, target);
     sweep::sweep_both(case, || {
         let fake = FakeBcm::new();
         let k = kind(&fake);

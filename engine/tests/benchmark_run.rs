@@ -25,8 +25,6 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
-#[path = "support/sweep.rs"]
-mod sweep;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -52,6 +50,7 @@ use gpufleet_engine::{
     value::Value,
 };
 use serde_json::{Value as Json, json};
+use support::sweep;
 use tokio::time::Instant;
 
 /// The virtual cluster every benchmark here runs for, and its host namespace.
@@ -247,21 +246,18 @@ struct World {
     job_applies: Vec<Json>,
     pods_created: usize,
     most_jobs_at_once: usize,
-    /// Calls still carried out before every call fails (`None`: no limit).
-    budget: Option<u64>,
+    /// Calls still carried out before every call fails.
+    budget: sweep::Budget,
 }
 
 impl World {
     /// Counts a call against the budget; a spent budget fails it, as when the API server
     /// goes away.
     fn enter(&mut self) -> Result<(), ClusterError> {
-        match self.budget {
-            Some(0) => Err(ClusterError::Other("connection refused".to_owned())),
-            Some(n) => {
-                self.budget = Some(n - 1);
-                Ok(())
-            }
-            None => Ok(()),
+        if self.budget.spend() {
+            Ok(())
+        } else {
+            Err(ClusterError::Other("connection refused".to_owned()))
         }
     }
 
@@ -745,7 +741,7 @@ impl FakeCluster {
                 job_applies: Vec::new(),
                 pods_created: 0,
                 most_jobs_at_once: 0,
-                budget: None,
+                budget: sweep::Budget::default(),
             }),
         })
     }
@@ -972,9 +968,9 @@ fn kind() -> Benchmark {
     Benchmark(FromSettings)
 }
 
-/// The planned value of benchmark `name` on pool `pool` of [`VC`]: a custom command with a
+/// The configuration of benchmark `name` on pool `pool` of [`VC`]: a custom command with a
 /// `start_timeout` of 2s, plus `extra` attributes.
-async fn planned(name: &str, pool: &str, extra: &[(&str, Value)]) -> Value {
+fn configured(name: &str, pool: &str, extra: &[(&str, Value)]) -> Value {
     let mut attrs = vec![
         ("name", Value::string(name)),
         (
@@ -997,7 +993,12 @@ async fn planned(name: &str, pool: &str, extra: &[(&str, Value)]) -> Value {
         ("start_timeout", Value::string("2s")),
     ];
     attrs.extend(extra.iter().cloned());
-    let config = support::config(&kind(), &attrs);
+    support::config(&kind(), &attrs)
+}
+
+/// The planned value of [`configured`].
+async fn planned(name: &str, pool: &str, extra: &[(&str, Value)]) -> Value {
+    let config = configured(name, pool, extra);
     let p = support::plan(&kind(), &Context::default(), &Value::Null, &config).await;
     assert!(
         !p.diagnostics.has_error(),
@@ -1600,19 +1601,16 @@ async fn runs_on_one_pool_take_turns() {
 
 impl sweep::Interruptible for FakeCluster {
     fn fail_after(&self, n: u64) {
-        self.world().budget = Some(n);
+        self.world().budget.limit(n);
     }
     fn heal(&self) {
-        self.world().budget = None;
+        self.world().budget.lift();
     }
     fn calls_left(&self) -> u64 {
-        self.world().budget.unwrap_or(u64::MAX)
+        self.world().budget.left()
     }
     fn owned(&self) -> Vec<String> {
         self.left()
-    }
-    fn snapshot(&self) -> String {
-        self.left().join("\n")
     }
 }
 
@@ -1627,36 +1625,12 @@ async fn sweep_benchmark(
         let k = Benchmark(Arc::clone(&fake));
         (fake, k)
     };
-    let (_, k) = make();
-    let config = |extra: &[(&str, Value)]| {
-        let mut attrs = vec![
-            ("name", Value::string("sweep")),
-            (
-                "virtual_cluster_id",
-                Value::string(format!("{NAMESPACE}/{VC}")),
-            ),
-            (
-                "node_pool_id",
-                Value::string(format!("{NAMESPACE}/{VC}/sweep")),
-            ),
-            ("nodes", Value::int(2)),
-            ("suite", Value::string("custom")),
-            (
-                "image",
-                Value::string("registry.example.com/bench/train-check:1.4"),
-            ),
-            ("command", command(&["python", "bench.py"])),
-            ("start_timeout", Value::string("2s")),
-        ];
+    let config = |extra: &&[(&str, Value)]| {
+        let mut attrs = vec![("nodes", Value::int(2))];
         attrs.extend(extra.iter().cloned());
-        support::config(&k, &attrs)
+        configured("sweep", "sweep", &attrs)
     };
-    let case = sweep::Case {
-        kind: "benchmark",
-        op,
-        before: before.iter().map(|a| config(a)).collect(),
-        target: target.map_or(Value::Null, config),
-    };
+    let case = sweep::Case::new("benchmark", op, config, before, target);
     sweep::sweep_both(case, make).await;
 }
 

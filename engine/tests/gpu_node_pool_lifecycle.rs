@@ -5,8 +5,6 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
-#[path = "support/sweep.rs"]
-mod sweep;
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -20,7 +18,7 @@ use gpufleet_engine::{
     },
     value::Value,
 };
-use support::{Action, Terraform, config, show};
+use support::{Action, Terraform, config, show, sweep};
 
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
 
@@ -377,14 +375,7 @@ async fn create_fails_and_cannot_roll_back(h: &Arc<MemoryHost>, tf: &mut Terrafo
     assert!(d.has_error(), "{}", show(&d));
     assert_eq!(held(h, "a.train").len(), 2);
     // What still holds the label is in state, so Terraform knows to clean it up.
-    let mut recorded: Vec<String> = tf
-        .state
-        .get("nodes")
-        .as_seq()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    let mut recorded = tf.state.get("nodes").strings();
     recorded.sort();
     let labelled: Vec<String> = held(h, "a.train").into_iter().map(|n| n.name).collect();
     assert_eq!(recorded, labelled);
@@ -694,12 +685,7 @@ async fn sweep_pool(
     target: Option<&[(&str, Value)]>,
 ) {
     let k = GpuNodePool(host());
-    let case = sweep::Case {
-        kind: "gpu_node_pool",
-        op,
-        before: before.iter().map(|a| pool(&k, a)).collect(),
-        target: target.map_or(Value::Null, |a| pool(&k, a)),
-    };
+    let case = sweep::Case::new("gpu_node_pool", op, |a| pool(&k, a), before, target);
     sweep::sweep_both(case, || {
         let h = host();
         let k = GpuNodePool(Arc::clone(&h));

@@ -5,8 +5,6 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
-#[path = "support/sweep.rs"]
-mod sweep;
 
 use gpufleet_engine::{
     kinds::{ApplyRequest, ResourceKind},
@@ -15,7 +13,7 @@ use gpufleet_engine::{
     value::Value,
 };
 use support::{
-    Action, FakeNetris, Fault, Terraform, dhcp, kind, member, segment, show, single_error,
+    Action, FakeNetris, Fault, Terraform, dhcp, kind, member, segment, show, single_error, sweep,
 };
 
 fn ports(state: &Value) -> Vec<(String, Option<String>, bool)> {
@@ -542,38 +540,14 @@ async fn bad_input_changes_nothing() {
     assert_eq!(fake.take_log(), Vec::<String>::new());
 }
 
-impl sweep::Interruptible for FakeNetris {
-    fn fail_after(&self, n: u64) {
-        FakeNetris::fail_after(self, n);
-    }
-    fn heal(&self) {
-        FakeNetris::heal(self);
-    }
-    fn calls_left(&self) -> u64 {
-        FakeNetris::calls_left(self)
-    }
-    fn owned(&self) -> Vec<String> {
-        FakeNetris::owned(self)
-    }
-    fn snapshot(&self) -> String {
-        FakeNetris::owned(self).join("\n")
-    }
-}
-
 /// Sweeps one segment operation, from `before` to `target`, interrupted at every call.
 async fn sweep_segment(
     op: &'static str,
     before: &[&[(&str, Value)]],
     target: Option<&[(&str, Value)]>,
 ) {
-    let fake = FakeNetris::new();
-    let k = kind(&fake);
-    let case = sweep::Case {
-        kind: "network_segment",
-        op,
-        before: before.iter().map(|a| segment(&k, a)).collect(),
-        target: target.map_or(Value::Null, |a| segment(&k, a)),
-    };
+    let k = kind(&FakeNetris::new());
+    let case = sweep::Case::new("network_segment", op, |a| segment(&k, a), before, target);
     sweep::sweep_both(case, || {
         let fake = FakeNetris::new();
         let k = kind(&fake);

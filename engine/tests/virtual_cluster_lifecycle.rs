@@ -14,8 +14,6 @@
 
 #[path = "support/network_segment.rs"]
 mod support;
-#[path = "support/sweep.rs"]
-mod sweep;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -37,7 +35,7 @@ use gpufleet_engine::{
     value::Value,
 };
 use serde_json::{Value as Json, json};
-use support::{Action, Terraform, config, show};
+use support::{Action, Terraform, config, show, sweep};
 
 type Key = (ObjectKind, String, String);
 
@@ -68,20 +66,17 @@ struct State {
     lb_address: Option<Json>,
     /// Reads of a LoadBalancer Service before its address is there, by namespace and name.
     lb_pending: BTreeMap<(String, String), u32>,
-    /// Calls still carried out before every call fails (`None`: no limit).
-    budget: Option<u64>,
+    /// Calls still carried out before every call fails.
+    budget: sweep::Budget,
 }
 
 /// Counts a call and fails it when the budget is spent, as when the API server goes away.
 fn enter(s: &mut State) -> Result<(), HostError> {
     s.calls += 1;
-    match s.budget {
-        Some(0) => Err(HostError::Other("connection refused".to_owned())),
-        Some(n) => {
-            s.budget = Some(n - 1);
-            Ok(())
-        }
-        None => Ok(()),
+    if s.budget.spend() {
+        Ok(())
+    } else {
+        Err(HostError::Other("connection refused".to_owned()))
     }
 }
 
@@ -1625,16 +1620,16 @@ async fn the_data_source_hands_out_the_same_credentials() {
 
 impl sweep::Interruptible for FakeHost {
     fn fail_after(&self, n: u64) {
-        self.lock().budget = Some(n);
+        self.lock().budget.limit(n);
     }
     fn heal(&self) {
-        self.lock().budget = None;
+        self.lock().budget.lift();
     }
     fn calls_left(&self) -> u64 {
-        self.lock().budget.unwrap_or(u64::MAX)
+        self.lock().budget.left()
     }
-    /// Every object on the host; pods and claims are the controllers' (kept claims are
-    /// counted: a retained claim outliving the tenant is left by design, not by accident).
+    /// Every object on the host but pods, which the StatefulSet controller and the syncer
+    /// make.
     fn owned(&self) -> Vec<String> {
         self.lock()
             .objects
@@ -1643,21 +1638,13 @@ impl sweep::Interruptible for FakeHost {
             .map(|(kind, ns, name)| format!("{} {ns}/{name}", kind.kind()))
             .collect()
     }
-    fn snapshot(&self) -> String {
-        sweep::Interruptible::owned(self).join("\n")
-    }
 }
 
 /// Sweeps one virtual-cluster operation, from `before` to `target`, interrupted at every
 /// host call.
 async fn sweep_vc(op: &'static str, before: &[&[(&str, Value)]], target: Option<&[(&str, Value)]>) {
     let (_, k) = setup();
-    let case = sweep::Case {
-        kind: "virtual_cluster",
-        op,
-        before: before.iter().map(|a| vc(&k, a)).collect(),
-        target: target.map_or(Value::Null, |a| vc(&k, a)),
-    };
+    let case = sweep::Case::new("virtual_cluster", op, |a| vc(&k, a), before, target);
     sweep::sweep_both(case, setup).await;
 }
 

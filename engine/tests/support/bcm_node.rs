@@ -80,8 +80,8 @@ struct State {
     faults: VecDeque<(String, Fault)>,
     /// Someone else changes this node just before the next update reaches it.
     race: Option<String>,
-    /// Calls still carried out before every call fails with 503 (`None`: no limit).
-    budget: Option<u64>,
+    /// Calls still carried out before every call fails with 503.
+    budget: sweep::Budget,
 }
 
 /// The fake head node.
@@ -216,58 +216,6 @@ impl FakeBcm {
         self.lock().faults.push_back((key.to_owned(), fault));
     }
 
-    /// From now on `n` more calls are carried out; every later one fails with 503.
-    pub fn fail_after(&self, n: u64) {
-        self.lock().budget = Some(n);
-    }
-
-    /// Calls are carried out again.
-    pub fn heal(&self) {
-        self.lock().budget = None;
-    }
-
-    /// How many of the calls `fail_after` allowed are left.
-    pub fn calls_left(&self) -> u64 {
-        self.lock().budget.unwrap_or(u64::MAX)
-    }
-
-    /// The nodes gpufleet holds: claimed for a tenant, or still being wiped after one.
-    pub fn owned(&self) -> Vec<String> {
-        let s = self.lock();
-        s.devices
-            .values()
-            .filter_map(|d| match (d.tenant(), d.releasing()) {
-                (Some(t), _) => Some(format!("node {} for {t}", d.hostname)),
-                (None, Some(t)) => Some(format!("node {} releasing from {t}", d.hostname)),
-                (None, None) => None,
-            })
-            .collect()
-    }
-
-    /// Every node's category, image, power, status and whose data is on its disks, and the
-    /// leaks so far.
-    pub fn snapshot(&self) -> String {
-        let s = self.lock();
-        let mut out: Vec<String> = s
-            .devices
-            .values()
-            .map(|d| {
-                let n = s.nodes.get(&d.uuid);
-                format!(
-                    "{} category={:?} image={:?} on={:?} status={:?} data={:?}",
-                    d.hostname,
-                    d.category,
-                    d.image(),
-                    n.map(|n| n.on),
-                    n.map(|n| n.status.as_str()),
-                    n.and_then(|n| n.data_owner.as_deref()),
-                )
-            })
-            .collect();
-        out.push(format!("leaks {:?}", s.leaks));
-        out.join("\n")
-    }
-
     /// Installs on `hostname` stop in `status` (`INSTALLER_FAILED`, …); `None` clears.
     pub fn install_fault(&self, hostname: &str, status: Option<&str>) {
         let mut s = self.lock();
@@ -351,20 +299,15 @@ impl FakeBcm {
         let mut s = self.lock();
         s.log.push(format!("{key} {args}"));
         *s.calls.entry(key.to_owned()).or_default() += 1;
-        match s.budget {
-            Some(0) => {
-                return Err(ApiError::Status {
-                    status: 503,
-                    message: "Service Unavailable".to_owned(),
-                });
-            }
-            Some(n) => s.budget = Some(n - 1),
-            None => {}
-        }
-        let Some(pos) = s.faults.iter().position(|(k, _)| k == key) else {
-            return Ok(());
+        let fault = if s.budget.spend() {
+            let Some(pos) = s.faults.iter().position(|(k, _)| k == key) else {
+                return Ok(());
+            };
+            s.faults.remove(pos).map(|(_, f)| f)
+        } else {
+            Some(Fault::Unavailable)
         };
-        match s.faults.remove(pos).map(|(_, f)| f) {
+        match fault {
             Some(Fault::Refuse(m)) => Err(ApiError::Refused(m.to_owned())),
             Some(Fault::Unavailable) => Err(ApiError::Status {
                 status: 503,
@@ -755,3 +698,54 @@ pub fn config(kind: &dyn ResourceKind, attrs: &[(&str, Value)]) -> Value {
 #[path = "terraform.rs"]
 mod terraform;
 pub use terraform::*;
+
+#[path = "sweep.rs"]
+pub mod sweep;
+
+impl sweep::Interruptible for FakeBcm {
+    fn fail_after(&self, n: u64) {
+        self.lock().budget.limit(n);
+    }
+    fn heal(&self) {
+        self.lock().budget.lift();
+    }
+    fn calls_left(&self) -> u64 {
+        self.lock().budget.left()
+    }
+    /// The nodes gpufleet holds: claimed for a tenant, or still being wiped after one.
+    fn owned(&self) -> Vec<String> {
+        let s = self.lock();
+        s.devices
+            .values()
+            .filter_map(|d| match (d.tenant(), d.releasing()) {
+                (Some(t), _) => Some(format!("node {} for {t}", d.hostname)),
+                (None, Some(t)) => Some(format!("node {} releasing from {t}", d.hostname)),
+                (None, None) => None,
+            })
+            .collect()
+    }
+
+    /// Every node's category, image, power, status and whose data is on its disks, and the
+    /// leaks so far.
+    fn snapshot(&self) -> String {
+        let s = self.lock();
+        let mut out: Vec<String> = s
+            .devices
+            .values()
+            .map(|d| {
+                let n = s.nodes.get(&d.uuid);
+                format!(
+                    "{} category={:?} image={:?} on={:?} status={:?} data={:?}",
+                    d.hostname,
+                    d.category,
+                    d.image(),
+                    n.map(|n| n.on),
+                    n.map(|n| n.status.as_str()),
+                    n.and_then(|n| n.data_owner.as_deref()),
+                )
+            })
+            .collect();
+        out.push(format!("leaks {:?}", s.leaks));
+        out.join("\n")
+    }
+}

@@ -85,8 +85,8 @@ struct State {
     faults: VecDeque<(String, Fault)>,
     provisioning_polls: u32,
     calls: BTreeMap<String, u64>,
-    /// Calls still carried out before every call fails with 503 (`None`: no limit).
-    budget: Option<u64>,
+    /// Calls still carried out before every call fails with 503.
+    budget: sweep::Budget,
 }
 
 /// The fake controller.
@@ -177,36 +177,6 @@ impl FakeNetris {
         self.lock().faults.push_back((route.to_owned(), fault));
     }
 
-    /// From now on `n` more calls are carried out; every later one fails with 503.
-    pub fn fail_after(&self, n: u64) {
-        self.lock().budget = Some(n);
-    }
-
-    /// Calls are carried out again.
-    pub fn heal(&self) {
-        self.lock().budget = None;
-    }
-
-    /// How many of the calls `fail_after` allowed are left.
-    pub fn calls_left(&self) -> u64 {
-        self.lock().budget.unwrap_or(u64::MAX)
-    }
-
-    /// The objects gpufleet made, by kind and name: `allocation gf-x`, `subnet gf-x`,
-    /// `vnet x`.
-    pub fn owned(&self) -> Vec<String> {
-        let s = self.lock();
-        let mut out: Vec<String> = s
-            .allocations
-            .values()
-            .map(|a| format!("allocation {}", a.name))
-            .chain(s.subnets.values().map(|x| format!("subnet {}", x.name)))
-            .chain(s.vnets.values().map(|v| format!("vnet {}", v.body.name)))
-            .collect();
-        out.sort();
-        out
-    }
-
     /// How many reads a created or updated V-Net stays provisioning for (`u32::MAX`: stuck).
     pub fn set_provisioning_polls(&self, n: u32) {
         self.lock().provisioning_polls = n;
@@ -280,10 +250,8 @@ impl FakeNetris {
         };
         s.log.push(line);
         *s.calls.entry(route.to_owned()).or_default() += 1;
-        match s.budget {
-            Some(0) => return Some(Fault::Status(503, "Service Unavailable")),
-            Some(n) => s.budget = Some(n - 1),
-            None => {}
+        if !s.budget.spend() {
+            return Some(Fault::Status(503, "Service Unavailable"));
         }
         let pos = s.faults.iter().position(|(r, _)| r == route)?;
         s.faults.remove(pos).map(|(_, f)| f)
@@ -890,6 +858,34 @@ pub fn member(port: Option<&str>, hostname: Option<&str>, untagged: Option<bool>
 #[path = "terraform.rs"]
 mod terraform;
 pub use terraform::*;
+
+#[path = "sweep.rs"]
+pub mod sweep;
+
+impl sweep::Interruptible for FakeNetris {
+    fn fail_after(&self, n: u64) {
+        self.lock().budget.limit(n);
+    }
+    fn heal(&self) {
+        self.lock().budget.lift();
+    }
+    fn calls_left(&self) -> u64 {
+        self.lock().budget.left()
+    }
+    /// By kind and name: `allocation gf-x`, `subnet gf-x`, `vnet x`.
+    fn owned(&self) -> Vec<String> {
+        let s = self.lock();
+        let mut out: Vec<String> = s
+            .allocations
+            .values()
+            .map(|a| format!("allocation {}", a.name))
+            .chain(s.subnets.values().map(|x| format!("subnet {}", x.name)))
+            .chain(s.vnets.values().map(|v| format!("vnet {}", v.body.name)))
+            .collect();
+        out.sort();
+        out
+    }
+}
 
 /// A DHCP object.
 pub fn dhcp(start: &str, end: &str) -> Value {

@@ -1,4 +1,4 @@
-//! Kill-at-every-step sweeps (included with `#[path]` by the lifecycle suites): an operation
+//! Kill-at-every-step sweeps (a module of the suites' shared support): an operation
 //! whose uninterrupted run makes N backend calls is interrupted after its k-th call, for
 //! k = 0 … N-1, each time on a fresh backend, and the same operation, re-run, must converge.
 //! The suite tries a few k spread over the run; `GPUFLEET_SWEEP=full` (`scripts/sweep`) tries
@@ -23,6 +23,37 @@ use gpufleet_engine::{kinds::ResourceKind, value::Value};
 
 use crate::support::{Action, Terraform, show};
 
+/// The calls a backend double still carries out before it fails every further one: what
+/// [`Interruptible::fail_after`] sets and each call spends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Budget(Option<u64>);
+
+impl Budget {
+    /// `n` more calls go through.
+    pub fn limit(&mut self, n: u64) {
+        self.0 = Some(n);
+    }
+    /// No limit any more.
+    pub fn lift(&mut self) {
+        self.0 = None;
+    }
+    /// Calls left (`u64::MAX` without a limit).
+    pub fn left(&self) -> u64 {
+        self.0.unwrap_or(u64::MAX)
+    }
+    /// Takes one call; `false` when none is left, and the call must fail.
+    pub fn spend(&mut self) -> bool {
+        match self.0 {
+            Some(0) => false,
+            Some(n) => {
+                self.0 = Some(n - 1);
+                true
+            }
+            None => true,
+        }
+    }
+}
+
 /// A backend double that can be interrupted.
 pub trait Interruptible {
     /// From now on, `n` more calls are carried out and every later one fails without being
@@ -35,8 +66,11 @@ pub trait Interruptible {
     /// The objects gpufleet owns on the backend now, one stable key each (no generated ids),
     /// so that two runs compare.
     fn owned(&self) -> Vec<String>;
-    /// Everything on the backend that destroy must put back as it was.
-    fn snapshot(&self) -> String;
+    /// Everything on the backend that destroy must put back as it was; by default, what
+    /// gpufleet owns.
+    fn snapshot(&self) -> String {
+        self.owned().join("\n")
+    }
 }
 
 /// How an operation is interrupted.
@@ -55,6 +89,25 @@ pub struct Case {
     pub op: &'static str,
     pub before: Vec<Value>,
     pub target: Value,
+}
+
+impl Case {
+    /// The case whose configurations `config` makes from `before` and `target` (`None`:
+    /// destroy).
+    pub fn new<A>(
+        kind: &'static str,
+        op: &'static str,
+        config: impl Fn(&A) -> Value,
+        before: &[A],
+        target: Option<A>,
+    ) -> Case {
+        Case {
+            kind,
+            op,
+            before: before.iter().map(&config).collect(),
+            target: target.map_or(Value::Null, |t| config(&t)),
+        }
+    }
 }
 
 /// What a sweep found.
@@ -89,24 +142,24 @@ fn points(calls: u64) -> Vec<u64> {
     p
 }
 
-fn counted(keys: Vec<String>) -> BTreeMap<String, usize> {
+fn counted(keys: &[String]) -> BTreeMap<&str, usize> {
     let mut m = BTreeMap::new();
     for k in keys {
-        *m.entry(k).or_default() += 1;
+        *m.entry(k.as_str()).or_default() += 1;
     }
     m
 }
 
 /// Objects in `now` beyond those in `want`, with the keys.
 fn extra(now: &[String], want: &[String]) -> (usize, Vec<String>) {
-    let want = counted(want.to_vec());
+    let want = counted(want);
     let mut n = 0;
     let mut keys = Vec::new();
-    for (k, c) in counted(now.to_vec()) {
-        let more = c.saturating_sub(want.get(&k).copied().unwrap_or(0));
+    for (k, c) in counted(now) {
+        let more = c.saturating_sub(want.get(k).copied().unwrap_or(0));
         if more > 0 {
             n += more;
-            keys.push(k);
+            keys.push(k.to_owned());
         }
     }
     (n, keys)
@@ -121,7 +174,7 @@ where
 {
     let what = format!("{} {} ({cut:?})", case.kind, case.op);
     // An uninterrupted run: what the backend holds after it.
-    let clean = {
+    let (clean, calls) = {
         let (backend, kind) = make();
         let mut tf = Terraform::new(&kind);
         for c in &case.before {
@@ -132,7 +185,6 @@ where
         assert!(!d.has_error(), "{what}, uninterrupted:\n{}", show(&d));
         (backend.owned(), u64::MAX - backend.calls_left())
     };
-    let (clean, calls) = clean;
     assert!(calls > 0, "{what} made no backend call");
     let mut row = Row {
         calls,

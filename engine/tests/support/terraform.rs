@@ -267,13 +267,15 @@ impl<'a> Terraform<'a> {
             Ok(p) => return p.diagnostics,
             Err(d) => return d,
         };
-        let a = apply(self.kind, &self.ctx, &p).await;
+        self.apply_plan(&p).await
+    }
+
+    /// Applies `p` and keeps the state as Terraform would: a create (or replacement) that
+    /// failed but left a state is tainted.
+    async fn apply_plan(&mut self, p: &Plan) -> Diagnostics {
+        let a = apply(self.kind, &self.ctx, p).await;
         let creating = matches!(p.action, Action::Create | Action::Replace);
-        if a.diagnostics.has_error() {
-            self.tainted = creating && !a.state.is_null();
-        } else {
-            self.tainted = false;
-        }
+        self.tainted = creating && a.diagnostics.has_error() && !a.state.is_null();
         self.state = a.state;
         a.diagnostics
     }
@@ -287,17 +289,8 @@ impl<'a> Terraform<'a> {
             "plan failed:\n{}",
             show(&p.diagnostics)
         );
-        let a = apply(self.kind, &self.ctx, &p).await;
-        let creating = matches!(p.action, Action::Create | Action::Replace);
-        self.tainted = creating && a.diagnostics.has_error() && !a.state.is_null();
-        if !creating && !a.diagnostics.has_error() {
-            self.tainted = false;
-        }
-        if creating && !a.diagnostics.has_error() {
-            self.tainted = false;
-        }
-        self.state = a.state;
-        (p.action, a.diagnostics)
+        let d = self.apply_plan(&p).await;
+        (p.action, d)
     }
 
     /// `terraform apply` that must succeed; returns the action.
