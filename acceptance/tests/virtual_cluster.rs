@@ -1,7 +1,7 @@
 //! `gpufleet_virtual_cluster` with the real Terraform CLI against the shared lab
 //! ([`Lab::shared`]), where vCluster's own syncer runs each virtual cluster's control plane:
 //! life cycle with an in-place policy change, a replacing isolation change, import, drift
-//! repair, tenant isolation, a provider killed mid-apply, and a destroy that leaves the host
+//! repair, fields other controllers own, tenant isolation, a provider killed mid-apply, and a destroy that leaves the host
 //! cluster as it was. The host is inspected through its REST API with the lab's admin kubeconfig.
 //!
 //! The tests share one host cluster, so they take a lock and compare snapshots of the host
@@ -232,6 +232,85 @@ fn life_cycle_replace_import_drift_and_clean_destroy() {
     let started = Instant::now();
     tf.destroy();
     eprintln!("[figures] destroy: {:?}", started.elapsed());
+    assert_eq!(
+        host_snapshot(),
+        before,
+        "destroy leaves the host cluster as it was"
+    );
+}
+
+#[test]
+fn a_label_another_controller_owns_survives_an_apply_while_hand_edits_are_reverted() {
+    let _g = host_lock();
+    let before = host_snapshot();
+    let name = "acc-vc-owners";
+    let ns = "vc-acc-vc-owners";
+    let ns_path = format!("/api/v1/namespaces/{ns}");
+    let labels = r#"labels = { team = "ml", cost-center = "gpu" }"#;
+    let tf = Tf::new(&vc("a", name, &format!("{QUOTA_50}\n  {labels}")));
+    tf.apply();
+    tf.assert_plan_empty();
+
+    // A label controller takes `team` with its own server-side apply; a person relabels
+    // `cost-center` with kubectl; another controller rewrites the tier label.
+    let namespace = |labels: Value| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": labels}
+        })
+    };
+    host()
+        .apply_as(
+            &ns_path,
+            "label-sync",
+            &namespace(serde_json::json!({"team": "research"})),
+        )
+        .expect("the controller's label");
+    host()
+        .merge_patch(
+            &format!("{ns_path}?fieldManager=kubectl-label"),
+            &serde_json::json!({"metadata": {"labels": {"cost-center": "cpu"}}}),
+        )
+        .expect("the hand edit");
+    host()
+        .apply_as(
+            &ns_path,
+            "tier-sync",
+            &namespace(serde_json::json!({"gpufleet.dev/isolation": "dedicated"})),
+        )
+        .expect("the tier label");
+
+    // The hand edit and the tier label are drift; the controller's label is not.
+    let plan = tf.plan_exit();
+    assert_eq!(plan.status_code, 2, "{plan}");
+    assert!(plan.contains("label cost-center"), "{plan}");
+    assert!(plan.contains("label gpufleet.dev/isolation"), "{plan}");
+    assert!(!plan.contains("label team"), "{plan}");
+    let applied = tf.apply();
+    assert!(
+        applied.contains("Fields Left to Other Controllers")
+            && applied.contains(
+                r#"metadata.labels.team of Namespace vc-acc-vc-owners (kept by "label-sync")"#
+            ),
+        "{applied}"
+    );
+    assert!(!applied.contains("cost-center of"), "{applied}");
+    let labels_now = namespace_labels(ns);
+    assert_eq!(labels_now["team"], "research", "{labels_now:#}");
+    assert_eq!(labels_now["cost-center"], "gpu", "{labels_now:#}");
+    assert_eq!(
+        labels_now["gpufleet.dev/isolation"], "shared",
+        "{labels_now:#}"
+    );
+    tf.assert_plan_empty();
+
+    // A later change keeps leaving the controller's label alone.
+    tf.write(&vc("a", name, &format!("{QUOTA_80}\n  {labels}")));
+    tf.apply();
+    tf.assert_plan_empty();
+    assert_eq!(namespace_labels(ns)["team"], "research");
+
+    tf.destroy();
     assert_eq!(
         host_snapshot(),
         before,

@@ -124,6 +124,20 @@ impl KubeRest {
         )
     }
 
+    /// `PATCH path` as a server-side apply by field manager `manager`, forced, as a
+    /// controller that owns the fields it applies would write them.
+    ///
+    /// # Errors
+    /// When the server refuses.
+    pub fn apply_as(&self, path: &str, manager: &str, object: &Value) -> Result<Value, RestError> {
+        self.send(
+            http::Method::PATCH,
+            &format!("{path}?fieldManager={manager}&force=true"),
+            Some(object),
+            Some("application/apply-patch+yaml"),
+        )
+    }
+
     /// `DELETE path`.
     ///
     /// # Errors

@@ -14,10 +14,12 @@
 //! Everything gpufleet creates is written with server-side apply under [`FIELD_MANAGER`]
 //! and carries [`MANAGED_BY`]` = gpufleet` plus an owner label naming the resource instance,
 //! so an interrupted apply finds and adopts what it already made, and destroy removes
-//! exactly that.
+//! exactly that. Fields other managers own are settled by [`ownership`]: hand edits are
+//! taken back, replica counts and foreign labels stay with their controllers.
 
 mod labels;
 mod objects;
+pub mod ownership;
 
 use std::{
     collections::HashMap,

@@ -6,7 +6,10 @@
 
 use std::{
     fmt,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use kube::{
@@ -17,7 +20,10 @@ use kube::{
 };
 use serde_json::Value as Json;
 
-use super::FIELD_MANAGER;
+use super::{
+    FIELD_MANAGER,
+    ownership::{self, Conflict},
+};
 
 /// A kind of object and where its API lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +128,7 @@ pub fn describe(kind: &str, namespace: Option<&str>, name: &str) -> String {
 pub struct DynamicClient {
     client: kube::Client,
     calls: AtomicU64,
+    left: Mutex<Vec<String>>,
 }
 
 impl fmt::Debug for DynamicClient {
@@ -138,6 +145,7 @@ impl DynamicClient {
         DynamicClient {
             client,
             calls: AtomicU64::new(0),
+            left: Mutex::new(Vec::new()),
         }
     }
 
@@ -168,20 +176,69 @@ impl DynamicClient {
         }
     }
 
-    /// Server-side applies `object` as `kind`, under [`FIELD_MANAGER`] and forced, so an
-    /// object left by an interrupted apply (or edited by hand) is adopted, not duplicated.
-    /// The name and namespace are the object's own.
+    /// Server-side applies `object` as `kind` under [`FIELD_MANAGER`], so an object left by
+    /// an interrupted apply is adopted, not duplicated. The name and namespace are the
+    /// object's own.
+    ///
+    /// The first apply is not forced. When another manager owns some of its fields, the
+    /// fields [`ownership`] leaves to their controller are taken out of the body, and the
+    /// rest (hand edits, and what gpufleet holds) are taken back with a forced apply. The
+    /// fields left are recorded for [`Self::take_left`].
     pub async fn apply(&self, kind: &Gvk, object: &Json) -> Result<(), ObjectError> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespace = object["metadata"]["namespace"].as_str();
         let what = format!("apply {}", describe(kind.kind, namespace, name));
         tracing::debug!(target: "gpufleet::kube", "{what}");
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let api = self.api(kind, namespace);
+        let gentle = PatchParams::apply(FIELD_MANAGER);
+        let conflicts = match api.patch(name, &gentle, &Patch::Apply(object)).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let conflicts = Conflict::all_in(&status);
+                if conflicts.is_empty() {
+                    return Err(ObjectError::call(what)(kube::Error::Api(status)));
+                }
+                conflicts
+            }
+            Err(e) => return Err(ObjectError::call(what)(e)),
+        };
+        let mut body = object.clone();
+        let mut left = Vec::new();
+        for c in &conflicts {
+            if ownership::leaves(kind.kind, c) && ownership::leave_out(kind.kind, &mut body, c) {
+                let field = format!(
+                    "{} of {} (kept by {:?})",
+                    c.field.trim_start_matches('.'),
+                    describe(kind.kind, namespace, name),
+                    c.manager
+                );
+                tracing::warn!(target: "gpufleet::kube", "left to its controller: {field}");
+                left.push(field);
+            } else {
+                tracing::info!(
+                    target: "gpufleet::kube",
+                    "taking back {} of {} from {:?}",
+                    c.field, describe(kind.kind, namespace, name), c.manager
+                );
+            }
+        }
+        let take_back = left.len() < conflicts.len();
+        let params = if take_back { gentle.force() } else { gentle };
         self.api(kind, namespace)
-            .patch(name, &params, &Patch::Apply(object))
+            .patch(name, &params, &Patch::Apply(&body))
             .await
-            .map(|_| ())
-            .map_err(ObjectError::call(what))
+            .map_err(ObjectError::call(what))?;
+        self.left
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(left);
+        Ok(())
+    }
+
+    /// The fields left to other controllers by the applies since the last call, one
+    /// sentence each (field, object, manager).
+    pub fn take_left(&self) -> Vec<String> {
+        std::mem::take(&mut *self.left.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Reads one object; `None` when it does not exist.

@@ -344,10 +344,11 @@ pub async fn apply_upsert(
         spec.name,
         host.calls().saturating_sub(calls_before)
     );
+    let left = left_to_others(host);
     match result {
         Ok(readiness) => ApplyResponse {
             new_state: finished_state(planned, &spec, &readiness),
-            diagnostics: Diagnostics::new(),
+            diagnostics: Diagnostics(left.into_iter().collect()),
         },
         Err(e) => {
             let summary = if creating {
@@ -371,12 +372,32 @@ pub async fn apply_upsert(
                 (true, false) => Value::Null,
                 (false, _) => prior.clone(),
             };
+            let mut diagnostics: Diagnostics =
+                e.diagnostic(summary, &spec.name, op, phase.doing()).into();
+            diagnostics.0.extend(left);
             ApplyResponse {
                 new_state: state,
-                diagnostics: e.diagnostic(summary, &spec.name, op, phase.doing()).into(),
+                diagnostics,
             }
         }
     }
+}
+
+/// A warning naming the fields this apply left to the controllers that own them, if any.
+fn left_to_others(host: &dyn HostApi) -> Option<Diagnostic> {
+    let left = host.left_to_others();
+    (!left.is_empty()).then(|| {
+        Diagnostic::warning(
+            "Fields Left to Other Controllers",
+            format!(
+                "Other controllers own these fields, so gpufleet left them as they are:\n  - {}\n\
+                 gpufleet keeps replica counts and the labels and annotations it does not \
+                 reserve with the controller that owns them; edits made with kubectl are \
+                 reverted.",
+                left.join("\n  - ")
+            ),
+        )
+    })
 }
 
 /// Deletes the objects of `names` that live outside the namespace.

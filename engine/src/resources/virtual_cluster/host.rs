@@ -2,8 +2,9 @@
 //! values, behind [`HostApi`] so apply and read can be tested against an in-memory fake.
 //!
 //! [`KubeHost`] is the real one, on the shared `kube::Client`: every write is a server-side
-//! apply under the field manager `gpufleet`, forced, so an object left by an interrupted
-//! apply (or edited by hand) is adopted and corrected rather than duplicated.
+//! apply under the field manager `gpufleet`, so an object left by an interrupted apply (or
+//! edited by hand) is adopted and corrected rather than duplicated, while replica counts and
+//! labels other controllers own stay theirs.
 
 use std::sync::Arc;
 
@@ -60,6 +61,11 @@ pub trait HostApi: Send + Sync {
     /// How many API calls this client made so far (for the operation's debug log).
     fn calls(&self) -> u64 {
         0
+    }
+    /// The fields that applies since the last call left to the controllers that own them
+    /// (see [`crate::backends::kube::ownership`]), one sentence each.
+    fn left_to_others(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -168,5 +174,9 @@ impl HostApi for KubeHost {
 
     fn calls(&self) -> u64 {
         self.objects.calls()
+    }
+
+    fn left_to_others(&self) -> Vec<String> {
+        self.objects.take_left()
     }
 }

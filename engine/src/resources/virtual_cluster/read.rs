@@ -34,7 +34,7 @@ use super::{
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
-    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER},
+    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership},
     value::Value,
 };
 
@@ -217,6 +217,8 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
         for (k, v) in labels_of(want) {
             match have.get(&k) {
                 Some(h) if *h == v => {}
+                // Another controller keeps it; apply leaves it too, so it is not drift.
+                Some(_) if ownership::label_kept_by(o, &k).is_some() => {}
                 Some(h) => out.push(format!("{what}: label {k} is {h:?}, want {v:?}")),
                 None => out.push(format!("{what}: label {k} is missing")),
             }

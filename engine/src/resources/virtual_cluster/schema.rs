@@ -129,7 +129,9 @@ pub fn resource_schema() -> Schema {
              values, gpufleet's settings and `values_override`) plus the tenant's ResourceQuota, \
              LimitRange, NetworkPolicies and pod security labels, writes them with server-side \
              apply, and waits until the control plane is ready the way `vcluster connect` does. \
-             Needs the provider's `kubernetes` block.",
+             Edits made with kubectl are reverted; a replica count or a label of `labels` that \
+             another controller owns stays with it, with a warning. Needs the provider's \
+             `kubernetes` block.",
         )
         .attr(
             Attribute::computed("id", Type::String)
