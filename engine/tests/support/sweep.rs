@@ -19,7 +19,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use gpufleet_engine::{kinds::ResourceKind, value::Value};
+use gpufleet_engine::{diag::Severity, kinds::ResourceKind, value::Value};
 
 use crate::support::{Action, Terraform, show};
 
@@ -199,13 +199,19 @@ where
         }
         let (state, tainted) = (tf.state.clone(), tf.tainted);
         backend.fail_after(k);
-        let interrupted = tf.try_run(&case.target).await.has_error();
+        let run = tf.try_run(&case.target).await;
+        let interrupted = run.has_error();
         backend.heal();
         row.points += 1;
         let absorbed = !interrupted && cut == Cut::Fails;
         if absorbed {
             // The provider got past the failure (a cleanup it could not finish is a warning):
-            // the run stands, and destroy must remove whatever it left.
+            // the run stands, and destroy must remove whatever it left. Passing over it in
+            // silence would hide what is left on the backend until then.
+            assert!(
+                run.iter().any(|d| d.severity == Severity::Warning),
+                "{what}: the failure after call {k} was passed over without a warning"
+            );
             row.absorbed += 1;
         } else {
             if cut == Cut::Killed {
