@@ -49,6 +49,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 mod session;
+pub mod sweep;
 pub use session::{Session, assert_import_example_adopts};
 
 /// The provider's source address, as written in `required_providers`.

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use gpufleet_acceptance::{Output, Session, terraform_launcher, workspace_root};
+use gpufleet_acceptance::{Output, Session, sweep, terraform_launcher, workspace_root};
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
 
@@ -527,4 +527,86 @@ fn bcm_node_example_applies_and_destroys() {
     assert_eq!(workers.len(), 2, "{out:#}");
     assert!(workers.values().all(|w| w["status"] == "UP"), "{out:#}");
     tf.destroy();
+}
+
+/// The BCM emulator as the sweep drives it: a fault rule refusing every call (HTTP 400,
+/// which the provider does not retry) once `after` calls went through; gpufleet owns the
+/// nodes it marks with a tenant, or as releasing from one.
+struct Bcm {
+    hosts: Vec<String>,
+}
+
+impl sweep::Controller for Bcm {
+    fn fail_after(&self, after: u32) {
+        admin(
+            "POST",
+            "/_admin/fault",
+            Some(&json!({"status": 400, "errormessage": "refused from here on", "after": after})),
+        );
+    }
+
+    fn calls_left(&self) -> u32 {
+        let faults = admin("GET", "/_admin/fault", None);
+        faults["rules"][0]["after"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+    }
+
+    fn heal(&self) {
+        admin("DELETE", "/_admin/fault", None);
+    }
+
+    fn owned(&self) -> Vec<String> {
+        let state = admin("GET", "/_admin/state", None);
+        state["devices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| self.hosts.iter().any(|h| d["hostname"] == h.as_str()))
+            .flat_map(|d| {
+                let extra = &d["extra_values"];
+                let host = d["hostname"].as_str().unwrap_or_default();
+                let mark = |key: &str, what: &str| {
+                    extra[key]
+                        .as_str()
+                        .filter(|t| !t.is_empty())
+                        .map(|t| format!("node {host} {what} {t}"))
+                };
+                [
+                    mark("gpufleet_tenant", "for"),
+                    mark("gpufleet_releasing", "releasing from"),
+                ]
+            })
+            .flatten()
+            .collect()
+    }
+}
+
+#[test]
+fn interrupted_at_any_call_converges_without_orphans_or_duplicates() {
+    let _g = lock();
+    let host = rack("rack-b3")[3].clone();
+    let config = |tenant: &str| format!("{REQUIRED_PROVIDERS}\n{}", node("n", &host, tenant, ""));
+    let bcm = Bcm {
+        hosts: vec![host.clone()],
+    };
+    let session = |main_tf: &str| Session::new(main_tf, Lab::shared().settings_env());
+    for (op, before, target) in [
+        ("create", vec![], Some(config("acc-sweep-a"))),
+        (
+            "replace",
+            vec![config("acc-sweep-a")],
+            Some(config("acc-sweep-b")),
+        ),
+        ("delete", vec![config("acc-sweep-a")], None),
+    ] {
+        let case = sweep::Case {
+            kind: "bcm_node",
+            op,
+            before,
+            target,
+        };
+        sweep::sweep_both(&case, &bcm, session);
+    }
 }

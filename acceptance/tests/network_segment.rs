@@ -1,6 +1,7 @@
 //! `gpufleet_network_segment` with the real Terraform CLI against the lab's Netris
 //! emulator (the shared lab, [`Lab::shared`]): life cycle, import, drift repair,
-//! conflicts, injected faults, plan-time validation and the example.
+//! conflicts, injected faults, an interruption after every call, plan-time validation and
+//! the example.
 //!
 //! Every test has names, CIDRs and VLANs of its own (the emulator is shared by every test
 //! of the run), and checks the controller's objects through the admin plane
@@ -10,7 +11,7 @@
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use gpufleet_acceptance::{Output, Session, workspace_root};
+use gpufleet_acceptance::{Output, Session, sweep, workspace_root};
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
 
@@ -642,4 +643,76 @@ fn session_expiring_mid_apply_is_survived() {
     assert_exactly_one(name);
     tf.destroy();
     assert_eq!(count(&objects(name), "vnets"), 0);
+}
+
+/// The Netris emulator as the sweep drives it: a fault rule refusing every `/api` call (with
+/// 400, which the provider does not retry) once `after` calls went through.
+struct Netris {
+    tag: &'static str,
+}
+
+impl sweep::Controller for Netris {
+    fn fail_after(&self, after: u32) {
+        fault(&json!({"status": 400, "message": "refused from here on", "after": after}));
+    }
+
+    fn calls_left(&self) -> u32 {
+        let faults = admin("GET", "/_admin/fault", None);
+        faults["rules"][0]["after"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+    }
+
+    fn heal(&self) {
+        clear_faults();
+    }
+
+    fn owned(&self) -> Vec<String> {
+        let objs = objects(self.tag);
+        ["allocations", "subnets", "vnets"]
+            .iter()
+            .flat_map(|kind| {
+                objs[kind]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |o| format!("{kind} {}", o["name"].as_str().unwrap_or_default()))
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn interrupted_at_any_call_converges_without_orphans_or_duplicates() {
+    let _g = fault_lock();
+    clear_faults();
+    let h = hosts(16);
+    let name = "acc-sweep-seg";
+    let with = |cidr: &str, members: &[&String]| {
+        let members: Vec<String> = members.iter().map(|m| host_member(m)).collect();
+        format!(
+            "{REQUIRED_PROVIDERS}\n{}",
+            segment(name, "tenant-d", cidr, "", &members.join(", "))
+        )
+    };
+    let one = with("10.140.0.0/24", &[&h[0]]);
+    let two = with("10.140.0.0/24", &[&h[0], &h[1]]);
+    let moved = with("10.141.0.0/24", &[&h[0]]);
+    let netris = Netris { tag: name };
+    let session = |main_tf: &str| Session::new(main_tf, Lab::shared().settings_env());
+    for (op, before, target) in [
+        ("create", vec![], Some(one.clone())),
+        ("update", vec![one.clone()], Some(two)),
+        ("replace", vec![one.clone()], Some(moved)),
+        ("delete", vec![one.clone()], None),
+    ] {
+        let case = sweep::Case {
+            kind: "network_segment",
+            op,
+            before,
+            target,
+        };
+        sweep::sweep_both(&case, &netris, session);
+    }
 }

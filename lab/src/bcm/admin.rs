@@ -20,7 +20,8 @@
 //! - `"call": "cmdevice.updateDevice"` (or `"cmdevice.*"`; none: every call) with
 //!   `"errormessage": "…"` (answer HTTP 200 with it) and/or `"status": 503` (answer that
 //!   status), and/or `"latency_ms": 2000` (delay the answer; the call takes effect), and
-//!   optional `"count": n` (default: until cleared).
+//!   optional `"count": n` (default: until cleared) and `"after": n` (let that many
+//!   matching calls through first; the rule's state shows how many are still to pass).
 //! - `"hostname": "gpu-rack-a1-01", "install": "installer_failed" | "installer_unreachable"`:
 //!   that node's installs started from now on stop in that state (`"install": null`
 //!   clears it for that node).
@@ -82,6 +83,7 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
         errormessage: Option<String>,
         latency_ms: Option<u64>,
         count: Option<u32>,
+        after: Option<u32>,
         hostname: Option<String>,
         #[serde(default, deserialize_with = "present")]
         install: Option<Option<InstallFault>>,
@@ -97,8 +99,8 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
         serde_json::from_slice(bytes).map_err(|e| format!("invalid fault: {e}"))?;
     check_status(f.status)?;
     let is_rule = f.status.is_some() || f.errormessage.is_some() || f.latency_ms.is_some();
-    if !is_rule && (f.call.is_some() || f.count.is_some()) {
-        return Err("call and count need errormessage, status or latency_ms".into());
+    if !is_rule && (f.call.is_some() || f.count.is_some() || f.after.is_some()) {
+        return Err("call, count and after need errormessage, status or latency_ms".into());
     }
     check_count(f.count)?;
     if f.hostname.is_some() != f.install.is_some() {
@@ -122,6 +124,7 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
                 errormessage: f.errormessage.clone(),
                 latency_ms: f.latency_ms,
                 remaining: f.count,
+                after: f.after,
             });
         }
         if let (Some(host), Some(install)) = (&f.hostname, f.install) {

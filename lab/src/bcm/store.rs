@@ -92,6 +92,10 @@ pub struct FaultRule {
     pub latency_ms: Option<u64>,
     /// Calls left; `None`: until cleared.
     pub remaining: Option<u32>,
+    /// Matching calls let through before the rule starts (`None`: at once), so a fault can
+    /// start in the middle of an operation; counts down to 0 as calls pass.
+    #[serde(default)]
+    pub after: Option<u32>,
 }
 
 impl FaultRule {
@@ -130,6 +134,10 @@ impl CountedRule for FaultRule {
 
     fn remaining(&mut self) -> &mut Option<u32> {
         &mut self.remaining
+    }
+
+    fn after(&mut self) -> &mut Option<u32> {
+        &mut self.after
     }
 }
 
@@ -361,6 +369,26 @@ mod tests {
         assert!(rule("cmdevice").matches("cmdevice", "getDevice"));
         assert!(rule("*").matches("cmpart", "x"));
         assert!(FaultRule::default().matches("a", "b"));
+    }
+
+    #[test]
+    fn a_rule_starts_after_the_calls_it_lets_through() {
+        let mut f = Faults {
+            rules: vec![FaultRule {
+                status: Some(400),
+                after: Some(2),
+                ..FaultRule::default()
+            }],
+            ..Faults::default()
+        };
+        assert_eq!(f.take("cmdevice", "getDevices"), FaultHit::default());
+        assert_eq!(f.take("cmdevice", "getDevice"), FaultHit::default());
+        for _ in 0..3 {
+            assert_eq!(
+                f.take("cmdevice", "getDevice").error.map(|e| e.0),
+                Some(400)
+            );
+        }
     }
 
     #[test]

@@ -17,11 +17,14 @@ pub(crate) trait CountedRule {
 
     /// Calls left; `None`: until cleared.
     fn remaining(&mut self) -> &mut Option<u32>;
+
+    /// Matching calls still let through before the rule starts; `None`: it starts at once.
+    fn after(&mut self) -> &mut Option<u32>;
 }
 
-/// Applies `rules` to one call (the rules for which `covers` holds): the first with an
-/// error answers, the longest delay applies, and every rule used counts down; rules
-/// used up are removed.
+/// Applies `rules` to one call (the rules for which `covers` holds): a rule still letting
+/// calls through counts that down instead; of the others, the first with an error answers,
+/// the longest delay applies, and every rule used counts down; rules used up are removed.
 pub(crate) fn take<R: CountedRule>(
     rules: &mut Vec<R>,
     covers: impl Fn(&R) -> bool,
@@ -30,6 +33,10 @@ pub(crate) fn take<R: CountedRule>(
     let mut delay = Duration::ZERO;
     for rule in rules.iter_mut() {
         if *rule.remaining() == Some(0) || !covers(rule) {
+            continue;
+        }
+        if let Some(n @ 1..) = *rule.after() {
+            *rule.after() = Some(n - 1);
             continue;
         }
         let mut used = false;

@@ -20,8 +20,9 @@
 //! `POST /_admin/fault` takes one JSON object with any of:
 //!
 //! - `"route": "POST /api/v2/vnet"` with `"status": 503` and/or `"latency_ms": 2000`,
-//!   optional `"count": 3` (default: until cleared) and `"message"`: the next `count`
-//!   calls of the route answer that status with a Netris-shaped error envelope (the call
+//!   optional `"count": 3` (default: until cleared), `"after": 5` (let that many calls
+//!   of the route through first; the rule's state shows how many are still to pass) and
+//!   `"message"`: the next `count` calls of the route answer that status with a Netris-shaped error envelope (the call
 //!   is not carried out), and/or their answer is delayed (the call is carried out at
 //!   once). Without `route`, every `/api` call. Route syntax: `"METHOD /path"` or
 //!   `"/path"`; `*` or `{id}` matches one path segment, a trailing `/**` the rest.
@@ -133,6 +134,7 @@ fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), 
         message: Option<String>,
         latency_ms: Option<u64>,
         count: Option<u32>,
+        after: Option<u32>,
         provisioning_stuck: Option<bool>,
         expire_sessions: Option<bool>,
         down: Option<bool>,
@@ -141,8 +143,10 @@ fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), 
         serde_json::from_slice(bytes).map_err(|e| format!("invalid fault: {e}"))?;
     check_status(f.status)?;
     let is_rule = f.status.is_some() || f.latency_ms.is_some();
-    if !is_rule && (f.route.is_some() || f.count.is_some() || f.message.is_some()) {
-        return Err("route, count and message need a status or latency_ms".into());
+    if !is_rule
+        && (f.route.is_some() || f.count.is_some() || f.after.is_some() || f.message.is_some())
+    {
+        return Err("route, count, after and message need a status or latency_ms".into());
     }
     check_count(f.count)?;
     if is_rule {
@@ -152,6 +156,7 @@ fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), 
             message: f.message,
             latency_ms: f.latency_ms,
             remaining: f.count,
+            after: f.after,
         };
         store.update_faults(&mut |faults| faults.rules.push(rule.clone()));
     }

@@ -70,6 +70,10 @@ pub struct FaultRule {
     pub latency_ms: Option<u64>,
     /// Calls left; `None`: until cleared.
     pub remaining: Option<u32>,
+    /// Matching calls let through before the rule starts (`None`: at once), so a fault can
+    /// start in the middle of an operation; counts down to 0 as calls pass.
+    #[serde(default)]
+    pub after: Option<u32>,
 }
 
 /// What the faults say about one call.
@@ -127,6 +131,10 @@ impl CountedRule for FaultRule {
 
     fn remaining(&mut self) -> &mut Option<u32> {
         &mut self.remaining
+    }
+
+    fn after(&mut self) -> &mut Option<u32> {
+        &mut self.after
     }
 }
 
