@@ -50,7 +50,7 @@ use tempfile::TempDir;
 
 mod session;
 pub mod sweep;
-pub use session::{Session, assert_import_example_adopts};
+pub use session::{DestroyOnPanic, Session, assert_import_example_adopts};
 
 /// The provider's source address, as written in `required_providers`.
 pub const PROVIDER_SOURCE: &str = "gpufleet/gpufleet";

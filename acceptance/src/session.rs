@@ -73,6 +73,12 @@ impl Session {
         self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
     }
 
+    /// A guard that destroys what this session applied if the test panics before its own
+    /// destroy, so one failed test does not leave objects that fail the next ones.
+    pub fn destroy_on_panic(&self) -> DestroyOnPanic<'_> {
+        DestroyOnPanic(self)
+    }
+
     /// `terraform plan -detailed-exitcode`: exit code 0 is no change, 2 is changes, 1 errors.
     pub fn plan(&self) -> Output {
         self.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"])
@@ -119,6 +125,29 @@ impl Session {
         self.ok(&["output", "-raw", "-no-color", name])
             .stdout
             .clone()
+    }
+}
+
+/// See [`Session::destroy_on_panic`].
+#[derive(Debug)]
+pub struct DestroyOnPanic<'a>(&'a Session);
+
+impl Drop for DestroyOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let env: Vec<(&str, &str)> = self
+                .0
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let args = ["destroy", "-auto-approve", "-input=false", "-no-color"];
+            let out = self.0.wd.execute(&args, &env);
+            eprintln!(
+                "[acceptance] destroy after the failure: exit {}",
+                out.status_code
+            );
+        }
     }
 }
 

@@ -18,6 +18,7 @@ static TURN: Mutex<()> = Mutex::new(());
 fn round_trip(main_tf: &str, check: impl FnOnce(&Session)) {
     let before = Lab::shared().node_marks().expect("list nodes");
     let s = Session::new(main_tf, Lab::shared().settings_env());
+    let _cleanup = s.destroy_on_panic();
     s.apply();
     s.assert_plan_empty();
     check(&s);

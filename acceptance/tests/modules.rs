@@ -1,11 +1,19 @@
 //! The tenant-tier modules (`modules/`), each applied from a root configuration the way a
 //! platform team would call it, with the real Terraform CLI against the shared lab: apply,
 //! an empty second plan, destroy, and nothing left behind (no namespace, every node as found).
+//! In every tier a pod created through the tenant's kubeconfig is synced to the host by
+//! vCluster's syncer, scheduled onto the tenant's nodes, and runs, and the tenant sees only
+//! those nodes.
 
-use std::sync::{Mutex, PoisonError};
+use std::{
+    collections::BTreeSet,
+    sync::{Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
 use gpufleet_acceptance::{Session, module_source};
 use gpufleet_lab::{Lab, rest::KubeRest};
+use serde_json::{Value, json};
 
 fn host() -> KubeRest {
     KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client")
@@ -50,19 +58,22 @@ fn round_trip(
     let _turn = HOST.lock().unwrap_or_else(PoisonError::into_inner);
     let before = Lab::shared().node_marks().expect("list nodes");
     let s = Session::new(&root(module, inputs), Lab::shared().settings_env());
-    s.apply();
-    s.assert_plan_empty();
-    let id = s.output_raw("virtual_cluster_id");
-    assert!(id.starts_with(&format!("{namespace}/")), "{id}");
-    let ns = host()
-        .get(&format!("/api/v1/namespaces/{namespace}"))
-        .expect("the tenant's namespace");
-    assert_eq!(
-        ns["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "gpufleet"
-    );
-    check(&s);
-    s.destroy();
+    {
+        let _cleanup = s.destroy_on_panic();
+        s.apply();
+        s.assert_plan_empty();
+        let id = s.output_raw("virtual_cluster_id");
+        assert!(id.starts_with(&format!("{namespace}/")), "{id}");
+        let ns = host()
+            .get(&format!("/api/v1/namespaces/{namespace}"))
+            .expect("the tenant's namespace");
+        assert_eq!(
+            ns["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "gpufleet"
+        );
+        check(&s);
+        s.destroy();
+    }
     let gone = host()
         .get(&format!("/api/v1/namespaces/{namespace}"))
         .expect_err("namespace deleted");
@@ -75,6 +86,119 @@ fn round_trip(
     s
 }
 
+/// Polls `f` every half second until it gives a value, for at most two minutes.
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+fn names(items: &[Value]) -> BTreeSet<String> {
+    items
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Through the tenant's own kubeconfig: a GPU pod is synced to `namespace` on the host,
+/// scheduled onto one of the host nodes `own_nodes` selects, runs, and its status comes back;
+/// the tenant lists only such nodes.
+fn a_tenant_pod_runs_on_its_own_nodes(s: &Session, name: &str, namespace: &str, own_nodes: &str) {
+    let vc = s.resource("module.tenant.gpufleet_virtual_cluster.this");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tenant.kubeconfig");
+    std::fs::write(&path, vc["kubeconfig"].as_str().expect("a kubeconfig")).expect("write");
+    let tenant = KubeRest::from_kubeconfig(&path).expect("tenant client");
+    let own = names(
+        &host()
+            .list(&format!("/api/v1/nodes?labelSelector={own_nodes}"))
+            .expect("list host nodes"),
+    );
+    assert!(!own.is_empty(), "no host node is labelled {own_nodes}");
+
+    // The dedicated and private modules enforce the `restricted` pod security standard in
+    // the tenant, and the dedicated module's quota has no LimitRange behind it, so the host
+    // only admits pods that request CPU and memory themselves. A pod that meets both runs in
+    // every tier.
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": "gpu-check" },
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "runAsUser": 1000,
+                "seccompProfile": { "type": "RuntimeDefault" },
+            },
+            "containers": [{
+                "name": "check",
+                "image": "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04",
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": { "drop": ["ALL"] },
+                },
+                "resources": {
+                    "requests": { "cpu": "100m", "memory": "128Mi" },
+                    "limits": { "nvidia.com/gpu": "1" },
+                },
+            }],
+        },
+    });
+    // The tenant's controller manager makes the default ServiceAccount shortly after start.
+    eventually("the tenant accepts a pod", || {
+        tenant
+            .create("/api/v1/namespaces/default/pods", &pod)
+            .map_err(|e| e.to_string())
+    });
+    let synced = format!("/api/v1/namespaces/{namespace}/pods/gpu-check-x-default-x-{name}");
+    let host_pod = eventually("the pod runs on the host", || {
+        let p = host().get(&synced).map_err(|e| e.to_string())?;
+        if p["status"]["phase"] == "Running" {
+            Ok(p)
+        } else {
+            Err(format!("{:#}", p["status"]))
+        }
+    });
+    let node = host_pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(own.contains(&node), "{node} is not one of {own:?}");
+    assert_eq!(
+        host_pod["metadata"]["labels"]["vcluster.loft.sh/managed-by"], name,
+        "synced by the tenant's syncer"
+    );
+    eventually("the pod's status comes back to the tenant", || {
+        let p = tenant
+            .get("/api/v1/namespaces/default/pods/gpu-check")
+            .map_err(|e| e.to_string())?;
+        if p["status"]["phase"] == "Running" && p["spec"]["nodeName"] == node.as_str() {
+            Ok(())
+        } else {
+            Err(format!("{:#}", p["status"]))
+        }
+    });
+    let seen = names(
+        &tenant
+            .list("/api/v1/nodes")
+            .expect("the tenant lists nodes"),
+    );
+    assert!(seen.contains(&node), "{seen:?} lacks {node}");
+    assert!(
+        seen.is_subset(&own),
+        "the tenant sees {seen:?}, its own are {own:?}"
+    );
+    tenant
+        .delete("/api/v1/namespaces/default/pods/gpu-check")
+        .expect("delete the pod");
+}
+
 #[test]
 fn tenant_shared_applies_replans_empty_and_leaves_nothing() {
     let s = round_trip(
@@ -85,7 +209,14 @@ fn tenant_shared_applies_replans_empty_and_leaves_nothing() {
   gpu_product = "NVIDIA-A100-SXM4-80GB"
   quota       = { gpus = 8 }
 "#,
-        |_| {},
+        |s| {
+            a_tenant_pod_runs_on_its_own_nodes(
+                s,
+                "mod-shared",
+                "vc-mod-shared",
+                "gpufleet.dev/isolation=shared",
+            );
+        },
     );
     assert!(s.addresses().is_empty(), "{:?}", s.addresses());
 }
@@ -105,7 +236,14 @@ fn tenant_dedicated_applies_replans_empty_and_leaves_nothing() {
     cidr   = "10.61.0.0/24"
   }
 "#,
-        |_| {},
+        |s| {
+            a_tenant_pod_runs_on_its_own_nodes(
+                s,
+                "mod-dedicated",
+                "vc-mod-dedicated",
+                "gpufleet.dev/tenant=mod-dedicated",
+            );
+        },
     );
 }
 
@@ -124,7 +262,14 @@ fn tenant_private_applies_replans_empty_and_leaves_nothing() {
     cidr   = "10.62.0.0/24"
   }
 "#,
-        |_| {},
+        |s| {
+            a_tenant_pod_runs_on_its_own_nodes(
+                s,
+                "mod-private",
+                "vc-mod-private",
+                "gpufleet.dev/tenant=mod-private",
+            );
+        },
     );
 }
 

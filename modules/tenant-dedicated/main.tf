@@ -16,6 +16,13 @@ resource "gpufleet_virtual_cluster" "this" {
 
   quota = var.quota
 
+  # With CPU and memory in the quota, the host refuses a pod that requests neither; default
+  # requests let such pods run (their limits stay the workload's own).
+  limit_range = {
+    default_request_cpu    = "100m"
+    default_request_memory = "256Mi"
+  }
+
   lifecycle {
     postcondition {
       condition     = self.vcluster_version == module.platform.vcluster_version
