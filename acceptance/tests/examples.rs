@@ -86,8 +86,6 @@ fn tiers_example() {
 }
 
 #[test]
-#[ignore = "on a 2-core lab, some of the twenty control planes restart between apply and the \
-            next plan, which then rightly shows status Pending -> Running; run with --ignored"]
 fn fleet_example_of_twenty_tenants() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     round_trip(&example("fleet"), |s| {

@@ -10,7 +10,8 @@
 //!   syncer a host loopback port to export ([`exported_config`]), then start the sandbox
 //!   ([`sandbox`]) and its two forwarders ([`forward`]);
 //! - **probe**: `/readyz` on that port, with the CA the syncer wrote to its data volume;
-//!   the pod's Ready condition follows ([`status`]);
+//!   the pod's Ready condition follows ([`status`]), turning false only after the
+//!   container's `readinessProbe.failureThreshold` failures in a row, as a kubelet's does;
 //! - **restart**: a syncer that exits is started again after a back-off (10s, doubling to
 //!   five minutes, reset after ten minutes of running), with `CrashLoopBackOff` and its
 //!   exit code in the pod's status meanwhile;
@@ -100,7 +101,38 @@ struct Running {
     tokens: Vec<TokenFile>,
     ready: bool,
     next_probe: Instant,
+    readiness: ReadinessRule,
+    /// Probes failed in a row since the last success.
+    failures: u32,
     _forwarders: Vec<Forwarder>,
+}
+
+/// When a ready syncer stops being ready: the container's `readinessProbe`, as the kubelet
+/// reads it. One slow answer from a busy API server does not make the pod unready; the
+/// chart allows 60 failures two seconds apart.
+#[derive(Debug, Clone, Copy)]
+struct ReadinessRule {
+    period: Duration,
+    failure_threshold: u32,
+}
+
+impl ReadinessRule {
+    /// The rule of `container`, with the kubelet's defaults (every 10s, 3 failures).
+    fn of(container: &Container) -> ReadinessRule {
+        let probe = container.readiness_probe.as_ref();
+        let positive = |v: Option<i32>, default: u32| {
+            v.and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(default)
+        };
+        ReadinessRule {
+            period: Duration::from_secs(u64::from(positive(
+                probe.and_then(|p| p.period_seconds),
+                10,
+            ))),
+            failure_threshold: positive(probe.and_then(|p| p.failure_threshold), 3),
+        }
+    }
 }
 
 impl Running {
@@ -480,16 +512,25 @@ async fn step(config: &KubeletConfig, host: &Client, t: &mut Tracked) -> Outcome
     }
     if let Some(run) = &mut t.run {
         if Instant::now() >= run.next_probe {
-            let ready = probe(run).await;
-            if ready && !run.ready {
-                let took = run.since.elapsed();
-                t.ready_after = Some(took);
-                tracing::info!("{k}: ready after {:.1}s", took.as_secs_f64());
+            if probe(run).await {
+                if !run.ready {
+                    let took = run.since.elapsed();
+                    t.ready_after = Some(took);
+                    tracing::info!("{k}: ready after {:.1}s", took.as_secs_f64());
+                }
+                run.ready = true;
+                run.failures = 0;
+            } else {
+                run.failures += 1;
+                if run.ready && run.failures >= run.readiness.failure_threshold {
+                    tracing::warn!("{k}: not ready after {} failed probes", run.failures);
+                    run.ready = false;
+                }
             }
-            run.ready = ready;
+            // Until the first success it is asked often, so a start is noticed at once.
             run.next_probe = Instant::now()
-                + if ready {
-                    Duration::from_secs(5)
+                + if run.ready {
+                    run.readiness.period
                 } else {
                     Duration::from_millis(500)
                 };
@@ -649,6 +690,8 @@ async fn start(
         tokens: prepared.tokens,
         ready: false,
         next_probe: Instant::now() + Duration::from_secs(1),
+        readiness: ReadinessRule::of(container),
+        failures: 0,
         _forwarders: Vec::new(),
     };
     match forwarders(pid, config.api_port, listener).await {
@@ -690,6 +733,8 @@ async fn adopt(
         tokens: prepared.tokens,
         ready: false,
         next_probe: Instant::now(),
+        readiness: ReadinessRule::of(container),
+        failures: 0,
         _forwarders: forwarders,
     })
 }
@@ -911,6 +956,28 @@ pub fn stop_all(dir: &Path) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_follows_the_containers_probe_or_the_kubelets_defaults() {
+        let chart: Container = serde_json::from_value(serde_json::json!({
+            "name": "syncer",
+            "readinessProbe": {"periodSeconds": 2, "failureThreshold": 60,
+                               "httpGet": {"path": "/readyz", "port": 8443}}
+        }))
+        .expect("container");
+        let rule = ReadinessRule::of(&chart);
+        assert_eq!(
+            (rule.period, rule.failure_threshold),
+            (Duration::from_secs(2), 60)
+        );
+        let bare: Container =
+            serde_json::from_value(serde_json::json!({"name": "syncer"})).expect("container");
+        let rule = ReadinessRule::of(&bare);
+        assert_eq!(
+            (rule.period, rule.failure_threshold),
+            (Duration::from_secs(10), 3)
+        );
+    }
 
     #[test]
     fn the_exported_server_is_the_forwarded_port_unless_the_config_names_one() {
