@@ -9,7 +9,8 @@
 use std::sync::{Mutex, PoisonError};
 
 use gpufleet_acceptance::{Session, assert_import_example_adopts, example};
-use gpufleet_lab::Lab;
+use gpufleet_lab::{Lab, rest::KubeRest};
+use serde_json::Value;
 
 static TURN: Mutex<()> = Mutex::new(());
 
@@ -88,7 +89,12 @@ fn tiers_example() {
 #[test]
 fn fleet_example_of_twenty_tenants() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
-    round_trip(&example("fleet"), |s| {
+    let before = Lab::shared().node_marks().expect("list nodes");
+    let s = Session::new(&example("fleet"), Lab::shared().settings_env());
+    {
+        let _cleanup = s.destroy_on_panic();
+        s.apply();
+        settled_plan(&s);
         let pools = s
             .addresses()
             .iter()
@@ -97,7 +103,61 @@ fn fleet_example_of_twenty_tenants() {
         assert_eq!(pools, 20);
         let held: f64 = s.output_raw("held_fraction").parse().expect("a number");
         assert!(held > 0.0 && held <= 1.0, "{held}");
-    });
+        s.destroy();
+    }
+    assert!(s.addresses().is_empty(), "{:?}", s.addresses());
+    assert_eq!(
+        Lab::shared().node_marks().expect("list nodes"),
+        before,
+        "every node is left as it was found"
+    );
+}
+
+/// The plan after applying many control planes at once on a small host. It must be empty,
+/// unless a control plane really restarted since it was Ready (its pod counts a restart):
+/// then the plan may update exactly those virtual clusters' `status`, and once applied, the
+/// next plan is empty.
+fn settled_plan(s: &Session) {
+    s.ok(&["plan", "-input=false", "-no-color", "-out=tfplan"]);
+    let plan = s.ok(&["show", "-json", "-no-color", "tfplan"]).json();
+    let changed: Vec<&Value> = plan["resource_changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["change"]["actions"] != serde_json::json!(["no-op"]))
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host");
+    let restarted: Vec<String> = host
+        .list("/api/v1/pods?labelSelector=app%3Dvcluster")
+        .expect("list the control-plane pods")
+        .iter()
+        .filter(|p| p["status"]["containerStatuses"][0]["restartCount"].as_u64() > Some(0))
+        .filter_map(|p| {
+            p["metadata"]["labels"]["release"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    for c in &changed {
+        let name = c["change"]["before"]["name"].as_str().unwrap_or_default();
+        assert!(
+            c["type"] == "gpufleet_virtual_cluster"
+                && c["change"]["actions"] == serde_json::json!(["update"])
+                && restarted.iter().any(|r| r == name),
+            "only a restarted control plane may change after apply; {} changed, restarted: \
+             {restarted:?}\n{c:#}",
+            c["address"]
+        );
+    }
+    eprintln!(
+        "[fleet] {} control planes restarted after Ready: {restarted:?}",
+        changed.len()
+    );
+    s.apply();
+    s.assert_plan_empty();
 }
 
 #[test]
