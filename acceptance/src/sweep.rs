@@ -13,6 +13,8 @@
 //!
 //! The suite tries a few k spread over the run; `GPUFLEET_SWEEP=full` tries every one.
 
+use serde_json::Value;
+
 use crate::Session;
 
 /// Calls let through in the uninterrupted run, to count them.
@@ -27,16 +29,34 @@ pub enum Cut {
     Killed,
 }
 
-/// A lab controller with fault injection and a view of what gpufleet owns on it.
+/// A lab emulator driven through its admin plane, whose fault rules take `after` (the
+/// Netris and BCM emulators share that part of the plane).
 pub trait Controller {
-    /// Lets `after` more calls through, then refuses every call until [`Self::heal`].
-    fn fail_after(&self, after: u32);
-    /// Calls still to let through before the refusals start.
-    fn calls_left(&self) -> u32;
-    /// Clears the fault.
-    fn heal(&self);
+    /// `method path` on the admin plane, with an optional JSON body; the answer.
+    fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Value;
+    /// A fault rule refusing every call, in this emulator's words, with a status the
+    /// provider does not retry.
+    fn refusal(&self) -> Value;
     /// The objects of the sweep's names, one line each without ids (so two runs compare).
     fn owned(&self) -> Vec<String>;
+
+    /// Lets `after` more calls through, then refuses every call until [`Self::heal`].
+    fn fail_after(&self, after: u32) {
+        let mut rule = self.refusal();
+        rule["after"] = after.into();
+        self.admin("POST", "/_admin/fault", Some(&rule));
+    }
+    /// Calls still to let through before the refusals start.
+    fn calls_left(&self) -> u32 {
+        self.admin("GET", "/_admin/fault", None)["rules"][0]["after"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+    }
+    /// Clears the fault.
+    fn heal(&self) {
+        self.admin("DELETE", "/_admin/fault", None);
+    }
 }
 
 /// One operation to sweep: the configurations applied before it, then its target (`None`:

@@ -529,32 +529,19 @@ fn bcm_node_example_applies_and_destroys() {
     tf.destroy();
 }
 
-/// The BCM emulator as the sweep drives it: a fault rule refusing every call (HTTP 400,
-/// which the provider does not retry) once `after` calls went through; gpufleet owns the
+/// The BCM emulator as the sweep drives it: every call refused with 400; gpufleet owns the
 /// nodes it marks with a tenant, or as releasing from one.
 struct Bcm {
     hosts: Vec<String>,
 }
 
 impl sweep::Controller for Bcm {
-    fn fail_after(&self, after: u32) {
-        admin(
-            "POST",
-            "/_admin/fault",
-            Some(&json!({"status": 400, "errormessage": "refused from here on", "after": after})),
-        );
+    fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        admin(method, path, body)
     }
 
-    fn calls_left(&self) -> u32 {
-        let faults = admin("GET", "/_admin/fault", None);
-        faults["rules"][0]["after"]
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0)
-    }
-
-    fn heal(&self) {
-        admin("DELETE", "/_admin/fault", None);
+    fn refusal(&self) -> Value {
+        json!({"status": 400, "errormessage": "refused from here on"})
     }
 
     fn owned(&self) -> Vec<String> {

@@ -645,27 +645,18 @@ fn session_expiring_mid_apply_is_survived() {
     assert_eq!(count(&objects(name), "vnets"), 0);
 }
 
-/// The Netris emulator as the sweep drives it: a fault rule refusing every `/api` call (with
-/// 400, which the provider does not retry) once `after` calls went through.
+/// The Netris emulator as the sweep drives it: every `/api` call refused with 400.
 struct Netris {
     tag: &'static str,
 }
 
 impl sweep::Controller for Netris {
-    fn fail_after(&self, after: u32) {
-        fault(&json!({"status": 400, "message": "refused from here on", "after": after}));
+    fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        admin(method, path, body)
     }
 
-    fn calls_left(&self) -> u32 {
-        let faults = admin("GET", "/_admin/fault", None);
-        faults["rules"][0]["after"]
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0)
-    }
-
-    fn heal(&self) {
-        clear_faults();
+    fn refusal(&self) -> Value {
+        json!({"status": 400, "message": "refused from here on"})
     }
 
     fn owned(&self) -> Vec<String> {

@@ -1599,15 +1599,9 @@ async fn runs_on_one_pool_take_turns() {
     assert_eq!(fake.left(), Vec::<String>::new());
 }
 
-impl sweep::Interruptible for FakeCluster {
-    fn fail_after(&self, n: u64) {
-        self.world().budget.limit(n);
-    }
-    fn heal(&self) {
-        self.world().budget.lift();
-    }
-    fn calls_left(&self) -> u64 {
-        self.world().budget.left()
+impl sweep::Budgeted for FakeCluster {
+    fn budget<R>(&self, f: impl FnOnce(&mut sweep::Budget) -> R) -> R {
+        f(&mut self.world().budget)
     }
     fn owned(&self) -> Vec<String> {
         self.left()

@@ -1618,15 +1618,9 @@ async fn the_data_source_hands_out_the_same_credentials() {
     }
 }
 
-impl sweep::Interruptible for FakeHost {
-    fn fail_after(&self, n: u64) {
-        self.lock().budget.limit(n);
-    }
-    fn heal(&self) {
-        self.lock().budget.lift();
-    }
-    fn calls_left(&self) -> u64 {
-        self.lock().budget.left()
+impl sweep::Budgeted for FakeHost {
+    fn budget<R>(&self, f: impl FnOnce(&mut sweep::Budget) -> R) -> R {
+        f(&mut self.lock().budget)
     }
     /// Every object on the host but pods, which the StatefulSet controller and the syncer
     /// make.

@@ -702,15 +702,9 @@ pub use terraform::*;
 #[path = "sweep.rs"]
 pub mod sweep;
 
-impl sweep::Interruptible for FakeBcm {
-    fn fail_after(&self, n: u64) {
-        self.lock().budget.limit(n);
-    }
-    fn heal(&self) {
-        self.lock().budget.lift();
-    }
-    fn calls_left(&self) -> u64 {
-        self.lock().budget.left()
+impl sweep::Budgeted for FakeBcm {
+    fn budget<R>(&self, f: impl FnOnce(&mut sweep::Budget) -> R) -> R {
+        f(&mut self.lock().budget)
     }
     /// The nodes gpufleet holds: claimed for a tenant, or still being wiped after one.
     fn owned(&self) -> Vec<String> {

@@ -862,15 +862,9 @@ pub use terraform::*;
 #[path = "sweep.rs"]
 pub mod sweep;
 
-impl sweep::Interruptible for FakeNetris {
-    fn fail_after(&self, n: u64) {
-        self.lock().budget.limit(n);
-    }
-    fn heal(&self) {
-        self.lock().budget.lift();
-    }
-    fn calls_left(&self) -> u64 {
-        self.lock().budget.left()
+impl sweep::Budgeted for FakeNetris {
+    fn budget<R>(&self, f: impl FnOnce(&mut sweep::Budget) -> R) -> R {
+        f(&mut self.lock().budget)
     }
     /// By kind and name: `allocation gf-x`, `subnet gf-x`, `vnet x`.
     fn owned(&self) -> Vec<String> {

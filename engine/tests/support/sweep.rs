@@ -73,6 +73,37 @@ pub trait Interruptible {
     }
 }
 
+/// A backend double whose calls spend a [`Budget`] it keeps under its own lock; it is
+/// [`Interruptible`] through that budget.
+pub trait Budgeted {
+    /// Runs `f` on the budget the double's calls spend.
+    fn budget<R>(&self, f: impl FnOnce(&mut Budget) -> R) -> R;
+    /// As [`Interruptible::owned`].
+    fn owned(&self) -> Vec<String>;
+    /// As [`Interruptible::snapshot`].
+    fn snapshot(&self) -> String {
+        self.owned().join("\n")
+    }
+}
+
+impl<T: Budgeted> Interruptible for T {
+    fn fail_after(&self, n: u64) {
+        self.budget(|b| b.limit(n));
+    }
+    fn heal(&self) {
+        self.budget(Budget::lift);
+    }
+    fn calls_left(&self) -> u64 {
+        self.budget(|b| b.left())
+    }
+    fn owned(&self) -> Vec<String> {
+        Budgeted::owned(self)
+    }
+    fn snapshot(&self) -> String {
+        Budgeted::snapshot(self)
+    }
+}
+
 /// How an operation is interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut {

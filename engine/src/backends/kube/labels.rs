@@ -18,3 +18,21 @@ pub const POOL: &str = "gpufleet.dev/pool";
 pub const TENANT: &str = "gpufleet.dev/tenant";
 /// On nodes a pool holds: the isolation tier of the pool's virtual cluster.
 pub const NODE_ISOLATION: &str = "gpufleet.dev/isolation";
+
+/// Label keys (or prefixes, ending in `/`) gpufleet sets itself on a virtual cluster's
+/// objects: its own marks, pod security, and the selector labels of the control plane's
+/// pods. Users cannot set them, and gpufleet takes them back whoever wrote them.
+pub const RESERVED_LABELS: &[&str] = &[
+    "gpufleet.dev/",
+    "pod-security.kubernetes.io/",
+    MANAGED_BY,
+    "app",
+    "release",
+];
+
+/// Whether `key` is one of [`RESERVED_LABELS`].
+pub fn reserved_label(key: &str) -> bool {
+    RESERVED_LABELS
+        .iter()
+        .any(|r| key == *r || (r.ends_with('/') && key.starts_with(r)))
+}

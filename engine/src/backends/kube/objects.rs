@@ -187,7 +187,8 @@ impl DynamicClient {
     pub async fn apply(&self, kind: &Gvk, object: &Json) -> Result<(), ObjectError> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespace = object["metadata"]["namespace"].as_str();
-        let what = format!("apply {}", describe(kind.kind, namespace, name));
+        let target = describe(kind.kind, namespace, name);
+        let what = format!("apply {target}");
         tracing::debug!(target: "gpufleet::kube", "{what}");
         let api = self.api(kind, namespace);
         let gentle = PatchParams::apply(FIELD_MANAGER);
@@ -205,11 +206,10 @@ impl DynamicClient {
         let mut body = object.clone();
         let mut left = Vec::new();
         for c in &conflicts {
-            if ownership::leaves(kind.kind, c) && ownership::leave_out(kind.kind, &mut body, c) {
+            if ownership::leave_out(kind.kind, &mut body, c) {
                 let field = format!(
-                    "{} of {} (kept by {:?})",
+                    "{} of {target} (kept by {:?})",
                     c.field.trim_start_matches('.'),
-                    describe(kind.kind, namespace, name),
                     c.manager
                 );
                 tracing::warn!(target: "gpufleet::kube", "left to its controller: {field}");
@@ -217,8 +217,8 @@ impl DynamicClient {
             } else {
                 tracing::info!(
                     target: "gpufleet::kube",
-                    "taking back {} of {} from {:?}",
-                    c.field, describe(kind.kind, namespace, name), c.manager
+                    "taking back {} of {target} from {:?}",
+                    c.field, c.manager
                 );
             }
         }

@@ -19,22 +19,13 @@
 use kube::core::Status;
 use serde_json::Value as Json;
 
-use super::{FIELD_MANAGER, MANAGED_BY};
+use super::{FIELD_MANAGER, reserved_label};
 
 /// The `reason` of a status cause that names one apply conflict.
 const CONFLICT_CAUSE: &str = "FieldManagerConflict";
 
-/// Label and annotation keys (or prefixes, ending in `/`) that gpufleet holds whoever
-/// wrote them: its own marks, pod security, the pause marks vCluster's CLI also reads, and
-/// the selector labels of a virtual cluster's pods.
-const HELD_KEYS: &[&str] = &[
-    "gpufleet.dev/",
-    "pod-security.kubernetes.io/",
-    "loft.sh/",
-    MANAGED_BY,
-    "app",
-    "release",
-];
+/// The pause marks, which vCluster's CLI reads and writes too.
+const PAUSE_PREFIX: &str = "loft.sh/";
 
 /// Kinds whose replica count an autoscaler may drive.
 const SCALED_KINDS: &[&str] = &["StatefulSet", "Deployment"];
@@ -78,10 +69,10 @@ pub fn is_hand_edit(manager: &str) -> bool {
     manager.starts_with("kubectl")
 }
 
+/// Label and annotation keys gpufleet holds whoever wrote them: the reserved labels and
+/// the pause marks.
 fn held_key(key: &str) -> bool {
-    HELD_KEYS
-        .iter()
-        .any(|h| key == *h || (h.ends_with('/') && key.starts_with(h)))
+    reserved_label(key) || key.starts_with(PAUSE_PREFIX)
 }
 
 /// Where a field gpufleet may leave to another controller sits in an object.
@@ -107,9 +98,12 @@ pub fn leaves(kind: &str, conflict: &Conflict) -> bool {
     !is_hand_edit(&conflict.manager) && shared_field(kind, &conflict.field).is_some()
 }
 
-/// Removes the field of `conflict` from `object`, an apply body of `kind`, so the apply
-/// neither sets nor claims it. Returns whether the field was there.
+/// When gpufleet [`leaves`] `conflict` to its owner, removes its field from `object`, an
+/// apply body of `kind`, so the apply neither sets nor claims it. Returns whether it did.
 pub fn leave_out(kind: &str, object: &mut Json, conflict: &Conflict) -> bool {
+    if !leaves(kind, conflict) {
+        return false;
+    }
     match shared_field(kind, &conflict.field) {
         Some(Shared::Label(key)) => remove(object, &["metadata", "labels"], key),
         Some(Shared::Annotation(key)) => remove(object, &["metadata", "annotations"], key),

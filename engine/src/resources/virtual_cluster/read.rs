@@ -34,7 +34,9 @@ use super::{
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
-    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership},
+    backends::kube::{
+        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership, reserved_label,
+    },
     value::Value,
 };
 
@@ -411,11 +413,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             .map(labels_of)
             .unwrap_or_default()
             .into_iter()
-            .filter(|(k, _)| {
-                !matches!(k.as_str(), "app" | "release")
-                    && !k.starts_with("gpufleet.dev/")
-                    && k != MANAGED_BY
-            })
+            .filter(|(k, _)| !reserved_label(k))
             .map(|(k, v)| (k, Value::string(v)))
             .collect();
         set_attr(

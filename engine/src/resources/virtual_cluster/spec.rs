@@ -10,12 +10,7 @@ use super::{
     persistence::Persistence,
     values, versions,
 };
-use crate::{
-    backends::kube::{ISOLATION, MANAGED_BY, TENANT, VIRTUAL_CLUSTER},
-    diag::Diagnostics,
-    path::AttrPath,
-    value::Value,
-};
+use crate::{backends::kube::reserved_label, diag::Diagnostics, path::AttrPath, value::Value};
 
 /// The tenancy tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,20 +357,6 @@ fn collect_leaves(v: &Json, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) 
         _ if !path.is_empty() => out.push(path.clone()),
         _ => {}
     }
-}
-
-/// Label keys (or prefixes, ending in `/`) that gpufleet sets itself.
-fn reserved_label(key: &str) -> bool {
-    let prefixes = ["gpufleet.dev/", "pod-security.kubernetes.io/"];
-    let exact = [
-        MANAGED_BY,
-        VIRTUAL_CLUSTER,
-        ISOLATION,
-        TENANT,
-        "app",
-        "release",
-    ];
-    exact.contains(&key) || prefixes.iter().any(|p| key.starts_with(p))
 }
 
 /// The chart's settings that put a fixed node port on the Service's ports.
