@@ -34,18 +34,25 @@
 //!   bridged pair for H100 NVL, and `None` for PCIe cards without a
 //!   guaranteed NVLink.
 //!
-//! Every MIG-capable GPU in this catalog divides into 7 compute slices and 8
-//! memory slices ([`COMPUTE_SLICES_PER_GPU`], [`MEMORY_SLICES_PER_GPU`]).
+//! Most MIG-capable GPUs divide into 7 compute slices and 8 memory slices; the
+//! A30 and the RTX PRO 6000 into 4 and 4 ([`GpuModel::compute_slices`],
+//! [`GpuModel::memory_slices`]).
+//!
+//! Products, memory and profiles of the Hopper and Blackwell parts follow the
+//! MIG User Guide's supported-GPU list and the layouts of the GPU Operator's
+//! v25.10 `default-mig-parted-config` (which names the B300, GB300 and GB200
+//! profiles the guide does not yet table); memory figures are what
+//! `nvidia-smi` reports with ECC on.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Compute slices (GPCs) one MIG-capable GPU in this catalog divides into.
-pub const COMPUTE_SLICES_PER_GPU: u8 = 7;
+/// Compute slices (GPCs) of the 7-slice MIG GPUs (A100, Hopper, B200 and its
+/// successors).
+const SEVEN: u8 = 7;
 
-/// Memory slices one MIG-capable GPU in this catalog divides into. Each slice
-/// is 1/8 of the framebuffer.
-pub const MEMORY_SLICES_PER_GPU: u8 = 8;
+/// Memory slices of the 7-slice MIG GPUs; each is 1/8 of the framebuffer.
+const EIGHT: u8 = 8;
 
 /// One MIG GPU-instance profile (for example `1g.10gb`) on a particular GPU
 /// model.
@@ -55,13 +62,14 @@ pub struct MigProfile {
     /// it, for example `3g.40gb`.
     pub name: &'static str,
     /// Compute slices the profile occupies (the `<g>` in `<g>g.<mem>gb`),
-    /// out of [`COMPUTE_SLICES_PER_GPU`].
+    /// out of the GPU's [`GpuModel::compute_slices`].
     pub compute_slices: u8,
     /// Memory in GB as written in the profile name (the `<mem>` in
     /// `<g>g.<mem>gb`).
     pub memory_gb: u16,
-    /// Memory slices the profile occupies, out of [`MEMORY_SLICES_PER_GPU`]
-    /// (the "Fraction of Memory" column of the MIG User Guide, in eighths).
+    /// Memory slices the profile occupies, out of the GPU's
+    /// [`GpuModel::memory_slices`] (the "Fraction of Memory" column of the MIG
+    /// User Guide: eighths, or quarters on the 4-slice GPUs).
     pub memory_slices: u8,
     /// Maximum number of instances of this profile on one GPU when no other
     /// profile is present.
@@ -97,9 +105,15 @@ pub struct GpuModel {
     /// MIG profiles the GPU supports. Empty when the GPU is not MIG-capable.
     pub mig_profiles: &'static [MigProfile],
     /// Number of GPUs in one NVLink domain on the product's reference
-    /// platform, for example 8 on an HGX baseboard. `None` when the product
-    /// has no NVLink or only an optional bridge.
+    /// platform, for example 8 on an HGX baseboard or 72 in an NVL72 rack.
+    /// `None` when the product has no NVLink or only an optional bridge.
     pub nvlink_domain_size: Option<u16>,
+    /// Compute slices one GPU divides into under MIG (7, or 4 on the A30 and
+    /// RTX PRO 6000); 0 when it is not MIG-capable.
+    pub compute_slices: u8,
+    /// Memory slices one GPU divides into under MIG (8, or 4 on the A30 and
+    /// RTX PRO 6000); 0 when it is not MIG-capable.
+    pub memory_slices: u8,
 }
 
 impl GpuModel {
@@ -206,6 +220,74 @@ const MIG_B200_180GB: &[MigProfile] = &[
     mig("7g.180gb", 7, 180, 8, 1),
 ];
 
+/// H100 96GB, the GPU of the GH200 480GB superchip. MIG User Guide, H100 on
+/// GH200 row; layouts of the GPU Operator's default config.
+const MIG_H100_96GB: &[MigProfile] = &[
+    mig("1g.12gb", 1, 12, 1, 7),
+    mig("1g.24gb", 1, 24, 2, 4),
+    mig("2g.24gb", 2, 24, 2, 3),
+    mig("3g.48gb", 3, 48, 4, 2),
+    mig("4g.48gb", 4, 48, 4, 1),
+    mig("7g.96gb", 7, 96, 8, 1),
+];
+
+/// GH200 144GB HBM3e. The GPU Operator's default config (`GH200 144G HBM3e`
+/// layouts).
+const MIG_GH200_144GB: &[MigProfile] = &[
+    mig("1g.18gb", 1, 18, 1, 7),
+    mig("1g.36gb", 1, 36, 2, 4),
+    mig("2g.36gb", 2, 36, 2, 3),
+    mig("3g.72gb", 3, 72, 4, 2),
+    mig("4g.72gb", 4, 72, 4, 1),
+    mig("7g.144gb", 7, 144, 8, 1),
+];
+
+/// GB200 186GB (production boards; early ones said `1g.24gb`). The GPU
+/// Operator's default config and `nvidia-smi mig -lgip` of GB200 trays.
+const MIG_GB200_186GB: &[MigProfile] = &[
+    mig("1g.23gb", 1, 23, 1, 7),
+    mig("1g.47gb", 1, 47, 2, 4),
+    mig("2g.47gb", 2, 47, 2, 3),
+    mig("3g.93gb", 3, 93, 4, 2),
+    mig("4g.93gb", 4, 93, 4, 1),
+    mig("7g.186gb", 7, 186, 8, 1),
+];
+
+/// B300 (HGX, 269GB usable). The GPU Operator's v25.10 default config.
+const MIG_B300_269GB: &[MigProfile] = &[
+    mig("1g.34gb", 1, 34, 1, 7),
+    mig("1g.67gb", 1, 67, 2, 4),
+    mig("2g.67gb", 2, 67, 2, 3),
+    mig("3g.135gb", 3, 135, 4, 2),
+    mig("4g.135gb", 4, 135, 4, 1),
+    mig("7g.269gb", 7, 269, 8, 1),
+];
+
+/// GB300 (278GB usable). The GPU Operator's v25.10 default config.
+const MIG_GB300_278GB: &[MigProfile] = &[
+    mig("1g.35gb", 1, 35, 1, 7),
+    mig("1g.70gb", 1, 70, 2, 4),
+    mig("2g.70gb", 2, 70, 2, 3),
+    mig("3g.139gb", 3, 139, 4, 2),
+    mig("4g.139gb", 4, 139, 4, 1),
+    mig("7g.278gb", 7, 278, 8, 1),
+];
+
+/// A30 24GB: 4 compute and 4 memory slices. MIG User Guide, A30 table.
+const MIG_A30_24GB: &[MigProfile] = &[
+    mig("1g.6gb", 1, 6, 1, 4),
+    mig("2g.12gb", 2, 12, 2, 2),
+    mig("4g.24gb", 4, 24, 4, 1),
+];
+
+/// RTX PRO 6000 Blackwell 96GB: 4 compute and 4 memory slices. MIG User
+/// Guide, RTX PRO 6000 table (the `+gfx` and media variants are omitted).
+const MIG_RTX_PRO_6000_96GB: &[MigProfile] = &[
+    mig("1g.24gb", 1, 24, 1, 4),
+    mig("2g.48gb", 2, 48, 2, 2),
+    mig("4g.96gb", 4, 96, 4, 1),
+];
+
 /// The catalog. Order is not significant; use [`product_names`] for a sorted
 /// list.
 static MODELS: &[GpuModel] = &[
@@ -222,6 +304,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 40_960,
         mig_profiles: MIG_A100_40GB,
         nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-A100-SXM4-80GB",
@@ -236,6 +320,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_920,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     // The PCIe card takes an optional 2-way NVLink bridge. A bridge is not
     // guaranteed to be fitted, so no NVLink domain is recorded.
@@ -247,6 +333,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_920,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-H100-80GB-HBM3",
@@ -264,6 +352,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_559,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     // H100 NVL is sold as two PCIe boards joined by NVLink bridges.
     GpuModel {
@@ -274,6 +364,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 95_830,
         mig_profiles: MIG_H100_94GB,
         nvlink_domain_size: Some(2),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-H200",
@@ -289,6 +381,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 143_771,
         mig_profiles: MIG_H200_141GB,
         nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-B200",
@@ -298,6 +392,8 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 183_359,
         mig_profiles: MIG_B200_180GB,
         nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-L40S",
@@ -307,6 +403,172 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 46_068,
         mig_profiles: &[],
         nvlink_domain_size: None,
+        compute_slices: 0,
+        memory_slices: 0,
+    },
+    GpuModel {
+        product: "NVIDIA-A100-PCIE-40GB",
+        aliases: &["A100-PCIe-40GB", "A100-40GB-PCIe"],
+        display_name: "NVIDIA A100 40GB PCIe",
+        architecture: "ampere",
+        memory_mib: 40_960,
+        mig_profiles: MIG_A100_40GB,
+        nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    GpuModel {
+        product: "NVIDIA-A30",
+        aliases: &["A30", "A30-24GB"],
+        display_name: "NVIDIA A30 24GB",
+        architecture: "ampere",
+        memory_mib: 24_576,
+        mig_profiles: MIG_A30_24GB,
+        nvlink_domain_size: None,
+        compute_slices: 4,
+        memory_slices: 4,
+    },
+    GpuModel {
+        product: "NVIDIA-A10",
+        aliases: &["A10", "A10-24GB"],
+        display_name: "NVIDIA A10 24GB",
+        architecture: "ampere",
+        memory_mib: 23_028,
+        mig_profiles: &[],
+        nvlink_domain_size: None,
+        compute_slices: 0,
+        memory_slices: 0,
+    },
+    GpuModel {
+        product: "NVIDIA-A40",
+        aliases: &["A40", "A40-48GB"],
+        display_name: "NVIDIA A40 48GB",
+        architecture: "ampere",
+        memory_mib: 46_068,
+        mig_profiles: &[],
+        nvlink_domain_size: None,
+        compute_slices: 0,
+        memory_slices: 0,
+    },
+    // The PCIe H100 takes an optional NVLink bridge, so no domain is recorded.
+    GpuModel {
+        product: "NVIDIA-H100-PCIe",
+        aliases: &["H100-PCIe", "H100-PCIe-80GB", "H100-80GB-PCIe"],
+        display_name: "NVIDIA H100 80GB PCIe",
+        architecture: "hopper",
+        memory_mib: 81_559,
+        mig_profiles: MIG_80GB,
+        nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    // H200 NVL boards are bridged in pairs or fours, depending on the server.
+    GpuModel {
+        product: "NVIDIA-H200-NVL",
+        aliases: &["H200-NVL", "H200-NVL-141GB"],
+        display_name: "NVIDIA H200 NVL 141GB",
+        architecture: "hopper",
+        memory_mib: 143_771,
+        mig_profiles: MIG_H200_141GB,
+        nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    // A GH200 superchip's GPU talks NVLink-C2C to its Grace CPU; GPU-to-GPU
+    // NVLink exists only in NVL32-style systems, so no domain is recorded.
+    GpuModel {
+        product: "NVIDIA-GH200-480GB",
+        aliases: &["GH200-480GB", "GH200", "GH200-96GB"],
+        display_name: "NVIDIA GH200 480GB (96GB HBM3)",
+        architecture: "hopper",
+        memory_mib: 97_871,
+        mig_profiles: MIG_H100_96GB,
+        nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    GpuModel {
+        product: "NVIDIA-GH200-144G-HBM3e",
+        aliases: &["GH200-144G-HBM3e", "GH200-144GB"],
+        display_name: "NVIDIA GH200 144GB HBM3e",
+        architecture: "hopper",
+        memory_mib: 146_831,
+        mig_profiles: MIG_GH200_144GB,
+        nvlink_domain_size: None,
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    // GB200 and GB300 compute trays hold 4 GPUs each; 18 trays share one
+    // NVL72 NVLink domain.
+    GpuModel {
+        product: "NVIDIA-GB200",
+        aliases: &["GB200", "GB200-NVL72"],
+        display_name: "NVIDIA GB200 186GB",
+        architecture: "blackwell",
+        memory_mib: 189_471,
+        mig_profiles: MIG_GB200_186GB,
+        nvlink_domain_size: Some(72),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    GpuModel {
+        product: "NVIDIA-B300-SXM6-AC",
+        aliases: &["B300", "B300-SXM6", "HGX-B300"],
+        display_name: "NVIDIA B300 SXM6 288GB",
+        architecture: "blackwell",
+        memory_mib: 275_040,
+        mig_profiles: MIG_B300_269GB,
+        nvlink_domain_size: Some(8),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    GpuModel {
+        product: "NVIDIA-GB300",
+        aliases: &["GB300", "GB300-NVL72"],
+        display_name: "NVIDIA GB300 288GB",
+        architecture: "blackwell",
+        memory_mib: 284_208,
+        mig_profiles: MIG_GB300_278GB,
+        nvlink_domain_size: Some(72),
+        compute_slices: SEVEN,
+        memory_slices: EIGHT,
+    },
+    GpuModel {
+        product: "NVIDIA-L4",
+        aliases: &["L4", "L4-24GB"],
+        display_name: "NVIDIA L4 24GB",
+        architecture: "ada-lovelace",
+        memory_mib: 23_034,
+        mig_profiles: &[],
+        nvlink_domain_size: None,
+        compute_slices: 0,
+        memory_slices: 0,
+    },
+    GpuModel {
+        product: "NVIDIA-L40",
+        aliases: &["L40", "L40-48GB"],
+        display_name: "NVIDIA L40 48GB",
+        architecture: "ada-lovelace",
+        memory_mib: 46_068,
+        mig_profiles: &[],
+        nvlink_domain_size: None,
+        compute_slices: 0,
+        memory_slices: 0,
+    },
+    GpuModel {
+        product: "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        aliases: &[
+            "RTX-PRO-6000",
+            "RTX-PRO-6000-Blackwell",
+            "RTX-PRO-6000-Server-Edition",
+        ],
+        display_name: "NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
+        architecture: "blackwell",
+        memory_mib: 97_887,
+        mig_profiles: MIG_RTX_PRO_6000_96GB,
+        nvlink_domain_size: None,
+        compute_slices: 4,
+        memory_slices: 4,
     },
 ];
 
@@ -454,6 +716,8 @@ pub enum MigLayoutError {
         memory_gb: u32,
         /// Product label of the GPU.
         product: &'static str,
+        /// Compute and memory slices the GPU has.
+        has: (u8, u8),
     },
 }
 
@@ -484,11 +748,12 @@ impl fmt::Display for MigLayoutError {
                 compute_slices,
                 memory_gb,
                 product,
+                has: (compute, memory),
             } => write!(
                 f,
                 "MIG layout needs {compute_slices} compute slices and {memory_gb} GB of memory, \
-                 more than one {product} provides ({COMPUTE_SLICES_PER_GPU} compute slices, \
-                 {MEMORY_SLICES_PER_GPU} memory slices)"
+                 more than one {product} provides ({compute} compute slices, {memory} memory \
+                 slices)"
             ),
         }
     }
@@ -508,8 +773,8 @@ impl std::error::Error for MigLayoutError {}
 /// The check is a simplification. It requires that:
 /// * each profile exists on the model,
 /// * each profile's total count is at most its `max_instances`,
-/// * the compute slices add up to at most [`COMPUTE_SLICES_PER_GPU`] and the
-///   memory slices to at most [`MEMORY_SLICES_PER_GPU`].
+/// * the compute and memory slices add up to at most the model's
+///   [`GpuModel::compute_slices`] and [`GpuModel::memory_slices`].
 ///
 /// Real MIG placement has extra rules: instances sit at fixed start offsets,
 /// a 3g instance uses four memory slices, and some mixes are refused by the
@@ -525,8 +790,7 @@ impl std::error::Error for MigLayoutError {}
 /// * [`MigLayoutError::TooManyInstances`] if one profile's total count is
 ///   above its `max_instances`.
 /// * [`MigLayoutError::ExceedsGpu`] if the instances together need more than
-///   [`COMPUTE_SLICES_PER_GPU`] compute slices or [`MEMORY_SLICES_PER_GPU`]
-///   memory slices.
+///   the model's compute or memory slices.
 pub fn check_mig_layout(model: &GpuModel, layout: &[(&str, u32)]) -> Result<(), MigLayoutError> {
     if !model.mig_capable() {
         return Err(MigLayoutError::NotMigCapable {
@@ -570,13 +834,14 @@ pub fn check_mig_layout(model: &GpuModel, layout: &[(&str, u32)]) -> Result<(), 
         memory_slices += u32::from(profile.memory_slices) * count;
         memory_gb += u32::from(profile.memory_gb) * count;
     }
-    if compute_slices > u32::from(COMPUTE_SLICES_PER_GPU)
-        || memory_slices > u32::from(MEMORY_SLICES_PER_GPU)
+    if compute_slices > u32::from(model.compute_slices)
+        || memory_slices > u32::from(model.memory_slices)
     {
         return Err(MigLayoutError::ExceedsGpu {
             compute_slices,
             memory_gb,
             product: model.product,
+            has: (model.compute_slices, model.memory_slices),
         });
     }
     Ok(())
@@ -742,14 +1007,14 @@ mod tests {
             for p in m.mig_profiles {
                 assert!(
                     u32::from(p.max_instances) * u32::from(p.compute_slices)
-                        <= u32::from(COMPUTE_SLICES_PER_GPU),
+                        <= u32::from(m.compute_slices),
                     "{} {}",
                     m.product,
                     p.name
                 );
                 assert!(
                     u32::from(p.max_instances) * u32::from(p.memory_slices)
-                        <= u32::from(MEMORY_SLICES_PER_GPU),
+                        <= u32::from(m.memory_slices),
                     "{} {}",
                     m.product,
                     p.name
@@ -774,11 +1039,11 @@ mod tests {
             let full = m
                 .mig_profiles
                 .iter()
-                .find(|p| p.compute_slices == COMPUTE_SLICES_PER_GPU);
+                .find(|p| p.compute_slices == m.compute_slices);
             let Some(full) = full else {
-                panic!("{} has no 7g profile", m.product);
+                panic!("{} has no whole-GPU profile", m.product);
             };
-            assert_eq!(full.memory_slices, MEMORY_SLICES_PER_GPU);
+            assert_eq!(full.memory_slices, m.memory_slices);
             assert_eq!(u32::from(full.memory_gb), m.memory_gb(), "{}", m.product);
         }
     }
@@ -800,6 +1065,45 @@ mod tests {
         assert_eq!(model("NVIDIA-B200").architecture, "blackwell");
         assert_eq!(model("NVIDIA-H200").memory_gb(), 141);
         assert_eq!(model("NVIDIA-H100-NVL").nvlink_domain_size, Some(2));
+    }
+
+    #[test]
+    fn the_current_data_centre_line_is_known_by_its_nvidia_smi_names() {
+        for (smi, product, gb) in [
+            ("NVIDIA H100 PCIe", "NVIDIA-H100-PCIe", 80),
+            ("NVIDIA H200 NVL", "NVIDIA-H200-NVL", 141),
+            ("NVIDIA GH200 480GB", "NVIDIA-GH200-480GB", 96),
+            ("NVIDIA GH200 144G HBM3e", "NVIDIA-GH200-144G-HBM3e", 144),
+            ("NVIDIA GB200", "NVIDIA-GB200", 186),
+            ("NVIDIA B300 SXM6 AC", "NVIDIA-B300-SXM6-AC", 269),
+            ("NVIDIA GB300", "NVIDIA-GB300", 278),
+            ("NVIDIA A30", "NVIDIA-A30", 24),
+            ("NVIDIA L4", "NVIDIA-L4", 23),
+            ("NVIDIA L40", "NVIDIA-L40", 45),
+            (
+                "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+                96,
+            ),
+        ] {
+            let m = model(smi);
+            assert_eq!((m.product, m.memory_gb()), (product, gb), "{smi}");
+        }
+        // NVL72 trays: 4 GPUs each, one NVLink domain of 72.
+        assert_eq!(model("GB200").nvlink_domain_size, Some(72));
+        assert_eq!(model("GB300").nvlink_domain_size, Some(72));
+        // The A30 splits into 4 slices, so a 4g instance fills it.
+        let a30 = model("NVIDIA-A30");
+        assert_eq!((a30.compute_slices, a30.memory_slices), (4, 4));
+        assert_eq!(
+            check_mig_layout(a30, &[("1g.6gb", 2), ("2g.12gb", 1)]),
+            Ok(())
+        );
+        assert!(matches!(
+            check_mig_layout(a30, &[("4g.24gb", 1), ("1g.6gb", 1)]),
+            Err(MigLayoutError::ExceedsGpu { has: (4, 4), .. })
+        ));
+        assert!(!model("NVIDIA-L4").mig_capable());
     }
 
     #[test]
@@ -989,6 +1293,7 @@ mod tests {
                 compute_slices: 8,
                 memory_gb: 90,
                 product: "NVIDIA-A100-SXM4-80GB",
+                has: (7, 8),
             })
         );
         // Compute fits (7) but memory does not: 4 + 2 + 2 + 1 = 9 slices.
@@ -999,6 +1304,7 @@ mod tests {
                 compute_slices: 7,
                 memory_gb: 90,
                 product: "NVIDIA-A100-SXM4-80GB",
+                has: (7, 8),
             })
         );
         if let Err(e) = err {
