@@ -114,7 +114,8 @@ fn fleet_example_of_twenty_tenants() {
 /// then the plan may update exactly those virtual clusters' `status`, and once applied, the
 /// next plan is empty.
 fn settled_plan(s: &Session) {
-    s.ok(&["plan", "-input=false", "-no-color", "-out=tfplan"]);
+    // The plan's warnings say why a control plane reads as not ready.
+    let planned = s.ok(&["plan", "-input=false", "-no-color", "-out=tfplan"]);
     let plan = s.ok(&["show", "-json", "-no-color", "tfplan"]).json();
     let changed: Vec<&Value> = plan["resource_changes"]
         .as_array()
@@ -144,8 +145,9 @@ fn settled_plan(s: &Session) {
                 && c["change"]["actions"] == serde_json::json!(["update"])
                 && restarted.iter().any(|r| r == name),
             "only a restarted control plane may change after apply; {} changed, restarted: \
-             {restarted:?}\n{c:#}",
-            c["address"]
+             {restarted:?}\n{c:#}\n{}",
+            c["address"],
+            planned.stdout
         );
     }
     eprintln!(

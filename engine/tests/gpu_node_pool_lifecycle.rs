@@ -595,8 +595,12 @@ async fn host_calls_per_operation_are_bounded() {
     println!("host calls, 4 nodes: create {create}, refresh {refresh}, destroy {destroy}");
     // The plan of the create reads the namespace once; create reads it again, lists the
     // pool's nodes (by pool label) and the product's (to claim from), claims 4 nodes, and
-    // (dedicated) lists the pods on each to evict other tenants'.
-    assert!(create <= 1 + 1 + 2 + 4 + 4, "create made {create} calls");
+    // lists the pods of the cluster once (to prefer nodes with none to move), and (dedicated)
+    // lists the pods on each claimed node to evict other tenants'.
+    assert!(
+        create <= 1 + 1 + 2 + 1 + 4 + 4,
+        "create made {create} calls"
+    );
     assert_eq!(
         refresh, 2,
         "a refresh lists the pool's nodes and reads the namespace"
@@ -651,6 +655,36 @@ async fn dedicated_nodes_are_cleared_of_other_tenants_pods_and_shared_ones_are_n
         .await;
     for n in held(&h, "s.dev") {
         assert_eq!(h.pods_now(&n.name).len(), 3, "{}", n.name);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_leaves_other_tenants_control_planes_running_when_it_can() {
+    let h = host();
+    // Another tenant's control plane runs on every other node; r1 and r2 have 2 idle each.
+    let busy: Vec<String> = h
+        .nodes_now()
+        .iter()
+        .step_by(2)
+        .map(|n| n.name.clone())
+        .collect();
+    for n in &busy {
+        h.add_pod(n, "vc-other", &format!("other-0-on-{n}"));
+    }
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, &[])).await;
+    let claimed = held(&h, "a.train");
+    assert_eq!(claimed.len(), 2);
+    for n in &claimed {
+        assert!(!busy.contains(&n.name), "{} ran a control plane", n.name);
+    }
+    for n in &busy {
+        assert_eq!(
+            h.pods_now(n),
+            [format!("vc-other/other-0-on-{n}")],
+            "no control plane was evicted"
+        );
     }
 }
 

@@ -54,6 +54,9 @@ pub struct HostNode {
     /// replicas under time-slicing, without the MIG-enabled GPUs under the MIG `mixed`
     /// strategy. Use [`HostNode::physical_gpus`] for the GPUs in the machine.
     pub gpu_capacity: u32,
+    /// Pods a claim would have to move off the node (not DaemonSet or mirror pods), when
+    /// counted ([`HostApi::movable_pods`]); 0 otherwise.
+    pub movable_pods: usize,
 }
 
 impl HostNode {
@@ -181,6 +184,10 @@ pub trait HostApi: Send + Sync {
 
     /// The pods bound to a node.
     async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError>;
+
+    /// For every node that runs any, how many pods a drain would move (those that do not
+    /// [`stay`](PodRef::stays)), from one list of all pods.
+    async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError>;
 
     /// Evicts a pod (Eviction API, so disruption budgets apply). `Ok(false)` when a budget
     /// refused it for now.

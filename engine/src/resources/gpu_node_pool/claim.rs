@@ -90,6 +90,13 @@ pub async fn claim(
             free: free.len(),
         });
     }
+    if free.len() > need {
+        // With a choice, placement prefers nodes it need not clear of others' pods.
+        let movable = api.movable_pods().await?;
+        for n in &mut free {
+            n.movable_pods = movable.get(&n.name).copied().unwrap_or(0);
+        }
+    }
     let mut out = Claimed::default();
     while out.nodes.len() < need {
         let pick = req

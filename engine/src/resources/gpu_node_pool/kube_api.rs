@@ -101,6 +101,7 @@ fn host_node(n: Node) -> HostNode {
         unschedulable: spec.unschedulable.unwrap_or(false),
         ready,
         gpu_capacity,
+        movable_pods: 0,
     }
 }
 
@@ -201,33 +202,22 @@ impl HostApi for KubeHost {
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
             .map_err(err(format!("list the pods on node {node}")))?;
-        Ok(pods
-            .items
-            .into_iter()
-            .map(|p| {
-                let daemon = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "DaemonSet");
-                let mirror = p
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-                let done = p
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-                PodRef {
-                    namespace: p.metadata.namespace.unwrap_or_default(),
-                    name: p.metadata.name.unwrap_or_default(),
-                    stays: daemon || mirror || done,
-                }
-            })
-            .collect())
+        Ok(pods.items.into_iter().map(|p| pod_ref(p).1).collect())
+    }
+
+    async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError> {
+        let api: Api<Pod> = Api::all(self.client());
+        let pods = api
+            .list(&ListParams::default().fields("spec.nodeName!="))
+            .await
+            .map_err(err("list the pods bound to nodes".to_owned()))?;
+        let mut out = BTreeMap::new();
+        for (node, p) in pods.items.into_iter().map(pod_ref) {
+            if !p.stays {
+                *out.entry(node).or_insert(0) += 1;
+            }
+        }
+        Ok(out)
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
@@ -325,6 +315,40 @@ impl HostApi for KubeHost {
             .await
             .map_err(object_err(format!("delete Karpenter NodePool {name}")))
     }
+}
+
+/// The node a pod is bound to, and the pod as a drain sees it: DaemonSet, mirror and finished
+/// pods stay.
+fn pod_ref(p: Pod) -> (String, PodRef) {
+    let daemon = p
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet");
+    let mirror = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let done = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    (
+        node,
+        PodRef {
+            namespace: p.metadata.namespace.unwrap_or_default(),
+            name: p.metadata.name.unwrap_or_default(),
+            stays: daemon || mirror || done,
+        },
+    )
 }
 
 #[cfg(test)]

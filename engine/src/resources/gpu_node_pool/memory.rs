@@ -287,6 +287,17 @@ impl HostApi for MemoryHost {
         Ok(self.lock().pods.get(node).cloned().unwrap_or_default())
     }
 
+    async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError> {
+        self.count();
+        Ok(self
+            .lock()
+            .pods
+            .iter()
+            .map(|(node, pods)| (node.clone(), pods.iter().filter(|p| !p.stays).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect())
+    }
+
     async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
         self.count();
         for pods in self.lock().pods.values_mut() {

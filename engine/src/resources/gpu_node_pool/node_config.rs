@@ -285,6 +285,7 @@ mod tests {
             unschedulable: false,
             ready: true,
             gpu_capacity: 8,
+            movable_pods: 0,
         }
     }
 

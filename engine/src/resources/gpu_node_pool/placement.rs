@@ -8,7 +8,9 @@
 //! * `spread` takes one node at a time from the domain where the pool holds the fewest nodes
 //!   (ties: the domain with the most free nodes, then the name).
 //!
-//! Nodes without the label form one domain of their own (the empty name).
+//! Nodes without the label form one domain of their own (the empty name). Within a domain,
+//! nodes that run fewer pods a claim would move come first (a claim evicts as little as it
+//! can: another tenant's control plane on a free node stays up), then by name.
 
 use std::collections::BTreeMap;
 
@@ -27,14 +29,18 @@ pub fn choose(
     key: &str,
     policy: Policy,
 ) -> Vec<String> {
-    let mut domains: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut ordered: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
     for n in free {
-        domains.entry(domain_of(n, key)).or_default().push(&n.name);
+        ordered
+            .entry(domain_of(n, key))
+            .or_default()
+            .push((n.movable_pods, &n.name));
     }
-    for names in domains.values_mut() {
-        names.sort_unstable();
-        // Claimed from the back: keep the lowest names first.
-        names.reverse();
+    let mut domains: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (d, mut nodes) in ordered {
+        nodes.sort_unstable();
+        // Claimed from the back: keep the idlest, then the lowest names, first.
+        domains.insert(d, nodes.into_iter().rev().map(|(_, n)| n).collect());
     }
     let mut held_in: BTreeMap<&str, usize> = BTreeMap::new();
     for n in held {
@@ -180,6 +186,26 @@ mod tests {
         assert_eq!(r, ["r1", "r2", "r3"]);
         let got = choose(&free, &[], 9, "rack", Policy::Spread);
         assert_eq!(got.len(), 9);
+    }
+
+    #[test]
+    fn within_a_domain_nodes_without_pods_to_move_go_first() {
+        let mut f = fleet();
+        // a0 and a1 run another tenant's control plane; r2's b0 too.
+        for n in f
+            .iter_mut()
+            .filter(|n| ["a0", "a1", "b0"].contains(&n.name.as_str()))
+        {
+            n.movable_pods = 1;
+        }
+        let free: Vec<&HostNode> = f.iter().collect();
+        // The domain is chosen as before (best fit r2), then its idle node.
+        assert_eq!(choose(&free, &[], 1, "rack", Policy::Pack), ["b1"]);
+        assert_eq!(
+            choose(&free, &[], 4, "rack", Policy::Pack),
+            ["a2", "a3", "a0", "a1"],
+            "a busy node is taken only when the domain needs it"
+        );
     }
 
     #[test]

@@ -281,6 +281,14 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     ])))
 }
 
+/// Why a control plane that should run is not ready, if it is not.
+fn not_ready(readiness: Option<&readiness::Readiness>) -> Option<&str> {
+    match readiness? {
+        readiness::Readiness::Waiting(why) | readiness::Readiness::Failed(why) => Some(why),
+        readiness::Readiness::Ready(_) | readiness::Readiness::Paused(_) => None,
+    }
+}
+
 /// Refreshes `state` against `host`.
 pub async fn read_virtual_cluster(
     host: &dyn HostApi,
@@ -324,9 +332,18 @@ pub async fn read_virtual_cluster(
             } else {
                 Value::Null
             };
+            let mut diagnostics = Diagnostics::new();
+            if ours && let Some(why) = not_ready(observed.readiness.as_ref()) {
+                // A plan that shows `status` going back to Running says why it is not now.
+                tracing::info!(target: "gpufleet::virtual_cluster", "read {name}: {why}");
+                diagnostics.push(Diagnostic::warning(
+                    "Control Plane Not Ready",
+                    format!("{TYPE_NAME} {name:?} reads as Pending: {why}."),
+                ));
+            }
             return ReadResponse {
                 new_state,
-                diagnostics: Diagnostics::new(),
+                diagnostics,
             };
         }
         Some(Ok(Err(e))) => e.to_string(),
