@@ -52,7 +52,8 @@ fn placement_attributes() -> Vec<Attribute> {
             .describe(
                 "`pack` claims nodes in as few domains as possible (NVLink and rack locality \
                  for training); `spread` in as many as possible (failure isolation for \
-                 inference).",
+                 inference). Within a domain, nodes that run no pods a claim would have to \
+                 move (another tenant's control plane, say) are claimed first.",
             ),
     ]
 }
