@@ -536,6 +536,12 @@ async fn bad_input_is_refused_at_plan_on_its_attribute() {
             "sharing.replicas",
         ),
         (
+            // NVIDIA's device plugin: "number of replicas must be >= 2".
+            "one replica, which the device plugin refuses",
+            vec![("sharing", sharing("time-slicing", Some(1), None))],
+            "sharing.replicas",
+        ),
+        (
             "count and autoscaling",
             vec![
                 (

@@ -31,8 +31,8 @@ variable "time_slicing_replicas" {
   default     = 4
 
   validation {
-    condition     = var.time_slicing_replicas >= 1 && var.time_slicing_replicas <= 48 && floor(var.time_slicing_replicas) == var.time_slicing_replicas
-    error_message = "time_slicing_replicas must be a whole number from 1 to 48."
+    condition     = var.time_slicing_replicas >= 2 && var.time_slicing_replicas <= 48 && floor(var.time_slicing_replicas) == var.time_slicing_replicas
+    error_message = "time_slicing_replicas must be a whole number from 2 to 48 (the NVIDIA device plugin refuses fewer than 2)."
   }
 }
 

@@ -24,7 +24,8 @@ fn sharing_attributes() -> Vec<Attribute> {
                  isolation), or `mig` (GPUs partitioned by the MIG manager into `mig_config`).",
             ),
         Attribute::optional("replicas", Type::Number).describe(
-            "With `time-slicing`: how many pods may share one GPU (at least 1). The pool's \
+            "With `time-slicing`: how many pods may share one GPU (at least 2, as the NVIDIA \
+             device plugin requires). The pool's \
              nodes get the label `nvidia.com/device-plugin.config=<pool>`, and the key `<pool>` \
              of the ConfigMap `gpu-operator/gpufleet-device-plugin-config` holds the device \
              plugin's config; point the GPU Operator's ClusterPolicy \

@@ -399,13 +399,19 @@ fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut D
     let strategy = sharing.get("strategy");
     let replicas = sharing.get("replicas");
     let mig_config = sharing.get("mig_config");
+    // NVIDIA's device plugin refuses a time-slicing config with fewer than 2 replicas and
+    // then serves no GPUs at all on the node.
     if let Some(n) = replicas.as_i64()
-        && n < 1
+        && n < 2
     {
         d.error_at(
             path.push_attr("replicas"),
             "Invalid Replicas",
-            format!("replicas must be at least 1 (one pod per GPU), not {n}."),
+            format!(
+                "replicas must be at least 2, not {n}: the NVIDIA device plugin refuses fewer \
+                 (\"number of replicas must be >= 2\"). For one pod per GPU, use strategy = \
+                 \"none\"."
+            ),
         );
     }
     if strategy.is_unknown() {
