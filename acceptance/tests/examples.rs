@@ -92,9 +92,6 @@ fn tiers_example() {
 }
 
 #[test]
-#[ignore = "on a 2-core lab a control plane can read as not ready right after apply without \
-            having restarted (once in three runs: status Pending -> Running, restartCount 0), \
-            which the next plan then shows; run with --ignored"]
 fn fleet_example_of_twenty_tenants() {
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     round_trip_settling(&example("fleet"), settled_plan, |s| {
