@@ -366,6 +366,32 @@ async fn over_asking_fails_claims_nothing_and_names_the_free_count() {
     assert_eq!(snapshot(&h), before);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_topology_key_the_nodes_lack_fails_and_claims_nothing() {
+    let h = host();
+    let before = snapshot(&h);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let placement = Value::object([("topology_key", Value::string("example.com/rack"))]);
+    let (action, d) = tf.apply(&pool(&k, &[("placement", placement)])).await;
+    assert_eq!(action, Action::Create);
+    let text = show(&d);
+    assert!(
+        text.contains("example.com/rack is missing on 8 of 8 candidate nodes"),
+        "{text}"
+    );
+    assert!(tf.state.is_null());
+    assert_eq!(snapshot(&h), before, "nothing was claimed");
+    // Left unset, placement finds the real label the nodes carry (topograph's block).
+    tf.apply_ok(&pool(&k, &[])).await;
+    let nodes = held(&h, "a.train");
+    assert_eq!(
+        nodes[0].label("network.topology.nvidia.com/block"),
+        nodes[1].label("network.topology.nvidia.com/block"),
+        "packed into one block"
+    );
+}
+
 /// A create whose third node write fails, and whose release of the two nodes it took fails
 /// as well (the API server went away): the two stay labelled for the pool.
 async fn create_fails_and_cannot_roll_back(h: &Arc<MemoryHost>, tf: &mut Terraform<'_>, c: &Value) {

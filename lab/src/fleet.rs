@@ -57,6 +57,13 @@ pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
 pub const SITE_LABEL: &str = "gpufleet.dev/site";
 /// The rack the node is in.
 pub const RACK_LABEL: &str = "gpufleet.dev/rack";
+/// NVIDIA topograph's switch block: the leaf switches that connect one or more racks. The
+/// lab gives each rack its own block.
+pub const BLOCK_LABEL: &str = "network.topology.nvidia.com/block";
+/// GPU feature discovery's NVLink clique, `<cluster UUID>.<clique id>`: set only on
+/// multi-node NVLink systems (an NVLink domain larger than one node, such as GB200 NVL72),
+/// where the fabric manager gives the GPUs a cluster UUID.
+pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
 /// The NVLink domain the node's GPUs belong to: nodes with the same value share one
 /// NVLink fabric. Set only for products that have NVLink (the catalog's NVLink domain
 /// size). The value is `<rack>-nvl<k>`, counting domains within the rack. A domain holds
@@ -356,14 +363,45 @@ impl FleetNode {
         set(REGION_LABEL, self.region.clone());
         set(SITE_LABEL, self.site.clone());
         set(RACK_LABEL, self.rack.clone());
+        set(BLOCK_LABEL, self.rack.clone());
         set(MANAGED_BY_LABEL, MANAGED_BY.into());
         if let Some(domain) = &self.nvlink_domain {
             set(NVLINK_DOMAIN_LABEL, domain.clone());
+            if let Some(clique) = self.clique() {
+                set(CLIQUE_LABEL, clique);
+            }
         }
         for (k, v) in &self.extra_labels {
             l.insert(k.clone(), v.clone());
         }
         l
+    }
+
+    /// GPU feature discovery's clique label value, when the node's NVLink domain spans
+    /// several nodes: a cluster UUID derived from the rack (stable across restarts) and the
+    /// domain's number in it.
+    fn clique(&self) -> Option<String> {
+        let size = u32::from(self.model.nvlink_domain_size?);
+        if size <= self.gpus {
+            return None;
+        }
+        let domain = self.nvlink_domain.as_deref()?;
+        let number = domain.rsplit_once("-nvl")?.1;
+        let h = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.rack.as_bytes());
+        let hex: String = h
+            .as_ref()
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Some(format!(
+            "{}-{}-{}-{}-{}.{number}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        ))
     }
 
     /// The node's capacity (also its allocatable): GPUs, CPU, memory and pods.
@@ -864,6 +902,9 @@ memory = "1Ti"
         assert_eq!(l[ZONE_LABEL], "zone-a");
         assert_eq!(l[RACK_LABEL], "rack-a1");
         assert_eq!(l[NVLINK_DOMAIN_LABEL], "rack-a1-nvl0");
+        assert_eq!(l[BLOCK_LABEL], "rack-a1");
+        // An HGX board is its own NVLink domain: no clique, as GFD sets none there.
+        assert!(!l.contains_key(CLIQUE_LABEL));
         assert_eq!(l["nvidia.com/cuda.driver.major"], "570");
         assert_eq!(l["nvidia.com/cuda.runtime.minor"], "8");
         let l40s = fleet
@@ -932,6 +973,43 @@ memory = "1Ti"
         assert_eq!(
             Fleet::default_fleet(Some(10)).expect("small").nodes().len(),
             base.nodes().len()
+        );
+    }
+
+    #[test]
+    fn nvl72_trays_carry_the_clique_of_their_rack() {
+        // 36 GB200 trays of 4 GPUs: two NVL72 domains in one rack.
+        let spec = FleetSpec::from_toml(
+            r#"
+[[site]]
+name = "s"
+zone = "z"
+[[site.rack]]
+name = "nvl"
+[[site.rack.nodes]]
+product = "NVIDIA-GB200"
+count = 36
+gpus_per_node = 4
+cpu = "144"
+memory = "960Gi"
+"#,
+        )
+        .expect("spec");
+        let fleet = Fleet::new(spec, None).expect("fleet");
+        let cliques: Vec<String> = fleet
+            .nodes()
+            .iter()
+            .map(|n| n.labels()[CLIQUE_LABEL].clone())
+            .collect();
+        let (uuid, first) = cliques[0].rsplit_once('.').expect("<uuid>.<id>");
+        assert_eq!(uuid.len(), 36, "{uuid}");
+        assert_eq!(uuid.matches('-').count(), 4, "{uuid}");
+        assert!(cliques[..18].iter().all(|c| c == &cliques[0]));
+        assert!(cliques[18..].iter().all(|c| c == &cliques[18]));
+        assert_ne!(cliques[0], cliques[18]);
+        assert_eq!(
+            cliques[18],
+            format!("{uuid}.{}", first.parse::<u32>().expect("id") + 1)
         );
     }
 

@@ -21,12 +21,14 @@ use crate::{
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
     resources::gpu_node_pool::{
-        Backend, FromSettings, api::HostNode, node_config::is_free, schema::DEFAULT_TOPOLOGY_KEY,
-        spec::GPU_PRODUCT_LABEL,
+        Backend, FromSettings, api::HostNode, node_config::is_free, spec::GPU_PRODUCT_LABEL,
     },
     schema::{Attribute, Block, Schema},
     value::{Type, Value},
 };
+
+/// The rack label the `rack` filter and attribute read.
+const RACK_LABEL: &str = "gpufleet.dev/rack";
 
 /// The data source type name.
 pub const TYPE_NAME: &str = "gpufleet_fleet_inventory";
@@ -127,7 +129,7 @@ fn node_value(n: &HostNode) -> Value {
         ("name", Value::string(n.name.clone())),
         ("gpu_product", text(product_of(n))),
         ("gpus", Value::int(n.physical_gpus().into())),
-        ("rack", text(n.label(DEFAULT_TOPOLOGY_KEY))),
+        ("rack", text(n.label(RACK_LABEL))),
         ("nvlink_domain", text(n.label(NVLINK_DOMAIN_LABEL))),
         ("ready", Value::Bool(n.ready)),
         ("pool", text(n.label(POOL))),
@@ -154,7 +156,7 @@ pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
     let mut picked: Vec<&HostNode> = nodes
         .iter()
         .filter(|n| product.is_none_or(|m| n.is_product(m)))
-        .filter(|n| rack.is_none_or(|r| n.label(DEFAULT_TOPOLOGY_KEY) == Some(r)))
+        .filter(|n| rack.is_none_or(|r| n.label(RACK_LABEL) == Some(r)))
         .filter(|n| holder.is_none_or(|h| held_by(n, h)))
         .filter(|n| !free_only || is_free(n))
         .collect();

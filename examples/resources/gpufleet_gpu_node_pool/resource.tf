@@ -7,7 +7,7 @@ resource "gpufleet_gpu_node_pool" "train" {
   node_count         = 2
 
   placement = {
-    topology_key = "gpufleet.dev/rack"
+    topology_key = "network.topology.nvidia.com/block"
     policy       = "pack"
   }
 

@@ -99,7 +99,8 @@ pub(super) async fn provision(
         if free.len() < need {
             return Err(not_enough(product, need, free.len()));
         }
-        let key = &spec.topology_key;
+        // BCM knows each node's rack (`rackPosition`); that is the domain, whatever the key.
+        let key = spec.topology_key.as_deref().unwrap_or("rack");
         let free_nodes: Vec<HostNode> = free.iter().map(|d| as_host_node(d, key)).collect();
         let held_nodes: Vec<HostNode> = mine.iter().map(|d| as_host_node(d, key)).collect();
         let chosen = placement::choose(

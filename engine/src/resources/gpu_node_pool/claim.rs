@@ -42,6 +42,9 @@ pub enum ClaimError {
         /// Node name.
         node: String,
     },
+    /// The candidate nodes do not all carry the topology label placement needs.
+    #[error("cannot place the pool's nodes by topology: {0}")]
+    Topology(String),
     /// A host-cluster call failed.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -65,8 +68,9 @@ pub struct ClaimRequest<'a> {
     pub pool: &'a str,
     /// What each node must carry.
     pub want: &'a Desired,
-    /// Topology label for placement.
-    pub topology_key: &'a str,
+    /// Topology label for placement (`placement.topology_key`); `None` finds it
+    /// ([`placement::topology_key`]).
+    pub topology_key: Option<&'a str>,
     /// Placement policy.
     pub policy: Policy,
     /// Nodes to take first when they are free (nodes the pool held before they drifted).
@@ -90,6 +94,10 @@ pub async fn claim(
             free: free.len(),
         });
     }
+    let candidates: Vec<&HostNode> = free.iter().chain(held).collect();
+    let key = placement::topology_key(&candidates, req.topology_key)
+        .map_err(ClaimError::Topology)?
+        .unwrap_or_default();
     if free.len() > need {
         // With a choice, placement prefers nodes it need not clear of others' pods.
         let movable = api.movable_pods().await?;
@@ -107,15 +115,9 @@ pub async fn claim(
             .or_else(|| {
                 let f: Vec<&HostNode> = free.iter().collect();
                 let h: Vec<&HostNode> = held.iter().chain(&out.nodes).collect();
-                placement::choose(
-                    &f,
-                    &h,
-                    1.max(need - out.nodes.len()),
-                    req.topology_key,
-                    req.policy,
-                )
-                .into_iter()
-                .next()
+                placement::choose(&f, &h, 1.max(need - out.nodes.len()), &key, req.policy)
+                    .into_iter()
+                    .next()
             });
         let Some(name) = pick else {
             let got = out.nodes.len();
@@ -233,7 +235,7 @@ mod tests {
             product: "NVIDIA-L40S",
             pool,
             want,
-            topology_key: "gpufleet.dev/rack",
+            topology_key: None,
             policy: Policy::Pack,
             prefer: &[],
         }

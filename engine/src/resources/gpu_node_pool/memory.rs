@@ -100,6 +100,11 @@ impl MemoryHost {
                 (GPU_PRODUCT_LABEL.to_owned(), product.to_owned()),
                 (GPU_COUNT_LABEL.to_owned(), gpus.to_string()),
                 ("gpufleet.dev/rack".to_owned(), rack.to_owned()),
+                // NVIDIA topograph's switch block, which placement finds on its own.
+                (
+                    "network.topology.nvidia.com/block".to_owned(),
+                    rack.to_owned(),
+                ),
                 ("kubernetes.io/hostname".to_owned(), name.to_owned()),
             ]
             .into(),

@@ -425,7 +425,7 @@ async fn converge(
             product: spec.model.product,
             pool: &pool,
             want: &want,
-            topology_key: &spec.topology_key,
+            topology_key: spec.topology_key.as_deref(),
             policy: spec.policy,
             prefer,
         };

@@ -16,6 +16,74 @@ use std::collections::BTreeMap;
 
 use super::{api::HostNode, spec::Policy};
 
+/// The node labels that name a topology domain on production GPU clusters, tried in this
+/// order when `placement.topology_key` is not set; the first one every candidate node
+/// carries is used.
+pub const AUTO_TOPOLOGY_KEYS: &[&str] = &[
+    // GPU feature discovery: the NVLink domain of multi-node NVLink systems (GB200 NVL72),
+    // `<cluster UUID>.<clique id>`.
+    "nvidia.com/gpu.clique",
+    // NVIDIA topograph: the NVLink domain, then the switch block (a rack or a few).
+    "network.topology.nvidia.com/accelerator",
+    "network.topology.nvidia.com/block",
+    // Kubernetes' well-known zone.
+    "topology.kubernetes.io/zone",
+];
+
+/// The label that names the candidate `nodes`' topology domains: `explicit` when every node
+/// carries it, else the first of [`AUTO_TOPOLOGY_KEYS`] that every node carries. `None` when
+/// no node carries any of them (there is nothing to place by). A key some nodes lack is an
+/// error that names them, rather than a silent single domain.
+pub fn topology_key(nodes: &[&HostNode], explicit: Option<&str>) -> Result<Option<String>, String> {
+    let lacking = |key: &str| -> Vec<&str> {
+        nodes
+            .iter()
+            .filter(|n| n.label(key).is_none())
+            .map(|n| n.name.as_str())
+            .collect()
+    };
+    let describe = |key: &str, missing: &[&str]| {
+        let shown: Vec<&str> = missing.iter().take(5).copied().collect();
+        let more = missing.len().saturating_sub(shown.len());
+        format!(
+            "{key} is missing on {} of {} candidate nodes ({}{})",
+            missing.len(),
+            nodes.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    };
+    if let Some(key) = explicit {
+        let missing = lacking(key);
+        return if missing.is_empty() {
+            Ok(Some(key.to_owned()))
+        } else {
+            Err(format!(
+                "{}: label those nodes, or set placement.topology_key to a label they all carry",
+                describe(key, &missing)
+            ))
+        };
+    }
+    if let Some(key) = AUTO_TOPOLOGY_KEYS.iter().find(|k| lacking(k).is_empty()) {
+        return Ok(Some((*key).to_owned()));
+    }
+    match AUTO_TOPOLOGY_KEYS
+        .iter()
+        .find(|k| lacking(k).len() < nodes.len())
+    {
+        Some(key) => Err(format!(
+            "no topology label is on every candidate node; {}: label them, or set \
+             placement.topology_key",
+            describe(key, &lacking(key))
+        )),
+        None => Ok(None),
+    }
+}
+
 /// The domain of `node` under `key`.
 pub fn domain_of<'a>(node: &'a HostNode, key: &str) -> &'a str {
     node.label(key).unwrap_or("")
@@ -206,6 +274,55 @@ mod tests {
             ["a2", "a3", "a0", "a1"],
             "a busy node is taken only when the domain needs it"
         );
+    }
+
+    #[test]
+    fn the_topology_key_is_the_first_real_label_every_candidate_carries() {
+        let labelled = |name: &str, labels: &[(&str, &str)]| HostNode {
+            name: name.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..HostNode::default()
+        };
+        let block = "network.topology.nvidia.com/block";
+        let zone = "topology.kubernetes.io/zone";
+        let clique = "nvidia.com/gpu.clique";
+        let hgx = [
+            labelled("a", &[(block, "s1"), (zone, "z")]),
+            labelled("b", &[(block, "s2"), (zone, "z")]),
+        ];
+        let nodes: Vec<&HostNode> = hgx.iter().collect();
+        assert_eq!(topology_key(&nodes, None), Ok(Some(block.to_owned())));
+        let nvl72 = [
+            labelled("t1", &[(clique, "7b96.1"), (block, "s1"), (zone, "z")]),
+            labelled("t2", &[(clique, "7b96.2"), (block, "s1"), (zone, "z")]),
+        ];
+        let nodes: Vec<&HostNode> = nvl72.iter().collect();
+        assert_eq!(topology_key(&nodes, None), Ok(Some(clique.to_owned())));
+        // An explicit key must be on every candidate.
+        let Err(why) = topology_key(&nodes, Some("example.com/rack")) else {
+            panic!("a key no node carries is an error");
+        };
+        assert!(
+            why.starts_with("example.com/rack is missing on 2 of 2 candidate nodes (t1, t2)"),
+            "{why}"
+        );
+        // Labels on some nodes only are an error, not one silent domain.
+        let mixed = [labelled("x", &[(zone, "z")]), labelled("y", &[])];
+        let nodes: Vec<&HostNode> = mixed.iter().collect();
+        let Err(why) = topology_key(&nodes, None) else {
+            panic!("a label some candidates lack is an error");
+        };
+        assert!(
+            why.contains("topology.kubernetes.io/zone is missing on 1 of 2 candidate nodes (y)"),
+            "{why}"
+        );
+        // No topology labels at all: nothing to place by.
+        let bare = [labelled("x", &[]), labelled("y", &[])];
+        let nodes: Vec<&HostNode> = bare.iter().collect();
+        assert_eq!(topology_key(&nodes, None), Ok(None));
     }
 
     #[test]

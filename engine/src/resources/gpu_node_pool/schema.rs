@@ -7,9 +7,6 @@ use crate::{
     value::Type,
 };
 
-/// The default `placement.topology_key`: the rack.
-pub const DEFAULT_TOPOLOGY_KEY: &str = "gpufleet.dev/rack";
-
 /// The default `drain_timeout`.
 pub const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
 
@@ -41,12 +38,16 @@ fn sharing_attributes() -> Vec<Attribute> {
 
 fn placement_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("topology_key", Type::String)
-            .default(DEFAULT_TOPOLOGY_KEY)
-            .describe(
-                "The node label that names a topology domain, e.g. `gpufleet.dev/rack` or \
-                 `topology.gpufleet.dev/nvlink-domain`.",
-            ),
+        Attribute::optional("topology_key", Type::String).describe(
+            "The node label that names a topology domain. When not set, the first of these \
+             that every candidate node carries: `nvidia.com/gpu.clique` (GPU feature \
+             discovery's NVLink domain on multi-node NVLink systems such as GB200 NVL72), \
+             `network.topology.nvidia.com/accelerator` and `network.topology.nvidia.com/block` \
+             (NVIDIA topograph's NVLink domain and switch block), then \
+             `topology.kubernetes.io/zone`. A key that some candidate nodes lack fails the \
+             apply and names them; with none of these labels anywhere, all nodes are one \
+             domain. BCM pools always place by BCM's rack.",
+        ),
         Attribute::optional("policy", Type::String)
             .default("pack")
             .validate(OneOf::new(&["pack", "spread"]))

@@ -12,10 +12,7 @@ use crate::{
     value::Value,
 };
 
-use super::{
-    api::NodeTaint,
-    schema::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_TOPOLOGY_KEY},
-};
+use super::{api::NodeTaint, schema::DEFAULT_DRAIN_TIMEOUT};
 
 /// The GPU Operator's node label selecting a device-plugin config.
 pub const DEVICE_PLUGIN_CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
@@ -117,7 +114,7 @@ pub struct PoolSpec {
     /// GPU sharing.
     pub sharing: Sharing,
     /// Topology label for placement.
-    pub topology_key: String,
+    pub topology_key: Option<String>,
     /// Placement policy.
     pub policy: Policy,
     /// Extra labels.
@@ -212,11 +209,7 @@ impl PoolSpec {
             node_count: count(v.get("node_count")),
             autoscaling,
             sharing,
-            topology_key: placement
-                .get("topology_key")
-                .as_str()
-                .unwrap_or(DEFAULT_TOPOLOGY_KEY)
-                .to_owned(),
+            topology_key: placement.get("topology_key").as_str().map(str::to_owned),
             policy: match placement.get("policy").as_str() {
                 Some("spread") => Policy::Spread,
                 _ => Policy::Pack,
