@@ -47,13 +47,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Compute slices (GPCs) of the 7-slice MIG GPUs (A100, Hopper, B200 and its
-/// successors).
-const SEVEN: u8 = 7;
-
-/// Memory slices of the 7-slice MIG GPUs; each is 1/8 of the framebuffer.
-const EIGHT: u8 = 8;
-
 /// One MIG GPU-instance profile (for example `1g.10gb`) on a particular GPU
 /// model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,12 +101,6 @@ pub struct GpuModel {
     /// platform, for example 8 on an HGX baseboard or 72 in an NVL72 rack.
     /// `None` when the product has no NVLink or only an optional bridge.
     pub nvlink_domain_size: Option<u16>,
-    /// Compute slices one GPU divides into under MIG (7, or 4 on the A30 and
-    /// RTX PRO 6000); 0 when it is not MIG-capable.
-    pub compute_slices: u8,
-    /// Memory slices one GPU divides into under MIG (8, or 4 on the A30 and
-    /// RTX PRO 6000); 0 when it is not MIG-capable.
-    pub memory_slices: u8,
 }
 
 impl GpuModel {
@@ -121,6 +108,30 @@ impl GpuModel {
     #[must_use]
     pub fn mig_capable(&self) -> bool {
         !self.mig_profiles.is_empty()
+    }
+
+    /// Compute slices one GPU divides into under MIG (7, or 4 on the A30 and
+    /// RTX PRO 6000): those of its whole-GPU profile; 0 when it is not
+    /// MIG-capable.
+    #[must_use]
+    pub fn compute_slices(&self) -> u8 {
+        self.mig_profiles
+            .iter()
+            .map(|p| p.compute_slices)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Memory slices one GPU divides into under MIG (8, or 4 on the A30 and
+    /// RTX PRO 6000): those of its whole-GPU profile; 0 when it is not
+    /// MIG-capable.
+    #[must_use]
+    pub fn memory_slices(&self) -> u8 {
+        self.mig_profiles
+            .iter()
+            .map(|p| p.memory_slices)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Finds one of this GPU's MIG profiles by name.
@@ -304,8 +315,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 40_960,
         mig_profiles: MIG_A100_40GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-A100-SXM4-80GB",
@@ -320,8 +329,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_920,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     // The PCIe card takes an optional 2-way NVLink bridge. A bridge is not
     // guaranteed to be fitted, so no NVLink domain is recorded.
@@ -333,8 +340,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_920,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-H100-80GB-HBM3",
@@ -352,8 +357,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_559,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     // H100 NVL is sold as two PCIe boards joined by NVLink bridges.
     GpuModel {
@@ -364,8 +367,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 95_830,
         mig_profiles: MIG_H100_94GB,
         nvlink_domain_size: Some(2),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-H200",
@@ -381,8 +382,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 143_771,
         mig_profiles: MIG_H200_141GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-B200",
@@ -392,8 +391,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 183_359,
         mig_profiles: MIG_B200_180GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-L40S",
@@ -403,8 +400,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 46_068,
         mig_profiles: &[],
         nvlink_domain_size: None,
-        compute_slices: 0,
-        memory_slices: 0,
     },
     GpuModel {
         product: "NVIDIA-A100-PCIE-40GB",
@@ -414,8 +409,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 40_960,
         mig_profiles: MIG_A100_40GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-A30",
@@ -425,8 +418,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 24_576,
         mig_profiles: MIG_A30_24GB,
         nvlink_domain_size: None,
-        compute_slices: 4,
-        memory_slices: 4,
     },
     GpuModel {
         product: "NVIDIA-A10",
@@ -436,8 +427,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 23_028,
         mig_profiles: &[],
         nvlink_domain_size: None,
-        compute_slices: 0,
-        memory_slices: 0,
     },
     GpuModel {
         product: "NVIDIA-A40",
@@ -447,8 +436,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 46_068,
         mig_profiles: &[],
         nvlink_domain_size: None,
-        compute_slices: 0,
-        memory_slices: 0,
     },
     // The PCIe H100 takes an optional NVLink bridge, so no domain is recorded.
     GpuModel {
@@ -459,8 +446,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 81_559,
         mig_profiles: MIG_80GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     // H200 NVL boards are bridged in pairs or fours, depending on the server.
     GpuModel {
@@ -471,8 +456,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 143_771,
         mig_profiles: MIG_H200_141GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     // A GH200 superchip's GPU talks NVLink-C2C to its Grace CPU; GPU-to-GPU
     // NVLink exists only in NVL32-style systems, so no domain is recorded.
@@ -484,8 +467,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 97_871,
         mig_profiles: MIG_H100_96GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-GH200-144G-HBM3e",
@@ -495,8 +476,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 146_831,
         mig_profiles: MIG_GH200_144GB,
         nvlink_domain_size: None,
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     // GB200 and GB300 compute trays hold 4 GPUs each; 18 trays share one
     // NVL72 NVLink domain.
@@ -508,8 +487,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 189_471,
         mig_profiles: MIG_GB200_186GB,
         nvlink_domain_size: Some(72),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-B300-SXM6-AC",
@@ -519,8 +496,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 275_040,
         mig_profiles: MIG_B300_269GB,
         nvlink_domain_size: Some(8),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-GB300",
@@ -530,8 +505,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 284_208,
         mig_profiles: MIG_GB300_278GB,
         nvlink_domain_size: Some(72),
-        compute_slices: SEVEN,
-        memory_slices: EIGHT,
     },
     GpuModel {
         product: "NVIDIA-L4",
@@ -541,8 +514,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 23_034,
         mig_profiles: &[],
         nvlink_domain_size: None,
-        compute_slices: 0,
-        memory_slices: 0,
     },
     GpuModel {
         product: "NVIDIA-L40",
@@ -552,8 +523,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 46_068,
         mig_profiles: &[],
         nvlink_domain_size: None,
-        compute_slices: 0,
-        memory_slices: 0,
     },
     GpuModel {
         product: "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
@@ -567,8 +536,6 @@ static MODELS: &[GpuModel] = &[
         memory_mib: 97_887,
         mig_profiles: MIG_RTX_PRO_6000_96GB,
         nvlink_domain_size: None,
-        compute_slices: 4,
-        memory_slices: 4,
     },
 ];
 
@@ -834,14 +801,14 @@ pub fn check_mig_layout(model: &GpuModel, layout: &[(&str, u32)]) -> Result<(), 
         memory_slices += u32::from(profile.memory_slices) * count;
         memory_gb += u32::from(profile.memory_gb) * count;
     }
-    if compute_slices > u32::from(model.compute_slices)
-        || memory_slices > u32::from(model.memory_slices)
+    if compute_slices > u32::from(model.compute_slices())
+        || memory_slices > u32::from(model.memory_slices())
     {
         return Err(MigLayoutError::ExceedsGpu {
             compute_slices,
             memory_gb,
             product: model.product,
-            has: (model.compute_slices, model.memory_slices),
+            has: (model.compute_slices(), model.memory_slices()),
         });
     }
     Ok(())
@@ -1007,14 +974,14 @@ mod tests {
             for p in m.mig_profiles {
                 assert!(
                     u32::from(p.max_instances) * u32::from(p.compute_slices)
-                        <= u32::from(m.compute_slices),
+                        <= u32::from(m.compute_slices()),
                     "{} {}",
                     m.product,
                     p.name
                 );
                 assert!(
                     u32::from(p.max_instances) * u32::from(p.memory_slices)
-                        <= u32::from(m.memory_slices),
+                        <= u32::from(m.memory_slices()),
                     "{} {}",
                     m.product,
                     p.name
@@ -1039,11 +1006,11 @@ mod tests {
             let full = m
                 .mig_profiles
                 .iter()
-                .find(|p| p.compute_slices == m.compute_slices);
+                .find(|p| p.compute_slices == m.compute_slices());
             let Some(full) = full else {
                 panic!("{} has no whole-GPU profile", m.product);
             };
-            assert_eq!(full.memory_slices, m.memory_slices);
+            assert_eq!(full.memory_slices, m.memory_slices());
             assert_eq!(u32::from(full.memory_gb), m.memory_gb(), "{}", m.product);
         }
     }
@@ -1094,7 +1061,7 @@ mod tests {
         assert_eq!(model("GB300").nvlink_domain_size, Some(72));
         // The A30 splits into 4 slices, so a 4g instance fills it.
         let a30 = model("NVIDIA-A30");
-        assert_eq!((a30.compute_slices, a30.memory_slices), (4, 4));
+        assert_eq!((a30.compute_slices(), a30.memory_slices()), (4, 4));
         assert_eq!(
             check_mig_layout(a30, &[("1g.6gb", 2), ("2g.12gb", 1)]),
             Ok(())

@@ -326,6 +326,9 @@ pub struct FleetNode {
     pub idle_power: PowerState,
     /// The NVLink domain ([`NVLINK_DOMAIN_LABEL`]), when the product has NVLink.
     pub nvlink_domain: Option<String>,
+    /// GPU feature discovery's clique ([`CLIQUE_LABEL`]), when the NVLink domain spans
+    /// several nodes.
+    pub nvlink_clique: Option<String>,
     /// Extra labels from the spec.
     pub extra_labels: BTreeMap<String, String>,
     /// Taints from the spec.
@@ -367,41 +370,14 @@ impl FleetNode {
         set(MANAGED_BY_LABEL, MANAGED_BY.into());
         if let Some(domain) = &self.nvlink_domain {
             set(NVLINK_DOMAIN_LABEL, domain.clone());
-            if let Some(clique) = self.clique() {
-                set(CLIQUE_LABEL, clique);
-            }
+        }
+        if let Some(clique) = &self.nvlink_clique {
+            set(CLIQUE_LABEL, clique.clone());
         }
         for (k, v) in &self.extra_labels {
             l.insert(k.clone(), v.clone());
         }
         l
-    }
-
-    /// GPU feature discovery's clique label value, when the node's NVLink domain spans
-    /// several nodes: a cluster UUID derived from the rack (stable across restarts) and the
-    /// domain's number in it.
-    fn clique(&self) -> Option<String> {
-        let size = u32::from(self.model.nvlink_domain_size?);
-        if size <= self.gpus {
-            return None;
-        }
-        let domain = self.nvlink_domain.as_deref()?;
-        let number = domain.rsplit_once("-nvl")?.1;
-        let h = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.rack.as_bytes());
-        let hex: String = h
-            .as_ref()
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        Some(format!(
-            "{}-{}-{}-{}-{}.{number}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        ))
     }
 
     /// The node's capacity (also its allocatable): GPUs, CPU, memory and pods.
@@ -652,10 +628,14 @@ fn expand_rack(
         for i in 0..group.count as usize {
             number += 1;
             let name = format!("gpu-{}-{number:0width$}", placed.name);
-            let nvlink_domain = nodes_per_domain.map(|per| {
-                let domain = nvl_domain + i / per;
-                format!("{}-nvl{domain}", placed.name)
-            });
+            let domain = nodes_per_domain.map(|per| nvl_domain + i / per);
+            let nvlink_domain = domain.map(|k| format!("{}-nvl{k}", placed.name));
+            let spans_nodes = model
+                .nvlink_domain_size
+                .is_some_and(|d| u32::from(d) > group.gpus_per_node);
+            let nvlink_clique = domain
+                .filter(|_| spans_nodes)
+                .map(|k| clique_for(&placed.name, k));
             let ip = host_in(node_net, u64::from(placed.block) * 256 + 9 + number as u64)
                 .ok_or_else(|| {
                     FleetError::Invalid(format!(
@@ -689,6 +669,7 @@ fn expand_rack(
                 pod_cidr: format!("{pod_base}/24"),
                 idle_power: placed.rack.idle_power,
                 nvlink_domain,
+                nvlink_clique,
                 extra_labels: group.labels.clone(),
                 taints: taints.clone(),
             });
@@ -700,9 +681,31 @@ fn expand_rack(
     Ok(())
 }
 
+/// A SHA-256 of `name`: the lab's stable, made-up identities come from it.
+fn digest_of(name: &str) -> aws_lc_rs::digest::Digest {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes())
+}
+
+/// GPU feature discovery's clique value for NVLink domain `k` of `rack`:
+/// `<cluster UUID>.<k>`, the UUID derived from the rack.
+fn clique_for(rack: &str, k: usize) -> String {
+    let hex: String = digest_of(rack).as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "{}-{}-{}-{}-{}.{k}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 /// A locally administered unicast MAC address derived from a SHA-256 of the name.
 fn mac_for(name: &str) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes());
+    let digest = digest_of(name);
     let b = digest.as_ref();
     format!(
         "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
@@ -976,10 +979,15 @@ memory = "1Ti"
         );
     }
 
+    /// The fleet of a spec that the test writes out.
+    fn fleet_of(toml: &str) -> Fleet {
+        Fleet::new(FleetSpec::from_toml(toml).expect("spec"), None).expect("fleet")
+    }
+
     #[test]
     fn nvl72_trays_carry_the_clique_of_their_rack() {
         // 36 GB200 trays of 4 GPUs: two NVL72 domains in one rack.
-        let spec = FleetSpec::from_toml(
+        let fleet = fleet_of(
             r#"
 [[site]]
 name = "s"
@@ -993,9 +1001,7 @@ gpus_per_node = 4
 cpu = "144"
 memory = "960Gi"
 "#,
-        )
-        .expect("spec");
-        let fleet = Fleet::new(spec, None).expect("fleet");
+        );
         let cliques: Vec<String> = fleet
             .nodes()
             .iter()
@@ -1016,7 +1022,7 @@ memory = "960Gi"
     #[test]
     fn nvlink_domains_group_nodes_by_the_products_domain_size() {
         // H100 NVL: 2-GPU domains, so every 2-GPU node is one domain; 1-GPU nodes pair up.
-        let spec = FleetSpec::from_toml(
+        let fleet = fleet_of(
             r#"
 [[site]]
 name = "s"
@@ -1036,9 +1042,7 @@ gpus_per_node = 8
 cpu = "32"
 memory = "256Gi"
 "#,
-        )
-        .expect("spec");
-        let fleet = Fleet::new(spec, None).expect("fleet");
+        );
         let domains: Vec<String> = fleet
             .nodes()
             .iter()

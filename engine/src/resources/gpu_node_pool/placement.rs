@@ -68,17 +68,18 @@ pub fn topology_key(nodes: &[&HostNode], explicit: Option<&str>) -> Result<Optio
             ))
         };
     }
-    if let Some(key) = AUTO_TOPOLOGY_KEYS.iter().find(|k| lacking(k).is_empty()) {
+    let missing: Vec<(&str, Vec<&str>)> = AUTO_TOPOLOGY_KEYS
+        .iter()
+        .map(|k| (*k, lacking(k)))
+        .collect();
+    if let Some((key, _)) = missing.iter().find(|(_, m)| m.is_empty()) {
         return Ok(Some((*key).to_owned()));
     }
-    match AUTO_TOPOLOGY_KEYS
-        .iter()
-        .find(|k| lacking(k).len() < nodes.len())
-    {
-        Some(key) => Err(format!(
+    match missing.iter().find(|(_, m)| m.len() < nodes.len()) {
+        Some((key, m)) => Err(format!(
             "no topology label is on every candidate node; {}: label them, or set \
              placement.topology_key",
-            describe(key, &lacking(key))
+            describe(key, m)
         )),
         None => Ok(None),
     }

@@ -281,14 +281,6 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     ])))
 }
 
-/// Why a control plane that should run is not ready, if it is not.
-fn not_ready(readiness: Option<&readiness::Readiness>) -> Option<&str> {
-    match readiness? {
-        readiness::Readiness::Waiting(why) | readiness::Readiness::Failed(why) => Some(why),
-        readiness::Readiness::Ready(_) | readiness::Readiness::Paused(_) => None,
-    }
-}
-
 /// Refreshes `state` against `host`.
 pub async fn read_virtual_cluster(
     host: &dyn HostApi,
@@ -333,7 +325,7 @@ pub async fn read_virtual_cluster(
                 Value::Null
             };
             let mut diagnostics = Diagnostics::new();
-            if ours && let Some(why) = not_ready(observed.readiness.as_ref()) {
+            if ours && let Some(why) = observed.readiness.as_ref().and_then(|r| r.not_ready()) {
                 // A plan that shows `status` going back to Running says why it is not now.
                 tracing::info!(target: "gpufleet::virtual_cluster", "read {name}: {why}");
                 diagnostics.push(Diagnostic::warning(

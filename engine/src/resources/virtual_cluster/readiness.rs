@@ -95,6 +95,16 @@ pub enum Readiness {
     Failed(String),
 }
 
+impl Readiness {
+    /// Why a control plane that should run is not ready, if it is not.
+    pub fn not_ready(&self) -> Option<&str> {
+        match self {
+            Readiness::Waiting(why) | Readiness::Failed(why) => Some(why),
+            Readiness::Ready(_) | Readiness::Paused(_) => None,
+        }
+    }
+}
+
 /// Why waiting for the control plane (to be ready, or to stop) did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
