@@ -553,6 +553,7 @@ pub fn models() -> &'static [GpuModel] {
 /// stripped first: `-SHARED` (time-slicing) and `-MIG-<profile>` (MIG
 /// `single` strategy), so `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED` finds the
 /// A100 40GB. The MIG profile in the suffix is not checked against the model.
+/// Products declared in the provider configuration are found after the catalog's.
 #[must_use]
 pub fn lookup(product: &str) -> Option<&'static GpuModel> {
     let stripped = strip_gfd_suffixes(&normalize(product));
@@ -560,10 +561,20 @@ pub fn lookup(product: &str) -> Option<&'static GpuModel> {
     if key.is_empty() {
         return None;
     }
-    MODELS.iter().find(|m| {
-        match_key(&normalize(m.product)) == key
-            || m.aliases.iter().any(|a| match_key(&normalize(a)) == key)
-    })
+    MODELS
+        .iter()
+        .find(|m| {
+            match_key(&normalize(m.product)) == key
+                || m.aliases.iter().any(|a| match_key(&normalize(a)) == key)
+        })
+        .or_else(|| crate::gpu_products::registered(key))
+}
+
+/// The key [`lookup`] compares: the name normalized, without GFD's suffixes and the optional
+/// `NVIDIA-` prefix. Declared products ([`crate::gpu_products`]) are matched by it too.
+#[must_use]
+pub fn product_key(product: &str) -> String {
+    match_key(&strip_gfd_suffixes(&normalize(product))).to_owned()
 }
 
 /// The MIG profile named in a product label of the MIG `single` strategy, for

@@ -13,6 +13,7 @@ pub mod data_sources;
 pub mod diag;
 pub mod docs;
 pub mod functions;
+pub mod gpu_products;
 pub mod kinds;
 pub mod path;
 pub mod plan;

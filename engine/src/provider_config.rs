@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::{
     diag::Diagnostics,
+    gpu_products::{self, Declared},
     path::AttrPath,
     schema::{Attribute, Block, NestedBlock, Schema},
     value::{Type, Value},
@@ -165,7 +166,13 @@ pub fn schema() -> Schema {
         }
         block = block.block(NestedBlock::single(name, inner));
     }
+    block = block.block(gpu_products::provider_block());
     Schema::new(block)
+}
+
+/// The provider block's offline checks beyond its attribute validators.
+pub fn check(config: &Value) -> Diagnostics {
+    gpu_products::check(config.get(gpu_products::BLOCK))
 }
 
 /// A setting's resolved value.
@@ -194,6 +201,8 @@ pub struct ProviderSettings {
     pub values: BTreeMap<&'static str, BTreeMap<&'static str, Resolved>>,
     /// The Terraform version that configured the provider.
     pub terraform_version: String,
+    /// GPU products the provider block declares beside the catalog.
+    pub gpu_products: Declared,
 }
 
 impl ProviderSettings {
@@ -219,6 +228,7 @@ impl ProviderSettings {
         ProviderSettings {
             values,
             terraform_version: String::new(),
+            gpu_products: Declared::from_config(config.get(gpu_products::BLOCK)),
         }
     }
 

@@ -10,7 +10,10 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
     backends::kube::{POOL, TENANT},
+    context::Context,
+    gpu_products::Declared,
     kinds::ResourceKind,
+    provider_config::ProviderSettings,
     resources::gpu_node_pool::{
         DEVICE_PLUGIN_CONFIG_MAP, DEVICE_PLUGIN_NAMESPACE, GpuNodePool,
         api::{HostNode, NodeWrite},
@@ -61,6 +64,67 @@ fn sharing(strategy: &str, replicas: Option<i64>, mig: Option<&str>) -> Value {
         ("strategy", Value::string(strategy)),
         ("replicas", replicas.map(Value::int).into()),
         ("mig_config", mig.map(Value::string).into()),
+    ])
+}
+
+fn karpenter(provider: Option<&str>, gpus_per_node: Option<i64>, reqs: Vec<Value>) -> Value {
+    Value::object([
+        ("provider", provider.map(Value::string).into()),
+        ("gpus_per_node", gpus_per_node.map(Value::int).into()),
+        (
+            "requirements",
+            if reqs.is_empty() {
+                Value::Null
+            } else {
+                Value::List(reqs)
+            },
+        ),
+    ])
+}
+
+fn requirement(key: &str, operator: &str, values: &[&str]) -> Value {
+    Value::object([
+        ("key", Value::string(key)),
+        ("operator", Value::string(operator)),
+        (
+            "values",
+            Value::List(values.iter().map(|v| Value::string(*v)).collect()),
+        ),
+        ("min_values", Value::Null),
+    ])
+}
+
+/// The values of the NodePool's requirement on `key`.
+fn required(np: &serde_json::Value, key: &str) -> Option<serde_json::Value> {
+    np["spec"]["template"]["spec"]["requirements"]
+        .as_array()?
+        .iter()
+        .find(|r| r["key"] == key)
+        .map(|r| r["values"].clone())
+}
+
+/// A context whose provider block declares `gpu_product` blocks.
+fn declaring(products: Vec<Value>) -> Context {
+    let settings = ProviderSettings {
+        gpu_products: Declared::from_config(&Value::List(products)),
+        ..Default::default()
+    };
+    Context {
+        settings: Arc::new(settings),
+        ..Default::default()
+    }
+}
+
+fn declared_product(name: &str, gpus_per_node: Option<i64>) -> Value {
+    Value::object([
+        ("name", Value::string(name)),
+        ("aliases", Value::Null),
+        ("display_name", Value::Null),
+        ("architecture", Value::string("hopper")),
+        ("memory_mib", Value::int(97_871)),
+        ("gpus_per_node", gpus_per_node.map(Value::int).into()),
+        ("nvlink_domain_size", Value::Null),
+        ("mig_profiles", Value::Null),
     ])
 }
 
@@ -541,6 +605,146 @@ async fn auto_pool_emits_a_karpenter_node_pool_and_removes_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn auto_pool_constrains_what_karpenter_may_launch_to_the_product() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let auto = |karpenter: Value| {
+        pool(
+            &k,
+            &[
+                ("source", Value::string("auto")),
+                ("node_count", Value::Null),
+                (
+                    "autoscaling",
+                    Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(3))]),
+                ),
+                ("karpenter", karpenter),
+            ],
+        )
+    };
+    tf.apply_ok(&auto(Value::Null)).await;
+    let np = h.node_pool("gpufleet-a-train").expect("NodePool");
+    // The default node class is AWS's: the instance must have 8 NVIDIA H100s.
+    assert_eq!(
+        required(&np, "karpenter.k8s.aws/instance-gpu-name"),
+        Some(serde_json::json!(["h100"]))
+    );
+    assert_eq!(
+        required(&np, "karpenter.k8s.aws/instance-gpu-count"),
+        Some(serde_json::json!(["8"]))
+    );
+    assert_eq!(np["spec"]["limits"]["nvidia.com/gpu"], "24");
+    // One-GPU instances and spot capacity: an update in place.
+    let smaller = auto(karpenter(
+        None,
+        Some(1),
+        vec![requirement("karpenter.sh/capacity-type", "In", &["spot"])],
+    ));
+    assert_eq!(tf.apply_ok(&smaller).await, Action::Update);
+    let np = h.node_pool("gpufleet-a-train").expect("NodePool");
+    assert_eq!(
+        required(&np, "karpenter.k8s.aws/instance-gpu-count"),
+        Some(serde_json::json!(["1"]))
+    );
+    assert_eq!(
+        required(&np, "karpenter.sh/capacity-type"),
+        Some(serde_json::json!(["spot"]))
+    );
+    assert_eq!(np["spec"]["limits"]["nvidia.com/gpu"], "3");
+    assert_eq!(tf.plan(&smaller).await.action, Action::NoOp);
+    // AWS has no 2-GPU H100 instance.
+    let p = tf.plan(&auto(karpenter(None, Some(2), vec![]))).await;
+    assert_eq!(
+        p.diagnostics
+            .iter()
+            .filter_map(|d| d.path.as_ref().map(ToString::to_string))
+            .collect::<Vec<_>>(),
+        ["karpenter.gpus_per_node"],
+        "{}",
+        show(&p.diagnostics)
+    );
+    assert!(!tf.destroy().await.has_error());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declared_product_is_pooled_like_a_catalog_one() {
+    const H20: &str = "NVIDIA-Lifecycle-H20";
+    let h = MemoryHost::with_nodes(H20, &[("r1", 3)]);
+    h.add_namespace(
+        "vc-a",
+        &[
+            ("app.kubernetes.io/managed-by", "gpufleet"),
+            ("gpufleet.dev/virtual-cluster", "a"),
+            ("gpufleet.dev/isolation", "dedicated"),
+        ],
+    );
+    let k = GpuNodePool(Arc::clone(&h));
+    let c = pool(&k, &[("gpu_product", Value::string(H20))]);
+    // Without the declaration the product is refused at plan, on the attribute.
+    let mut plain = Terraform::new(&k);
+    let p = plain.plan(&c).await;
+    assert_eq!(
+        p.diagnostics
+            .iter()
+            .filter_map(|d| d.path.as_ref().map(ToString::to_string))
+            .collect::<Vec<_>>(),
+        ["gpu_product"],
+        "{}",
+        show(&p.diagnostics)
+    );
+    assert!(p.diagnostics.0[0].detail.contains("gpu_product block"));
+    // Declared, its nodes are claimed, counted and released like a catalog product's.
+    let mut tf = Terraform::new(&k);
+    tf.ctx = declaring(vec![declared_product(H20, Some(4))]);
+    assert_eq!(tf.apply_ok(&c).await, Action::Create);
+    assert_eq!(held(&h, "a.train").len(), 2);
+    assert_eq!(tf.state.get("gpus"), &Value::int(16));
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+    assert!(!tf.destroy().await.has_error());
+    assert!(held(&h, "a.train").is_empty());
+    // An auto pool of it takes GPUs per node from the declaration; no cloud maps it, so
+    // the user's requirements choose the instances.
+    let auto = pool(
+        &k,
+        &[
+            ("gpu_product", Value::string(H20)),
+            ("source", Value::string("auto")),
+            (
+                "karpenter",
+                karpenter(
+                    Some("generic"),
+                    None,
+                    vec![requirement(
+                        "node.kubernetes.io/instance-type",
+                        "In",
+                        &["h20x4.large"],
+                    )],
+                ),
+            ),
+        ],
+    );
+    tf.apply_ok(&auto).await;
+    let np = h.node_pool("gpufleet-a-train").expect("NodePool");
+    assert_eq!(np["spec"]["limits"]["nvidia.com/gpu"], "8");
+    assert_eq!(
+        required(&np, "node.kubernetes.io/instance-type"),
+        Some(serde_json::json!(["h20x4.large"]))
+    );
+    // With the default AWS node class it would be refused: AWS offers no such GPU.
+    let aws = pool(
+        &k,
+        &[
+            ("gpu_product", Value::string(H20)),
+            ("source", Value::string("auto")),
+        ],
+    );
+    let p = tf.plan(&aws).await;
+    assert!(p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    assert!(!tf.destroy().await.has_error());
+}
+
+#[tokio::test(start_paused = true)]
 async fn bad_input_is_refused_at_plan_on_its_attribute() {
     let h = host();
     let k = GpuNodePool(Arc::clone(&h));
@@ -590,6 +794,39 @@ async fn bad_input_is_refused_at_plan_on_its_attribute() {
             "bad vc id",
             vec![("virtual_cluster_id", Value::string("a"))],
             "virtual_cluster_id",
+        ),
+        (
+            "karpenter settings on a host pool",
+            vec![("karpenter", karpenter(None, Some(8), vec![]))],
+            "karpenter",
+        ),
+        (
+            // The default node class is AWS's, which has no A30 instances.
+            "auto pool of a product the cloud does not offer",
+            vec![
+                ("gpu_product", Value::string("NVIDIA-A30")),
+                ("source", Value::string("auto")),
+            ],
+            "gpu_product",
+        ),
+        (
+            "requirement on a key gpufleet sets",
+            vec![
+                ("source", Value::string("auto")),
+                (
+                    "karpenter",
+                    karpenter(
+                        None,
+                        None,
+                        vec![requirement(
+                            "karpenter.k8s.aws/instance-gpu-name",
+                            "In",
+                            &["a10g"],
+                        )],
+                    ),
+                ),
+            ],
+            "karpenter.requirements[0].key",
         ),
     ];
     for (case, extra, want) in cases {

@@ -230,24 +230,19 @@ impl<B: Backend> DataSourceKind for FleetInventory<B> {
         inventory_schema()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
-        let mut d = Diagnostics::new();
-        if let Some(p) = config.get("gpu_product").as_str()
-            && catalog::lookup(p).is_none()
-        {
-            d.error_at(
-                AttrPath::attr("gpu_product"),
-                "Unknown GPU Product",
-                format!(
-                    "{p:?} is not a GPU product gpufleet knows. Known products are: {}.",
-                    catalog::product_names().join(", ")
-                ),
-            );
-        }
-        d
-    }
-
     async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {
+        // Checked here, not at validate: the product may be declared in the provider block.
+        let unknown = crate::gpu_products::check_product(
+            &ctx.settings.gpu_products,
+            AttrPath::attr("gpu_product"),
+            config.get("gpu_product"),
+        );
+        if unknown.has_error() {
+            return ReadResponse {
+                new_state: Value::Null,
+                diagnostics: unknown,
+            };
+        }
         let host = match self.0.connect(ctx).await {
             Ok(h) => h,
             Err(diagnostics) => {

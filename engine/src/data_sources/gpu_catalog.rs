@@ -1,13 +1,15 @@
 //! `gpufleet_gpu_catalog`: the GPU products gpufleet knows, with memory, MIG profiles and
-//! NVLink domain size. Needs no backend, so modules can use it anywhere, even at plan time.
+//! NVLink domain size: the built-in catalog and the products the provider block declares.
+//! Needs no backend, so modules can use it anywhere, even at plan time.
 
 use async_trait::async_trait;
 
 use crate::{
-    catalog::{self, GpuModel},
+    catalog::GpuModel,
     context::Context,
     diag::Diagnostics,
     functions::{mig_profile_type, mig_profile_value},
+    gpu_products::{self, Declared, Resolution},
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
     schema::{Attribute, Block, Schema},
@@ -28,6 +30,7 @@ fn gpu_type() -> Type {
         ("mig_capable", Type::Bool),
         ("mig_profiles", Type::list(mig_profile_type())),
         ("nvlink_domain_size", Type::Number),
+        ("gpus_per_node", Type::Number),
     ])
 }
 
@@ -47,21 +50,17 @@ fn gpu_value(m: &GpuModel) -> Value {
             "nvlink_domain_size",
             m.nvlink_domain_size.map(|n| Value::int(n.into())).into(),
         ),
+        (
+            "gpus_per_node",
+            gpu_products::gpus_per_node(m)
+                .map(|n| Value::int(n.into()))
+                .into(),
+        ),
     ])
 }
 
-fn unknown_product(product: &str) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    d.error_at(
-        AttrPath::attr("product"),
-        "Unknown GPU Product",
-        format!(
-            "{product:?} is not a GPU product gpufleet knows. Use the name GPU feature \
-             discovery puts in the nvidia.com/gpu.product label. Known products are: {}.",
-            catalog::product_names().join(", ")
-        ),
-    );
-    d
+fn unknown_product(declared: &Declared, product: &str) -> Diagnostics {
+    gpu_products::unknown_product(declared, AttrPath::attr("product"), product)
 }
 
 #[async_trait]
@@ -73,8 +72,10 @@ impl DataSourceKind for GpuCatalog {
     fn schema(&self) -> Schema {
         Schema::new(
             Block::new(
-                "The GPU products gpufleet knows: memory, MIG profiles and NVLink domain size, \
-                 named as GPU feature discovery names them. Needs no backend.",
+                "The GPU products gpufleet knows: memory, MIG profiles, NVLink domain size and \
+                 GPUs per node, named as GPU feature discovery names them. Lists the built-in \
+                 catalog and the products declared in `gpu_product` blocks of the provider \
+                 configuration. Needs no backend.",
             )
             .attr(Attribute::optional("product", Type::String).describe(
                 "Look up one product (as in the `nvidia.com/gpu.product` label; case and a \
@@ -103,35 +104,30 @@ impl DataSourceKind for GpuCatalog {
         )
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
-        match config.get("product").as_str() {
-            Some(p) if catalog::lookup(p).is_none() => unknown_product(p),
-            _ => Diagnostics::new(),
-        }
-    }
-
-    async fn read(&self, _ctx: &Context, config: Value) -> ReadResponse {
+    async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {
+        // The product is checked here, not at validate: the provider block may declare it.
+        let declared = &ctx.settings.gpu_products;
         let product = config.get("product").as_str();
-        let gpu = match product.map(|p| (p, catalog::lookup(p))) {
-            None => Value::Null,
-            Some((_, Some(m))) => gpu_value(m),
-            Some((p, None)) => {
+        let model = match product.map(|p| (p, gpu_products::resolve(declared, p))) {
+            None => None,
+            Some((_, Resolution::Found(m))) => Some(m),
+            Some((p, _)) => {
                 return ReadResponse {
                     new_state: Value::Null,
-                    diagnostics: unknown_product(p),
+                    diagnostics: unknown_product(declared, p),
                 };
             }
         };
+        let gpu = model.map_or(Value::Null, gpu_value);
         // Filters combine: `product` narrows the list to that product, so a module that looks
         // up one GPU per tenant does not carry the whole catalog in every instance's state.
-        let wanted = product.and_then(catalog::lookup).map(|m| m.product);
+        let wanted = model.map(|m| m.product);
         let filter = config.get("mig_capable").as_bool();
-        let mut models: Vec<&GpuModel> = catalog::models()
-            .iter()
+        let models: Vec<&GpuModel> = gpu_products::all_models(declared)
+            .into_iter()
             .filter(|m| wanted.is_none_or(|p| m.product == p))
             .filter(|m| filter.is_none_or(|f| m.mig_capable() == f))
             .collect();
-        models.sort_by_key(|m| m.product);
 
         let mut state = config.as_object().cloned().unwrap_or_default();
         state.insert("gpu".to_owned(), gpu);
@@ -202,11 +198,61 @@ mod tests {
         );
     }
 
-    #[test]
-    fn unknown_product_points_at_attribute() {
-        let d = GpuCatalog.validate(&config(Value::string("RTX-9999"), Value::Null));
+    #[tokio::test]
+    async fn unknown_product_points_at_attribute() {
+        let r = GpuCatalog
+            .read(
+                &Context::default(),
+                config(Value::string("RTX-9999"), Value::Null),
+            )
+            .await;
+        let d = r.diagnostics;
         assert!(d.has_error());
         assert_eq!(d.0[0].path, Some(AttrPath::attr("product")));
         assert!(d.0[0].detail.contains("NVIDIA-B200"));
+    }
+
+    #[tokio::test]
+    async fn declared_products_are_listed_and_looked_up() {
+        let blocks = Value::List(vec![Value::object([
+            ("name", Value::string("NVIDIA-Catalog-Test-X1")),
+            ("aliases", Value::Null),
+            ("display_name", Value::Null),
+            ("architecture", Value::string("hopper")),
+            ("memory_mib", Value::int(97_871)),
+            ("gpus_per_node", Value::int(8)),
+            ("nvlink_domain_size", Value::int(8)),
+            ("mig_profiles", Value::Null),
+        ])]);
+        let settings = crate::provider_config::ProviderSettings {
+            gpu_products: Declared::from_config(&blocks),
+            ..Default::default()
+        };
+        let ctx = Context {
+            settings: std::sync::Arc::new(settings),
+            ..Default::default()
+        };
+        let r = GpuCatalog
+            .read(&ctx, config(Value::string("catalog-test-x1"), Value::Null))
+            .await;
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        let gpu = r.new_state.get("gpu");
+        assert_eq!(gpu.get("product"), &Value::string("NVIDIA-Catalog-Test-X1"));
+        assert_eq!(gpu.get("gpus_per_node"), &Value::int(8));
+        assert_eq!(gpu.get("mig_capable"), &Value::Bool(false));
+        let all = GpuCatalog
+            .read(&ctx, config(Value::Null, Value::Null))
+            .await;
+        let products = all.new_state.get("products").strings();
+        assert!(products.contains(&"NVIDIA-Catalog-Test-X1".to_owned()));
+        assert!(products.contains(&"NVIDIA-H100-80GB-HBM3".to_owned()));
+        // A context that does not declare it refuses it.
+        let other = GpuCatalog
+            .read(
+                &Context::default(),
+                config(Value::string("NVIDIA-Catalog-Test-X1"), Value::Null),
+            )
+            .await;
+        assert!(other.diagnostics.has_error());
     }
 }

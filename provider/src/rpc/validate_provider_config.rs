@@ -1,4 +1,5 @@
-//! ValidateProviderConfig: offline checks of the provider block.
+//! ValidateProviderConfig: offline checks of the provider block (its attribute validators and
+//! the declared GPU products).
 
 use gpufleet_engine::{provider_config, validate};
 
@@ -14,7 +15,11 @@ pub(crate) async fn handle(
         &schema.value_type(),
         "provider configuration",
     ) {
-        Ok(config) => convert::diagnostics(&validate::validate_block(&schema.block, &config)),
+        Ok(config) => {
+            let mut diags = validate::validate_block(&schema.block, &config);
+            diags.extend(provider_config::check(&config));
+            convert::diagnostics(&diags)
+        }
         Err(d) => vec![convert::diagnostic(&d)],
     };
     pb::validate_provider_config::Response { diagnostics }

@@ -1,10 +1,30 @@
-//! The Karpenter `NodePool` (`karpenter.sh/v1`) an `auto` pool emits. Pure.
+//! The Karpenter `NodePool` (`karpenter.sh/v1`) an `auto` pool emits, and the checks of its
+//! `karpenter` settings. Pure.
 //!
-//! The NodePool asks for nodes of the pool's GPU product (a requirement on
-//! `nvidia.com/gpu.product`), gives them the pool's labels and taints through its template,
-//! and caps the pool with `limits` on `nodes` and `nvidia.com/gpu`. The GPU limit assumes the
-//! product's usual 8 GPUs per node (4 for PCIe cards without NVLink), since the instance type
-//! is Karpenter's choice.
+//! The NodePool's requirements constrain what Karpenter may launch to the pool's product.
+//! Karpenter itself stamps every requirement's value on the nodes it launches, so the GFD
+//! product label (`nvidia.com/gpu.product`) alone would let it launch any instance and label
+//! it as the product. The instance-type labels of the cloud's Karpenter provider say what
+//! GPUs an instance really has, so with `provider = "aws"` or `"azure"` the NodePool also
+//! requires the GPU's manufacturer, name and count (and, on AWS, memory where one name
+//! covers two memory sizes); with `"generic"` the user's `requirements` choose the instances.
+//!
+//! The keys and values come from the providers' sources:
+//! * AWS (`karpenter-provider-aws`, `pkg/providers/instancetype/types.go`):
+//!   `karpenter.k8s.aws/instance-gpu-{name,manufacturer,count,memory}`, the EC2 GPU name and
+//!   manufacturer lower-cased with spaces as dashes, the count and the memory in MiB. The
+//!   instance types and their values are those of its generated instance-type reference.
+//! * Azure (`karpenter-provider-azure`, `pkg/providers/instancetype/instancetype.go`):
+//!   `karpenter.azure.com/sku-gpu-{name,manufacturer,count}`. The name is the accelerator part
+//!   of the VM size as `github.com/Azure/skewer` parses it (`[A-Z][0-9]+`: `H100` in
+//!   `ND96isr_H100_v5`); sizes whose name has none (`ND96asr_v4`, `ND128isr_NDR_GB200_v6`,
+//!   the `RTXPRO6000BSE` sizes) get no name label and cannot be selected by it.
+//!
+//! The NodePool is capped with `limits` on `nodes` and, when GPUs per node are known (the
+//! pool's `karpenter.gpus_per_node`, else the product's, see
+//! [`crate::gpu_products::gpus_per_node`]), on `nvidia.com/gpu`.
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value as Json, json};
 
@@ -12,17 +32,374 @@ use super::{
     node_config::Desired,
     spec::{GPU_PRODUCT_LABEL, PoolSpec},
 };
-use crate::backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL};
+use crate::{
+    backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL},
+    catalog::GpuModel,
+    diag::{Diagnostic, Diagnostics},
+    gpu_products,
+    path::AttrPath,
+    schema::{AttrMode, Attribute, Nesting},
+    validate::{IntBetween, OneOf},
+    value::{Type, Value},
+};
 
 /// The label Karpenter puts on the nodes it launches for a NodePool.
 pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 
-/// GPUs per node assumed for the NodePool's GPU limit.
-pub fn gpus_per_node(spec: &PoolSpec) -> u32 {
-    match spec.model.nvlink_domain_size {
-        Some(n) => u32::from(n).clamp(1, 8),
-        None => 4,
+/// The node-selector operators Karpenter's NodePool accepts.
+const OPERATORS: &[&str] = &[
+    "In",
+    "NotIn",
+    "Exists",
+    "DoesNotExist",
+    "Gt",
+    "Lt",
+    "Gte",
+    "Lte",
+];
+
+/// A Karpenter cloud provider, whose instance labels describe an instance's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    /// `karpenter-provider-aws` (EC2NodeClass).
+    Aws,
+    /// `karpenter-provider-azure` (AKSNodeClass).
+    Azure,
+    /// Any other: only the user's requirements choose instances.
+    Generic,
+}
+
+/// The names `karpenter.provider` accepts.
+const CLOUD_NAMES: &[&str] = &["aws", "azure", "generic"];
+
+impl Cloud {
+    fn parse(s: &str) -> Option<Cloud> {
+        match s {
+            "aws" => Some(Cloud::Aws),
+            "azure" => Some(Cloud::Azure),
+            "generic" => Some(Cloud::Generic),
+            _ => None,
+        }
     }
+
+    /// The provider whose node class API group this is, if one gpufleet knows.
+    fn of_group(group: &str) -> Option<Cloud> {
+        match group {
+            "karpenter.k8s.aws" => Some(Cloud::Aws),
+            "karpenter.azure.com" => Some(Cloud::Azure),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Azure => "azure",
+            Cloud::Generic => "generic",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Cloud::Aws => "AWS",
+            Cloud::Azure => "Azure",
+            Cloud::Generic => "generic",
+        }
+    }
+
+    fn keys(self) -> Option<&'static GpuKeys> {
+        match self {
+            Cloud::Aws => Some(&AWS_KEYS),
+            Cloud::Azure => Some(&AZURE_KEYS),
+            Cloud::Generic => None,
+        }
+    }
+
+    fn gpus(self) -> &'static [CloudGpu] {
+        match self {
+            Cloud::Aws => AWS_GPUS,
+            Cloud::Azure => AZURE_GPUS,
+            Cloud::Generic => &[],
+        }
+    }
+}
+
+/// The instance-type labels of one Karpenter provider that describe an instance's GPUs.
+#[derive(Debug)]
+struct GpuKeys {
+    name: &'static str,
+    manufacturer: &'static str,
+    count: &'static str,
+    memory: Option<&'static str>,
+}
+
+const AWS_KEYS: GpuKeys = GpuKeys {
+    name: "karpenter.k8s.aws/instance-gpu-name",
+    manufacturer: "karpenter.k8s.aws/instance-gpu-manufacturer",
+    count: "karpenter.k8s.aws/instance-gpu-count",
+    memory: Some("karpenter.k8s.aws/instance-gpu-memory"),
+};
+
+const AZURE_KEYS: GpuKeys = GpuKeys {
+    name: "karpenter.azure.com/sku-gpu-name",
+    manufacturer: "karpenter.azure.com/sku-gpu-manufacturer",
+    count: "karpenter.azure.com/sku-gpu-count",
+    memory: None,
+};
+
+/// How one cloud labels the instances of one catalog product.
+#[derive(Debug)]
+struct CloudGpu {
+    /// Catalog product.
+    product: &'static str,
+    /// The GPU name label's value.
+    name: &'static str,
+    /// The GPU memory label's value, where the name alone does not tell the product.
+    memory_mib: Option<u32>,
+    /// GPUs per instance of the instance types that have it.
+    counts: &'static [u32],
+}
+
+const fn gpu(
+    product: &'static str,
+    name: &'static str,
+    memory_mib: Option<u32>,
+    counts: &'static [u32],
+) -> CloudGpu {
+    CloudGpu {
+        product,
+        name,
+        memory_mib,
+        counts,
+    }
+}
+
+/// EC2 instance types by GPU (Karpenter's instance-type reference).
+const AWS_GPUS: &[CloudGpu] = &[
+    // p4d.24xlarge and p4de.24xlarge: both "a100", told apart by memory.
+    gpu("NVIDIA-A100-SXM4-40GB", "a100", Some(40_960), &[8]),
+    gpu("NVIDIA-A100-SXM4-80GB", "a100", Some(81_920), &[8]),
+    // p5.4xlarge and p5.48xlarge.
+    gpu("NVIDIA-H100-80GB-HBM3", "h100", None, &[1, 8]),
+    // p5e and p5en.48xlarge.
+    gpu("NVIDIA-H200", "h200", None, &[8]),
+    gpu("NVIDIA-B200", "b200", None, &[8]),
+    gpu("NVIDIA-B300-SXM6-AC", "b300", None, &[8]),
+    // g6 and gr6; the fractional g6f sizes report 0 GPUs and are left out by the count.
+    gpu("NVIDIA-L4", "l4", None, &[1, 4, 8]),
+    // g6e.
+    gpu("NVIDIA-L40S", "l40s", None, &[1, 4, 8]),
+    // g7e.
+    gpu(
+        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        "rtx-pro-server-6000",
+        None,
+        &[1, 2, 4, 8],
+    ),
+];
+
+/// Azure VM sizes by GPU (the accelerator part of the size name).
+const AZURE_GPUS: &[CloudGpu] = &[
+    // ND96amsr_A100_v4 (SXM, 8) and NC24/48/96ads_A100_v4 (PCIe, 1/2/4): both "A100".
+    gpu("NVIDIA-A100-SXM4-80GB", "A100", None, &[8]),
+    gpu("NVIDIA-A100-80GB-PCIe", "A100", None, &[1, 2, 4]),
+    // ND96is(r)_H100_v5 (SXM, 8) and NC40ads/NC80adis_H100_v5 (H100 NVL, 1/2).
+    gpu("NVIDIA-H100-80GB-HBM3", "H100", None, &[8]),
+    gpu("NVIDIA-H100-NVL", "H100", None, &[1, 2]),
+    // ND96isr_H200_v5.
+    gpu("NVIDIA-H200", "H200", None, &[8]),
+];
+
+/// One node-selector requirement of the NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or `Lte`.
+    pub operator: String,
+    /// Values, none for `Exists` and `DoesNotExist`.
+    pub values: Vec<String>,
+    /// Karpenter's `minValues`: how many distinct values the launch choices must span.
+    pub min_values: Option<u32>,
+}
+
+impl Requirement {
+    fn is_in(key: &str, values: Vec<String>) -> Requirement {
+        Requirement {
+            key: key.to_owned(),
+            operator: "In".to_owned(),
+            values,
+            min_values: None,
+        }
+    }
+
+    fn json(&self) -> Json {
+        let mut r = json!({"key": self.key, "operator": self.operator});
+        if !self.values.is_empty() {
+            r["values"] = json!(self.values);
+        }
+        if let Some(n) = self.min_values {
+            r["minValues"] = json!(n);
+        }
+        r
+    }
+
+    fn from_value(v: &Value) -> Option<Requirement> {
+        Some(Requirement {
+            key: v.get("key").as_str()?.to_owned(),
+            operator: v.get("operator").as_str()?.to_owned(),
+            values: v.get("values").strings(),
+            min_values: v
+                .get("min_values")
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok()),
+        })
+    }
+}
+
+/// An `auto` pool's `karpenter` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `provider`, when set.
+    pub cloud: Option<Cloud>,
+    /// `gpus_per_node`, when set.
+    pub gpus_per_node: Option<u32>,
+    /// The user's `requirements`.
+    pub requirements: Vec<Requirement>,
+}
+
+impl Settings {
+    /// Decodes the `karpenter` attribute of a planned value (null: all defaults).
+    pub fn from_value(v: &Value) -> Settings {
+        Settings {
+            cloud: v.get("provider").as_str().and_then(Cloud::parse),
+            gpus_per_node: v
+                .get("gpus_per_node")
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok()),
+            requirements: v
+                .get("requirements")
+                .as_seq()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Requirement::from_value)
+                .collect(),
+        }
+    }
+}
+
+/// The `karpenter` attribute's nested attributes.
+pub fn attribute() -> Attribute {
+    Attribute::nested(
+        "karpenter",
+        Nesting::Single,
+        AttrMode::Optional,
+        vec![
+            Attribute::optional("provider", Type::String)
+                .validate(OneOf::new(CLOUD_NAMES))
+                .describe(
+                    "The cloud's Karpenter provider, whose instance labels tell the GPUs an \
+                     instance has: `aws` (requires `karpenter.k8s.aws/instance-gpu-name`, \
+                     `-manufacturer`, `-count`, and `-memory` for the A100s), `azure` \
+                     (`karpenter.azure.com/sku-gpu-name`, `-manufacturer`, `-count`), or \
+                     `generic` (only `requirements` choose instances). Defaults to the \
+                     provider of `karpenter_node_class`'s group (`karpenter.k8s.aws`: `aws`, \
+                     `karpenter.azure.com`: `azure`), else `generic`. A product the cloud \
+                     offers no instance for is refused at plan.",
+                ),
+            Attribute::optional("gpus_per_node", Type::Number)
+                .validate(IntBetween::new(1, 64))
+                .describe(
+                    "GPUs per node Karpenter may launch: the GPU count requirement and the \
+                     `nvidia.com/gpu` limit (`max_nodes` × this). Defaults to the product's \
+                     (8 on HGX baseboards, 4 in GB200 and GB300 trays, as \
+                     `gpufleet_gpu_catalog` shows); for PCIe cards, whose servers differ, \
+                     leaving it out allows every count the cloud offers and sets no GPU limit.",
+                ),
+            Attribute::nested(
+                "requirements",
+                Nesting::List,
+                AttrMode::Optional,
+                vec![
+                    Attribute::required("key", Type::String)
+                        .describe("Node label key, e.g. `karpenter.sh/capacity-type`."),
+                    Attribute::required("operator", Type::String)
+                        .validate(OneOf::new(OPERATORS))
+                        .describe(
+                            "`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or \
+                             `Lte`.",
+                        ),
+                    Attribute::optional("values", Type::list(Type::String)).describe(
+                        "Values: at least one for `In` and `NotIn`, none for `Exists` and \
+                         `DoesNotExist`, one integer for the comparisons.",
+                    ),
+                    Attribute::optional("min_values", Type::Number)
+                        .validate(IntBetween::new(1, 50))
+                        .describe("Karpenter's `minValues` for the key."),
+                ],
+            )
+            .describe(
+                "More requirements for the NodePool, e.g. capacity type or instance family. \
+                 Keys gpufleet sets from `gpu_product` and `gpus_per_node` (the GPU product \
+                 label and, with `aws` or `azure`, the GPU keys) are refused: use `generic` \
+                 to write GPU requirements yourself.",
+            ),
+        ],
+    )
+    .describe(
+        "With `source = \"auto\"`: what the Karpenter `NodePool` may launch. Leaving it out \
+         constrains instances by the GPU labels of the node class's cloud.",
+    )
+}
+
+/// The provider a pool's NodePool is written for: `karpenter.provider`, else the one of the
+/// node class group.
+pub fn cloud(spec: &PoolSpec) -> Cloud {
+    spec.karpenter
+        .cloud
+        .or_else(|| Cloud::of_group(&spec.node_class.0))
+        .unwrap_or(Cloud::Generic)
+}
+
+/// GPUs per node: `karpenter.gpus_per_node`, else the product's; `None` when servers differ.
+pub fn gpus_per_node(spec: &PoolSpec) -> Option<u32> {
+    spec.karpenter
+        .gpus_per_node
+        .or_else(|| gpu_products::gpus_per_node(spec.model))
+}
+
+fn cloud_gpu(cloud: Cloud, model: &GpuModel) -> Option<&'static CloudGpu> {
+    cloud.gpus().iter().find(|g| g.product == model.product)
+}
+
+/// The requirements gpufleet writes: the product label, then the cloud's GPU keys.
+fn product_requirements(spec: &PoolSpec) -> Vec<Requirement> {
+    let mut reqs = vec![Requirement::is_in(
+        GPU_PRODUCT_LABEL,
+        vec![spec.model.product.to_owned()],
+    )];
+    let cloud = cloud(spec);
+    let (Some(keys), Some(g)) = (cloud.keys(), cloud_gpu(cloud, spec.model)) else {
+        return reqs;
+    };
+    let counts: Vec<String> = match gpus_per_node(spec) {
+        Some(n) => vec![n.to_string()],
+        None => g.counts.iter().map(u32::to_string).collect(),
+    };
+    reqs.push(Requirement::is_in(keys.manufacturer, vec!["nvidia".into()]));
+    reqs.push(Requirement::is_in(keys.name, vec![g.name.to_owned()]));
+    reqs.push(Requirement::is_in(keys.count, counts));
+    if let (Some(key), Some(mib)) = (keys.memory, g.memory_mib) {
+        reqs.push(Requirement::is_in(key, vec![mib.to_string()]));
+    }
+    reqs
+}
+
+/// Every requirement of the NodePool.
+pub fn requirements(spec: &PoolSpec) -> Vec<Requirement> {
+    let mut reqs = product_requirements(spec);
+    reqs.extend(spec.karpenter.requirements.iter().cloned());
+    reqs
 }
 
 /// The NodePool object.
@@ -40,6 +417,10 @@ pub fn node_pool(spec: &PoolSpec, want: &Desired) -> Json {
             None => json!({"key": t.key, "effect": t.effect}),
         })
         .collect();
+    let mut limits = json!({ "nodes": max.to_string() });
+    if let Some(n) = gpus_per_node(spec) {
+        limits["nvidia.com/gpu"] = json!((max * n).to_string());
+    }
     let (group, kind, name) = &spec.node_class;
     json!({
         "apiVersion": "karpenter.sh/v1",
@@ -55,19 +436,12 @@ pub fn node_pool(spec: &PoolSpec, want: &Desired) -> Json {
             "template": {
                 "metadata": { "labels": want.labels },
                 "spec": {
-                    "requirements": [{
-                        "key": GPU_PRODUCT_LABEL,
-                        "operator": "In",
-                        "values": [spec.model.product],
-                    }],
+                    "requirements": requirements(spec).iter().map(Requirement::json).collect::<Vec<_>>(),
                     "taints": taints,
                     "nodeClassRef": { "group": group, "kind": kind, "name": name },
                 },
             },
-            "limits": {
-                "nodes": max.to_string(),
-                "nvidia.com/gpu": (max * gpus_per_node(spec)).to_string(),
-            },
+            "limits": limits,
             "disruption": {
                 "consolidationPolicy": "WhenEmpty",
                 "consolidateAfter": "5m",
@@ -76,37 +450,340 @@ pub fn node_pool(spec: &PoolSpec, want: &Desired) -> Json {
     })
 }
 
+/// The node class group a configuration names, or the default's.
+fn node_class_group(config: &Value) -> Option<String> {
+    let class = config.get("karpenter_node_class");
+    if class.is_unknown() {
+        return None;
+    }
+    let s = class
+        .as_str()
+        .unwrap_or("karpenter.k8s.aws/EC2NodeClass/default");
+    s.split('/').next().map(str::to_owned)
+}
+
+/// The provider a configuration chooses, when known.
+fn config_cloud(config: &Value) -> Option<Cloud> {
+    let karpenter = config.get("karpenter");
+    let provider = karpenter.get("provider");
+    if karpenter.is_unknown() || provider.is_unknown() {
+        return None;
+    }
+    match provider.as_str() {
+        Some(p) => Cloud::parse(p),
+        None => Some(
+            node_class_group(config)
+                .as_deref()
+                .and_then(Cloud::of_group)
+                .unwrap_or(Cloud::Generic),
+        ),
+    }
+}
+
+/// The offline checks of `karpenter`, at validate: only with `source = "auto"`, a provider
+/// that matches the node class, well-formed requirements that neither contradict each other
+/// nor rewrite the keys gpufleet sets.
+pub fn validate(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let karpenter = config.get("karpenter");
+    if karpenter.is_null() || karpenter.is_unknown() {
+        return d;
+    }
+    let at = AttrPath::attr("karpenter");
+    let source = config.get("source");
+    if !source.is_unknown() && source.as_str().unwrap_or("host") != "auto" {
+        d.error_at(
+            at.clone(),
+            "Karpenter Settings Without Karpenter",
+            "karpenter only applies with source = \"auto\", where the pool emits a Karpenter \
+             NodePool; remove it or set source = \"auto\".",
+        );
+    }
+    let provider = karpenter.get("provider");
+    if let (Some(p), Some(group)) = (
+        provider.as_str().and_then(Cloud::parse),
+        node_class_group(config),
+    ) && let Some(of_class) = Cloud::of_group(&group)
+        && p != Cloud::Generic
+        && p != of_class
+    {
+        d.error_at(
+            at.push_attr("provider"),
+            "Conflicting Karpenter Provider",
+            format!(
+                "provider = {:?} does not match the node class group {group:?}, which belongs \
+                 to the {} provider. Set provider = {:?}, or karpenter_node_class to a node \
+                 class of the {} provider.",
+                p.name(),
+                of_class.title(),
+                of_class.name(),
+                p.title()
+            ),
+        );
+    }
+    let cloud = config_cloud(config);
+    let reqs = karpenter.get("requirements");
+    let mut earlier: Vec<(usize, Requirement)> = Vec::new();
+    for (i, r) in reqs.as_seq().unwrap_or_default().iter().enumerate() {
+        let path = at.push_attr("requirements").push_index(i);
+        if !r.is_wholly_known() {
+            continue;
+        }
+        let Some(req) = Requirement::from_value(r) else {
+            continue;
+        };
+        check_shape(&req, &path, &mut d);
+        if let Some(why) = reserved_key(&req.key, cloud) {
+            d.error_at(path.push_attr("key"), "Conflicting Requirement", why);
+        }
+        if let Some((j, _)) = earlier.iter().find(|(_, other)| contradict(other, &req)) {
+            d.error_at(
+                path.clone(),
+                "Conflicting Requirements",
+                format!(
+                    "requirements[{i}] ({} {} {:?}) and requirements[{j}] on the same key can \
+                     never both hold, so Karpenter could launch nothing.",
+                    req.key, req.operator, req.values
+                ),
+            );
+        }
+        earlier.push((i, req));
+    }
+    d
+}
+
+/// Why a user requirement may not use `key`, if it may not.
+fn reserved_key(key: &str, cloud: Option<Cloud>) -> Option<String> {
+    if key == GPU_PRODUCT_LABEL {
+        return Some(format!(
+            "{GPU_PRODUCT_LABEL} is set from gpu_product; remove this requirement."
+        ));
+    }
+    let cloud = cloud?;
+    let keys = cloud.keys()?;
+    let generated = [
+        Some(keys.name),
+        Some(keys.manufacturer),
+        Some(keys.count),
+        keys.memory,
+    ];
+    generated.contains(&Some(key)).then(|| {
+        format!(
+            "{key} is set by gpufleet from gpu_product and gpus_per_node with provider = {:?}. \
+             Change gpus_per_node, or set provider = \"generic\" to write the GPU requirements \
+             yourself.",
+            cloud.name()
+        )
+    })
+}
+
+fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
+    let n = req.values.len();
+    let problem = match req.operator.as_str() {
+        "In" | "NotIn" if n == 0 => Some(format!("{} needs at least one value.", req.operator)),
+        "Exists" | "DoesNotExist" if n > 0 => Some(format!("{} takes no values.", req.operator)),
+        "Gt" | "Lt" | "Gte" | "Lte" if n != 1 || req.values[0].parse::<i64>().is_err() => {
+            Some(format!("{} takes exactly one integer value.", req.operator))
+        }
+        _ => None,
+    };
+    if let Some(p) = problem {
+        d.error_at(path.push_attr("values"), "Invalid Requirement", p);
+    }
+    if !super::spec::valid_label_key(&req.key) {
+        d.error_at(
+            path.push_attr("key"),
+            "Invalid Requirement",
+            format!("{:?} is not a Kubernetes label key.", req.key),
+        );
+    }
+}
+
+/// Whether two requirements on one key exclude each other.
+fn contradict(a: &Requirement, b: &Requirement) -> bool {
+    if a.key != b.key {
+        return false;
+    }
+    let set = |r: &Requirement| r.values.iter().cloned().collect::<BTreeSet<String>>();
+    match (a.operator.as_str(), b.operator.as_str()) {
+        ("In", "In") => set(a).is_disjoint(&set(b)),
+        ("In", "NotIn") => set(a).is_subset(&set(b)),
+        ("NotIn", "In") => set(b).is_subset(&set(a)),
+        ("In" | "Exists", "DoesNotExist") | ("DoesNotExist", "In" | "Exists") => true,
+        _ => false,
+    }
+}
+
+/// The plan-time checks that need the product's model (declared products are only known
+/// at plan): with `aws` or `azure`, the cloud must offer the product with that many GPUs.
+pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if config.get("source").as_str() != Some("auto") {
+        return d;
+    }
+    let Some(cloud) = config_cloud(config) else {
+        return d;
+    };
+    if cloud == Cloud::Generic {
+        let none = config
+            .get("karpenter")
+            .get("requirements")
+            .as_seq()
+            .is_none_or(<[Value]>::is_empty);
+        if none {
+            d.push(
+                Diagnostic::warning(
+                    "Karpenter May Launch Any Instance",
+                    format!(
+                        "with provider = \"generic\" and no requirements, the NodePool only \
+                         asks for the label {GPU_PRODUCT_LABEL}={}, which Karpenter writes on \
+                         whatever instance it launches. Add requirements that select \
+                         instances with this GPU.",
+                        model.product
+                    ),
+                )
+                .with_path(AttrPath::attr("karpenter")),
+            );
+        }
+        return d;
+    }
+    let explicit = config.get("karpenter").get("provider").as_str().is_some();
+    let Some(g) = cloud_gpu(cloud, model) else {
+        let offered: Vec<&str> = cloud.gpus().iter().map(|g| g.product).collect();
+        let path = if explicit {
+            AttrPath::attr("karpenter").push_attr("provider")
+        } else {
+            AttrPath::attr("gpu_product")
+        };
+        d.error_at(
+            path,
+            "GPU Product Not Offered By Cloud",
+            format!(
+                "{}'s Karpenter provider labels no instance type with the GPU of {} that \
+                 gpufleet knows of (it maps {}). Set karpenter = {{ provider = \"generic\", \
+                 requirements = [...] }} to choose the instances yourself.",
+                cloud.title(),
+                model.product,
+                offered.join(", ")
+            ),
+        );
+        return d;
+    };
+    let per_node = config.get("karpenter").get("gpus_per_node");
+    let (wanted, path) = match per_node.as_i64() {
+        Some(n) => (
+            u32::try_from(n).ok(),
+            AttrPath::attr("karpenter").push_attr("gpus_per_node"),
+        ),
+        None if per_node.is_unknown() => (None, AttrPath::root()),
+        None => (
+            gpu_products::gpus_per_node(model),
+            AttrPath::attr("gpu_product"),
+        ),
+    };
+    if let Some(n) = wanted
+        && !g.counts.contains(&n)
+    {
+        let counts: Vec<String> = g.counts.iter().map(u32::to_string).collect();
+        d.error_at(
+            path,
+            "No Instance With That Many GPUs",
+            format!(
+                "{} offers {} with {} GPUs per instance, not {n}; set karpenter.gpus_per_node \
+                 to one of these.",
+                cloud.title(),
+                model.product,
+                counts.join(", ")
+            ),
+        );
+    }
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        resources::gpu_node_pool::{
-            node_config::{Tier, desired},
-            spec::PoolSpec,
-        },
-        value::Value,
+    use crate::resources::gpu_node_pool::{
+        node_config::{Tier, desired},
+        spec::PoolSpec,
     };
 
-    #[test]
-    fn node_pool_carries_product_limits_labels_and_tenant_taint() {
-        let v = Value::object([
+    fn config(product: &str, karpenter: Value, class: Option<&str>) -> Value {
+        Value::object([
             ("name", Value::string("infer")),
             ("virtual_cluster_id", Value::string("vc-a/a")),
-            ("gpu_product", Value::string("H100-SXM")),
+            ("gpu_product", Value::string(product)),
             ("source", Value::string("auto")),
             (
                 "autoscaling",
                 Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(4))]),
             ),
-        ]);
-        let spec = PoolSpec::from_value(&v).expect("spec");
-        let np = node_pool(&spec, &desired(&spec, Tier::Private));
+            ("karpenter", karpenter),
+            ("karpenter_node_class", class.map(Value::string).into()),
+        ])
+    }
+
+    fn karpenter(provider: Option<&str>, gpus: Option<i64>, reqs: Vec<Value>) -> Value {
+        Value::object([
+            ("provider", provider.map(Value::string).into()),
+            ("gpus_per_node", gpus.map(Value::int).into()),
+            (
+                "requirements",
+                if reqs.is_empty() {
+                    Value::Null
+                } else {
+                    Value::List(reqs)
+                },
+            ),
+        ])
+    }
+
+    fn req(key: &str, op: &str, values: &[&str]) -> Value {
+        Value::object([
+            ("key", Value::string(key)),
+            ("operator", Value::string(op)),
+            (
+                "values",
+                Value::List(values.iter().map(|v| Value::string(*v)).collect()),
+            ),
+            ("min_values", Value::Null),
+        ])
+    }
+
+    fn node_pool_of(v: &Value) -> Json {
+        let spec = PoolSpec::from_value(v).expect("spec");
+        node_pool(&spec, &desired(&spec, Tier::Private))
+    }
+
+    fn requirement<'a>(np: &'a Json, key: &str) -> Option<&'a Json> {
+        np["spec"]["template"]["spec"]["requirements"]
+            .as_array()?
+            .iter()
+            .find(|r| r["key"] == key)
+    }
+
+    #[test]
+    fn aws_node_pool_asks_for_the_gpu_by_its_instance_labels() {
+        let np = node_pool_of(&config("H100-SXM", Value::Null, None));
         assert_eq!(np["metadata"]["name"], "gpufleet-a-infer");
         assert_eq!(np["spec"]["limits"]["nodes"], "4");
         assert_eq!(np["spec"]["limits"]["nvidia.com/gpu"], "32");
+        let values = |k: &str| requirement(&np, k).map(|r| r["values"].clone());
         assert_eq!(
-            np["spec"]["template"]["spec"]["requirements"][0]["values"][0],
-            "NVIDIA-H100-80GB-HBM3"
+            values(GPU_PRODUCT_LABEL),
+            Some(json!(["NVIDIA-H100-80GB-HBM3"]))
+        );
+        assert_eq!(
+            values("karpenter.k8s.aws/instance-gpu-name"),
+            Some(json!(["h100"]))
+        );
+        assert_eq!(
+            values("karpenter.k8s.aws/instance-gpu-count"),
+            Some(json!(["8"]))
+        );
+        assert_eq!(
+            values("karpenter.k8s.aws/instance-gpu-manufacturer"),
+            Some(json!(["nvidia"]))
         );
         assert_eq!(
             np["spec"]["template"]["spec"]["taints"][0]["key"],
@@ -116,5 +793,132 @@ mod tests {
             np["spec"]["template"]["metadata"]["labels"]["gpufleet.dev/pool"],
             "a.infer"
         );
+        // The two A100s share a name on EC2 and differ by memory.
+        let a100 = node_pool_of(&config("NVIDIA-A100-SXM4-40GB", Value::Null, None));
+        assert_eq!(
+            requirement(&a100, "karpenter.k8s.aws/instance-gpu-memory").map(|r| &r["values"]),
+            Some(&json!(["40960"]))
+        );
+    }
+
+    #[test]
+    fn azure_and_generic_node_pools() {
+        let az = node_pool_of(&config(
+            "NVIDIA-H100-NVL",
+            Value::Null,
+            Some("karpenter.azure.com/AKSNodeClass/gpu"),
+        ));
+        assert_eq!(
+            requirement(&az, "karpenter.azure.com/sku-gpu-name").map(|r| &r["values"]),
+            Some(&json!(["H100"]))
+        );
+        // GPUs per node differ between H100 NVL sizes: every offered count, no GPU limit.
+        assert_eq!(
+            requirement(&az, "karpenter.azure.com/sku-gpu-count").map(|r| &r["values"]),
+            Some(&json!(["1", "2"]))
+        );
+        assert!(az["spec"]["limits"].get("nvidia.com/gpu").is_none());
+        let generic = node_pool_of(&config(
+            "NVIDIA-L40S",
+            karpenter(
+                Some("generic"),
+                Some(4),
+                vec![req("node.kubernetes.io/instance-type", "In", &["x.4gpu"])],
+            ),
+            None,
+        ));
+        let keys: Vec<&Json> = generic["spec"]["template"]["spec"]["requirements"]
+            .as_array()
+            .expect("requirements")
+            .iter()
+            .map(|r| &r["key"])
+            .collect();
+        assert_eq!(
+            keys,
+            [GPU_PRODUCT_LABEL, "node.kubernetes.io/instance-type"]
+        );
+        assert_eq!(generic["spec"]["limits"]["nvidia.com/gpu"], "16");
+    }
+
+    #[test]
+    fn requirements_are_checked_where_they_are_written() {
+        let at = |d: &Diagnostics| -> Vec<String> {
+            d.iter()
+                .filter_map(|x| x.path.as_ref().map(ToString::to_string))
+                .collect()
+        };
+        let d = validate(&config(
+            "NVIDIA-H100-80GB-HBM3",
+            karpenter(
+                None,
+                None,
+                vec![
+                    req("karpenter.k8s.aws/instance-gpu-count", "In", &["4"]),
+                    req("karpenter.sh/capacity-type", "In", &["spot"]),
+                    req("karpenter.sh/capacity-type", "In", &["on-demand"]),
+                    req("karpenter.k8s.aws/instance-cpu", "Gt", &["a", "b"]),
+                    req("topology.kubernetes.io/zone", "Exists", &["x"]),
+                ],
+            ),
+            None,
+        ));
+        assert_eq!(
+            at(&d),
+            [
+                "karpenter.requirements[0].key",
+                "karpenter.requirements[2]",
+                "karpenter.requirements[3].values",
+                "karpenter.requirements[4].values",
+            ],
+            "{d:?}"
+        );
+        // The same count key is free with generic.
+        let d = validate(&config(
+            "NVIDIA-H100-80GB-HBM3",
+            karpenter(
+                Some("generic"),
+                None,
+                vec![req("karpenter.k8s.aws/instance-gpu-count", "In", &["4"])],
+            ),
+            None,
+        ));
+        assert!(d.is_empty(), "{d:?}");
+        // A provider that contradicts the node class.
+        let d = validate(&config(
+            "NVIDIA-H100-80GB-HBM3",
+            karpenter(Some("azure"), None, vec![]),
+            None,
+        ));
+        assert_eq!(at(&d), ["karpenter.provider"]);
+    }
+
+    #[test]
+    fn products_the_cloud_does_not_offer_are_refused_at_plan() {
+        let lookup = |p: &str| crate::catalog::lookup(p).expect("catalog");
+        let a30 = config("NVIDIA-A30", Value::Null, None);
+        let d = check_model(&a30, lookup("NVIDIA-A30"));
+        assert!(d.has_error());
+        assert_eq!(d.0[0].path, Some(AttrPath::attr("gpu_product")));
+        let h100 = config(
+            "NVIDIA-H100-80GB-HBM3",
+            karpenter(Some("aws"), Some(2), vec![]),
+            None,
+        );
+        let d = check_model(&h100, lookup("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(
+            d.0[0].path,
+            Some(AttrPath::attr("karpenter").push_attr("gpus_per_node"))
+        );
+        assert!(d.0[0].detail.contains("1, 8"), "{d:?}");
+        let ok = config(
+            "NVIDIA-H100-80GB-HBM3",
+            karpenter(Some("aws"), Some(1), vec![]),
+            None,
+        );
+        assert!(check_model(&ok, lookup("NVIDIA-H100-80GB-HBM3")).is_empty());
+        // generic without requirements warns, never fails.
+        let generic = config("NVIDIA-A30", karpenter(Some("generic"), None, vec![]), None);
+        let d = check_model(&generic, lookup("NVIDIA-A30"));
+        assert!(!d.has_error() && !d.is_empty());
     }
 }

@@ -65,6 +65,7 @@ pub mod memory;
 pub mod node_config;
 mod ops;
 pub mod placement;
+mod product;
 pub mod schema;
 pub mod spec;
 
@@ -180,6 +181,7 @@ const REMOTE_ATTRIBUTES: &[&str] = &[
     "node_labels",
     "node_taints",
     "karpenter_node_class",
+    "karpenter",
 ];
 
 /// Attributes whose change changes which nodes the pool holds.
@@ -335,11 +337,15 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     fn validate(&self, config: &Value) -> Diagnostics {
-        spec::validate_pool(config)
+        let mut d = spec::validate_pool(config);
+        d.extend(karpenter::validate(config));
+        d
     }
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
         let mut resp = plan_pool(&req);
+        resp.diagnostics
+            .extend(product::check(&ctx.settings.gpu_products, &req.config));
         // The tier only matters when the pool is created or its virtual cluster changes.
         let vc_changed =
             req.prior.get("virtual_cluster_id") != req.config.get("virtual_cluster_id");

@@ -211,6 +211,7 @@ pub fn pool_schema() -> Schema {
                  `karpenter.k8s.aws/EC2NodeClass/default`.",
             ),
         )
+        .attr(super::karpenter::attribute())
         .attr(
             Attribute::computed("nodes", Type::list(Type::String))
                 .describe("Names of the nodes the pool holds, sorted."),

@@ -125,6 +125,8 @@ pub struct PoolSpec {
     pub drain_timeout: Duration,
     /// Karpenter node class `(group, kind, name)`.
     pub node_class: (String, String, String),
+    /// What an `auto` pool asks Karpenter for beyond the product.
+    pub karpenter: super::karpenter::Settings,
 }
 
 /// The default Karpenter node class.
@@ -231,6 +233,7 @@ impl PoolSpec {
                 .or_else(|| PositiveDuration::parse(DEFAULT_DRAIN_TIMEOUT).ok())
                 .unwrap_or(Duration::from_secs(300)),
             node_class,
+            karpenter: super::karpenter::Settings::from_value(v.get("karpenter")),
         })
     }
 }
@@ -305,19 +308,9 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
             ),
         );
     }
-    let product = config.get("gpu_product").as_str();
-    let model = product.and_then(catalog::lookup);
-    if let (Some(p), None) = (product, model) {
-        d.error_at(
-            AttrPath::attr("gpu_product"),
-            "Unknown GPU Product",
-            format!(
-                "{p:?} is not a GPU product gpufleet knows. Use the name GPU feature discovery \
-                 writes in the nvidia.com/gpu.product label. Known products are: {}.",
-                catalog::product_names().join(", ")
-            ),
-        );
-    }
+    // A product the catalog lacks may be declared in the provider configuration, which only
+    // plan sees: plan refuses unknown products (`product::check`).
+    let model = config.get("gpu_product").as_str().and_then(catalog::lookup);
     let source = config.get("source").as_str();
     validate_count(config, source, &mut d);
     validate_sharing(config.get("sharing"), model, &mut d);
@@ -499,7 +492,7 @@ fn valid_label_value(v: &str) -> bool {
             && v.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }
 
-fn valid_label_key(k: &str) -> bool {
+pub(super) fn valid_label_key(k: &str) -> bool {
     let (prefix, name) = match k.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
