@@ -459,6 +459,22 @@ fn terraform_refuses_bad_input_at_plan_on_its_attribute() {
   node_count = 1"#,
             "source",
         ),
+        (
+            // The default node class is AWS's, which has no A30 instances.
+            r#"gpu_product = "NVIDIA-A30"
+  source = "auto"
+  autoscaling = { min_nodes = 0, max_nodes = 2 }"#,
+            "gpu_product",
+        ),
+        (
+            r#"gpu_product = "NVIDIA-L40S"
+  source = "auto"
+  autoscaling = { min_nodes = 0, max_nodes = 2 }
+  karpenter = {
+    requirements = [{ key = "karpenter.k8s.aws/instance-gpu-count", operator = "In", values = ["2"] }]
+  }"#,
+            "karpenter.k8s.aws/instance-gpu-count",
+        ),
     ];
     for (body, attr) in cases {
         let tf = Tf::new(&format!(
@@ -468,4 +484,125 @@ fn terraform_refuses_bad_input_at_plan_on_its_attribute() {
         assert!(!out.success(), "plan should fail for {attr}:\n{out}");
         assert!(out.contains(attr), "the error names {attr}:\n{out}");
     }
+}
+
+/// The provider block of the auto-pool test: one product the catalog lacks.
+const DECLARING_PROVIDER: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+provider "gpufleet" {
+  gpu_product {
+    name          = "NVIDIA-Acceptance-G100"
+    aliases       = ["G100"]
+    memory_mib    = 97871
+    gpus_per_node = 4
+  }
+}
+"#;
+
+#[test]
+fn terraform_auto_pools_constrain_karpenter_and_accept_declared_products() {
+    let lab = Lab::shared();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, "gnp-auto", "private"));
+    let body = r#"
+resource "gpufleet_gpu_node_pool" "h100" {
+  name               = "h100"
+  virtual_cluster_id = "vc-gnp-auto/gnp-auto"
+  gpu_product        = "NVIDIA-H100-80GB-HBM3"
+  source             = "auto"
+  autoscaling        = { min_nodes = 0, max_nodes = 2 }
+  karpenter = {
+    requirements = [{ key = "karpenter.sh/capacity-type", operator = "In", values = ["on-demand"] }]
+  }
+}
+
+resource "gpufleet_gpu_node_pool" "g100" {
+  name               = "g100"
+  virtual_cluster_id = "vc-gnp-auto/gnp-auto"
+  gpu_product        = "G100"
+  source             = "auto"
+  node_count         = 2
+  karpenter = {
+    provider     = "generic"
+    requirements = [{ key = "node.kubernetes.io/instance-type", operator = "In", values = ["g100.4x"] }]
+  }
+}
+
+data "gpufleet_gpu_catalog" "g100" {
+  product = "g100"
+}
+
+output "g100_gpus_per_node" {
+  value = data.gpufleet_gpu_catalog.g100.gpu.gpus_per_node
+}
+"#;
+    let tf = Session::new(&format!("{DECLARING_PROVIDER}\n{body}"), lab.settings_env());
+    let _cleanup = tf.destroy_on_panic();
+    tf.apply();
+    assert_eq!(tf.plan().status_code, 0, "no changes after create");
+    let out = tf.ok(&["output", "-json"]).json();
+    assert_eq!(out["g100_gpus_per_node"]["value"], 4);
+
+    // The API server stored both NodePools through the Karpenter CRD's validation.
+    let pools: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "karpenter.sh".into(),
+            version: "v1".into(),
+            api_version: "karpenter.sh/v1".into(),
+            kind: "NodePool".into(),
+            plural: "nodepools".into(),
+        },
+    );
+    let get = |name: &str| {
+        rt.block_on(pools.get(name))
+            .unwrap_or_else(|e| panic!("NodePool {name}: {e}"))
+            .data
+    };
+    let values = |np: &serde_json::Value, key: &str| {
+        np["spec"]["template"]["spec"]["requirements"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["key"] == key))
+            .map(|r| r["values"].clone())
+    };
+    let h100 = get("gpufleet-gnp-auto-h100");
+    assert_eq!(
+        values(&h100, "karpenter.k8s.aws/instance-gpu-name"),
+        Some(serde_json::json!(["h100"]))
+    );
+    assert_eq!(
+        values(&h100, "karpenter.k8s.aws/instance-gpu-count"),
+        Some(serde_json::json!(["8"]))
+    );
+    assert_eq!(
+        values(&h100, "karpenter.sh/capacity-type"),
+        Some(serde_json::json!(["on-demand"]))
+    );
+    assert_eq!(h100["spec"]["limits"]["nvidia.com/gpu"], "16");
+    let g100 = get("gpufleet-gnp-auto-g100");
+    assert_eq!(
+        values(&g100, "nvidia.com/gpu.product"),
+        Some(serde_json::json!(["NVIDIA-Acceptance-G100"]))
+    );
+    assert_eq!(g100["spec"]["limits"]["nvidia.com/gpu"], "8");
+
+    tf.destroy();
+    assert!(
+        rt.block_on(pools.get_opt("gpufleet-gnp-auto-h100"))
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        rt.block_on(pools.get_opt("gpufleet-gnp-auto-g100"))
+            .expect("get")
+            .is_none()
+    );
 }

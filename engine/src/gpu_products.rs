@@ -43,12 +43,12 @@ pub fn provider_block() -> NestedBlock {
         )
         .attr(Attribute::required("name", Type::String).describe(
             "The value GPU feature discovery writes in the `nvidia.com/gpu.product` label of \
-             the nodes, e.g. `NVIDIA-H20` (`nvidia-smi --query-gpu=name` with spaces turned \
+             the nodes, e.g. `NVIDIA-L20` (`nvidia-smi --query-gpu=name` with spaces turned \
              into dashes).",
         ))
         .attr(
             Attribute::optional("aliases", Type::list(Type::String))
-                .describe("Other spellings pools may use for the product, e.g. `H20`."),
+                .describe("Other spellings pools may use for the product, e.g. `L20`."),
         )
         .attr(
             Attribute::optional("display_name", Type::String)
@@ -93,7 +93,7 @@ pub fn provider_block() -> NestedBlock {
                         .validate(IntBetween::new(1, 8))
                         .describe(
                             "Memory slices the profile takes (the size in `nvidia-smi mig \
-                             -lgipp`'s placements), out of 8.",
+                             -lgipp`'s placements), out of the GPU's 8 (4 on A30-class parts).",
                         ),
                     Attribute::required("max_instances", Type::Number)
                         .validate(IntBetween::new(1, 7))

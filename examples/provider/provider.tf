@@ -27,6 +27,16 @@ provider "gpufleet" {
     username = "terraform"
     password = var.netris_password
   }
+
+  # A GPU product the built-in catalog lacks, as GPU feature discovery labels its nodes
+  # (nvidia.com/gpu.product and nvidia.com/gpu.memory): pools may then use it.
+  gpu_product {
+    name          = "NVIDIA-L20"
+    aliases       = ["L20"]
+    architecture  = "ada-lovelace"
+    memory_mib    = 46068
+    gpus_per_node = 8
+  }
 }
 
 variable "netris_password" {

@@ -43,6 +43,23 @@ resource "gpufleet_gpu_node_pool" "notebooks" {
   }
 }
 
+# Up to four 8-GPU H200 instances from Karpenter on EC2: the NodePool requires
+# karpenter.k8s.aws/instance-gpu-name = h200 and instance-gpu-count = 8, on-demand only.
+resource "gpufleet_gpu_node_pool" "burst" {
+  name               = "burst"
+  virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  gpu_product        = "NVIDIA-H200"
+  source             = "auto"
+  autoscaling        = { min_nodes = 0, max_nodes = 4 }
+
+  karpenter = {
+    provider = "aws"
+    requirements = [
+      { key = "karpenter.sh/capacity-type", operator = "In", values = ["on-demand"] },
+    ]
+  }
+}
+
 output "train_allocatable" {
   value = gpufleet_gpu_node_pool.train.allocatable
 }

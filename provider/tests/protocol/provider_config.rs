@@ -14,7 +14,30 @@ fn provider_config(kubernetes: Value, netris: Value) -> Value {
         ("kubernetes", kubernetes),
         ("bcm", Value::Null),
         ("netris", netris),
+        ("gpu_product", Value::List(Vec::new())),
     ])
+}
+
+/// One `gpu_product` block with only its required attributes.
+fn gpu_product(name: &str) -> Value {
+    Value::object([
+        ("name", Value::string(name)),
+        ("aliases", Value::Null),
+        ("display_name", Value::Null),
+        ("architecture", Value::Null),
+        ("memory_mib", Value::int(46_068)),
+        ("gpus_per_node", Value::int(8)),
+        ("nvlink_domain_size", Value::Null),
+        ("mig_profiles", Value::Null),
+    ])
+}
+
+fn declaring(products: Vec<Value>) -> Value {
+    let mut cfg = provider_config(Value::Null, Value::Null);
+    if let Some(o) = cfg.as_object_mut() {
+        o.insert("gpu_product".to_owned(), Value::List(products));
+    }
+    cfg
 }
 
 fn netris(endpoint: &str, password: &str) -> Value {
@@ -114,4 +137,55 @@ async fn configure_provider_with_an_unknown_kubernetes_block_succeeds() {
     assert!(diags.is_empty(), "{diags:?}");
     let plan = h.plan(TYPE, &Value::Null, &config("configure-known")).await;
     assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+}
+
+#[tokio::test]
+async fn declared_gpu_products_are_checked_and_reach_the_catalog() {
+    let h = Harness::start().await;
+    // A product the catalog has is refused on the block's name.
+    let resp = h
+        .client()
+        .validate_provider_config(pb::validate_provider_config::Request {
+            config: Some(dv(
+                &declaring(vec![gpu_product("NVIDIA-L40S")]),
+                &h.provider_type(),
+            )),
+        })
+        .await
+        .expect("ValidateProviderConfig")
+        .into_inner();
+    assert_eq!(resp.diagnostics.len(), 1, "{:?}", resp.diagnostics);
+    assert_eq!(
+        resp.diagnostics[0].summary,
+        "GPU Product Already In Catalog"
+    );
+    assert_eq!(
+        resp.diagnostics[0]
+            .attribute
+            .as_ref()
+            .map(|a| crate::support::engine_path(a).to_string()),
+        Some("gpu_product[0].name".to_owned())
+    );
+
+    // Once configured, the data source reads a declared product.
+    let diags = configure(&h, &declaring(vec![gpu_product("NVIDIA-Wire-Test-L9")])).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let (state, diags) = h
+        .read_data_source(
+            "gpufleet_gpu_catalog",
+            &Value::object([
+                ("product", Value::string("wire-test-l9")),
+                ("mig_capable", Value::Null),
+                ("gpu", Value::Null),
+                ("gpus", Value::Null),
+                ("products", Value::Null),
+            ]),
+        )
+        .await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(
+        state.get("gpu").get("product"),
+        &Value::string("NVIDIA-Wire-Test-L9")
+    );
+    assert_eq!(state.get("gpu").get("gpus_per_node"), &Value::int(8));
 }

@@ -96,7 +96,10 @@ async fn provider_block_has_backend_blocks_with_sensitive_secrets() {
         .iter()
         .map(|b| b.type_name.as_str())
         .collect();
-    assert_eq!(names, BTreeSet::from(["bcm", "kubernetes", "netris"]));
+    assert_eq!(
+        names,
+        BTreeSet::from(["bcm", "gpu_product", "kubernetes", "netris"])
+    );
 
     let expected_secrets = [
         ("kubernetes", &["token", "client_key"][..]),
