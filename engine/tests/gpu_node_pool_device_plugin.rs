@@ -68,7 +68,7 @@ fn pool(kind: &dyn ResourceKind, replicas: Option<i64>) -> Value {
 
 /// The ClusterPolicy the operator's Helm chart makes, with `config` as its device plugin
 /// config and `namespace` as the namespace it reports.
-fn cluster_policy(namespace: &str, config: Json) -> Json {
+fn cluster_policy(namespace: &str, config: &Json) -> Json {
     json!({
         "apiVersion": "nvidia.com/v1",
         "kind": "ClusterPolicy",
@@ -162,7 +162,7 @@ async fn time_slicing_points_the_gpu_operator_at_gpufleets_config_map() {
 #[tokio::test(start_paused = true)]
 async fn the_config_goes_to_the_namespace_the_operator_reports() {
     let h = host();
-    h.put_cluster_policy(cluster_policy("nvidia-gpu-operator", json!({})));
+    h.put_cluster_policy(cluster_policy("nvidia-gpu-operator", &json!({})));
     let k = GpuNodePool(Arc::clone(&h));
     let mut tf = Terraform::new(&k);
     tf.apply_ok(&pool(&k, Some(2))).await;
@@ -191,7 +191,7 @@ async fn the_config_goes_to_the_namespace_the_operator_reports() {
 #[tokio::test(start_paused = true)]
 async fn a_cluster_policy_naming_another_config_map_fails_before_any_node_is_claimed() {
     let h = host();
-    let theirs = cluster_policy("gpu-operator", json!({"name": "time-slicing-config"}));
+    let theirs = cluster_policy("gpu-operator", &json!({"name": "time-slicing-config"}));
     h.put_cluster_policy(theirs.clone());
     let before = snapshot(&h);
     let k = GpuNodePool(Arc::clone(&h));
@@ -205,7 +205,7 @@ async fn a_cluster_policy_naming_another_config_map_fails_before_any_node_is_cla
     );
     // So does an apply planned before the ClusterPolicy changed, and it changes nothing:
     // no node, no key, the ClusterPolicy as it was, no state.
-    h.put_cluster_policy(cluster_policy("gpu-operator", json!({})));
+    h.put_cluster_policy(cluster_policy("gpu-operator", &json!({})));
     let p = tf.plan(&pool(&k, Some(4))).await;
     assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
     h.put_cluster_policy(theirs.clone());
@@ -224,7 +224,7 @@ async fn a_cluster_policy_naming_another_config_map_fails_before_any_node_is_cla
     // the same apply goes through and leaves it alone.
     let ours = cluster_policy(
         "gpu-operator",
-        json!({"name": DEVICE_PLUGIN_CONFIG_MAP, "default": "any"}),
+        &json!({"name": DEVICE_PLUGIN_CONFIG_MAP, "default": "any"}),
     );
     h.put_cluster_policy(ours.clone());
     tf.apply_ok(&pool(&k, Some(4))).await;
@@ -235,7 +235,7 @@ async fn a_cluster_policy_naming_another_config_map_fails_before_any_node_is_cla
 #[tokio::test(start_paused = true)]
 async fn a_default_config_without_a_config_map_is_not_pointed_at_gpufleets() {
     let h = host();
-    h.put_cluster_policy(cluster_policy("gpu-operator", json!({"default": "any"})));
+    h.put_cluster_policy(cluster_policy("gpu-operator", &json!({"default": "any"})));
     let before = snapshot(&h);
     let k = GpuNodePool(Arc::clone(&h));
     let mut tf = Terraform::new(&k);
@@ -293,4 +293,27 @@ async fn destroy_releases_the_nodes_after_the_operator_is_gone() {
     let d = tf.destroy().await;
     assert!(!d.has_error(), "{}", show(&d));
     assert_eq!(snapshot(&h), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_the_cluster_policy_refuses_keeps_the_pools_nodes_in_state() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, Some(4))).await;
+    let nodes = tf.state.get("nodes").clone();
+    assert_eq!(nodes.as_seq().map(<[Value]>::len), Some(1));
+    // Someone points the device plugin elsewhere; the next change of replicas is refused
+    // and leaves the pool as it was.
+    h.put_cluster_policy(cluster_policy(
+        "gpu-operator",
+        &json!({"name": "time-slicing-config"}),
+    ));
+    let (_, d) = tf.apply(&pool(&k, Some(2))).await;
+    let e = single_error(&d);
+    assert!(e.contains("\"time-slicing-config\""), "{e}");
+    assert_eq!(tf.state.get("nodes"), &nodes);
+    assert_eq!(held(&h), 1);
+    let cm = h.config_map("gpu-operator", DEVICE_PLUGIN_CONFIG_MAP);
+    assert!(cm["a.infer"].contains("replicas: 4"), "{cm:?}");
 }

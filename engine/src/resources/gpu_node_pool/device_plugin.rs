@@ -330,7 +330,7 @@ mod tests {
 
     use super::*;
 
-    fn policy(namespace: &str, config: Json) -> ClusterPolicy {
+    fn policy(namespace: &str, config: &Json) -> ClusterPolicy {
         ClusterPolicy::from_json(&json!({
             "metadata": {"name": "cluster-policy"},
             "spec": {"devicePlugin": {"config": config}},
@@ -347,17 +347,17 @@ mod tests {
     #[test]
     fn the_operator_namespace_comes_from_the_cluster_policy() {
         let home =
-            decide(Some(vec![policy("nvidia-gpu-operator", json!({}))]), None).expect("found");
+            decide(Some(vec![policy("nvidia-gpu-operator", &json!({}))]), None).expect("found");
         assert_eq!(home.namespace, "nvidia-gpu-operator");
         assert_eq!(home.warning(), None);
         // The setting may repeat it, not contradict it.
         let same = decide(
-            Some(vec![policy("nvidia-gpu-operator", json!({}))]),
+            Some(vec![policy("nvidia-gpu-operator", &json!({}))]),
             Some("nvidia-gpu-operator"),
         );
         assert!(same.is_ok());
         let other = decide(
-            Some(vec![policy("nvidia-gpu-operator", json!({}))]),
+            Some(vec![policy("nvidia-gpu-operator", &json!({}))]),
             Some("gpu-operator"),
         );
         assert!(
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn an_unreported_namespace_needs_the_setting() {
-        let p = || Some(vec![policy("", json!({}))]);
+        let p = || Some(vec![policy("", &json!({}))]);
         let e = decide(p(), None).expect_err("not known");
         assert!(e.to_string().contains("status.namespace"), "{e}");
         assert_eq!(decide(p(), Some("ops")).expect("set").namespace, "ops");
@@ -395,18 +395,18 @@ mod tests {
 
     #[test]
     fn ignored_policies_do_not_count() {
-        let mut ignored = policy("", json!({}));
+        let mut ignored = policy("", &json!({}));
         ignored.name = "old".into();
         ignored.state = "ignored".into();
         let home = decide(
-            Some(vec![ignored.clone(), policy("gpu-operator", json!({}))]),
+            Some(vec![ignored.clone(), policy("gpu-operator", &json!({}))]),
             None,
         )
         .expect("the active one");
         assert_eq!(home.namespace, "gpu-operator");
-        let mut twin = policy("gpu-operator", json!({}));
+        let mut twin = policy("gpu-operator", &json!({}));
         twin.name = "twin".into();
-        let e = decide(Some(vec![twin, policy("gpu-operator", json!({}))]), None)
+        let e = decide(Some(vec![twin, policy("gpu-operator", &json!({}))]), None)
             .expect_err("ambiguous");
         assert!(e.to_string().contains("twin, cluster-policy"), "{e}");
     }
@@ -415,7 +415,7 @@ mod tests {
     fn the_cluster_policy_is_set_when_unset_and_kept_when_ours() {
         let home = |config: Json| ConfigHome {
             namespace: "gpu-operator".into(),
-            policy: Some(policy("gpu-operator", config)),
+            policy: Some(policy("gpu-operator", &config)),
         };
         assert_eq!(needs_wiring(&home(json!({}))), Ok(true));
         assert_eq!(needs_wiring(&home(json!({"name": ""}))), Ok(true));

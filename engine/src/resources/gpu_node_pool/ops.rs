@@ -663,7 +663,13 @@ pub(super) async fn apply_upsert(
     let mut warning = None;
     let result = bounded(ctx, op, started, started + t.get(op), async {
         // Before any node is claimed: a cluster not set up for time-slicing changes nothing.
-        let home = config_home(api, &spec, had_ts, setting.as_deref()).await?;
+        let home = match config_home(api, &spec, had_ts, setting.as_deref()).await {
+            Ok(home) => home,
+            Err(e) => {
+                held_at_failure = held_now(api, &spec.pool_label()).await;
+                return Err(e);
+            }
+        };
         warning = home.as_ref().and_then(ConfigHome::warning);
         match converge(api, bcm, &spec, &prefer, home.as_ref(), &mut bcm_held).await {
             Ok(held) => Ok(held),
