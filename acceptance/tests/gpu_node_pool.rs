@@ -339,6 +339,28 @@ output "held" {{ value = length(data.gpufleet_fleet_inventory.mine.nodes) }}
     )
 }
 
+/// The lab's ClusterPolicy, and the pool's key of the device plugin ConfigMap in the
+/// namespace the ClusterPolicy reports.
+async fn device_plugin_wiring(
+    client: &kube::Client,
+    pool: &str,
+) -> (serde_json::Value, Option<String>) {
+    let gvk = kube::api::GroupVersionKind::gvk("nvidia.com", "v1", "ClusterPolicy");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "clusterpolicies");
+    let policies: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    let policy = policies.get("cluster-policy").await.expect("ClusterPolicy");
+    let policy = serde_json::to_value(&policy).expect("json");
+    let namespace = policy["status"]["namespace"].as_str().unwrap_or_default();
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), namespace);
+    let key = maps
+        .get_opt("gpufleet-device-plugin-config")
+        .await
+        .expect("read ConfigMap")
+        .and_then(|c| c.data?.get(pool).cloned());
+    (policy, key)
+}
+
 #[test]
 fn terraform_life_cycle_drift_import_and_destroy() {
     let lab = Lab::shared();
@@ -356,6 +378,17 @@ fn terraform_life_cycle_drift_import_and_destroy() {
     let out = tf.ok(&["output", "-json"]).json();
     assert_eq!(out["allocatable"]["value"]["nvidia.com/gpu"], 32);
     assert_eq!(out["held"]["value"], 1);
+    // The config is in the namespace the GPU Operator's ClusterPolicy reports, and the
+    // ClusterPolicy points the device plugin at it.
+    let (policy, key) = rt.block_on(device_plugin_wiring(&client, "gnp-life.life"));
+    assert_eq!(
+        policy["spec"]["devicePlugin"]["config"]["name"], "gpufleet-device-plugin-config",
+        "{policy}"
+    );
+    assert!(
+        key.as_deref().is_some_and(|c| c.contains("replicas: 4")),
+        "{key:?}"
+    );
 
     // Scale up, spread over racks.
     tf.write(&pool_tf(2, ""));

@@ -87,6 +87,11 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
                 "GPUFLEET_KUBE_CLIENT_KEY",
                 "PEM private key of `client_certificate`.",
             ),
+            setting(
+                "device_plugin_namespace",
+                "GPUFLEET_KUBE_DEVICE_PLUGIN_NAMESPACE",
+                "Namespace of the NVIDIA device plugin, where time-slicing pools write their config (ConfigMap `gpufleet-device-plugin-config`). Defaults to the namespace the GPU Operator reports in its ClusterPolicy (`status.namespace`); must match it when both are known. Needed for a device plugin deployed without the GPU Operator.",
+            ),
         ],
     ),
     (

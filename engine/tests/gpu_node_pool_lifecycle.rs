@@ -15,7 +15,7 @@ use gpufleet_engine::{
     kinds::ResourceKind,
     provider_config::ProviderSettings,
     resources::gpu_node_pool::{
-        DEVICE_PLUGIN_CONFIG_MAP, DEVICE_PLUGIN_NAMESPACE, GpuNodePool,
+        DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool,
         api::{HostNode, NodeWrite},
         memory::MemoryHost,
     },
@@ -217,7 +217,7 @@ async fn time_slicing_reports_replicas_and_writes_its_own_config_key() {
     );
     let n = &held(&h, "a.train")[0];
     assert_eq!(n.label("nvidia.com/device-plugin.config"), Some("a.train"));
-    let cm = h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP);
+    let cm = h.config_map("gpu-operator", DEVICE_PLUGIN_CONFIG_MAP);
     assert!(cm["a.train"].contains("replicas: 4"), "{cm:?}");
     assert_eq!(tf.plan(&c).await.action, Action::NoOp);
 
@@ -232,13 +232,13 @@ async fn time_slicing_reports_replicas_and_writes_its_own_config_key() {
         ],
     );
     tf2.apply_ok(&c2).await;
-    let cm = h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP);
+    let cm = h.config_map("gpu-operator", DEVICE_PLUGIN_CONFIG_MAP);
     assert_eq!(cm.len(), 2);
 
     assert!(!tf.destroy().await.has_error());
     assert!(!tf2.destroy().await.has_error());
     assert!(
-        h.config_map(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP)
+        h.config_map("gpu-operator", DEVICE_PLUGIN_CONFIG_MAP)
             .is_empty()
     );
     assert_eq!(snapshot(&h), before);

@@ -1,16 +1,17 @@
 //! What the lab installs besides nodes, so that gpufleet's GPU node pools meet the API
 //! surface of a real GPU cluster: the Karpenter `NodePool` CRD (`karpenter.sh/v1`, with the
-//! upstream validation of the fields gpufleet emits, `lab/kube/crds/`), and the
-//! `gpu-operator` namespace the NVIDIA GPU Operator would live in (time-slicing pools write
-//! the device plugin's config there). Neither Karpenter nor the GPU Operator runs: their
-//! objects are stored and validated, not acted on.
+//! upstream validation of the fields gpufleet emits, `lab/kube/crds/`), the GPU Operator's
+//! `ClusterPolicy` CRD (`nvidia.com/v1`) with one ClusterPolicy, `cluster-policy`, whose
+//! status reports the operator's namespace, and that namespace, `gpu-operator` (time-slicing
+//! pools write the device plugin's config there and point the ClusterPolicy at it). Neither
+//! Karpenter nor the GPU Operator runs: their objects are stored and validated, not acted on.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 
 use crate::error::LabError;
 use crate::nodes::FIELD_MANAGER;
@@ -18,8 +19,21 @@ use crate::nodes::FIELD_MANAGER;
 /// The Karpenter NodePool CRD.
 pub const NODEPOOL_CRD_JSON: &str = include_str!("../kube/crds/karpenter.sh_nodepools.json");
 
+/// The GPU Operator's ClusterPolicy CRD.
+pub const CLUSTER_POLICY_CRD_JSON: &str =
+    include_str!("../kube/crds/nvidia.com_clusterpolicies.json");
+
 /// The namespace of the GPU Operator.
 pub const GPU_OPERATOR_NAMESPACE: &str = "gpu-operator";
+
+/// The lab's ClusterPolicy, named as the GPU Operator's Helm chart names it.
+pub const CLUSTER_POLICY: &str = "cluster-policy";
+
+/// The CRDs, by name and JSON.
+const CRDS: &[(&str, &str)] = &[
+    ("nodepools.karpenter.sh", NODEPOOL_CRD_JSON),
+    ("clusterpolicies.nvidia.com", CLUSTER_POLICY_CRD_JSON),
+];
 
 fn api_err(what: &str) -> impl FnOnce(kube::Error) -> LabError + '_ {
     move |source| LabError::Api {
@@ -28,22 +42,27 @@ fn api_err(what: &str) -> impl FnOnce(kube::Error) -> LabError + '_ {
     }
 }
 
-/// Installs (server-side apply, idempotent) the CRDs and namespaces, and waits until the
-/// NodePool CRD is established.
+/// Installs (server-side apply, idempotent) the CRDs and namespaces, waits until the CRDs
+/// are established, then creates the ClusterPolicy.
 ///
 /// # Errors
-/// When the API server refuses a write, or the CRD is not established within 30 s.
+/// When the API server refuses a write, or a CRD is not established within 30 s.
 pub async fn install(client: &kube::Client) -> Result<(), LabError> {
-    let crd: CustomResourceDefinition =
-        serde_json::from_str(NODEPOOL_CRD_JSON).map_err(|e| LabError::Api {
-            what: "parse the NodePool CRD".to_owned(),
-            source: kube::Error::SerdeError(e),
-        })?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    crds.patch("nodepools.karpenter.sh", &pp, &Patch::Apply(&crd))
-        .await
-        .map_err(api_err("install the Karpenter NodePool CRD"))?;
+    for (name, json) in CRDS {
+        let crd: CustomResourceDefinition =
+            serde_json::from_str(json).map_err(|e| LabError::Api {
+                what: format!("parse the CRD {name}"),
+                source: kube::Error::SerdeError(e),
+            })?;
+        crds.patch(name, &pp, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| LabError::Api {
+                what: format!("install the CRD {name}"),
+                source,
+            })?;
+    }
     let ns: Api<Namespace> = Api::all(client.clone());
     let body = serde_json::json!({
         "apiVersion": "v1",
@@ -53,12 +72,22 @@ pub async fn install(client: &kube::Client) -> Result<(), LabError> {
     ns.patch(GPU_OPERATOR_NAMESPACE, &pp, &Patch::Apply(&body))
         .await
         .map_err(api_err("create the gpu-operator namespace"))?;
+    for (name, _) in CRDS {
+        wait_established(&crds, name).await?;
+    }
+    install_cluster_policy(client).await
+}
+
+async fn wait_established(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> Result<(), LabError> {
     let started = Instant::now();
     loop {
-        let c = crds
-            .get("nodepools.karpenter.sh")
-            .await
-            .map_err(api_err("read the Karpenter NodePool CRD"))?;
+        let c = crds.get(name).await.map_err(|source| LabError::Api {
+            what: format!("read the CRD {name}"),
+            source,
+        })?;
         let established = c
             .status
             .and_then(|s| s.conditions)
@@ -70,11 +99,39 @@ pub async fn install(client: &kube::Client) -> Result<(), LabError> {
         }
         if started.elapsed() > Duration::from_secs(30) {
             return Err(LabError::Timeout {
-                what: "the Karpenter NodePool CRD to be established".to_owned(),
+                what: format!("the CRD {name} to be established"),
                 waited: started.elapsed(),
                 state: "not established".to_owned(),
             });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The ClusterPolicy `cluster-policy`, and the status the GPU Operator would give it: ready,
+/// installed in `gpu-operator`. Only the fields the lab sets are applied, so a device plugin
+/// config gpufleet (or a test) set stays.
+async fn install_cluster_policy(client: &kube::Client) -> Result<(), LabError> {
+    let gvk = GroupVersionKind::gvk("nvidia.com", "v1", "ClusterPolicy");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "clusterpolicies");
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let head = serde_json::json!({
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": CLUSTER_POLICY},
+    });
+    let mut body = head.clone();
+    body["spec"] = serde_json::json!({"devicePlugin": {"enabled": true}});
+    api.patch(CLUSTER_POLICY, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(api_err("create the GPU Operator's ClusterPolicy"))?;
+    let mut status = head;
+    status["status"] = serde_json::json!({"state": "ready", "namespace": GPU_OPERATOR_NAMESPACE});
+    api.patch_status(CLUSTER_POLICY, &pp, &Patch::Apply(&status))
+        .await
+        .map_err(api_err(
+            "set the status of the GPU Operator's ClusterPolicy",
+        ))?;
+    Ok(())
 }

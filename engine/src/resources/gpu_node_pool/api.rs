@@ -211,6 +211,18 @@ pub trait HostApi: Send + Sync {
         value: Option<&str>,
     ) -> Result<(), HostError>;
 
+    /// The GPU Operator's ClusterPolicies (`nvidia.com/v1`, cluster-scoped), or `None` when
+    /// the cluster does not serve that kind (no GPU Operator installed).
+    async fn cluster_policies(&self) -> Result<Option<Vec<serde_json::Value>>, HostError>;
+
+    /// Sets `spec.devicePlugin.config.name` of ClusterPolicy `policy` to `config_map` alone,
+    /// without forcing: a value another manager holds is never overwritten.
+    async fn set_device_plugin_config(
+        &self,
+        policy: &str,
+        config_map: &str,
+    ) -> Result<(), HostError>;
+
     /// Creates or updates a Karpenter NodePool (server-side apply).
     async fn apply_node_pool(&self, body: &serde_json::Value) -> Result<(), HostError>;
 

@@ -5,7 +5,9 @@
 //! otherwise, which is what makes a claim atomic. The patch is computed against the node as
 //! read, so keys to remove are sent as `null`. ConfigMap keys are written with merge patches
 //! too (one key at a time, so pools sharing the device-plugin ConfigMap never drop each
-//! other's keys), and Karpenter NodePools with server-side apply.
+//! other's keys), and Karpenter NodePools with server-side apply. The GPU Operator's
+//! ClusterPolicy gets one field, `spec.devicePlugin.config.name`, by a server-side apply that
+//! is never forced.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -13,18 +15,23 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::{
     Api,
-    api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, EvictParams, GroupVersionKind, ListParams, Patch,
+        PatchParams, PostParams,
+    },
     core::ObjectMeta,
 };
 use serde_json::{Map, Value as Json, json};
 
 use super::api::{HostApi, HostError, HostNode, NodeTaint, NodeWrite, PodRef, WriteOutcome};
 use crate::backends::kube::{
-    DynamicClient, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
+    DynamicClient, FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
 };
 
 /// Karpenter's NodePool, cluster-scoped.
 const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
+/// The GPU Operator's ClusterPolicy, cluster-scoped.
+const CLUSTER_POLICY: Gvk = Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies");
 
 /// The host cluster over a `kube::Client`, counting its calls.
 #[derive(Debug, Clone)]
@@ -290,6 +297,60 @@ impl HostApi for KubeHost {
                     Err(e) => Err(err(what)(e)),
                 }
             }
+            Err(e) => Err(err(what)(e)),
+        }
+    }
+
+    async fn cluster_policies(&self) -> Result<Option<Vec<Json>>, HostError> {
+        let what = "list the GPU Operator's ClusterPolicies".to_owned();
+        match self
+            .objects
+            .list(&CLUSTER_POLICY, None, "", what.clone())
+            .await
+        {
+            Ok(items) => Ok(Some(items)),
+            // The kind is not served: no GPU Operator.
+            Err(ObjectError::Call { source, .. }) if status_code(&source) == Some(404) => Ok(None),
+            Err(e) => Err(object_err(what)(e)),
+        }
+    }
+
+    async fn set_device_plugin_config(
+        &self,
+        policy: &str,
+        config_map: &str,
+    ) -> Result<(), HostError> {
+        let gvk = GroupVersionKind::gvk(
+            CLUSTER_POLICY.group,
+            CLUSTER_POLICY.version,
+            CLUSTER_POLICY.kind,
+        );
+        let ar = ApiResource::from_gvk_with_plural(&gvk, CLUSTER_POLICY.plural);
+        let api: Api<DynamicObject> = Api::all_with(self.client(), &ar);
+        let body = json!({
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": policy},
+            "spec": {"devicePlugin": {"config": {"name": config_map}}},
+        });
+        let what = format!("set spec.devicePlugin.config.name of ClusterPolicy {policy}");
+        // Not forced: a conflict means another manager set the field since it was read.
+        match api
+            .patch(
+                policy,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(409) => Err(HostError {
+                what,
+                message: format!(
+                    "another manager set it while gpufleet was reading it ({e}); apply again \
+                     to see what it holds now"
+                ),
+            }),
             Err(e) => Err(err(what)(e)),
         }
     }

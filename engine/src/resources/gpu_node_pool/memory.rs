@@ -25,6 +25,8 @@ struct State {
     pods: BTreeMap<String, Vec<PodRef>>,
     config_maps: BTreeMap<(String, String), BTreeMap<String, String>>,
     node_pools: BTreeMap<String, serde_json::Value>,
+    /// The GPU Operator's ClusterPolicies; `None` when the kind is not served.
+    cluster_policies: Option<BTreeMap<String, serde_json::Value>>,
     version: u64,
     /// Node writes that still succeed before every further one fails (a fault), if set.
     write_budget: Option<u64>,
@@ -38,9 +40,41 @@ pub struct MemoryHost {
 }
 
 impl MemoryHost {
-    /// An empty cluster.
+    /// A cluster without nodes, with the GPU Operator installed in `gpu-operator` (its
+    /// ClusterPolicy `cluster-policy` reports that namespace, and leaves the device plugin's
+    /// config unset), as on most GPU clusters.
     pub fn new() -> Arc<MemoryHost> {
-        Arc::new(MemoryHost::default())
+        let host = Arc::new(MemoryHost::default());
+        host.put_cluster_policy(serde_json::json!({
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": {"devicePlugin": {"enabled": true}},
+            "status": {"state": "ready", "namespace": "gpu-operator"},
+        }));
+        host
+    }
+
+    /// Uninstalls the GPU Operator: the ClusterPolicy kind is no longer served.
+    pub fn remove_gpu_operator(&self) {
+        self.lock().cluster_policies = None;
+    }
+
+    /// Creates or replaces a ClusterPolicy (its `metadata.name` names it), serving the kind.
+    pub fn put_cluster_policy(&self, policy: serde_json::Value) {
+        let name = policy["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.lock()
+            .cluster_policies
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name, policy);
+    }
+
+    /// A ClusterPolicy as it is now.
+    pub fn cluster_policy(&self, name: &str) -> Option<serde_json::Value> {
+        self.lock().cluster_policies.as_ref()?.get(name).cloned()
     }
 
     /// A cluster with Ready 8-GPU nodes of `product`, `gpu-<rack>-<nn>`, per `(rack, count)`.
@@ -342,6 +376,43 @@ impl HostApi for MemoryHost {
                 data.remove(key);
             }
         }
+        Ok(())
+    }
+
+    async fn cluster_policies(&self) -> Result<Option<Vec<serde_json::Value>>, HostError> {
+        self.count();
+        Ok(self
+            .lock()
+            .cluster_policies
+            .as_ref()
+            .map(|m| m.values().cloned().collect()))
+    }
+
+    async fn set_device_plugin_config(
+        &self,
+        policy: &str,
+        config_map: &str,
+    ) -> Result<(), HostError> {
+        self.count();
+        let what = format!("set spec.devicePlugin.config.name of ClusterPolicy {policy}");
+        let mut s = self.lock();
+        let Some(p) = s.cluster_policies.as_mut().and_then(|m| m.get_mut(policy)) else {
+            return Err(HostError {
+                what,
+                message: format!("clusterpolicies.nvidia.com \"{policy}\" not found"),
+            });
+        };
+        // As a server-side apply that is not forced: another value is a conflict.
+        let held = p["spec"]["devicePlugin"]["config"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        if !held.is_empty() && held != config_map {
+            return Err(HostError {
+                what,
+                message: format!("conflict: the field holds {held:?}"),
+            });
+        }
+        p["spec"]["devicePlugin"]["config"]["name"] = serde_json::Value::from(config_map);
         Ok(())
     }
 

@@ -18,8 +18,10 @@
 //! The nodes get the labels and taints of the virtual cluster's tier (read from its host
 //! namespace, see [`node_config`]) and of the sharing mode: time-slicing sets
 //! `nvidia.com/device-plugin.config` and writes the device plugin's config under the pool's
-//! key in `gpu-operator/gpufleet-device-plugin-config` (a merge patch of that one key, so
-//! pools never drop each other's keys); MIG sets `nvidia.com/mig.config`. What a node had
+//! key in the ConfigMap `gpufleet-device-plugin-config` of the GPU Operator's namespace (a
+//! merge patch of that one key, so pools never drop each other's keys), and points the
+//! operator's ClusterPolicy at that ConfigMap ([`device_plugin`]); MIG sets
+//! `nvidia.com/mig.config`. What a node had
 //! before is recorded on it, and releasing the node restores it exactly.
 //!
 //! Scaling down drains the emptiest nodes (cordon, evict through the Eviction API within
@@ -59,6 +61,7 @@
 pub mod api;
 pub mod bcm;
 pub mod claim;
+pub mod device_plugin;
 pub mod karpenter;
 pub mod kube_api;
 pub mod memory;
@@ -73,9 +76,8 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 
-pub use ops::{
-    DEVICE_PLUGIN_CONFIG_MAP, DEVICE_PLUGIN_NAMESPACE, allocatable, time_slicing_config,
-};
+pub use device_plugin::{CONFIG_MAP as DEVICE_PLUGIN_CONFIG_MAP, time_slicing_config};
+pub use ops::allocatable;
 
 use crate::{
     backends::bcm::{BcmApi, BcmBackend},
@@ -354,6 +356,19 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         {
             resp.diagnostics
                 .extend(check_tier(host.as_ref(), &req.config).await);
+        }
+        // A pool that starts time-slicing needs the device plugin set up for it.
+        let time_slicing =
+            |v: &Value| v.get("sharing").get("strategy").as_str() == Some("time-slicing");
+        if time_slicing(&req.config)
+            && !time_slicing(&req.prior)
+            && let Ok(host) = self.0.connect(ctx).await
+        {
+            let setting = ctx
+                .settings
+                .get("kubernetes", device_plugin::NAMESPACE_SETTING);
+            resp.diagnostics
+                .extend(device_plugin::plan_check(host.as_ref(), setting).await);
         }
         if req.config.get("source").as_str() == Some("bcm")
             && let Ok(bcm) = self.0.bcm(ctx)

@@ -9,13 +9,14 @@ use super::{
     api::{HostApi, HostError, HostNode},
     bcm as bcm_pool,
     claim::{self, ClaimError, ClaimRequest},
+    device_plugin::{self, CONFIG_MAP, ConfigHome, DevicePluginError},
     karpenter::{self, NODEPOOL_LABEL},
     node_config::{
         Desired, Tier, cordon_write, desired, held_write, is_configured, is_free, release_write,
     },
     spec::{
-        DEVICE_PLUGIN_CONFIG_LABEL, GPU_PRODUCT_LABEL, MIG_CONFIG_LABEL, PoolSpec, Sharing, Source,
-        VirtualClusterRef, pool_label,
+        DEVICE_PLUGIN_CONFIG_LABEL, GPU_PRODUCT_LABEL, GPU_REPLICAS_LABEL, MIG_CONFIG_LABEL,
+        PoolSpec, Sharing, Source, VirtualClusterRef, pool_label,
     },
 };
 use crate::{
@@ -27,15 +28,11 @@ use crate::{
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
+    provider_config::ProviderSettings,
     resources::bcm_node,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
-
-/// Namespace of the device-plugin ConfigMap time-slicing pools write their key into.
-pub const DEVICE_PLUGIN_NAMESPACE: &str = "gpu-operator";
-/// Name of that ConfigMap.
-pub const DEVICE_PLUGIN_CONFIG_MAP: &str = "gpufleet-device-plugin-config";
 
 /// How often a drain looks at a node's pods again.
 const DRAIN_POLL: Duration = Duration::from_millis(500);
@@ -82,6 +79,15 @@ impl From<bcm_node::StepError> for StepError {
             )),
             bcm_node::StepError::TimedOut { op, waited } => StepError::TimedOut { op, waited },
             bcm_node::StepError::Cancelled => StepError::Cancelled,
+        }
+    }
+}
+
+impl From<DevicePluginError> for StepError {
+    fn from(e: DevicePluginError) -> StepError {
+        match e {
+            DevicePluginError::Host(e) => StepError::Host(e),
+            other => StepError::Conflict(other.to_string()),
         }
     }
 }
@@ -172,22 +178,6 @@ pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
     }
 }
 
-/// The device plugin's config for time-slicing with `replicas`.
-pub fn time_slicing_config(replicas: u32) -> String {
-    format!(
-        "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    \
-         renameByDefault: false\n    failRequestsGreaterThanOne: false\n    resources:\n    \
-         - name: nvidia.com/gpu\n      replicas: {replicas}\n"
-    )
-}
-
-fn replicas_in(config: &str) -> Option<i64> {
-    config
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("replicas:"))
-        .and_then(|n| n.trim().parse().ok())
-}
-
 /// The state for `held` nodes, from a planned (or prior) value.
 fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Value {
     let mut s = v.clone();
@@ -268,32 +258,67 @@ pub(super) fn refuse_private_host(tier: Tier, source: Source) -> Option<String> 
     })
 }
 
-async fn write_sharing_config(
+/// The provider setting naming the device plugin's namespace, if set.
+fn namespace_setting(settings: &ProviderSettings) -> Option<String> {
+    settings
+        .get("kubernetes", device_plugin::NAMESPACE_SETTING)
+        .map(str::to_owned)
+}
+
+/// Where the pool's time-slicing config goes: prepared (the GPU Operator pointed at it) when
+/// the pool time-slices, found when it stops doing so (to remove its key), `None` otherwise.
+async fn config_home(
     api: &dyn HostApi,
     spec: &PoolSpec,
     had_time_slicing: bool,
-) -> Result<(), StepError> {
-    match spec.sharing {
-        Sharing::TimeSlicing(r) => {
-            api.set_config_key(
-                DEVICE_PLUGIN_NAMESPACE,
-                DEVICE_PLUGIN_CONFIG_MAP,
-                &spec.pool_label(),
-                Some(&time_slicing_config(r)),
-            )
-            .await?;
-        }
-        _ if had_time_slicing => {
-            api.set_config_key(
-                DEVICE_PLUGIN_NAMESPACE,
-                DEVICE_PLUGIN_CONFIG_MAP,
-                &spec.pool_label(),
-                None,
-            )
-            .await?;
-        }
-        _ => {}
+    setting: Option<&str>,
+) -> Result<Option<ConfigHome>, StepError> {
+    if matches!(spec.sharing, Sharing::TimeSlicing(_)) {
+        return Ok(Some(device_plugin::prepare(api, setting).await?));
     }
+    Ok(if had_time_slicing {
+        home_to_clean(api, setting).await
+    } else {
+        None
+    })
+}
+
+/// Where a key being removed is; `None` when that cannot be found any more (the operator was
+/// uninstalled, say): a key nothing reads is harmless, and must not block a destroy.
+async fn home_to_clean(api: &dyn HostApi, setting: Option<&str>) -> Option<ConfigHome> {
+    match device_plugin::locate(api, setting).await {
+        Ok(home) => Some(home),
+        Err(e) => {
+            tracing::warn!(
+                target: "gpufleet::gpu_node_pool",
+                "left the pool's time-slicing config key in place: {e}"
+            );
+            None
+        }
+    }
+}
+
+/// Writes the pool's key of the device plugin's ConfigMap, or removes it when the pool no
+/// longer time-slices.
+async fn write_sharing_config(
+    api: &dyn HostApi,
+    spec: &PoolSpec,
+    home: Option<&ConfigHome>,
+) -> Result<(), StepError> {
+    let Some(home) = home else {
+        return Ok(());
+    };
+    let config = match spec.sharing {
+        Sharing::TimeSlicing(r) => Some(device_plugin::time_slicing_config(r)),
+        _ => None,
+    };
+    api.set_config_key(
+        &home.namespace,
+        CONFIG_MAP,
+        &spec.pool_label(),
+        config.as_deref(),
+    )
+    .await?;
     Ok(())
 }
 
@@ -357,7 +382,7 @@ async fn converge(
     bcm: Option<&dyn BcmApi>,
     spec: &PoolSpec,
     prefer: &[String],
-    had_time_slicing: bool,
+    plugin: Option<&ConfigHome>,
     bcm_held: &mut usize,
 ) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
     let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
@@ -367,7 +392,7 @@ async fn converge(
     let want = desired(spec, tier);
     let pool = spec.pool_label();
     if spec.source == Source::Auto {
-        write_sharing_config(api, spec, had_time_slicing)
+        write_sharing_config(api, spec, plugin)
             .await
             .map_err(|e| (Vec::new(), e))?;
         api.apply_node_pool(&karpenter::node_pool(spec, &want))
@@ -484,7 +509,7 @@ async fn converge(
             .await
             .map_err(|e| (held.clone(), e.into()))?;
     }
-    write_sharing_config(api, spec, had_time_slicing)
+    write_sharing_config(api, spec, plugin)
         .await
         .map_err(|e| (held.clone(), e))?;
     Ok(held)
@@ -632,10 +657,21 @@ pub(super) async fn apply_upsert(
     let started = Instant::now();
     let prefer = prior.get("nodes").strings();
     let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
+    let setting = namespace_setting(&ctx.settings);
     let mut held_at_failure: Vec<HostNode> = Vec::new();
     let mut bcm_held = 0;
+    let mut warning = None;
     let result = bounded(ctx, op, started, started + t.get(op), async {
-        match converge(api, bcm, &spec, &prefer, had_ts, &mut bcm_held).await {
+        // Before any node is claimed: a cluster not set up for time-slicing changes nothing.
+        let home = match config_home(api, &spec, had_ts, setting.as_deref()).await {
+            Ok(home) => home,
+            Err(e) => {
+                held_at_failure = held_now(api, &spec.pool_label()).await;
+                return Err(e);
+            }
+        };
+        warning = home.as_ref().and_then(ConfigHome::warning);
+        match converge(api, bcm, &spec, &prefer, home.as_ref(), &mut bcm_held).await {
             Ok(held) => Ok(held),
             Err((held, e)) => {
                 held_at_failure = held;
@@ -649,7 +685,13 @@ pub(super) async fn apply_upsert(
     } else {
         "GPU Node Pool Update Failed"
     };
-    match result {
+    let warning = warning.map(|w| {
+        Diagnostic::warning(
+            "Device Plugin Not Configured By gpufleet",
+            format!("{TYPE_NAME} {:?}: {w}", spec.name),
+        )
+    });
+    let mut response = match result {
         Ok(held) => {
             let status = status_for(&spec, held.len());
             ApplyResponse {
@@ -680,7 +722,11 @@ pub(super) async fn apply_upsert(
                 state,
             )
         }
+    };
+    if let Some(w) = warning {
+        response.diagnostics.push(w);
     }
+    response
 }
 
 /// Destroy.
@@ -697,6 +743,7 @@ pub(super) async fn apply_delete(
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let pool = spec.pool_label();
+    let setting = namespace_setting(&ctx.settings);
     let mut still: Vec<HostNode> = Vec::new();
     let result = bounded(ctx, Operation::Delete, started, started + t.delete, async {
         if spec.source == Source::Auto {
@@ -714,14 +761,11 @@ pub(super) async fn apply_delete(
                 bcm_pool::release(bcm, &spec, None).await?;
             }
         }
-        if matches!(spec.sharing, Sharing::TimeSlicing(_)) {
-            api.set_config_key(
-                DEVICE_PLUGIN_NAMESPACE,
-                DEVICE_PLUGIN_CONFIG_MAP,
-                &pool,
-                None,
-            )
-            .await?;
+        if matches!(spec.sharing, Sharing::TimeSlicing(_))
+            && let Some(home) = home_to_clean(api, setting.as_deref()).await
+        {
+            api.set_config_key(&home.namespace, CONFIG_MAP, &pool, None)
+                .await?;
         }
         Ok(())
     })
@@ -760,7 +804,7 @@ pub(super) async fn read(
     let started = Instant::now();
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         if state.get("gpu_product").is_null() {
-            return read_imported(api, state).await;
+            return read_imported(api, state, namespace_setting(&ctx.settings).as_deref()).await;
         }
         let spec = PoolSpec::from_value(state)
             .map_err(|_| StepError::Conflict("the state does not describe a pool".to_owned()))?;
@@ -839,7 +883,11 @@ pub(super) async fn read(
 }
 
 /// Fills an import skeleton (name, virtual cluster) from the cluster.
-async fn read_imported(api: &dyn HostApi, state: &Value) -> Result<Value, StepError> {
+async fn read_imported(
+    api: &dyn HostApi,
+    state: &Value,
+    setting: Option<&str>,
+) -> Result<Value, StepError> {
     let name = state.get("name").as_str().unwrap_or_default();
     let vc_id = state.get("virtual_cluster_id").as_str().unwrap_or_default();
     let Some(vc) = VirtualClusterRef::parse(vc_id) else {
@@ -888,10 +936,16 @@ async fn read_imported(api: &dyn HostApi, state: &Value) -> Result<Value, StepEr
         let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
             Some(("mig", Value::Null, Value::string(m)))
         } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
-            let cfg = api
-                .config_key(DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, &label)
-                .await?;
-            let r = cfg.as_deref().and_then(replicas_in).unwrap_or(1);
+            // The pool's key, else what GFD reports the device plugin applied.
+            let cfg = match device_plugin::locate(api, setting).await {
+                Ok(home) => api.config_key(&home.namespace, CONFIG_MAP, &label).await?,
+                Err(_) => None,
+            };
+            let r = cfg
+                .as_deref()
+                .and_then(device_plugin::replicas_in)
+                .or_else(|| first.label(GPU_REPLICAS_LABEL)?.parse().ok())
+                .unwrap_or(1);
             Some(("time-slicing", Value::int(r), Value::Null))
         } else {
             None
@@ -942,10 +996,5 @@ mod tests {
             allocatable(&Sharing::Mig(p), 16)["nvidia.com/mig-1g.10gb"],
             16 * 7
         );
-    }
-
-    #[test]
-    fn time_slicing_config_round_trips_replicas() {
-        assert_eq!(replicas_in(&time_slicing_config(4)), Some(4));
     }
 }

@@ -22,11 +22,15 @@ fn sharing_attributes() -> Vec<Attribute> {
             ),
         Attribute::optional("replicas", Type::Number).describe(
             "With `time-slicing`: how many pods may share one GPU (at least 2, as the NVIDIA \
-             device plugin requires). The pool's \
-             nodes get the label `nvidia.com/device-plugin.config=<pool>`, and the key `<pool>` \
-             of the ConfigMap `gpu-operator/gpufleet-device-plugin-config` holds the device \
-             plugin's config; point the GPU Operator's ClusterPolicy \
-             (`devicePlugin.config.name`) at that ConfigMap.",
+             device plugin requires). The pool's nodes get the label \
+             `nvidia.com/device-plugin.config=<pool>`, and the key `<pool>` of the ConfigMap \
+             `gpufleet-device-plugin-config` holds the device plugin's config. The ConfigMap \
+             is in the GPU Operator's namespace (its ClusterPolicy's `status.namespace`, or \
+             the provider's `kubernetes.device_plugin_namespace`), and the ClusterPolicy's \
+             `devicePlugin.config.name` is set to it when unset; a ClusterPolicy that names \
+             another ConfigMap fails the apply. Without the GPU Operator, set \
+             `device_plugin_namespace` and deploy the device plugin with \
+             `config.name=gpufleet-device-plugin-config`.",
         ),
         Attribute::optional("mig_config", Type::String).describe(
             "With `mig`: the MIG manager profile, `all-<profile>` (or just `<profile>`), e.g. \
