@@ -19,8 +19,10 @@
 //! namespace, see [`node_config`]) and of the sharing mode: time-slicing sets
 //! `nvidia.com/device-plugin.config` and writes the device plugin's config under the pool's
 //! key in `gpu-operator/gpufleet-device-plugin-config` (a merge patch of that one key, so
-//! pools never drop each other's keys); MIG sets `nvidia.com/mig.config`. What a node had
-//! before is recorded on it, and releasing the node restores it exactly.
+//! pools never drop each other's keys); MIG sets `nvidia.com/mig.config` to a config of the
+//! GPU Operator's default MIG configs and waits until the MIG manager reports
+//! `nvidia.com/mig.config.state=success` on every node ([`mig`]). What a node had before is
+//! recorded on it, and releasing the node restores it exactly.
 //!
 //! Scaling down drains the emptiest nodes (cordon, evict through the Eviction API within
 //! `drain_timeout`) and releases them; destroying drains and releases every node and removes
@@ -62,6 +64,7 @@ pub mod claim;
 pub mod karpenter;
 pub mod kube_api;
 pub mod memory;
+pub mod mig;
 pub mod node_config;
 mod ops;
 pub mod placement;
