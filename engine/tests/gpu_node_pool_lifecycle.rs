@@ -346,11 +346,26 @@ async fn mig_allocatable_follows_each_nodes_strategy() {
         Some(Value::int(16))
     );
     assert_eq!(allocatable(&tf.state, "nvidia.com/mig-3g.40gb"), None);
-    // A mixed layout cannot be advertised under `single`.
+    // A mixed layout cannot be advertised under `single`: refused at plan, on its attribute.
+    let p = tf.plan(&one("all-balanced")).await;
+    let text = show(&p.diagnostics);
+    assert!(p.diagnostics.has_error(), "{text}");
+    assert!(text.contains("at sharing.mig_config"), "{text}");
+    assert!(text.contains("nvidia.com/mig.strategy=single"), "{text}");
+    // Only some nodes on `single`: the plan cannot tell, and apply refuses the ones it holds.
+    let held_now = held(&h, "a.train");
+    for n in h.nodes_now() {
+        if !held_now.iter().any(|x| x.name == n.name) {
+            h.edit_node(&n.name, |n| {
+                n.labels.remove("nvidia.com/mig.strategy");
+            });
+        }
+    }
     let (_, d) = tf.apply(&one("all-balanced")).await;
     let text = show(&d);
     assert!(d.has_error(), "{text}");
     assert!(text.contains("nvidia.com/mig.strategy=single"), "{text}");
+    assert!(text.contains(&held_now[0].name), "{text}");
     manager.abort();
 }
 

@@ -14,9 +14,17 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use crate::catalog::MigConfig;
+use crate::{
+    catalog::{self, MigConfig},
+    diag::{Diagnostic, Diagnostics},
+    path::AttrPath,
+    value::Value,
+};
 
-use super::api::{HostApi, HostError, HostNode};
+use super::{
+    api::{HostApi, HostError, HostNode},
+    spec::GPU_PRODUCT_LABEL,
+};
 
 /// The label the MIG manager reports its progress in: `pending`, `success` or `failed`.
 pub const MIG_CONFIG_STATE_LABEL: &str = "nvidia.com/mig.config.state";
@@ -242,6 +250,52 @@ pub fn describe_waiting(waiting: &[(String, Option<String>)]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The plan-time strategy check: a mixed layout (`all-balanced`) for a product whose every
+/// node runs the `single` strategy is refused on `sharing.mig_config`. Only when the sharing
+/// changes, and skipped when the cluster cannot be asked: apply checks the nodes it holds.
+pub async fn check_plan(host: &dyn HostApi, prior: &Value, config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let sharing = config.get("sharing");
+    if sharing.get("strategy").as_str() != Some("mig")
+        || prior.get("sharing") == sharing
+        || config.get("source").as_str() == Some("auto")
+    {
+        return d;
+    }
+    let (Some(model), Some(name)) = (
+        config.get("gpu_product").as_str().and_then(catalog::lookup),
+        sharing.get("mig_config").as_str(),
+    ) else {
+        return d;
+    };
+    let Ok(mig) = catalog::mig_config(model, name) else {
+        return d;
+    };
+    if mig.is_uniform() {
+        return d;
+    }
+    let Ok(nodes) = host.list_nodes(GPU_PRODUCT_LABEL).await else {
+        return d;
+    };
+    let nodes: Vec<HostNode> = nodes.into_iter().filter(|n| n.is_product(model)).collect();
+    if !nodes.is_empty() && nodes.iter().all(|n| Strategy::of(n) == Strategy::Single) {
+        d.push(
+            Diagnostic::error(
+                "MIG Layout Needs The Mixed Strategy",
+                format!(
+                    "{name} mixes MIG profiles, but every {} node runs the MIG strategy \
+                     `single` ({MIG_STRATEGY_LABEL}=single), which advertises instances as \
+                     nvidia.com/gpu and needs all of one profile. Use an all-<profile> \
+                     config, or set the GPU Operator's mig.strategy to mixed.",
+                    model.product
+                ),
+            )
+            .with_path(AttrPath::attr("sharing").push_attr("mig_config")),
+        );
+    }
+    d
 }
 
 #[cfg(test)]

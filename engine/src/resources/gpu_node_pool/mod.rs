@@ -352,6 +352,12 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             resp.diagnostics
                 .extend(check_tier(host.as_ref(), &req.config).await);
         }
+        if req.config.get("sharing").get("strategy").as_str() == Some("mig")
+            && let Ok(host) = self.0.connect(ctx).await
+        {
+            resp.diagnostics
+                .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
+        }
         if req.config.get("source").as_str() == Some("bcm")
             && let Ok(bcm) = self.0.bcm(ctx)
         {
