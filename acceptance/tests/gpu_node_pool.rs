@@ -4,7 +4,7 @@
 //!
 //! Tests share one lab, so each uses a product and counts of its own and cleans up: H200 for
 //! the concurrent claims (10 of 16 nodes), B200 for over-asking (nothing is claimed), H100 for
-//! the Terraform life cycle (at most 2 nodes). Virtual clusters are stood in for by their host
+//! the Terraform life cycle (at most 2 nodes), one A100 for MIG. Virtual clusters are stood in for by their host
 //! namespaces, labelled as the host-cluster contract says.
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
@@ -30,6 +30,7 @@ use kube::{
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const H200: &str = "NVIDIA-H200";
 const B200: &str = "NVIDIA-B200";
+const A100: &str = "NVIDIA-A100-SXM4-80GB";
 
 /// Labels, taints, cordon and whether the originals record is there, per node.
 type Snapshot = BTreeMap<String, (BTreeMap<String, String>, String, bool, bool)>;
@@ -359,6 +360,140 @@ async fn device_plugin_wiring(
         .expect("read ConfigMap")
         .and_then(|c| c.data?.get(pool).cloned());
     (policy, key)
+}
+
+fn mig_pool(kind: &dyn ResourceKind, vc: &str, mig_config: &str) -> Value {
+    let mut c = pool_config(kind, "mig", vc, A100, 1);
+    if let Some(m) = c.as_object_mut() {
+        m.insert(
+            "sharing".to_owned(),
+            Value::object([
+                ("strategy", Value::string("mig")),
+                ("replicas", Value::Null),
+                ("mig_config", Value::string(mig_config)),
+            ]),
+        );
+    }
+    c
+}
+
+fn label_of<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn capacity_of(n: &Node, resource: &str) -> Option<String> {
+    n.status
+        .as_ref()?
+        .capacity
+        .as_ref()?
+        .get(resource)
+        .map(|q| q.0.clone())
+}
+
+fn allocatable_of(state: &Value, resource: &str) -> Option<i64> {
+    state.get("allocatable").as_map()?.get(resource)?.as_i64()
+}
+
+/// The lab's nodes play the MIG manager: apply returns once the state is `success`, counts by
+/// the node's MIG strategy, and fails naming the node when the MIG manager fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mig_pool_waits_for_the_mig_manager_and_counts_by_strategy() {
+    let lab = Lab::shared();
+    let client = lab.client();
+    let vc = virtual_cluster(&client, "gnp-mig", "dedicated").await;
+    let kind = GpuNodePool(Arc::new(KubeHost::new(client.clone())));
+    let nodes: Api<Node> = Api::all(client.clone());
+
+    let c = mig_pool(&kind, &vc, "all-balanced");
+    let (state, err) = apply(&kind, &Value::Null, &c).await;
+    assert!(err.is_empty(), "{err}");
+    let held = nodes
+        .list(&ListParams::default().labels("gpufleet.dev/pool=gnp-mig.mig"))
+        .await
+        .expect("list");
+    assert_eq!(held.items.len(), 1);
+    let name = held.items[0].metadata.name.clone().unwrap_or_default();
+    let node = &held.items[0];
+    assert_eq!(
+        label_of(node, "nvidia.com/mig.config"),
+        Some("all-balanced")
+    );
+    assert_eq!(
+        label_of(node, "nvidia.com/mig.config.state"),
+        Some("success")
+    );
+    // `mixed` (no strategy label): one resource per profile, on the node and in state.
+    assert_eq!(
+        capacity_of(node, "nvidia.com/mig-1g.10gb").as_deref(),
+        Some("16")
+    );
+    assert_eq!(allocatable_of(&state, "nvidia.com/mig-1g.10gb"), Some(16));
+    assert_eq!(allocatable_of(&state, "nvidia.com/mig-2g.20gb"), Some(8));
+    assert_eq!(allocatable_of(&state, "nvidia.com/mig-3g.40gb"), Some(8));
+
+    // `single`: instances are whole `nvidia.com/gpu`.
+    let patch = |v: serde_json::Value| Patch::Merge(v);
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &patch(
+                serde_json::json!({"metadata": {"labels": {"nvidia.com/mig.strategy": "single"}}}),
+            ),
+        )
+        .await
+        .expect("strategy label");
+    let (state, err) = apply(&kind, &state, &mig_pool(&kind, &vc, "all-3g.40gb")).await;
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(allocatable_of(&state, "nvidia.com/gpu"), Some(16));
+    let node = nodes.get(&name).await.expect("node");
+    assert_eq!(capacity_of(&node, "nvidia.com/gpu").as_deref(), Some("16"));
+
+    // A fault: the MIG manager fails, and the apply names the node and the state.
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &patch(serde_json::json!({"metadata": {
+                "labels": {"nvidia.com/mig.strategy": null},
+                "annotations": {"gpufleet.dev/lab-mig-fault": "fail"},
+            }})),
+        )
+        .await
+        .expect("fault");
+    let (state, err) = apply(&kind, &state, &mig_pool(&kind, &vc, "all-1g.10gb")).await;
+    assert!(err.contains(&name), "{err}");
+    assert!(err.contains("nvidia.com/mig.config.state=failed"), "{err}");
+    let r = kind.read(&Context::default(), state.clone()).await;
+    assert_eq!(r.new_state.get("status"), &Value::string("degraded"));
+
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &patch(serde_json::json!({"metadata": {"annotations": {"gpufleet.dev/lab-mig-fault": null}}})),
+        )
+        .await
+        .expect("heal");
+    let (gone, err) = apply(&kind, &state, &Value::Null).await;
+    assert!(err.is_empty(), "{err}");
+    assert!(gone.is_null());
+    // Released: the lab's node gets its whole GPUs back.
+    let started = Instant::now();
+    loop {
+        let node = nodes.get(&name).await.expect("node");
+        if capacity_of(&node, "nvidia.com/gpu").as_deref() == Some("8")
+            && label_of(&node, "nvidia.com/mig.config.state").is_none()
+        {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "whole GPUs back on {name}: {:?}",
+            node.status
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }
 
 #[test]

@@ -244,9 +244,39 @@ async fn time_slicing_reports_replicas_and_writes_its_own_config_key() {
     assert_eq!(snapshot(&h), before);
 }
 
+/// The MIG manager on the in-memory nodes: a node with `nvidia.com/mig.config` and no state
+/// goes `pending`, and one pass later `success`, or `failed` when its name is in `fail`.
+fn play_mig_manager(h: &Arc<MemoryHost>, fail: &[&str]) -> tokio::task::JoinHandle<()> {
+    let h = Arc::clone(h);
+    let fail: Vec<String> = fail.iter().map(|s| (*s).to_owned()).collect();
+    tokio::spawn(async move {
+        loop {
+            for n in h.nodes_now() {
+                if n.label(MIG_CONFIG).is_none() {
+                    continue;
+                }
+                let next = match n.label(MIG_STATE) {
+                    None => "pending",
+                    Some("pending") if fail.contains(&n.name) => "failed",
+                    Some("pending") => "success",
+                    Some(_) => continue,
+                };
+                h.edit_node(&n.name, |n| {
+                    n.labels.insert(MIG_STATE.to_owned(), next.to_owned());
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+}
+
+const MIG_CONFIG: &str = "nvidia.com/mig.config";
+const MIG_STATE: &str = "nvidia.com/mig.config.state";
+
 #[tokio::test(start_paused = true)]
-async fn mig_pool_sets_the_profile_and_reports_instances() {
+async fn mig_pool_waits_for_the_mig_manager_then_reports_instances() {
     let h = host();
+    let manager = play_mig_manager(&h, &[]);
     let k = GpuNodePool(Arc::clone(&h));
     let mut tf = Terraform::new(&k);
     tf.apply_ok(&pool(
@@ -259,6 +289,8 @@ async fn mig_pool_sets_the_profile_and_reports_instances() {
     .await;
     let n = &held(&h, "a.train")[0];
     assert_eq!(n.label("nvidia.com/mig.config"), Some("all-1g.10gb"));
+    // Apply returned only once the MIG manager was done.
+    assert_eq!(n.label(MIG_STATE), Some("success"));
     assert_eq!(
         tf.state
             .get("allocatable")
@@ -266,6 +298,139 @@ async fn mig_pool_sets_the_profile_and_reports_instances() {
             .and_then(|m| m.get("nvidia.com/mig-1g.10gb")),
         Some(&Value::int(8 * 7))
     );
+    manager.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn mig_pool_without_a_mig_manager_times_out_naming_the_nodes() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let (_, d) = tf
+        .apply(&pool(
+            &k,
+            &[
+                ("node_count", Value::int(1)),
+                ("sharing", sharing("mig", None, Some("all-1g.10gb"))),
+            ],
+        ))
+        .await;
+    let text = show(&d);
+    assert!(d.has_error(), "{text}");
+    assert!(text.contains("waiting for the MIG manager"), "{text}");
+    assert!(text.contains("gpu-r"), "{text}");
+    // The claimed node is recorded, so destroy gives it back.
+    assert_eq!(tf.state.get("nodes").as_seq().map(|n| n.len()), Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn mig_pool_fails_with_the_mig_managers_state_and_read_reports_it() {
+    let h = host();
+    let fail = ["gpu-r1-01", "gpu-r1-03", "gpu-r2-01", "gpu-r2-03"];
+    let manager = play_mig_manager(&h, &fail);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(
+        &k,
+        &[("sharing", sharing("mig", None, Some("all-balanced")))],
+    );
+    let (_, d) = tf.apply(&c).await;
+    let text = show(&d);
+    assert!(d.has_error(), "{text}");
+    let nodes = held(&h, "a.train");
+    assert_eq!(nodes.len(), 2, "the nodes stay held");
+    let (failed, fine): (Vec<&HostNode>, Vec<&HostNode>) =
+        nodes.iter().partition(|n| fail.contains(&n.name.as_str()));
+    assert!(!failed.is_empty() && !fine.is_empty(), "{nodes:?}");
+    assert!(
+        text.contains("nvidia.com/mig.config.state=failed"),
+        "{text}"
+    );
+    for n in &failed {
+        assert!(text.contains(&n.name), "{} is named: {text}", n.name);
+    }
+    for n in &fine {
+        assert!(!text.contains(&n.name), "{} is not named: {text}", n.name);
+    }
+    // A refresh reports it too: a warning, and the failed nodes do not count.
+    let (s, d) = support::refresh(&k, &tf.ctx, &tf.state).await;
+    let text = show(&d);
+    assert!(!d.has_error(), "{text}");
+    assert!(
+        text.contains("Warning") && text.contains(&failed[0].name),
+        "{text}"
+    );
+    assert_eq!(s.get("status"), &Value::string("degraded"));
+    assert_eq!(
+        s.get("node_count"),
+        &Value::int(i64::try_from(fine.len()).unwrap_or(0))
+    );
+    // Once the MIG manager succeeds, the next apply is clean.
+    manager.abort();
+    let manager = play_mig_manager(&h, &[]);
+    tf.apply_ok(&c).await;
+    assert_eq!(tf.state.get("status"), &Value::string("ready"));
+    assert_eq!(
+        allocatable(&tf.state, "nvidia.com/mig-1g.10gb"),
+        Some(Value::int(2 * 8 * 2))
+    );
+    assert_eq!(
+        allocatable(&tf.state, "nvidia.com/mig-3g.40gb"),
+        Some(Value::int(2 * 8))
+    );
+    manager.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn mig_allocatable_follows_each_nodes_strategy() {
+    let h = host();
+    let manager = play_mig_manager(&h, &[]);
+    // GFD on these nodes runs the `single` strategy.
+    for n in h.nodes_now() {
+        h.edit_node(&n.name, |n| {
+            n.labels
+                .insert("nvidia.com/mig.strategy".into(), "single".into());
+        });
+    }
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let one = |mig: &str| {
+        pool(
+            &k,
+            &[
+                ("node_count", Value::int(1)),
+                ("sharing", sharing("mig", None, Some(mig))),
+            ],
+        )
+    };
+    tf.apply_ok(&one("all-3g.40gb")).await;
+    // Instances are advertised as whole GPUs: 8 GPUs × 2.
+    assert_eq!(
+        allocatable(&tf.state, "nvidia.com/gpu"),
+        Some(Value::int(16))
+    );
+    assert_eq!(allocatable(&tf.state, "nvidia.com/mig-3g.40gb"), None);
+    // A mixed layout cannot be advertised under `single`: refused at plan, on its attribute.
+    let p = tf.plan(&one("all-balanced")).await;
+    let text = show(&p.diagnostics);
+    assert!(p.diagnostics.has_error(), "{text}");
+    assert!(text.contains("at sharing.mig_config"), "{text}");
+    assert!(text.contains("nvidia.com/mig.strategy=single"), "{text}");
+    // Only some nodes on `single`: the plan cannot tell, and apply refuses the ones it holds.
+    let held_now = held(&h, "a.train");
+    for n in h.nodes_now() {
+        if !held_now.iter().any(|x| x.name == n.name) {
+            h.edit_node(&n.name, |n| {
+                n.labels.remove("nvidia.com/mig.strategy");
+            });
+        }
+    }
+    let (_, d) = tf.apply(&one("all-balanced")).await;
+    let text = show(&d);
+    assert!(d.has_error(), "{text}");
+    assert!(text.contains("nvidia.com/mig.strategy=single"), "{text}");
+    assert!(text.contains(&held_now[0].name), "{text}");
+    manager.abort();
 }
 
 /// What the GPU operator does to a node once the device plugin runs a time-slicing config
@@ -333,6 +498,7 @@ async fn time_sliced_nodes_relabelled_by_the_operator_stay_the_pools() {
 #[tokio::test(start_paused = true)]
 async fn mig_mixed_nodes_without_whole_gpus_keep_their_gpu_count() {
     let h = host();
+    let _manager = play_mig_manager(&h, &[]);
     let k = GpuNodePool(Arc::clone(&h));
     let mut tf = Terraform::new(&k);
     let c = pool(

@@ -24,7 +24,8 @@
 //! The last is `vcluster`, the kubelet of vCluster's control-plane pods
 //! ([`crate::vcluster`]), run from its own binary `vcluster-kubelet` (see
 //! [`vcluster_binary`]) with its state under `<dir>/vcluster/`: it runs vCluster's real
-//! syncer (built from the Go module proxy) as the process of each `app=vcluster` pod.
+//! syncer (built from the Go module proxy) as the process of each `app=vcluster` pod, and
+//! plays the MIG manager of the lab's nodes ([`crate::mig_manager`]).
 
 use std::fmt;
 use std::io::{Read as _, Write as _};

@@ -42,6 +42,7 @@ pub mod fleet;
 pub mod gobuild;
 pub mod kubeconfig;
 pub mod lock;
+pub mod mig_manager;
 pub mod netris;
 pub mod nodes;
 pub mod paths;

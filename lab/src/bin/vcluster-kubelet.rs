@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `gpufleet-lab up` runs it as the lab's `vcluster` component. It also runs itself inside
-//! each pod's sandbox, as `vcluster-kubelet sandbox-init --spec <file>`.
+//! each pod's sandbox, as `vcluster-kubelet sandbox-init --spec <file>`. Beside the pods, it
+//! plays the MIG manager of the lab's nodes ([`gpufleet_lab::mig_manager`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -146,6 +147,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .port_u16()
         .ok_or("the kubeconfig's server has no port")?;
     let host = kube::Client::try_from(config)?;
+    let mig_manager =
+        gpufleet_lab::mig_manager::run(host.clone(), Duration::from_millis(args.interval_ms));
     let kubelet = VclusterKubelet::new(
         KubeletConfig {
             dir,
@@ -168,6 +171,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     tokio::select! {
         served = health::serve(args.listen, status) => served?,
         () = kubelet.run() => {}
+        () = mig_manager => {}
         signal = tokio::signal::ctrl_c() => {
             signal?;
             tracing::info!("stopping; the pods' sandboxes keep running");

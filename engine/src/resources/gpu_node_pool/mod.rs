@@ -21,8 +21,10 @@
 //! key in the ConfigMap `gpufleet-device-plugin-config` of the GPU Operator's namespace (a
 //! merge patch of that one key, so pools never drop each other's keys), and points the
 //! operator's ClusterPolicy at that ConfigMap ([`device_plugin`]); MIG sets
-//! `nvidia.com/mig.config`. What a node had
-//! before is recorded on it, and releasing the node restores it exactly.
+//! `nvidia.com/mig.config` to a config of the GPU Operator's default MIG configs and waits
+//! until the MIG manager reports `nvidia.com/mig.config.state=success` on every node
+//! ([`mig`]). What a node had before is recorded on it, and releasing the node restores it
+//! exactly.
 //!
 //! Scaling down drains the emptiest nodes (cordon, evict through the Eviction API within
 //! `drain_timeout`) and releases them; destroying drains and releases every node and removes
@@ -65,6 +67,7 @@ pub mod device_plugin;
 pub mod karpenter;
 pub mod kube_api;
 pub mod memory;
+pub mod mig;
 pub mod node_config;
 mod ops;
 pub mod placement;
@@ -369,6 +372,12 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
                 .get("kubernetes", device_plugin::NAMESPACE_SETTING);
             resp.diagnostics
                 .extend(device_plugin::plan_check(host.as_ref(), setting).await);
+        }
+        if req.config.get("sharing").get("strategy").as_str() == Some("mig")
+            && let Ok(host) = self.0.connect(ctx).await
+        {
+            resp.diagnostics
+                .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
         }
         if req.config.get("source").as_str() == Some("bcm")
             && let Ok(bcm) = self.0.bcm(ctx)

@@ -16,6 +16,7 @@ use crate::backends::kube::{NODE_ISOLATION, POOL, TENANT};
 
 use super::{
     api::{HostNode, NodeTaint, NodeWrite},
+    mig::MIG_CONFIG_STATE_LABEL,
     spec::{DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, PoolSpec, Sharing},
 };
 
@@ -82,8 +83,8 @@ pub fn desired(spec: &PoolSpec, tier: Tier) -> Desired {
         Sharing::TimeSlicing(_) => {
             labels.insert(DEVICE_PLUGIN_CONFIG_LABEL.to_owned(), spec.pool_label());
         }
-        Sharing::Mig(p) => {
-            labels.insert(MIG_CONFIG_LABEL.to_owned(), format!("all-{}", p.name));
+        Sharing::Mig(c) => {
+            labels.insert(MIG_CONFIG_LABEL.to_owned(), c.name.clone());
         }
     }
     Desired { labels, taints }
@@ -193,6 +194,13 @@ pub fn held_write(node: &HostNode, want: &Desired) -> NodeWrite {
         w.taints.push(t.clone());
     }
     w.taints.sort();
+    // The MIG manager's state speaks of the config the node had: a new config drops it, so
+    // that waiting for `success` waits for this one.
+    if let Some(c) = want.labels.get(MIG_CONFIG_LABEL)
+        && node.labels.get(MIG_CONFIG_LABEL) != Some(c)
+    {
+        w.labels.remove(MIG_CONFIG_STATE_LABEL);
+    }
     put_originals(&mut w, &o);
     w
 }
@@ -359,5 +367,25 @@ mod tests {
         let w = want(("team", "ml"), "pool");
         let n1 = apply(&n0, held_write(&n0, &w));
         assert!(held_write(&n1, &w).matches(&n1));
+    }
+
+    #[test]
+    fn a_new_mig_config_drops_the_mig_managers_old_state() {
+        let mut n0 = found();
+        n0.labels
+            .insert(MIG_CONFIG_LABEL.to_owned(), "all-1g.10gb".to_owned());
+        n0.labels
+            .insert(MIG_CONFIG_STATE_LABEL.to_owned(), "success".to_owned());
+        let mut w = want(("team", "ml"), "pool");
+        w.labels
+            .insert(MIG_CONFIG_LABEL.to_owned(), "all-balanced".to_owned());
+        let n1 = apply(&n0, held_write(&n0, &w));
+        assert_eq!(n1.label(MIG_CONFIG_LABEL), Some("all-balanced"));
+        assert_eq!(n1.label(MIG_CONFIG_STATE_LABEL), None);
+        // The same config again keeps what the MIG manager reported.
+        let mut n2 = n1.clone();
+        n2.labels
+            .insert(MIG_CONFIG_STATE_LABEL.to_owned(), "success".to_owned());
+        assert!(held_write(&n2, &w).matches(&n2));
     }
 }

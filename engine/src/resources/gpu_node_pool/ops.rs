@@ -11,6 +11,7 @@ use super::{
     claim::{self, ClaimError, ClaimRequest},
     device_plugin::{self, CONFIG_MAP, ConfigHome, DevicePluginError},
     karpenter::{self, NODEPOOL_LABEL},
+    mig,
     node_config::{
         Desired, Tier, cordon_write, desired, held_write, is_configured, is_free, release_write,
     },
@@ -174,7 +175,8 @@ pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
     match sharing {
         Sharing::None => [("nvidia.com/gpu".to_owned(), gpus)].into(),
         Sharing::TimeSlicing(r) => [("nvidia.com/gpu".to_owned(), gpus * u64::from(*r))].into(),
-        Sharing::Mig(p) => [(p.resource_name(), gpus * u64::from(p.max_instances))].into(),
+        // Without the nodes to ask, the device plugin's default MIG strategy.
+        Sharing::Mig(c) => mig::resources(c, mig::Strategy::Mixed, gpus),
     }
 }
 
@@ -196,11 +198,16 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
         "gpus",
         Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)),
     );
+    // MIG resources depend on each node's strategy.
+    let alloc = match &spec.sharing {
+        Sharing::Mig(c) => mig::allocatable(c, held),
+        other => allocatable(other, gpus),
+    };
     set_attr(
         &mut s,
         "allocatable",
         Value::Map(
-            allocatable(&spec.sharing, gpus)
+            alloc
                 .into_iter()
                 .map(|(k, n)| (k, Value::int(i64::try_from(n).unwrap_or(i64::MAX))))
                 .collect(),
@@ -661,6 +668,7 @@ pub(super) async fn apply_upsert(
     let mut held_at_failure: Vec<HostNode> = Vec::new();
     let mut bcm_held = 0;
     let mut warning = None;
+    let mut mig_waiting: Vec<(String, Option<String>)> = Vec::new();
     let result = bounded(ctx, op, started, started + t.get(op), async {
         // Before any node is claimed: a cluster not set up for time-slicing changes nothing.
         let home = match config_home(api, &spec, had_ts, setting.as_deref()).await {
@@ -671,12 +679,26 @@ pub(super) async fn apply_upsert(
             }
         };
         warning = home.as_ref().and_then(ConfigHome::warning);
-        match converge(api, bcm, &spec, &prefer, home.as_ref(), &mut bcm_held).await {
-            Ok(held) => Ok(held),
+        let held = match converge(api, bcm, &spec, &prefer, home.as_ref(), &mut bcm_held).await {
+            Ok(held) => held,
             Err((held, e)) => {
                 held_at_failure = held;
-                Err(e)
+                return Err(e);
             }
+        };
+        // Karpenter's nodes come and go; only claimed nodes are waited for.
+        let Sharing::Mig(config) = &spec.sharing else {
+            return Ok(held);
+        };
+        if spec.source == Source::Auto {
+            return Ok(held);
+        }
+        held_at_failure = held.clone();
+        let selector = format!("{POOL}={}", spec.pool_label());
+        match mig::wait_applied(api, &selector, config, &held, &mut mig_waiting).await {
+            Ok(nodes) => Ok(nodes),
+            Err(mig::WaitError::Host(e)) => Err(e.into()),
+            Err(mig::WaitError::Mig(e)) => Err(StepError::Conflict(e.to_string())),
         }
     })
     .await;
@@ -714,13 +736,15 @@ pub(super) async fn apply_upsert(
                     Err(_) => prior.clone(),
                 }
             };
-            failed(
-                summary,
-                &spec.name,
-                "bringing the pool's nodes in line",
-                &e,
-                state,
-            )
+            let doing = if mig_waiting.is_empty() {
+                "bringing the pool's nodes in line".to_owned()
+            } else {
+                format!(
+                    "waiting for the MIG manager to repartition {}",
+                    mig::describe_waiting(&mig_waiting)
+                )
+            };
+            failed(summary, &spec.name, &doing, &e, state)
         }
     };
     if let Some(w) = warning {
@@ -802,6 +826,7 @@ pub(super) async fn read(
     let name = state.get("name").as_str().unwrap_or_default().to_owned();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
+    let mut mig_problems: Vec<mig::MigError> = Vec::new();
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         if state.get("gpu_product").is_null() {
             return read_imported(api, state, namespace_setting(&ctx.settings).as_deref()).await;
@@ -848,7 +873,30 @@ pub(super) async fn read(
         })
         .unwrap_or(Tier::Shared);
         let want: Desired = desired(&spec, tier);
-        let configured = held.iter().filter(|n| is_configured(n, &want)).count();
+        // Nodes the MIG manager failed on are not configured: the next plan shows them.
+        let mig_failed = match &spec.sharing {
+            Sharing::Mig(_) => mig::failed_nodes(&held),
+            _ => Vec::new(),
+        };
+        let mig_waiting = matches!(spec.sharing, Sharing::Mig(_))
+            && held
+                .iter()
+                .any(|n| matches!(mig::NodeState::of(n), mig::NodeState::Waiting(_)));
+        if let Sharing::Mig(c) = &spec.sharing {
+            if !mig_failed.is_empty() {
+                mig_problems.push(mig::MigError::Failed {
+                    config: c.name.clone(),
+                    nodes: mig_failed.clone(),
+                });
+            }
+            if let Err(e) = mig::check_strategy(c, &held) {
+                mig_problems.push(e);
+            }
+        }
+        let configured = held
+            .iter()
+            .filter(|n| is_configured(n, &want) && !mig_failed.contains(&n.name))
+            .count();
         let mut s = state_of(state, &spec, &held, "ready");
         let count = if configured == held.len() {
             held.len()
@@ -860,6 +908,8 @@ pub(super) async fn read(
         }
         if count != spec.target() as usize || configured != held.len() {
             set_attr(&mut s, "status", Value::string("degraded"));
+        } else if mig_waiting {
+            set_attr(&mut s, "status", Value::string("pending"));
         }
         Ok(s)
     })
@@ -867,7 +917,18 @@ pub(super) async fn read(
     match result {
         Ok(new_state) => ReadResponse {
             new_state,
-            diagnostics: Diagnostics::new(),
+            diagnostics: mig_problems
+                .iter()
+                .map(|e| {
+                    Diagnostic::warning(
+                        "GPU Node Pool MIG Not Applied",
+                        format!("{TYPE_NAME} {name:?}: {e}"),
+                    )
+                })
+                .fold(Diagnostics::new(), |mut d, x| {
+                    d.push(x);
+                    d
+                }),
         },
         Err(e) => ReadResponse {
             new_state: state.clone(),
@@ -991,9 +1052,9 @@ mod tests {
             32
         );
         let a100 = crate::catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("catalog");
-        let p = a100.mig_profile("1g.10gb").expect("profile");
+        let c = crate::catalog::mig_config(a100, "all-1g.10gb").expect("config");
         assert_eq!(
-            allocatable(&Sharing::Mig(p), 16)["nvidia.com/mig-1g.10gb"],
+            allocatable(&Sharing::Mig(c), 16)["nvidia.com/mig-1g.10gb"],
             16 * 7
         );
     }

@@ -33,9 +33,15 @@ fn sharing_attributes() -> Vec<Attribute> {
              `config.name=gpufleet-device-plugin-config`.",
         ),
         Attribute::optional("mig_config", Type::String).describe(
-            "With `mig`: the MIG manager profile, `all-<profile>` (or just `<profile>`), e.g. \
-             `all-1g.10gb`; the profile must exist for `gpu_product` (see \
-             `provider::gpufleet::mig_profiles`). Set as the node label `nvidia.com/mig.config`.",
+            "With `mig`: a config of the GPU Operator's default MIG configs, set as the node \
+             label `nvidia.com/mig.config`: `all-<profile>` (every GPU filled with one \
+             profile, e.g. `all-1g.10gb`; just `<profile>` means the same), `all-balanced` \
+             (the product's mixed layout, e.g. 2 × `1g.5gb`, 1 × `2g.10gb` and 1 × `3g.20gb` \
+             per A100 40GB), `all-enabled` (MIG on, no instances) or `all-disabled` (MIG \
+             off). The profiles must exist for `gpu_product` (see \
+             `provider::gpufleet::mig_profiles`). Apply waits until the MIG manager reports \
+             `nvidia.com/mig.config.state=success` on every node, and fails naming the nodes \
+             where it reports `failed`.",
         ),
     ]
 }
@@ -227,14 +233,18 @@ pub fn pool_schema() -> Schema {
         .attr(
             Attribute::computed("allocatable", Type::map(Type::Number)).describe(
                 "What the tenant can request, by resource name: `nvidia.com/gpu` (GPUs × \
-                 `replicas` with time-slicing) or `nvidia.com/mig-<profile>` (GPUs × instances \
-                 per GPU with MIG).",
+                 `replicas` with time-slicing) or, with MIG, by each node's MIG strategy (GFD's \
+                 `nvidia.com/mig.strategy` label; `mixed` when it is missing): \
+                 `nvidia.com/mig-<profile>` per profile under `mixed` (GPUs × instances of \
+                 that profile per GPU), `nvidia.com/gpu` under `single` (GPUs × instances per \
+                 GPU).",
             ),
         )
         .attr(Attribute::computed("status", Type::String).describe(
             "`ready` when the pool holds `node_count` correctly configured nodes, `degraded` \
-             when a refresh found fewer (the next apply repairs it), `pending` while an `auto` \
-             pool has no nodes yet.",
+             when a refresh found fewer (the next apply repairs it; a node the MIG manager \
+             failed on counts as not configured), `pending` while an `auto` pool has no nodes \
+             yet or the MIG manager has not reported `success` on every node.",
         ))
         .block(timeouts::block(
             "How long operations may take. Defaults: create 10m, update 20m, delete 20m, \

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use crate::{
     backends::kube::{NODE_ISOLATION, POOL, TENANT},
-    catalog::{self, GpuModel, MigProfile},
+    catalog::{self, GpuModel, MigConfig, MigConfigError},
     diag::Diagnostics,
     path::AttrPath,
     validate::PositiveDuration,
@@ -57,8 +57,9 @@ pub enum Sharing {
     None,
     /// Time-slicing with this many replicas per GPU.
     TimeSlicing(u32),
-    /// MIG, every GPU split into instances of one profile.
-    Mig(&'static MigProfile),
+    /// MIG, every GPU laid out as a named config of the GPU Operator's default MIG
+    /// configs.
+    Mig(MigConfig),
 }
 
 /// Placement policy.
@@ -259,10 +260,10 @@ fn parse_node_class(s: &str) -> Option<(String, String, String)> {
         .then(|| (g.to_owned(), k.to_owned(), n.to_owned()))
 }
 
-/// The MIG profile a `mig_config` names (`all-1g.10gb` or `1g.10gb`).
-pub fn mig_profile_of(model: &GpuModel, mig_config: &str) -> Option<&'static MigProfile> {
-    let s = mig_config.trim();
-    model.mig_profile(s.strip_prefix("all-").unwrap_or(s))
+/// The MIG config a `mig_config` names: `all-disabled`, `all-enabled`, `all-balanced`,
+/// `all-<profile>` or just `<profile>`.
+pub fn mig_config_of(model: &GpuModel, mig_config: &str) -> Result<MigConfig, MigConfigError> {
+    catalog::mig_config(model, mig_config)
 }
 
 fn sharing_of(v: &Value, model: &GpuModel) -> Option<Sharing> {
@@ -270,10 +271,9 @@ fn sharing_of(v: &Value, model: &GpuModel) -> Option<Sharing> {
         Some("time-slicing") => Some(Sharing::TimeSlicing(
             u32::try_from(v.get("replicas").as_i64()?).ok()?,
         )),
-        Some("mig") => Some(Sharing::Mig(mig_profile_of(
-            model,
-            v.get("mig_config").as_str()?,
-        )?)),
+        Some("mig") => Some(Sharing::Mig(
+            mig_config_of(model, v.get("mig_config").as_str()?).ok()?,
+        )),
         _ => None,
     }
 }
@@ -417,24 +417,21 @@ fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut D
             (None, _) => d.error_at(
                 path.push_attr("mig_config"),
                 "Missing MIG Config",
-                "mig needs mig_config, the MIG manager profile such as \"all-1g.10gb\".",
+                "mig needs mig_config, a MIG config of the GPU Operator such as \
+                 \"all-1g.10gb\" or \"all-balanced\".",
             ),
-            (Some(c), Some(m)) if mig_profile_of(m, c).is_none() => {
-                let detail = if m.mig_capable() {
-                    format!(
-                        "mig_config {c:?} is not a MIG profile of {}; use all-<profile> with one \
-                         of: {}.",
-                        m.product,
-                        m.mig_profiles
-                            .iter()
-                            .map(|p| p.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                } else {
-                    format!("{} does not support MIG partitioning.", m.product)
-                };
-                d.error_at(path.push_attr("mig_config"), "Invalid MIG Config", detail);
+            (Some(c), Some(m)) => {
+                if let Err(e) = mig_config_of(m, c) {
+                    let detail = match &e {
+                        MigConfigError::NotMigCapable { .. } => format!("{e}."),
+                        MigConfigError::Unknown { .. } => format!(
+                            "{e}. all-balanced is the product's mixed layout and \
+                             all-<profile> fills every GPU with one profile (see \
+                             provider::gpufleet::mig_profiles)."
+                        ),
+                    };
+                    d.error_at(path.push_attr("mig_config"), "Invalid MIG Config", detail);
+                }
             }
             _ => {}
         },
@@ -533,16 +530,41 @@ mod tests {
     }
 
     #[test]
-    fn mig_configs_name_a_profile_of_the_product() {
+    fn mig_configs_name_a_config_of_the_product() {
         let a100 = catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("in catalog");
-        assert_eq!(
-            mig_profile_of(a100, "all-1g.10gb").map(|p| p.name),
-            Some("1g.10gb")
+        let name = |c: &str| mig_config_of(a100, c).map(|c| c.name);
+        assert_eq!(name("all-1g.10gb").as_deref(), Ok("all-1g.10gb"));
+        assert_eq!(name("3g.40gb").as_deref(), Ok("all-3g.40gb"));
+        assert_eq!(name("all-balanced").as_deref(), Ok("all-balanced"));
+        assert!(mig_config_of(a100, "all-1g.5gb").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_accepted_mig_configs() {
+        let config = |mig: &str| {
+            Value::object([
+                ("name", Value::string("p")),
+                ("virtual_cluster_id", Value::string("vc-a/a")),
+                ("gpu_product", Value::string("NVIDIA-A100-SXM4-40GB")),
+                ("node_count", Value::int(1)),
+                (
+                    "sharing",
+                    Value::object([
+                        ("strategy", Value::string("mig")),
+                        ("replicas", Value::Null),
+                        ("mig_config", Value::string(mig)),
+                    ]),
+                ),
+            ])
+        };
+        assert!(!validate_pool(&config("all-balanced")).has_error());
+        assert!(!validate_pool(&config("all-disabled")).has_error());
+        let d = validate_pool(&config("all-1g.5gb.me"));
+        assert!(d.has_error());
+        let text = format!("{d:?}");
+        assert!(
+            text.contains("all-balanced") && text.contains("sharing"),
+            "{text}"
         );
-        assert_eq!(
-            mig_profile_of(a100, "3g.40gb").map(|p| p.name),
-            Some("3g.40gb")
-        );
-        assert!(mig_profile_of(a100, "all-1g.5gb").is_none());
     }
 }
