@@ -984,14 +984,14 @@ fn check_wiped(
     cleared: &[String],
     info: Option<&SysInfo>,
     tenant: &str,
-) -> Result<(), StepError> {
+) -> Result<(), String> {
     let kept = format!(
         "The node stays out of the free pool (still marked as being wiped after tenant \
          {tenant:?}) and in state"
     );
     if done.next_boot_install_mode.is_some() || !done.block_devices_cleared_on_next_boot.is_empty()
     {
-        return Err(StepError::Conflict(format!(
+        return Err(format!(
             "node {} came back up, but BCM still has its one-shot FULL install and block \
              devices to clear pending (nextBootInstallMode {:?}, blockDevicesClearedOnNextBoot \
              {:?}): the node-installer did not run, so its disks were not cleared. {kept}; \
@@ -999,15 +999,15 @@ fn check_wiped(
             done.hostname,
             done.next_boot_install_mode.as_deref().unwrap_or(""),
             done.block_devices_cleared_on_next_boot,
-        )));
+        ));
     }
     let Some(info) = info else {
-        return Err(StepError::Conflict(format!(
+        return Err(format!(
             "BCM has no system information for node {}, so gpufleet cannot check that the \
              wipe cleared all of its disks. {kept}; destroy again once the node reports its \
              hardware.",
             done.hostname
-        )));
+        ));
     };
     let missed: Vec<&str> = info
         .disks
@@ -1016,13 +1016,13 @@ fn check_wiped(
         .filter(|disk| !cleared.iter().any(|c| same_block_device(c, disk)))
         .collect();
     if !missed.is_empty() {
-        return Err(StepError::Conflict(format!(
+        return Err(format!(
             "node {} has block devices that its disk setup does not name, so the wipe did not \
              clear them and they may still hold tenant {tenant:?}'s data: {}. {kept}; add them \
              to the disk setup (of the node or its category) and destroy again.",
             done.hostname,
             missed.join(", ")
-        )));
+        ));
     }
     Ok(())
 }
@@ -1100,7 +1100,7 @@ pub(crate) async fn release_node(
         return Ok(());
     };
     let info = sysinfo_of(api, uuid).await?;
-    check_wiped(&done, &devices, info.as_ref(), tenant)?;
+    check_wiped(&done, &devices, info.as_ref(), tenant).map_err(StepError::Conflict)?;
     // Idle power goes back before the mark comes off: once unmarked the node is free and no
     // later destroy would touch it, so an interruption in between would leave it running.
     if d.idles_off() {
@@ -1419,12 +1419,12 @@ mod tests {
         pending
             .block_devices_cleared_on_next_boot
             .clone_from(&cleared);
-        let Err(StepError::Conflict(m)) = check_wiped(&pending, &cleared, Some(&info), "t") else {
+        let Err(m) = check_wiped(&pending, &cleared, Some(&info), "t") else {
             panic!("a pending wipe is not a wipe");
         };
         assert!(m.contains("did not run"), "{m}");
 
-        let Err(StepError::Conflict(m)) = check_wiped(&done, &cleared, None, "t") else {
+        let Err(m) = check_wiped(&done, &cleared, None, "t") else {
             panic!("unknown disks are not verified");
         };
         assert!(m.contains("no system information"), "{m}");
@@ -1433,7 +1433,7 @@ mod tests {
         more.disks.push(DiskInfo {
             name: "/dev/nvme1n1".into(),
         });
-        let Err(StepError::Conflict(m)) = check_wiped(&done, &cleared, Some(&more), "t") else {
+        let Err(m) = check_wiped(&done, &cleared, Some(&more), "t") else {
             panic!("an uncleared disk fails the check");
         };
         assert!(
