@@ -8,8 +8,8 @@
 //!
 //! A node is free when it records no tenant and no pending wipe, and the GPUs BCM's system
 //! information reports for it are the pool's product (the driver's name as GPU feature
-//! discovery labels it). Free candidates' system information is read in one call. Which free nodes are claimed is decided by [`super::placement`]
-//! over the racks (`rackPosition.rack`). Releasing goes through the same wipe
+//! discovery labels it); the candidates' system information is read in one call. Which free
+//! nodes are claimed is decided by [`super::placement`] over the racks (`rackPosition.rack`). Releasing goes through the same wipe
 //! `gpufleet_bcm_node` uses on destroy: the pool's mark stays on the device until the wipe
 //! has finished, so an interrupted release is resumed by the next destroy.
 
