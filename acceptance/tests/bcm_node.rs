@@ -352,13 +352,13 @@ fn a_dgx_like_node_is_released_with_all_four_data_disks_cleared_or_not_at_all() 
         "acc-dgx-b"
     );
     assert_eq!(disk_data(host)[4].1, "acc-dgx-b");
-    let free = Tf::new(&format!(
-        r#"data "gpufleet_bcm_nodes" "f" {{
+    let free = Tf::new(
+        r#"data "gpufleet_bcm_nodes" "f" {
   free_only = true
   rack      = "rack-b3"
-}}
-output "free" {{ value = join(",", data.gpufleet_bcm_nodes.f.hostnames) }}"#
-    ));
+}
+output "free" { value = join(",", data.gpufleet_bcm_nodes.f.hostnames) }"#,
+    );
     free.apply();
     let listed = free.output_raw("free");
     assert!(
