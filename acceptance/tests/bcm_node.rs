@@ -250,6 +250,129 @@ fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
     b.destroy();
 }
 
+/// A cmdaemon call as the lab's admin client certificate (`curl` to `POST /json`).
+fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
+    let env = Lab::shared().settings_env();
+    let get = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{name} is not set by the lab"))
+    };
+    let body = json!({"service": service, "call": call, "args": args});
+    let out = Command::new("curl")
+        .args(["-sS", "-f", "-X", "POST", "--cacert"])
+        .arg(get("GPUFLEET_BCM_CA_CERTIFICATE"))
+        .arg("--cert")
+        .arg(get("GPUFLEET_BCM_CLIENT_CERTIFICATE"))
+        .arg("--key")
+        .arg(get("GPUFLEET_BCM_CLIENT_KEY"))
+        .args(["-H", "Content-Type: application/json", "--data"])
+        .arg(body.to_string())
+        .arg(format!("{}/json", get("GPUFLEET_BCM_ENDPOINT")))
+        .output()
+        .expect("run curl");
+    assert!(
+        out.status.success(),
+        "{service}.{call}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Gives the device of `hostname` a disk setup naming `devices` (a whole-object update).
+fn set_disk_setup(hostname: &str, devices: &[&str]) {
+    let mut d = bcm_call("cmdevice", "getDevice", &json!([hostname]));
+    let blocks: String = devices
+        .iter()
+        .map(|dev| format!("<device><blockdev>{dev}</blockdev></device>"))
+        .collect();
+    d["disksetup"] = json!(format!("<diskSetup>{blocks}</diskSetup>"));
+    let r = bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    assert_eq!(r["success"], true, "{r}");
+}
+
+/// Each disk of `hostname` with whose data is on it, from the emulator's state.
+fn disk_data(hostname: &str) -> Vec<(String, Value)> {
+    emulated(hostname)["disks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            (
+                d["device"].as_str().unwrap_or_default().to_owned(),
+                d["data_owner"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_dgx_like_node_is_released_with_all_four_data_disks_cleared_or_not_at_all() {
+    let _g = lock();
+    let b3 = rack("rack-b3");
+    let host = &b3[3];
+    const DISKS: [&str; 5] = [
+        "/dev/sda",
+        "/dev/nvme0n1",
+        "/dev/nvme1n1",
+        "/dev/nvme2n1",
+        "/dev/nvme3n1",
+    ];
+    let all: Vec<String> = DISKS.iter().map(|d| (*d).to_owned()).collect();
+
+    // Every disk of the node's disk setup is cleared.
+    let tf = Tf::new(&node("n", host, "acc-dgx-a", ""));
+    tf.apply();
+    let data = disk_data(host);
+    assert_eq!(
+        data.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>(),
+        all,
+        "an OS disk and four NVMe data disks"
+    );
+    assert!(data.iter().all(|(_, o)| o == "acc-dgx-a"), "{data:?}");
+    tf.destroy();
+    assert!(
+        disk_data(host).iter().all(|(_, o)| o.is_null()),
+        "{:?}",
+        disk_data(host)
+    );
+
+    // One data disk left out of the disk setup: the check names it and the release fails;
+    // the node is not free, and its disk still holds the tenant's data.
+    let tf = Tf::new(&node("n", host, "acc-dgx-b", ""));
+    tf.apply();
+    set_disk_setup(host, &DISKS[..4]);
+    let out = tf.run(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(!out.success(), "the destroy must fail:\n{out}");
+    let text = out.to_string();
+    assert!(text.contains("/dev/nvme3n1"), "{text}");
+    assert_eq!(
+        device(host)["extra_values"]["gpufleet_releasing"],
+        "acc-dgx-b"
+    );
+    assert_eq!(disk_data(host)[4].1, "acc-dgx-b");
+    let free = Tf::new(
+        r#"data "gpufleet_bcm_nodes" "f" {
+  free_only = true
+  rack      = "rack-b3"
+}
+output "free" { value = join(",", data.gpufleet_bcm_nodes.f.hostnames) }"#,
+    );
+    free.apply();
+    let listed = free.output_raw("free");
+    assert!(
+        !listed.split(',').any(|h| h == host.as_str()),
+        "{host} is not free: {listed}"
+    );
+
+    // Disk setup complete again: the next destroy wipes every disk and frees the node.
+    set_disk_setup(host, &DISKS);
+    tf.destroy();
+    assert!(disk_data(host).iter().all(|(_, o)| o.is_null()));
+    assert!(device(host)["extra_values"]["gpufleet_releasing"].is_null());
+}
+
 #[test]
 fn ten_nodes_in_parallel_all_come_up() {
     let _g = lock();

@@ -15,7 +15,7 @@ use gpufleet_engine::{
     value::Value,
 };
 use support::{
-    Action, FakeBcm, Fault, Leak, Terraform, kind, node, show, single_error, sweep, uuid,
+    Action, DISKS, FakeBcm, Fault, Leak, Terraform, kind, node, show, single_error, sweep, uuid,
 };
 
 fn timeouts(t: &str) -> Value {
@@ -286,6 +286,111 @@ async fn a_failed_wipe_keeps_the_node_out_of_the_free_pool_until_it_finishes() {
     assert!(wipes >= 1);
     b.apply_ok(&claim).await;
     assert!(fake.leaks().is_empty(), "{:?}", fake.leaks());
+}
+
+#[tokio::test(start_paused = true)]
+async fn destroy_clears_every_disk_of_the_disk_setup_of_a_dgx_like_node() {
+    let fake = FakeBcm::new();
+    let k = kind(&fake);
+    let host = "gpu-001";
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&node(&k, host, &[])).await;
+    assert!(
+        fake.disk_data(host)
+            .iter()
+            .all(|(_, o)| o.as_deref() == Some("tenant-a")),
+        "the tenant's data is on every disk"
+    );
+    fake.take_log();
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    let wipe = fake
+        .take_log()
+        .into_iter()
+        .find(|l| l.contains("\"nextBootInstallMode\":\"FULL\""))
+        .expect("the wiping update");
+    assert!(
+        wipe.contains(&format!(
+            "\"blockDevicesClearedOnNextBoot\":{}",
+            serde_json::json!(DISKS)
+        )),
+        "the OS disk and all four NVMe data disks: {wipe}"
+    );
+    assert_eq!(
+        fake.disk_data(host),
+        DISKS
+            .iter()
+            .map(|d| ((*d).to_owned(), None))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(fake.device(host).releasing(), None, "free again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disk_left_out_of_the_disk_setup_fails_the_destroy_and_keeps_the_node_out_of_the_pool() {
+    let fake = FakeBcm::new();
+    let k = kind(&fake);
+    let host = "gpu-002";
+    let mut a = Terraform::new(&k);
+    a.apply_ok(&node(&k, host, &[])).await;
+    // The node's disk setup forgets its fourth NVMe data disk.
+    fake.set_disk_setup(host, &DISKS[..4]);
+    let d = a.destroy().await;
+    let msg = single_error(&d);
+    assert!(msg.contains("/dev/nvme3n1"), "{msg}");
+    assert!(msg.contains("does not name"), "{msg}");
+    assert!(!a.state.is_null(), "the node stays recorded");
+    let dev = fake.device(host);
+    assert_eq!(dev.tenant(), None);
+    assert_eq!(
+        dev.releasing(),
+        Some("tenant-a"),
+        "still marked: nobody can claim it"
+    );
+    let data = fake.disk_data(host);
+    assert_eq!(
+        data[4],
+        ("/dev/nvme3n1".to_owned(), Some("tenant-a".to_owned()))
+    );
+    assert!(data[..4].iter().all(|(_, o)| o.is_none()), "{data:?}");
+
+    let mut b = Terraform::new(&k);
+    let claim = node(&k, host, &[("tenant", Value::string("tenant-b"))]);
+    let (_, d) = b.apply(&claim).await;
+    assert!(
+        single_error(&d).contains("still being wiped"),
+        "{}",
+        show(&d)
+    );
+
+    // With the disk setup complete, the next destroy repeats the wipe and frees the node.
+    fake.set_disk_setup(host, &DISKS);
+    let d = a.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert!(fake.disk_data(host).iter().all(|(_, o)| o.is_none()));
+    b.apply_ok(&claim).await;
+    assert!(fake.leaks().is_empty(), "{:?}", fake.leaks());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_without_a_disk_setup_is_not_released() {
+    let fake = FakeBcm::new();
+    let k = kind(&fake);
+    let host = "gpu-003";
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&node(&k, host, &[])).await;
+    fake.edit(host, |d| {
+        d.rest.remove("disksetup");
+    });
+    let d = tf.destroy().await;
+    assert!(
+        single_error(&d).contains("no disk setup naming a block device"),
+        "{}",
+        show(&d)
+    );
+    let dev = fake.device(host);
+    assert_eq!(dev.tenant(), Some("tenant-a"), "untouched: still held");
+    assert!(dev.block_devices_cleared_on_next_boot.is_empty());
 }
 
 #[tokio::test(start_paused = true)]

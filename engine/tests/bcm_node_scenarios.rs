@@ -40,6 +40,8 @@ async fn create_sequence() {
             "cmpart.getSoftwareImage",
             "cmdevice.getDevice",
             "cmdevice.updateDevice",
+            // The GPUs, from what BCM reports about the node.
+            "cmdevice.getSysInfoCollectors",
             "cmstatus.getStatus",
             "cmdevice.powerOperation",
             // BOOTING, INSTALLING, INSTALLER_CALLINGINIT, UP.
@@ -101,16 +103,18 @@ async fn destroy_sequence() {
             "cmstatus.getStatus",
             "cmstatus.getStatus",
             "cmstatus.getStatus",
+            // The check: the one-shot fields consumed, every disk BCM reports cleared.
+            "cmdevice.getDevice",
+            "cmdevice.getSysInfoCollectors",
             // Wiped: the node idles powered off, then the releasing mark comes off.
             "cmdevice.powerOperation",
-            "cmdevice.getDevice",
             "cmdevice.updateDevice",
         ]
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_data_source_lists_and_filters_in_four_calls() {
+async fn the_data_source_lists_and_filters_in_five_calls() {
     let fake = FakeBcm::new();
     let k = kind(&fake);
     let mut tf = Terraform::new(&k);
@@ -131,6 +135,7 @@ async fn the_data_source_lists_and_filters_in_four_calls() {
         [
             "cmdevice.getDevices",
             "cmstatus.getStatusForDevices",
+            "cmdevice.getSysInfoCollectors",
             "cmdevice.getCategories",
             "cmpart.getSoftwareImages",
         ]

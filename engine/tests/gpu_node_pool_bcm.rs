@@ -404,3 +404,59 @@ async fn a_scale_down_whose_wipe_failed_is_finished_by_the_next_apply() {
     assert_all_free(&bcm);
     assert!(bcm.leaks().is_empty(), "{:?}", bcm.leaks());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_gpu_product_comes_from_what_bcm_reports_not_from_extra_values() {
+    let (_h, bcm, k) = setup();
+    // A custom field claiming H100 on a B200 node changes nothing: BCM's system
+    // information says B200.
+    bcm.edit("gpu-b3-001", |d| {
+        d.extra_values
+            .insert("gpu_product".to_owned(), serde_json::json!(H100));
+    });
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, "p", 4)).await;
+    let mut mine = bcm_held(&bcm, "p");
+    mine.sort();
+    assert_eq!(mine, A_NODES, "only the H100 nodes");
+    let p = tf.plan(&pool(&k, "p", 5)).await;
+    assert!(
+        support::single_error(&p.diagnostics).contains("only 0 are free"),
+        "the B200 node does not count: {}",
+        show(&p.diagnostics)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_whose_wipe_misses_a_disk_fails_and_the_node_stays_out_of_the_pool() {
+    let (h, bcm, k) = setup();
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&pool(&k, "p", 1)).await;
+    let host = bcm_held(&bcm, "p").pop().expect("one node");
+    bcm.set_disk_setup(&host, &support::DISKS[..4]);
+    let d = tf.destroy().await;
+    let msg = support::single_error(&d);
+    assert!(msg.contains("/dev/nvme3n1"), "{msg}");
+    assert!(!tf.state.is_null(), "the pool stays recorded");
+    let dev = bcm.device(&host);
+    assert_eq!(dev.tenant(), None);
+    assert_eq!(dev.releasing(), Some("p"), "still marked as being wiped");
+    assert_eq!(bcm.disk_data(&host)[4].1.as_deref(), Some("p"));
+
+    // Another pool cannot have it meanwhile.
+    let mut other = Terraform::new(&k);
+    let p = other.plan(&pool(&k, "q", 4)).await;
+    assert!(
+        support::single_error(&p.diagnostics).contains("only 3 are free"),
+        "{}",
+        show(&p.diagnostics)
+    );
+
+    // Fixed disk setup: the next destroy finishes the wipe.
+    bcm.set_disk_setup(&host, &support::DISKS);
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert_all_free(&bcm);
+    assert!(held(&h, "p.train").is_empty());
+    assert!(bcm.leaks().is_empty(), "{:?}", bcm.leaks());
+}

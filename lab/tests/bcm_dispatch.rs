@@ -14,6 +14,16 @@ use gpufleet_lab::bcm::{
 use serde_json::{Value, json};
 
 const T0: u64 = 1_700_000_000_000;
+
+/// The block devices of an 8-GPU inventory node that names none: a DGX-like OS disk and
+/// four NVMe data disks.
+const DGX_DISKS: [&str; 5] = [
+    "/dev/sda",
+    "/dev/nvme0n1",
+    "/dev/nvme1n1",
+    "/dev/nvme2n1",
+    "/dev/nvme3n1",
+];
 const STEP: Duration = Duration::from_millis(1000);
 
 fn node(hostname: &str, rack: &str, position: u32, idle: &str) -> InventoryNode {
@@ -26,6 +36,7 @@ fn node(hostname: &str, rack: &str, position: u32, idle: &str) -> InventoryNode 
         gpu_product: "NVIDIA-H100-80GB-HBM3".into(),
         gpu_count: 8,
         idle_power: idle.into(),
+        disks: Vec::new(),
     }
 }
 
@@ -126,6 +137,40 @@ impl Bcm {
         assert_eq!(self.update(&d)["success"], true);
     }
 
+    /// Each disk of a node with whose data is on it (`null`: none), from the admin state.
+    fn disk_data(&self, key: &str) -> Vec<(String, Value)> {
+        let state = self.admin("GET", "state", None);
+        let node = state["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["hostname"] == key))
+            .cloned()
+            .unwrap_or_default();
+        node["disks"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .map(|d| {
+                        (
+                            d["device"].as_str().unwrap_or_default().to_string(),
+                            d["data_owner"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Releases `key` as a wipe does: no tenant, the one-shot FULL install clearing `clear`.
+    fn release_with_wipe(&self, key: &str, clear: &[&str]) {
+        let mut d = self.device(key);
+        d["nextBootInstallMode"] = json!("FULL");
+        d["blockDevicesClearedOnNextBoot"] = json!(clear);
+        if let Some(e) = d["extra_values"].as_object_mut() {
+            e.remove("gpufleet_tenant");
+        }
+        assert_eq!(self.update(&d)["success"], true);
+    }
+
     /// Runs a whole boot (four steps) on the clock.
     fn boot(&self, key: &str) {
         assert_eq!(self.power(key, "RESET")["count"], 1);
@@ -164,9 +209,19 @@ fn the_inventory_is_seeded_with_idle_power_and_sentinels() {
     assert_eq!(d["interfaces"][0]["name"], "BOOTIF");
     assert_eq!(d["interfaces"][0]["ip"], "10.240.0.11");
     assert_eq!(d["rackPosition"]["rack"], "rack-a");
-    assert_eq!(d["extra_values"]["gpu_product"], "NVIDIA-H100-80GB-HBM3");
-    assert_eq!(d["extra_values"]["gpu_count"], 8);
+    assert!(
+        d["extra_values"].get("gpu_product").is_none(),
+        "GPUs are system information, not device fields"
+    );
     assert_eq!(d["extra_values"]["idle_power"], "on");
+    let setup = d["disksetup"].as_str().unwrap_or_default();
+    assert!(setup.starts_with("<?xml"), "{setup}");
+    for dev in DGX_DISKS {
+        assert!(
+            setup.contains(&format!("<blockdev>{dev}</blockdev>")),
+            "{dev}: {setup}"
+        );
+    }
     assert!(d["extra_values"].get("gpufleet_tenant").is_none());
     assert!(d["revision"].is_string());
     let up = bcm.status("gpu-a-01");
@@ -602,26 +657,15 @@ fn power_and_the_status_clock() {
 fn one_shot_fields_are_cleared_by_the_boot_and_full_wipes() {
     let bcm = Bcm::new();
     bcm.set_tenant("gpu-a-01", Some("acme"));
-    let state = bcm.admin("GET", "state", None);
-    let owner = |s: &Value| {
-        s["nodes"]
-            .as_array()
-            .and_then(|n| n.iter().find(|n| n["hostname"] == "gpu-a-01"))
-            .map(|n| n["data_owner"].clone())
-    };
+    let owners =
+        |host: &str| -> Vec<Value> { bcm.disk_data(host).into_iter().map(|(_, o)| o).collect() };
     assert_eq!(
-        owner(&state),
-        Some(json!("acme")),
-        "an up node takes its tenant's data"
+        owners("gpu-a-01"),
+        vec![json!("acme"); 5],
+        "an up node takes its tenant's data on every disk"
     );
 
-    let mut d = bcm.device("gpu-a-01");
-    d["nextBootInstallMode"] = json!("FULL");
-    d["blockDevicesClearedOnNextBoot"] = json!(["/dev/nvme0n1"]);
-    if let Some(e) = d["extra_values"].as_object_mut() {
-        e.remove("gpufleet_tenant");
-    }
-    assert_eq!(bcm.update(&d)["success"], true);
+    bcm.release_with_wipe("gpu-a-01", &DGX_DISKS[1..]);
     assert_eq!(bcm.device("gpu-a-01")["nextBootInstallMode"], "FULL");
     bcm.power("gpu-a-01", "RESET");
     bcm.clock.advance(STEP * 2);
@@ -637,28 +681,80 @@ fn one_shot_fields_are_cleared_by_the_boot_and_full_wipes() {
     assert_eq!(after["nextBootInstallMode"], "");
     assert_eq!(after["blockDevicesClearedOnNextBoot"], json!([]));
     assert_eq!(
-        owner(&bcm.admin("GET", "state", None)),
-        Some(Value::Null),
-        "wiped"
+        owners("gpu-a-01"),
+        vec![Value::Null; 5],
+        "the listed data disks, and the OS disk by the FULL install"
     );
 
-    // Cleared block devices without FULL do not wipe (AUTO keeps the data).
+    // Listed block devices are cleared without FULL too (BCM ignores the install mode for
+    // them); the OS disk, not listed, keeps its data under AUTO.
     bcm.set_tenant("gpu-a-02", Some("acme"));
+    bcm.set_tenant("gpu-a-02", None);
     let mut d = bcm.device("gpu-a-02");
-    d["blockDevicesClearedOnNextBoot"] = json!(["/dev/sda"]);
+    d["blockDevicesClearedOnNextBoot"] = json!(["nvme0n1"]);
     assert_eq!(bcm.update(&d)["success"], true);
     bcm.boot("gpu-a-02");
-    let state = bcm.admin("GET", "state", None);
-    let a2 = state["nodes"]
-        .as_array()
-        .and_then(|n| n.iter().find(|n| n["hostname"] == "gpu-a-02"))
-        .cloned();
-    assert_eq!(a2.map(|n| n["data_owner"].clone()), Some(json!("acme")));
+    let data = bcm.disk_data("gpu-a-02");
+    assert_eq!(data[0], ("/dev/sda".to_string(), json!("acme")));
+    assert_eq!(data[1], ("/dev/nvme0n1".to_string(), Value::Null));
+    assert_eq!(data[2], ("/dev/nvme1n1".to_string(), json!("acme")));
     assert_eq!(
         bcm.device("gpu-a-02")["blockDevicesClearedOnNextBoot"],
         json!([]),
         "cleared all the same"
     );
+}
+
+#[test]
+fn sysinfo_reports_each_nodes_gpus_and_disks() {
+    let bcm = Bcm::new();
+    let uuid = bcm.device("gpu-a-01")["uuid"].clone();
+    let infos = bcm.call("cmdevice", "getSysInfoCollectors", json!([[uuid]]));
+    assert_eq!(infos.as_array().map(Vec::len), Some(1), "{infos}");
+    let info = &infos[0];
+    assert_eq!(info["device"], uuid);
+    assert_eq!(info["hostname"], "gpu-a-01");
+    let gpus = info["gpus"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gpus.len(), 8);
+    assert_eq!(gpus[0]["name"], "NVIDIA H100 80GB HBM3");
+    let disks: Vec<&str> = info["disks"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|d| d["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(disks, DGX_DISKS);
+    let all = bcm.call("cmdevice", "getSysInfoCollectors", json!([]));
+    assert_eq!(all.as_array().map(Vec::len), Some(3));
+    let ro = bcm.call_as("readonly", "cmdevice", "getSysInfoCollectors", json!([[]]));
+    assert_eq!(ro.body, json!([]), "a read: readonly may call it");
+    let bad = bcm.call_as("admin", "cmdevice", "getSysInfoCollectors", json!(["x"]));
+    assert!(bad.errormessage().is_some(), "{}", bad.body);
+}
+
+#[test]
+fn a_data_disk_left_out_of_the_wipe_leaks_to_the_next_tenant() {
+    let bcm = Bcm::new();
+    // All four NVMe data disks listed: the next tenant finds nothing.
+    bcm.set_tenant("gpu-a-01", Some("tenant-a"));
+    bcm.release_with_wipe("gpu-a-01", &DGX_DISKS);
+    bcm.boot("gpu-a-01");
+    assert!(bcm.disk_data("gpu-a-01").iter().all(|(_, o)| o.is_null()));
+    bcm.set_tenant("gpu-a-01", Some("tenant-b"));
+    assert_eq!(bcm.admin("GET", "leaks", None), json!([]));
+
+    // One left out: it keeps tenant-a's data, and the next tenant finds it.
+    bcm.set_tenant("gpu-a-02", Some("tenant-a"));
+    bcm.release_with_wipe("gpu-a-02", &DGX_DISKS[..4]);
+    bcm.boot("gpu-a-02");
+    let data = bcm.disk_data("gpu-a-02");
+    assert_eq!(data[4], ("/dev/nvme3n1".to_string(), json!("tenant-a")));
+    assert!(data[..4].iter().all(|(_, o)| o.is_null()), "{data:?}");
+    bcm.set_tenant("gpu-a-02", Some("tenant-b"));
+    let leaks = bcm.admin("GET", "leaks", None);
+    assert_eq!(leaks.as_array().map(Vec::len), Some(1), "{leaks}");
+    assert_eq!(leaks[0]["hostname"], "gpu-a-02");
+    assert_eq!(leaks[0]["devices"], json!(["/dev/nvme3n1"]));
+    assert_eq!(leaks[0]["from"], "tenant-a");
+    assert_eq!(leaks[0]["to"], "tenant-b");
 }
 
 #[test]
@@ -675,15 +771,9 @@ fn a_node_handed_on_without_a_wipe_leaks() {
     assert_eq!(leaks[0]["to"], "tenant-b");
     assert_eq!(leaks[0]["at"], T0);
 
-    // The same with a wipe in between: no leak.
+    // The same with a wipe of every disk in between: no leak.
     bcm.set_tenant("gpu-a-02", Some("tenant-a"));
-    let mut d = bcm.device("gpu-a-02");
-    d["nextBootInstallMode"] = json!("FULL");
-    d["blockDevicesClearedOnNextBoot"] = json!(["/dev/nvme0n1"]);
-    if let Some(e) = d["extra_values"].as_object_mut() {
-        e.remove("gpufleet_tenant");
-    }
-    assert_eq!(bcm.update(&d)["success"], true);
+    bcm.release_with_wipe("gpu-a-02", &DGX_DISKS);
     bcm.boot("gpu-a-02");
     bcm.set_tenant("gpu-a-02", Some("tenant-b"));
     assert_eq!(
@@ -696,7 +786,7 @@ fn a_node_handed_on_without_a_wipe_leaks() {
     let mut d = bcm.device("gpu-a-02");
     d["extra_values"]["gpufleet_tenant"] = json!("tenant-c");
     d["nextBootInstallMode"] = json!("FULL");
-    d["blockDevicesClearedOnNextBoot"] = json!(["/dev/nvme0n1"]);
+    d["blockDevicesClearedOnNextBoot"] = json!(DGX_DISKS);
     assert_eq!(bcm.update(&d)["success"], true);
     bcm.boot("gpu-a-02");
     assert_eq!(

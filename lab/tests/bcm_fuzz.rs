@@ -56,6 +56,7 @@ fn inventory() -> BcmInventory {
                 } else {
                     "off".into()
                 },
+                disks: Vec::new(),
             })
             .collect(),
     }

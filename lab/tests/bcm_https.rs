@@ -30,6 +30,7 @@ fn config(dir: &Path, pki: &Pki) -> BcmConfig {
                 gpu_product: "NVIDIA-H100-80GB-HBM3".into(),
                 gpu_count: 8,
                 idle_power: "on".into(),
+                disks: Vec::new(),
             })
             .collect(),
     };

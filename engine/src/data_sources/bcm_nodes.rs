@@ -1,14 +1,15 @@
 //! `gpufleet_bcm_nodes`: the nodes BCM knows, with who holds them, for capacity planning.
 //!
-//! One read is four calls whatever the fleet's size: every device, the status of all of them
-//! in one call, every category and every software image (to name them).
+//! One read is five calls whatever the fleet's size: every device, the status and the system
+//! information (GPUs) of all of them in one call each, every category and every software
+//! image (to name them).
 
 use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
 
 use crate::{
-    backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings},
+    backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings, SysInfo},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{DataSourceKind, ReadResponse},
@@ -57,11 +58,10 @@ fn nodes_schema() -> Schema {
             Attribute::optional("status", Type::String)
                 .describe("Only nodes with this status, e.g. `UP` (case is ignored)."),
         )
-        .attr(
-            Attribute::optional("gpu_product", Type::String).describe(
-                "Only nodes with this GPU product, e.g. `NVIDIA-B200` (case is ignored).",
-            ),
-        )
+        .attr(Attribute::optional("gpu_product", Type::String).describe(
+            "Only nodes with this GPU product as GPU feature discovery names it, from the \
+                 GPUs BCM's system information reports, e.g. `NVIDIA-B200` (case is ignored).",
+        ))
         .attr(Attribute::optional("rack", Type::String).describe("Only nodes in this rack."))
         .attr(
             Attribute::optional("free_only", Type::Bool)
@@ -96,7 +96,13 @@ struct Filters<'a> {
 }
 
 impl Filters<'_> {
-    fn keep(&self, d: &Device, category: Option<&str>, status: Option<&DeviceStatus>) -> bool {
+    fn keep(
+        &self,
+        d: &Device,
+        category: Option<&str>,
+        status: Option<&DeviceStatus>,
+        product: Option<&str>,
+    ) -> bool {
         let eq = |want: Option<&str>, have: Option<&str>, fold: bool| match want {
             None => true,
             Some(w) => have.is_some_and(|h| {
@@ -109,7 +115,7 @@ impl Filters<'_> {
         };
         eq(self.category, category, false)
             && eq(self.status, status.map(|s| s.status.as_str()), true)
-            && eq(self.gpu_product, d.gpu_product(), true)
+            && eq(self.gpu_product, product, true)
             && eq(self.rack, d.rack(), false)
             && (!self.free_only || (d.tenant().is_none() && d.releasing().is_none()))
     }
@@ -132,15 +138,24 @@ async fn list_nodes(api: &dyn BcmApi, config: &Value) -> Result<Value, BcmError>
         })
         .collect();
     let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
-    let statuses: HashMap<String, DeviceStatus> = if uuids.is_empty() {
-        HashMap::new()
-    } else {
-        api.statuses(&uuids)
-            .await?
-            .into_iter()
-            .map(|s| (s.uuid.clone(), s))
-            .collect()
-    };
+    let (statuses, infos): (HashMap<String, DeviceStatus>, HashMap<String, SysInfo>) =
+        if uuids.is_empty() {
+            (HashMap::new(), HashMap::new())
+        } else {
+            let statuses = api
+                .statuses(&uuids)
+                .await?
+                .into_iter()
+                .map(|s| (s.uuid.clone(), s))
+                .collect();
+            let infos = api
+                .sysinfo(&uuids)
+                .await?
+                .into_iter()
+                .map(|i| (i.device.clone(), i))
+                .collect();
+            (statuses, infos)
+        };
     let categories = api.categories().await?;
     let images: HashMap<String, String> = api
         .software_images()
@@ -161,7 +176,16 @@ async fn list_nodes(api: &dyn BcmApi, config: &Value) -> Result<Value, BcmError>
             .iter()
             .find(|c| Some(c.uuid.as_str()) == d.category.as_deref());
         let status = statuses.get(&d.uuid);
-        if !filters.keep(d, category.map(|c| c.name.as_str()), status) {
+        let info = infos.get(&d.uuid);
+        let product = info.and_then(SysInfo::gpu_product);
+        let gpus = info.map_or(0, SysInfo::gpu_count);
+        let gpus = i64::try_from(gpus).unwrap_or(i64::MAX);
+        if !filters.keep(
+            d,
+            category.map(|c| c.name.as_str()),
+            status,
+            product.as_deref(),
+        ) {
             continue;
         }
         let image_uuid = d.image().or_else(|| category.and_then(|c| c.image()));
@@ -178,12 +202,19 @@ async fn list_nodes(api: &dyn BcmApi, config: &Value) -> Result<Value, BcmError>
             ("software_image", opt(image)),
             ("tenant", opt(d.tenant())),
             ("rack", opt(d.rack())),
-            ("gpu_product", opt(d.gpu_product())),
-            ("gpu_count", d.gpu_count().map_or(Value::Null, Value::int)),
+            ("gpu_product", opt(product.as_deref())),
+            (
+                "gpu_count",
+                if gpus > 0 {
+                    Value::int(gpus)
+                } else {
+                    Value::Null
+                },
+            ),
             ("mac", opt(d.mac_address())),
             ("ip", opt(d.ip())),
         ]);
-        rows.push((d.hostname.clone(), row, d.gpu_count().unwrap_or(0)));
+        rows.push((d.hostname.clone(), row, gpus));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let mut state = config.as_object().cloned().unwrap_or_default();

@@ -33,10 +33,16 @@
 //! # Destroy
 //!
 //! With `wipe_on_destroy` (the default), one `updateDevice` sets
-//! `blockDevicesClearedOnNextBoot` and `nextBootInstallMode = FULL`, moves the node to the
-//! `free-pool` category (its image and install mode back to the category's) and moves the
-//! tenant to `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched
-//! on when off), waited for, switched off again when its rack idles powered off
+//! `blockDevicesClearedOnNextBoot` to every block device of the node's disk setup (its own
+//! `disksetup`, else its category's and the free pool's; a node with none is refused) and
+//! `nextBootInstallMode = FULL`, moves the node to the `free-pool` category (its image and
+//! install mode back to the category's) and moves the tenant to
+//! `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched on when
+//! off) and waited for. The wipe is then verified before the node may count as free: the
+//! node-installer must have consumed both one-shot fields (BCM clears them only when it ran),
+//! and every block device BCM's system information reports for the node must have been
+//! among those cleared. A wipe that fails the check fails the destroy and the node keeps its
+//! mark. A verified node is switched off again when its rack idles powered off
 //! (`extra_values.idle_power = "off"`), and unmarked. While the mark is on, the node is
 //! neither held (the wiping boot comes up as nobody's, so the erased disks never count as a
 //! tenant's data) nor free: no one can claim it, and a wipe that fails or is interrupted
@@ -46,6 +52,8 @@
 //! # Refresh
 //!
 //! A refresh reads the device, its status and its category (and its own image when it has one).
+//! The GPU product and count come from BCM's system information for the node (the GPUs its
+//! driver reports), read at create and import; they are hardware, so a refresh keeps them.
 //! Status, power, category, image and install mode drift show up as changes. A node released
 //! by someone else (no tenant, or another one) reads as gone.
 //!
@@ -60,7 +68,10 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::{
-    backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings, PowerOp},
+    backends::bcm::{
+        BcmApi, BcmBackend, BcmError, Category, Device, DeviceStatus, FromSettings, PowerOp,
+        SysInfo, disk_setup, same_block_device,
+    },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -85,10 +96,6 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 
 /// The category released nodes go back to.
 pub const FREE_POOL: &str = "free-pool";
-
-/// Block devices cleared by a wipe when the inventory names none
-/// (`extra_values.block_devices`).
-const DEFAULT_WIPE_DEVICES: &[&str] = &["/dev/sda", "/dev/nvme0n1"];
 
 /// The install modes a node may be given.
 const INSTALL_MODES: &[&str] = &["AUTO", "FULL", "NOSYNC", "SKIP"];
@@ -262,18 +269,39 @@ fn power_word(s: &DeviceStatus) -> &'static str {
     if s.is_on() { "on" } else { "off" }
 }
 
+/// The GPU product and count of a node's system information, as attribute values.
+fn gpu_facts(info: Option<&SysInfo>) -> [(&'static str, Value); 2] {
+    let product = info.and_then(SysInfo::gpu_product);
+    let count = info
+        .filter(|i| i.gpu_count() > 0)
+        .and_then(|i| i64::try_from(i.gpu_count()).ok());
+    [
+        ("gpu_product", product.map_or(Value::Null, Value::string)),
+        ("gpu_count", count.map_or(Value::Null, Value::int)),
+    ]
+}
+
+/// The system information of node `uuid`, if cmdaemon has any.
+async fn sysinfo_of(api: &dyn BcmApi, uuid: &str) -> Result<Option<SysInfo>, BcmError> {
+    let all = api.sysinfo(&[uuid.to_owned()]).await?;
+    Ok(all.into_iter().find(|i| i.device == uuid))
+}
+
 /// Fills the computed attributes from what BCM shows; hardware facts already recorded are
 /// kept, as the plan promised them.
-fn fill_observed(s: &mut Value, device: &Device, status: Option<&DeviceStatus>) {
+fn fill_observed(
+    s: &mut Value,
+    device: &Device,
+    status: Option<&DeviceStatus>,
+    info: Option<&SysInfo>,
+) {
     set_attr(s, "id", Value::string(device.uuid.clone()));
+    let [product, count] = gpu_facts(info);
     let facts = [
         ("mac", opt(device.mac_address())),
         ("rack", opt(device.rack())),
-        ("gpu_product", opt(device.gpu_product())),
-        (
-            "gpu_count",
-            device.gpu_count().map_or(Value::Null, Value::int),
-        ),
+        product,
+        count,
     ];
     for (name, value) in facts {
         if s.get(name).is_unknown() || s.get(name).is_null() {
@@ -361,10 +389,13 @@ fn node_schema() -> Schema {
             Attribute::optional("wipe_on_destroy", Type::Bool)
                 .default(true)
                 .describe(
-                    "On destroy, clear the node's block devices with a FULL reinstall before \
-                     it returns to the free pool, so the next tenant finds none of this \
-                     tenant's data. `false` only releases the node (faster, but the data \
-                     stays on its disks).",
+                    "On destroy, clear every block device of the node's disk setup (its own, \
+                     else its category's) with a FULL reinstall, and verify it (the installer \
+                     ran, and every disk BCM reports for the node was cleared) before it \
+                     returns to the free pool, so the next tenant finds none of this tenant's \
+                     data. A wipe that fails the check fails the destroy and keeps the node \
+                     out of the free pool. `false` only releases the node (faster, but the \
+                     data stays on its disks).",
                 ),
         )
         .attr(Attribute::computed("status", Type::String).describe(
@@ -389,14 +420,16 @@ fn node_schema() -> Schema {
             Attribute::computed("gpu_product", Type::String)
                 .use_state_for_unknown()
                 .describe(
-                    "The node's GPU product as GPU feature discovery names it, from the BCM \
-                     inventory, e.g. `NVIDIA-B200`.",
+                    "The node's GPU product as GPU feature discovery names it (the driver's \
+                     name with blanks as dashes), from the GPUs BCM's system information \
+                     reports for the node, e.g. `NVIDIA-B200`. Null while BCM has no system \
+                     information for it.",
                 ),
         )
         .attr(
             Attribute::computed("gpu_count", Type::Number)
                 .use_state_for_unknown()
-                .describe("The number of GPUs in the node, from the BCM inventory."),
+                .describe("The number of GPUs in the node, from BCM's system information for it."),
         )
         .block(timeouts::block(
             "How long operations may take. Defaults: create 30m, update 30m, delete 30m, \
@@ -499,13 +532,15 @@ pub(crate) struct Progress {
     pub(crate) device: Option<Device>,
     /// The last status seen.
     pub(crate) status: Option<DeviceStatus>,
+    /// The node's system information (GPUs, disks), once read.
+    pub(crate) sysinfo: Option<SysInfo>,
 }
 
 impl Progress {
     fn state(&self, planned: &Value) -> Value {
         let mut s = planned.clone();
         if let Some(d) = &self.device {
-            fill_observed(&mut s, d, self.status.as_ref());
+            fill_observed(&mut s, d, self.status.as_ref(), self.sysinfo.as_ref());
         }
         nulled_unknowns(&s)
     }
@@ -633,7 +668,10 @@ async fn create_step(
             } else {
                 tracing::info!(hostname = %want.hostname, "adopting a node this tenant already holds");
             }
+            let uuid = n.uuid.clone();
+            // Held from here on (in state whatever happens next); then its GPUs.
             p.device = Some(n);
+            p.sysinfo = sysinfo_of(api, &uuid).await?;
             Ok(CreateStep::Power)
         }
         CreateStep::Power => {
@@ -890,30 +928,108 @@ async fn apply_update(
     }
 }
 
-/// The block devices a wipe clears: the inventory's list, else [`DEFAULT_WIPE_DEVICES`].
-fn wipe_devices(d: &Device) -> Vec<String> {
-    let listed: Vec<String> = d
-        .extra_values
-        .get("block_devices")
-        .and_then(serde_json::Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    if listed.is_empty() {
-        DEFAULT_WIPE_DEVICES
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect()
+/// The block devices a wipe of `d` clears: every device of the node's own disk setup, or,
+/// when it has none, of its category's and of the free pool's (the layouts the tenant's data
+/// was laid out with, and the one the wiping install lays out).
+async fn wipe_devices(
+    api: &dyn BcmApi,
+    d: &Device,
+    pool: &Category,
+) -> Result<Vec<String>, StepError> {
+    let mut layouts: Vec<(String, String)> = Vec::new();
+    if let Some(xml) = d.disk_setup() {
+        layouts.push((format!("node {}", d.hostname), xml.to_owned()));
     } else {
-        listed
+        let current = match d.category.as_deref() {
+            Some(c) if c != pool.uuid => api.category(c).await?,
+            _ => None,
+        };
+        for c in current.iter().chain(std::iter::once(pool)) {
+            if let Some(xml) = c.disk_setup() {
+                layouts.push((format!("category {}", c.name), xml.to_owned()));
+            }
+        }
     }
+    let mut devices: Vec<String> = Vec::new();
+    for (whose, xml) in &layouts {
+        let named = disk_setup::block_devices(xml).map_err(|e| {
+            StepError::Conflict(format!(
+                "cannot read the disk setup of {whose}: {e}. The node was not released; fix \
+                 the disk setup and destroy again."
+            ))
+        })?;
+        for dev in named {
+            if !devices.iter().any(|x| same_block_device(x, &dev)) {
+                devices.push(dev);
+            }
+        }
+    }
+    if devices.is_empty() {
+        return Err(StepError::Conflict(format!(
+            "BCM has no disk setup naming a block device for node {} (neither the node nor \
+             its category has one), so gpufleet cannot tell which disks hold the tenant's \
+             data. The node was not released; give the node or its category a disk setup and \
+             destroy again.",
+            d.hostname
+        )));
+    }
+    Ok(devices)
+}
+
+/// Checks that the wiping boot of `done` cleared `cleared` (see the module's Destroy section):
+/// the node-installer consumed the one-shot FULL install and device list, and every block
+/// device the node reports was among those cleared.
+fn check_wiped(
+    done: &Device,
+    cleared: &[String],
+    info: Option<&SysInfo>,
+    tenant: &str,
+) -> Result<(), String> {
+    let kept = format!(
+        "The node stays out of the free pool (still marked as being wiped after tenant \
+         {tenant:?}) and in state"
+    );
+    if done.next_boot_install_mode.is_some() || !done.block_devices_cleared_on_next_boot.is_empty()
+    {
+        return Err(format!(
+            "node {} came back up, but BCM still has its one-shot FULL install and block \
+             devices to clear pending (nextBootInstallMode {:?}, blockDevicesClearedOnNextBoot \
+             {:?}): the node-installer did not run, so its disks were not cleared. {kept}; \
+             destroy again to repeat the wipe.",
+            done.hostname,
+            done.next_boot_install_mode.as_deref().unwrap_or(""),
+            done.block_devices_cleared_on_next_boot,
+        ));
+    }
+    let Some(info) = info else {
+        return Err(format!(
+            "BCM has no system information for node {}, so gpufleet cannot check that the \
+             wipe cleared all of its disks. {kept}; destroy again once the node reports its \
+             hardware.",
+            done.hostname
+        ));
+    };
+    let missed: Vec<&str> = info
+        .disks
+        .iter()
+        .map(|disk| disk.name.as_str())
+        .filter(|disk| !cleared.iter().any(|c| same_block_device(c, disk)))
+        .collect();
+    if !missed.is_empty() {
+        return Err(format!(
+            "node {} has block devices that its disk setup does not name, so the wipe did not \
+             clear them and they may still hold tenant {tenant:?}'s data: {}. {kept}; add them \
+             to the disk setup (of the node or its category) and destroy again.",
+            done.hostname,
+            missed.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Releases a node `tenant` holds back to the free pool; with `wipe`, through a wiping FULL
-/// reinstall (see the module's Destroy section). Resumes a wipe an earlier call left unfinished.
+/// reinstall that is then verified (see the module's Destroy section). Resumes a wipe an
+/// earlier call left unfinished.
 pub(crate) async fn release_node(
     api: &dyn BcmApi,
     uuid: &str,
@@ -930,14 +1046,20 @@ pub(crate) async fn release_node(
         return Ok(());
     }
     let what = format!("node {}", d.hostname);
+    let pool = api.category(FREE_POOL).await?.ok_or_else(|| {
+        StepError::Conflict(format!(
+            "BCM has no category {FREE_POOL:?} to return the node to."
+        ))
+    })?;
+    // Known before anything changes, so a node whose disks cannot be told stays held.
+    let devices = if wipe {
+        wipe_devices(api, &d, &pool).await?
+    } else {
+        Vec::new()
+    };
     let mut n = d.clone();
     if !resuming {
-        let pool = api.category(FREE_POOL).await?.ok_or_else(|| {
-            StepError::Conflict(format!(
-                "BCM has no category {FREE_POOL:?} to return the node to."
-            ))
-        })?;
-        n.category = Some(pool.uuid);
+        n.category = Some(pool.uuid.clone());
         n.set_image(None);
         n.install_mode = None;
         n.set_tenant(None);
@@ -949,7 +1071,7 @@ pub(crate) async fn release_node(
         // Until the wiping boot has finished, the node carries the tenant whose data is on
         // it, so a failed or interrupted wipe never leaves it looking free.
         n.set_releasing(Some(tenant));
-        n.block_devices_cleared_on_next_boot = wipe_devices(&d);
+        n.block_devices_cleared_on_next_boot.clone_from(&devices);
         n.next_boot_install_mode = Some("FULL".to_owned());
     }
     if n != d {
@@ -972,19 +1094,23 @@ pub(crate) async fn release_node(
     };
     api.power(&[uuid.to_owned()], op, &what).await?;
     wait_up(api, uuid, &d.hostname, true, p).await?;
+    // Re-read for what the boot consumed (and the revision it left behind), then check the
+    // disks against what the node reports before it may count as free.
+    let Some(mut done) = api.device(uuid).await? else {
+        return Ok(());
+    };
+    let info = sysinfo_of(api, uuid).await?;
+    check_wiped(&done, &devices, info.as_ref(), tenant).map_err(StepError::Conflict)?;
     // Idle power goes back before the mark comes off: once unmarked the node is free and no
     // later destroy would touch it, so an interruption in between would leave it running.
     if d.idles_off() {
         api.power(&[uuid.to_owned()], PowerOp::Off, &what).await?;
     }
-    // Wiped: the node is free now. Re-read for the revision the boot left behind.
-    if let Some(mut done) = api.device(uuid).await? {
-        done.set_releasing(None);
-        // A node pool's mark stays until the wipe is done, so the pool can resume it.
-        done.extra_values.remove(POOL_KEY);
-        api.update_device(&done).await?;
-        p.device = Some(done);
-    }
+    done.set_releasing(None);
+    // A node pool's mark stays until the wipe is done, so the pool can resume it.
+    done.extra_values.remove(POOL_KEY);
+    api.update_device(&done).await?;
+    p.device = Some(done);
     Ok(())
 }
 
@@ -1076,10 +1202,18 @@ async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, S
         ("mac", opt(d.mac_address())),
         ("ip", opt(d.ip())),
         ("rack", opt(d.rack())),
-        ("gpu_product", opt(d.gpu_product())),
-        ("gpu_count", d.gpu_count().map_or(Value::Null, Value::int)),
     ] {
         set_attr(&mut s, name, value);
+    }
+    // The GPUs are hardware: once known they are kept, so a refresh costs no extra call.
+    let known = ["gpu_product", "gpu_count"]
+        .iter()
+        .all(|a| !s.get(a).is_null() && !s.get(a).is_unknown());
+    if !known {
+        let info = sysinfo_of(api, &d.uuid).await?;
+        for (name, value) in gpu_facts(info.as_ref()) {
+            set_attr(&mut s, name, value);
+        }
     }
     Ok(nulled_unknowns(&s))
 }
@@ -1259,6 +1393,53 @@ mod tests {
         assert!(s.conforms_to(&node_schema().value_type()));
         assert_eq!(s.get("hostname"), &Value::string("gpu-001"));
         assert!(import_skeleton("").is_err());
+    }
+
+    #[test]
+    fn a_wipe_counts_only_when_the_installer_consumed_it_and_every_disk_was_cleared() {
+        use crate::backends::bcm::DiskInfo;
+        let cleared = vec!["/dev/sda".to_owned(), "/dev/nvme0n1".to_owned()];
+        let info = SysInfo {
+            disks: vec![
+                DiskInfo { name: "sda".into() },
+                DiskInfo {
+                    name: "/dev/nvme0n1".into(),
+                },
+            ],
+            ..SysInfo::default()
+        };
+        let done = Device {
+            hostname: "gpu-001".into(),
+            ..Device::default()
+        };
+        assert!(check_wiped(&done, &cleared, Some(&info), "t").is_ok());
+
+        let mut pending = done.clone();
+        pending.next_boot_install_mode = Some("FULL".into());
+        pending
+            .block_devices_cleared_on_next_boot
+            .clone_from(&cleared);
+        let Err(m) = check_wiped(&pending, &cleared, Some(&info), "t") else {
+            panic!("a pending wipe is not a wipe");
+        };
+        assert!(m.contains("did not run"), "{m}");
+
+        let Err(m) = check_wiped(&done, &cleared, None, "t") else {
+            panic!("unknown disks are not verified");
+        };
+        assert!(m.contains("no system information"), "{m}");
+
+        let mut more = info.clone();
+        more.disks.push(DiskInfo {
+            name: "/dev/nvme1n1".into(),
+        });
+        let Err(m) = check_wiped(&done, &cleared, Some(&more), "t") else {
+            panic!("an uncleared disk fails the check");
+        };
+        assert!(
+            m.contains("/dev/nvme1n1") && m.contains("stays out of the free pool"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! The fake keeps whole device objects with revisions (a stale revision is refused), validates
 //! category and image references, runs boots on a step clock (each status read moves a booting
 //! node one step: BOOTING → INSTALLING → INSTALLER_CALLINGINIT → UP), applies the one-shot
-//! install mode and block-device wipe at boot, records whose data is on each node's disks and
-//! the leaks when a node comes up for another tenant, and logs every call as
-//! `service.call <args>` so tests can assert (and snapshot) what the client sends.
+//! install mode and block-device wipe at boot (the listed devices are cleared, and the OS disk
+//! on a FULL install), records whose data is on each of a node's disks (a DGX-like OS disk and
+//! four NVMe data disks) and the leaks when a node comes up for another tenant, reports each
+//! node's GPUs and disks as system information, and logs every call as `service.call <args>`
+//! so tests can assert (and snapshot) what the client sends.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::{
@@ -19,8 +21,9 @@ use std::{
 use async_trait::async_trait;
 use gpufleet_engine::{
     backends::bcm::{
-        ApiError, BcmApi, BcmError, CallStats, Category, Device, DeviceStatus, ImageProxy,
-        Interface, PowerOp, PowerResult, RackPosition, SoftwareImage,
+        ApiError, BcmApi, BcmError, CallStats, Category, Device, DeviceStatus, DiskInfo, GpuInfo,
+        ImageProxy, Interface, PowerOp, PowerResult, RackPosition, SoftwareImage, SysInfo,
+        same_block_device,
     },
     kinds::ResourceKind,
     resources::bcm_node::BcmNode,
@@ -54,10 +57,37 @@ struct Node {
     install_fault: Option<String>,
     /// Never moves past INSTALLING while set.
     stuck: bool,
-    /// Whose data is on the disks.
-    data_owner: Option<String>,
-    /// Boots that wiped the disks.
+    /// The block devices, the OS disk first, each with whose data is on it.
+    disks: Vec<(String, Option<String>)>,
+    /// The GPUs' name as the driver reports it, and how many.
+    gpus: (&'static str, usize),
+    /// Boots that cleared disks.
     wipes: u32,
+}
+
+impl Node {
+    /// Whose data is on the disks (the first owner found), if anyone's.
+    fn data_owner(&self) -> Option<String> {
+        self.disks.iter().find_map(|(_, o)| o.clone())
+    }
+}
+
+/// The block devices of every fake node: a DGX-like OS disk and four NVMe data disks.
+pub const DISKS: [&str; 5] = [
+    "/dev/sda",
+    "/dev/nvme0n1",
+    "/dev/nvme1n1",
+    "/dev/nvme2n1",
+    "/dev/nvme3n1",
+];
+
+/// A BCM disk setup naming `devices` (partitions left out: gpufleet reads the devices only).
+pub fn disk_setup_xml(devices: &[&str]) -> String {
+    let blocks: String = devices
+        .iter()
+        .map(|d| format!("<device><blockdev>{d}</blockdev></device>"))
+        .collect();
+    format!("<diskSetup>{blocks}</diskSetup>")
 }
 
 /// A leak: a node came up for `to` with `from`'s data on its disks.
@@ -142,18 +172,17 @@ impl FakeBcm {
             n += 1;
             let b = i >= A_NODES.len();
             let mut extra = serde_json::Map::new();
-            let (product, count, rack, idle) = if b {
-                ("NVIDIA-B200", 8, "rack-b3", "off")
+            let (gpu, rack, idle) = if b {
+                ("NVIDIA B200", "rack-b3", "off")
             } else {
-                ("NVIDIA-H100-80GB-HBM3", 8, "rack-a1", "on")
+                ("NVIDIA H100 80GB HBM3", "rack-a1", "on")
             };
-            extra.insert("gpu_product".into(), json!(product));
-            extra.insert("gpu_count".into(), json!(count));
             extra.insert("idle_power".into(), json!(idle));
             let mut rest = serde_json::Map::new();
             rest.insert("baseType".into(), json!("Device"));
             rest.insert("childType".into(), json!("PhysicalNode"));
             rest.insert("bootLoader".into(), json!("CATEGORY"));
+            rest.insert("disksetup".into(), json!(disk_setup_xml(&DISKS)));
             let mac = format!("aa:bb:cc:00:00:{n:02x}");
             let d = Device {
                 uuid: uuid(n),
@@ -191,7 +220,8 @@ impl FakeBcm {
                     boot: None,
                     install_fault: None,
                     stuck: false,
-                    data_owner: None,
+                    disks: DISKS.iter().map(|d| ((*d).to_owned(), None)).collect(),
+                    gpus: (gpu, 8),
                     wipes: 0,
                 },
             );
@@ -265,7 +295,22 @@ impl FakeBcm {
         let s = self.lock();
         let uuid = uuid_of(&s, hostname).expect("known node");
         let n = &s.nodes[&uuid];
-        (n.status.clone(), n.on, n.data_owner.clone(), n.wipes)
+        (n.status.clone(), n.on, n.data_owner(), n.wipes)
+    }
+
+    /// Each block device of a node with whose data is on it.
+    pub fn disk_data(&self, hostname: &str) -> Vec<(String, Option<String>)> {
+        let s = self.lock();
+        let uuid = uuid_of(&s, hostname).expect("known node");
+        s.nodes[&uuid].disks.clone()
+    }
+
+    /// Gives a node's device the disk setup `devices` (bumping its revision).
+    pub fn set_disk_setup(&self, hostname: &str, devices: &[&str]) {
+        self.edit(hostname, |d| {
+            d.rest
+                .insert("disksetup".into(), json!(disk_setup_xml(devices)));
+        });
     }
 
     /// Powers a node off behind Terraform's back.
@@ -375,26 +420,41 @@ fn step(s: &mut State, uuid: &str) {
         .or(d.install_mode.clone())
         .or(category_mode)
         .unwrap_or_else(|| "AUTO".to_owned());
-    let wiped = mode == "FULL" && !d.block_devices_cleared_on_next_boot.is_empty();
     let tenant = d.tenant().map(str::to_owned);
     let mut leak = None;
     {
         let n = s.nodes.get_mut(uuid).expect("node");
-        if wiped {
-            n.data_owner = None;
+        // The listed devices are cleared whatever the mode; a FULL install re-creates the OS
+        // disk as well. Any other disk keeps what it holds.
+        let mut cleared = false;
+        for (i, (dev, owner)) in n.disks.iter_mut().enumerate() {
+            let listed = d
+                .block_devices_cleared_on_next_boot
+                .iter()
+                .any(|l| same_block_device(l, dev));
+            if listed || (i == 0 && mode == "FULL") {
+                cleared |= owner.is_some() || listed;
+                *owner = None;
+            }
+        }
+        if cleared && !d.block_devices_cleared_on_next_boot.is_empty() {
             n.wipes += 1;
         }
         if let Some(t) = &tenant {
-            if let Some(u) = &n.data_owner
-                && u != t
+            if let Some(u) = n
+                .disks
+                .iter()
+                .find_map(|(_, o)| o.clone().filter(|o| o != t))
             {
                 leak = Some(Leak {
                     hostname: d.hostname.clone(),
-                    from: u.clone(),
+                    from: u,
                     to: t.clone(),
                 });
             }
-            n.data_owner = Some(t.clone());
+            for (_, owner) in &mut n.disks {
+                *owner = Some(t.clone());
+            }
         }
         n.boot = None;
         n.status = "UP".to_owned();
@@ -540,6 +600,33 @@ impl BcmApi for FakeBcm {
             .map_err(read_err("status"))?;
         let s = self.lock();
         Ok(uuids.iter().filter_map(|u| status_of(&s, u)).collect())
+    }
+
+    async fn sysinfo(&self, uuids: &[String]) -> Result<Vec<SysInfo>, BcmError> {
+        self.enter("cmdevice.getSysInfoCollectors", &json!([uuids]))
+            .map_err(read_err("system information"))?;
+        let s = self.lock();
+        Ok(uuids
+            .iter()
+            .filter_map(|u| {
+                let d = s.devices.get(u)?;
+                let n = s.nodes.get(u)?;
+                Some(SysInfo {
+                    device: u.clone(),
+                    hostname: d.hostname.clone(),
+                    gpus: (0..n.gpus.1)
+                        .map(|_| GpuInfo {
+                            name: n.gpus.0.to_owned(),
+                        })
+                        .collect(),
+                    disks: n
+                        .disks
+                        .iter()
+                        .map(|(name, _)| DiskInfo { name: name.clone() })
+                        .collect(),
+                })
+            })
+            .collect())
     }
 
     async fn power(
@@ -735,7 +822,7 @@ impl sweep::Budgeted for FakeBcm {
                     d.image(),
                     n.map(|n| n.on),
                     n.map(|n| n.status.as_str()),
-                    n.and_then(|n| n.data_owner.as_deref()),
+                    n.and_then(Node::data_owner),
                 )
             })
             .collect();

@@ -7,8 +7,8 @@
 //! |---|---|
 //! | `GET /_admin/healthz` | `{"status": "ok"}` |
 //! | `POST /_admin/reset` | state back to freshly seeded (same inventory); tokens, faults, journal and counts cleared |
-//! | `GET /_admin/state` | `devices`, `categories`, `images`, `nodes` (uuid, hostname, status, power, closed, data_owner, booting), `leaks`, `faults` |
-//! | `GET /_admin/leaks` | the leaks: `[{hostname, from, to, at}]` |
+//! | `GET /_admin/state` | `devices`, `categories`, `images`, `nodes` (uuid, hostname, status, power, closed, data_owner, disks `[{device, data_owner}]`, booting), `leaks`, `faults` |
+//! | `GET /_admin/leaks` | the leaks: `[{hostname, devices, from, to, at}]` |
 //! | `GET /_admin/journal` | every `/json` call: `[{at, service, call, args, profile}]`; `DELETE` clears it |
 //! | `GET /_admin/stats` | `{"total": n, "calls": {"cmdevice.getDevice": n, …}}` |
 //! | `GET /_admin/fault` | the faults in force |
@@ -161,7 +161,8 @@ fn dump(store: &BcmStore) -> Value {
                 "status": n.status,
                 "power": n.power,
                 "closed": n.closed,
-                "data_owner": n.data_owner,
+                "data_owner": n.data_owner(),
+                "disks": n.disks,
                 "booting": n.boot.is_some(),
             })
         })

@@ -3,23 +3,26 @@
 //! A boot (power ON of an off node, or RESET) runs `DOWN → BOOTING → INSTALLING →
 //! INSTALLER_CALLINGINIT → UP`, one status per step. The install mode is the node's
 //! `nextBootInstallMode`, else its `installMode`, else its category's, else `AUTO`. When
-//! the install finishes (leaving `INSTALLING`) the disks are cleared if
-//! `blockDevicesClearedOnNextBoot` is non-empty and the mode is `FULL`, and both
-//! one-shot fields are cleared. An install fault in force when the boot began stops it
-//! in `INSTALLER_FAILED` or `INSTALLER_UNREACHABLE` instead (nothing wiped or cleared).
+//! the install finishes (leaving `INSTALLING`) the block devices listed in
+//! `blockDevicesClearedOnNextBoot` are cleared whatever the mode (as BCM documents it), a
+//! `FULL` install re-creates the OS disk (the node's first) as well, and both one-shot
+//! fields are cleared. Every other disk keeps what it holds. An install fault in force
+//! when the boot began stops it in `INSTALLER_FAILED` or `INSTALLER_UNREACHABLE` instead
+//! (nothing wiped or cleared).
 //!
 //! The clock is evaluated lazily: [`settle`] runs before every call and carries out
 //! every step whose time has passed, with the times they were due, so the outcome does
 //! not depend on when anyone looks.
 //!
-//! Leaks: the disks of a node hold the data of the last tenant it was up for
-//! (`extra_values.gpufleet_tenant`). A node that is up for tenant T while its disks hold
-//! tenant U's data records a leak U → T, unless a wipe is already pending for its next
-//! boot (then the check waits for it to come up again).
+//! Leaks: each disk of a node holds the data of the last tenant the node was up for
+//! (`extra_values.gpufleet_tenant`) until it is cleared. A node that is up for tenant T
+//! while any of its disks holds tenant U's data records a leak U → T naming those disks,
+//! unless block devices are to be cleared at its next boot (then the check waits for it to
+//! come up again).
 
 use serde_json::{Value, json};
 
-use super::model::{Boot, Db, Leak, NodeState, Obj, Power, Status, str_field, tenant};
+use super::model::{Boot, Db, Leak, NodeState, Obj, Power, Status, same_device, str_field, tenant};
 use super::store::{CallError, Faults};
 
 /// The boot's statuses, one per step.
@@ -54,14 +57,25 @@ pub fn install_mode(db: &Db, device: &Obj) -> String {
     }
 }
 
-/// Whether the next boot of `device` clears its disks.
+/// The block devices the next boot of `device` clears (`blockDevicesClearedOnNextBoot`).
 #[must_use]
-pub fn wipe_pending(db: &Db, device: &Obj) -> bool {
-    let devices = device
+pub fn devices_to_clear(device: &Obj) -> Vec<String> {
+    device
         .get("blockDevicesClearedOnNextBoot")
         .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
-    devices && install_mode(db, device) == "FULL"
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the next boot of `device` clears block devices.
+#[must_use]
+pub fn wipe_pending(device: &Obj) -> bool {
+    !devices_to_clear(device).is_empty()
 }
 
 /// Starts a boot of node `uuid` at `now`.
@@ -70,7 +84,7 @@ pub fn start(db: &mut Db, uuid: &str, now: u64, step_ms: u64, faults: &Faults) {
         return;
     };
     let mode = install_mode(db, device);
-    let wipe = wipe_pending(db, device);
+    let clear = devices_to_clear(device);
     let fault = faults.installs.get(str_field(device, "hostname")).copied();
     if let Some(node) = db.nodes.get_mut(uuid) {
         node.power = Power::On;
@@ -81,7 +95,7 @@ pub fn start(db: &mut Db, uuid: &str, now: u64, step_ms: u64, faults: &Faults) {
             step_ms: step_ms.max(1),
             phase: 0,
             mode,
-            wipe,
+            clear,
             fault,
         });
     }
@@ -121,7 +135,7 @@ fn step(db: &mut Db, uuid: &str, boot: &Boot, phase: u8, at: u64) {
             }
             return;
         }
-        finish_install(db, uuid, boot.wipe);
+        finish_install(db, uuid, boot);
     }
     let Some(node) = db.nodes.get_mut(uuid) else {
         return;
@@ -136,10 +150,16 @@ fn step(db: &mut Db, uuid: &str, boot: &Boot, phase: u8, at: u64) {
     }
 }
 
-/// The end of an install: clears the disks when asked to, and the one-shot fields.
-fn finish_install(db: &mut Db, uuid: &str, wipe: bool) {
-    if wipe && let Some(node) = db.nodes.get_mut(uuid) {
-        node.data_owner = None;
+/// The end of an install: clears the listed disks (and the OS disk on a FULL install),
+/// and the one-shot fields.
+fn finish_install(db: &mut Db, uuid: &str, boot: &Boot) {
+    if let Some(node) = db.nodes.get_mut(uuid) {
+        for (i, disk) in node.disks.iter_mut().enumerate() {
+            let listed = boot.clear.iter().any(|c| same_device(c, &disk.device));
+            if listed || (i == 0 && boot.mode == "FULL") {
+                disk.data_owner = None;
+            }
+        }
     }
     let pending = db.devices.get(uuid).is_some_and(|d| {
         d.get("nextBootInstallMode") != Some(&json!(""))
@@ -170,21 +190,43 @@ fn leak_check(db: &mut Db, uuid: &str, at: u64) {
     let Some(holder) = tenant(device).map(str::to_string) else {
         return;
     };
-    if node.data_owner.as_deref() == Some(holder.as_str()) || wipe_pending(db, device) {
+    let settled = node
+        .disks
+        .iter()
+        .all(|d| d.data_owner.as_deref() == Some(holder.as_str()));
+    if settled || wipe_pending(device) {
         return;
     }
     let hostname = str_field(device, "hostname").to_string();
-    if let Some(from) = node.data_owner.clone() {
-        tracing::warn!("leak: {hostname} is up for {holder} with {from}'s data on its disks");
+    let others: Vec<(&str, &str)> = node
+        .disks
+        .iter()
+        .filter_map(|d| {
+            d.data_owner
+                .as_deref()
+                .filter(|o| *o != holder)
+                .map(|o| (d.device.as_str(), o))
+        })
+        .collect();
+    if let Some((_, from)) = others.first() {
+        let from = (*from).to_string();
+        let devices: Vec<String> = others.iter().map(|(d, _)| (*d).to_string()).collect();
+        tracing::warn!(
+            "leak: {hostname} is up for {holder} with {from}'s data on {}",
+            devices.join(", ")
+        );
         db.leaks.push(Leak {
             hostname,
+            devices,
             from,
             to: holder.clone(),
             at,
         });
     }
     if let Some(node) = db.nodes.get_mut(uuid) {
-        node.data_owner = Some(holder);
+        for d in &mut node.disks {
+            d.data_owner = Some(holder.clone());
+        }
     }
 }
 
@@ -290,6 +332,32 @@ fn power_off(db: &mut Db, uuid: &str) {
         node.boot = None;
         node.message = String::new();
     }
+}
+
+/// The system information of node `uuid` (`cmdevice.getSysInfoCollectors`): its GPUs, from
+/// the inventory, and its block devices; `None` for a device the inventory does not know.
+#[must_use]
+pub fn sysinfo_json(db: &Db, uuid: &str) -> Option<Value> {
+    let device = db.devices.get(uuid)?;
+    let hostname = str_field(device, "hostname");
+    let hw = db.inventory.nodes.iter().find(|n| n.hostname == hostname)?;
+    let node = db.nodes.get(uuid)?;
+    let name = hw.gpu_name();
+    let gpus: Vec<Value> = (0..hw.gpu_count)
+        .map(|i| json!({"baseType": "GPUInfo", "index": i, "name": name}))
+        .collect();
+    let disks: Vec<Value> = node
+        .disks
+        .iter()
+        .map(|d| json!({"baseType": "DiskInfo", "name": d.device}))
+        .collect();
+    Some(json!({
+        "baseType": "SysInfoCollector",
+        "device": uuid,
+        "hostname": hostname,
+        "gpus": gpus,
+        "disks": disks,
+    }))
 }
 
 /// The `cmstatus` record of node `uuid`.

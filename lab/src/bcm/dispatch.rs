@@ -211,6 +211,7 @@ pub const CALLS: &[(&str, &str)] = &[
     ("cmdevice", "updateCategory"),
     ("cmdevice", "removeCategory"),
     ("cmdevice", "powerOperation"),
+    ("cmdevice", "getSysInfoCollectors"),
     ("cmpart", "getSoftwareImage"),
     ("cmpart", "getSoftwareImages"),
     ("cmpart", "addSoftwareImage"),
@@ -449,6 +450,28 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
                 boot::power_operation(db, arg(args, 0), now, step_ms, &faults)
             })
         }
+        ("cmdevice", "getSysInfoCollectors") => match arg(args, 0) {
+            Value::Array(keys) => read(store, |db| {
+                Ok(Value::Array(
+                    keys.iter()
+                        .filter_map(Value::as_str)
+                        .filter_map(|k| db.find_device(k))
+                        .filter_map(|(u, _)| boot::sysinfo_json(db, u))
+                        .collect(),
+                ))
+            }),
+            Value::Null => read(store, |db| {
+                Ok(Value::Array(
+                    db.devices
+                        .keys()
+                        .filter_map(|u| boot::sysinfo_json(db, u))
+                        .collect(),
+                ))
+            }),
+            _ => Err(CallError::Message(
+                "getSysInfoCollectors: argument 1 must be a list of device uuids".into(),
+            )),
+        },
         ("cmstatus", "getStatus") => arg_str(args, 0, "getStatus").and_then(|key| {
             read(store, |db| {
                 Ok(db

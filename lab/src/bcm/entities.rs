@@ -512,7 +512,7 @@ pub fn commit(db: &mut Db, kind: Kind, arg: &Value, adding: bool) -> Result<(), 
     entity.insert("revision".into(), json!(rev));
     if kind == Kind::Device && adding {
         db.nodes
-            .insert(uuid.clone(), super::model::NodeState::idle(false));
+            .insert(uuid.clone(), super::model::NodeState::idle(false, &[]));
     }
     kind.map_mut(db).insert(uuid, entity);
     Ok(())

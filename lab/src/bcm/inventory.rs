@@ -1,5 +1,6 @@
 //! The emulator's hardware: one physical node per fleet node, with the identity the
-//! fleet gives it (hostname, MAC, IP, rack) and its GPUs and idle power state.
+//! fleet gives it (hostname, MAC, IP, rack), its GPUs, its block devices and idle power
+//! state.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +35,38 @@ pub struct InventoryNode {
     pub gpu_count: u32,
     /// `"on"` or `"off"`: the power state while idle.
     pub idle_power: String,
+    /// The block devices, the OS disk first; empty: [`default_disks`] for the GPU count.
+    #[serde(default)]
+    pub disks: Vec<String>,
+}
+
+/// The block devices of a node with `gpus` GPUs when the inventory names none: a DGX-like
+/// OS disk and four NVMe data disks for an 8-GPU server, one data disk for a smaller one.
+#[must_use]
+pub fn default_disks(gpus: u32) -> Vec<String> {
+    let data = if gpus >= 8 { 4 } else { 1 };
+    std::iter::once("/dev/sda".to_string())
+        .chain((0..data).map(|i| format!("/dev/nvme{i}n1")))
+        .collect()
+}
+
+impl InventoryNode {
+    /// The block devices, the OS disk first.
+    #[must_use]
+    pub fn block_devices(&self) -> Vec<String> {
+        if self.disks.is_empty() {
+            default_disks(self.gpu_count)
+        } else {
+            self.disks.clone()
+        }
+    }
+
+    /// The GPUs' name as the driver reports it (GPU feature discovery's product name with
+    /// blanks for dashes), e.g. `NVIDIA H100 80GB HBM3`.
+    #[must_use]
+    pub fn gpu_name(&self) -> String {
+        self.gpu_product.replace('-', " ")
+    }
 }
 
 /// Why an inventory cannot be used.
@@ -77,6 +110,7 @@ impl BcmInventory {
                     PowerState::On => "on".into(),
                     PowerState::Off => "off".into(),
                 },
+                disks: Vec::new(),
             });
         }
         Self { nodes }

@@ -1,9 +1,10 @@
 //! An NVIDIA Base Command Manager (cmdaemon) emulator: the JSON API (`POST /json`) over
 //! HTTPS with client-certificate profiles and cookie login, devices, categories and
 //! software images with BCM's commit and validation shapes, power operations and an
-//! asynchronous status clock, install faults, tracking of tenant data left on disks,
-//! a journal of calls, and state that survives a restart. Its nodes come from the lab's
-//! fleet.
+//! asynchronous status clock, install faults, per-node system information (GPUs and
+//! block devices), tracking of the tenant data left on each disk (a DGX-like node has an
+//! OS disk and four NVMe data disks, all in its disk setup), a journal of calls, and
+//! state that survives a restart. Its nodes come from the lab's fleet.
 //!
 //! # Layers
 //!

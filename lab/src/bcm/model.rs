@@ -1,6 +1,10 @@
 //! What the emulator stores: entities as JSON objects (devices, categories, software
 //! images, exactly as clients read them back), and per node what is not part of the
-//! device: status, power, an install in progress, and whose data is on the disks.
+//! device: status, power, an install in progress, and whose data is on each of its disks.
+//!
+//! Every seeded node carries its own disk setup (`disksetup`, BCM's partition layout XML)
+//! naming all of its block devices; its GPUs and disks are reported as system information
+//! (`cmdevice.getSysInfoCollectors`), never as device fields.
 //!
 //! Entities stay JSON because updates are whole-object and BCM keeps fields a client
 //! sends that this emulator does not interpret; the fields it does interpret are checked
@@ -114,8 +118,10 @@ pub struct Boot {
     pub phase: u8,
     /// The install mode in effect (`AUTO`, `FULL`, …).
     pub mode: String,
-    /// Whether the install clears the disks.
-    pub wipe: bool,
+    /// The block devices the install clears (`blockDevicesClearedOnNextBoot` when the
+    /// boot began).
+    #[serde(default)]
+    pub clear: Vec<String>,
     /// An install fault in force when the boot began.
     pub fault: Option<InstallFault>,
 }
@@ -131,25 +137,73 @@ pub struct NodeState {
     pub closed: bool,
     /// A status message.
     pub message: String,
-    /// The tenant whose data is on the disks, if any.
-    pub data_owner: Option<String>,
+    /// The block devices, the OS disk first, with whose data is on each.
+    #[serde(default)]
+    pub disks: Vec<Disk>,
     /// A boot in progress.
     pub boot: Option<Boot>,
 }
 
+/// One block device of a node and whose data it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disk {
+    /// The device, e.g. `/dev/nvme0n1`.
+    pub device: String,
+    /// The tenant whose data is on it, if any.
+    pub data_owner: Option<String>,
+}
+
 impl NodeState {
-    /// A node powered on and up, or off and down.
+    /// A node powered on and up, or off and down, with empty `disks`.
     #[must_use]
-    pub fn idle(on: bool) -> Self {
+    pub fn idle(on: bool, disks: &[String]) -> Self {
         Self {
             status: if on { Status::Up } else { Status::Down },
             power: if on { Power::On } else { Power::Off },
             closed: false,
             message: String::new(),
-            data_owner: None,
+            disks: disks
+                .iter()
+                .map(|d| Disk {
+                    device: d.clone(),
+                    data_owner: None,
+                })
+                .collect(),
             boot: None,
         }
     }
+
+    /// Whose data is on the disks (the first owner found), if anyone's.
+    #[must_use]
+    pub fn data_owner(&self) -> Option<&str> {
+        self.disks.iter().find_map(|d| d.data_owner.as_deref())
+    }
+}
+
+/// Whether two block device names name the same device (`/dev/sda` and `sda` do).
+#[must_use]
+pub fn same_device(a: &str, b: &str) -> bool {
+    a.trim().trim_start_matches("/dev/") == b.trim().trim_start_matches("/dev/")
+}
+
+/// A disk setup (BCM's partition layout XML) naming `devices`, the first holding `/`.
+#[must_use]
+pub fn disk_setup_xml(devices: &[String]) -> String {
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<diskSetup>\n");
+    for (i, d) in devices.iter().enumerate() {
+        let (mount, fs) = if i == 0 {
+            ("/", "xfs")
+        } else {
+            ("/raid", "ext4")
+        };
+        xml.push_str(&format!(
+            "  <device>\n    <blockdev>{d}</blockdev>\n    <partition id=\"a{i}\">\n      \
+             <size>max</size>\n      <type>linux</type>\n      <filesystem>{fs}</filesystem>\n      \
+             <mountPoint>{mount}</mountPoint>\n    </partition>\n  </device>\n"
+        ));
+    }
+    xml.push_str("</diskSetup>\n");
+    xml
 }
 
 /// One tenant's data found by another tenant.
@@ -157,6 +211,9 @@ impl NodeState {
 pub struct Leak {
     /// The node.
     pub hostname: String,
+    /// The block devices that held it.
+    #[serde(default)]
+    pub devices: Vec<String>,
     /// Whose data was on the disks.
     pub from: String,
     /// Who got the node.
@@ -255,6 +312,7 @@ impl Db {
         let free_pool = name_uuid("category", "free-pool");
         for node in &inventory.nodes {
             let uuid = name_uuid("device", &node.hostname);
+            let disks = node.block_devices();
             let rev = db.next_revision();
             let device = serde_json::json!({
                 "baseType": "Device",
@@ -276,10 +334,9 @@ impl Db {
                     "network": NODE_NETWORK,
                 }],
                 "bootLoader": "CATEGORY",
+                "disksetup": disk_setup_xml(&disks),
                 "rackPosition": {"rack": node.rack, "position": node.position},
                 "extra_values": {
-                    "gpu_product": node.gpu_product,
-                    "gpu_count": node.gpu_count,
                     "idle_power": node.idle_power,
                 },
             });
@@ -287,10 +344,34 @@ impl Db {
                 db.devices.insert(uuid.clone(), m);
             }
             db.nodes
-                .insert(uuid, NodeState::idle(node.idle_power != "off"));
+                .insert(uuid, NodeState::idle(node.idle_power != "off", &disks));
         }
         db.inventory = inventory;
         db
+    }
+
+    /// Gives every inventory node without disks its block devices, and its device a disk
+    /// setup naming them when it has none (a state saved by an older emulator). Returns
+    /// whether anything changed.
+    pub fn add_missing_disks(&mut self) -> bool {
+        let mut changed = false;
+        for hw in self.inventory.nodes.clone() {
+            let uuid = name_uuid("device", &hw.hostname);
+            let disks = hw.block_devices();
+            if let Some(node) = self.nodes.get_mut(&uuid)
+                && node.disks.is_empty()
+            {
+                node.disks = NodeState::idle(false, &disks).disks;
+                changed = true;
+            }
+            if let Some(device) = self.devices.get_mut(&uuid)
+                && !device.contains_key("disksetup")
+            {
+                device.insert("disksetup".into(), Value::String(disk_setup_xml(&disks)));
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// The next revision, as the string entities carry.
@@ -325,4 +406,57 @@ impl Db {
 fn find_named<'a>(map: &'a BTreeMap<String, Obj>, key: &str) -> Option<(&'a String, &'a Obj)> {
     map.get_key_value(key)
         .or_else(|| map.iter().find(|(_, o)| str_field(o, "name") == key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bcm::inventory::InventoryNode;
+
+    fn inventory() -> BcmInventory {
+        BcmInventory {
+            nodes: vec![InventoryNode {
+                hostname: "gpu-01".into(),
+                mac: "02:00:00:00:00:01".into(),
+                ip: "10.240.0.11".into(),
+                rack: "rack-a".into(),
+                position: 1,
+                gpu_product: "NVIDIA-B200".into(),
+                gpu_count: 8,
+                idle_power: "on".into(),
+                disks: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_state_saved_without_disks_gets_them_from_its_inventory() {
+        let mut db = Db::seeded(inventory());
+        let uuid = name_uuid("device", "gpu-01");
+        let seeded = db.clone();
+        if let Some(n) = db.nodes.get_mut(&uuid) {
+            n.disks.clear();
+        }
+        if let Some(d) = db.devices.get_mut(&uuid) {
+            d.remove("disksetup");
+        }
+        assert!(db.add_missing_disks());
+        assert_eq!(db, seeded);
+        assert!(!db.add_missing_disks(), "nothing left to add");
+        let devices: Vec<&str> = db.nodes[&uuid]
+            .disks
+            .iter()
+            .map(|d| d.device.as_str())
+            .collect();
+        assert_eq!(
+            devices,
+            [
+                "/dev/sda",
+                "/dev/nvme0n1",
+                "/dev/nvme1n1",
+                "/dev/nvme2n1",
+                "/dev/nvme3n1"
+            ]
+        );
+    }
 }

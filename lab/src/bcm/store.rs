@@ -221,6 +221,11 @@ impl BcmStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let db = Persisted::open(dir.join(STATE_FILE), || Db::seeded(inventory))?;
+        // A state saved before nodes had disks gets them from its inventory.
+        let mut saved = db.get();
+        if saved.add_missing_disks() {
+            db.replace(saved)?;
+        }
         Ok(Self::with_db(db, clock))
     }
 

@@ -18,7 +18,9 @@ use tokio::sync::Mutex;
 use super::{
     Auth, BcmApi, BcmConfig, CallStats, RetryPolicy, Secret,
     error::{ApiError, BcmError},
-    types::{Category, CommitResult, Device, DeviceStatus, PowerOp, PowerResult, SoftwareImage},
+    types::{
+        Category, CommitResult, Device, DeviceStatus, PowerOp, PowerResult, SoftwareImage, SysInfo,
+    },
 };
 
 /// The login cookie's name.
@@ -417,6 +419,16 @@ impl BcmApi for BcmClient {
             "getStatusForDevices",
             json!([uuids]),
             "device status",
+        )
+        .await
+    }
+
+    async fn sysinfo(&self, uuids: &[String]) -> Result<Vec<SysInfo>, BcmError> {
+        self.get_all(
+            "cmdevice",
+            "getSysInfoCollectors",
+            json!([uuids]),
+            "system information",
         )
         .await
     }

@@ -30,6 +30,7 @@
 //! report calls per resource.
 
 mod client;
+pub mod disk_setup;
 mod error;
 mod types;
 
@@ -44,8 +45,9 @@ use async_trait::async_trait;
 pub use client::BcmClient;
 pub use error::{ApiError, BcmError};
 pub use types::{
-    Category, CommitResult, Device, DeviceStatus, ImageProxy, Interface, PowerOp, PowerResult,
-    RackPosition, SoftwareImage, TENANT_KEY, Validation, ZERO_UUID,
+    Category, CommitResult, Device, DeviceStatus, DiskInfo, GpuInfo, ImageProxy, Interface,
+    PowerOp, PowerResult, RackPosition, SoftwareImage, SysInfo, TENANT_KEY, Validation, ZERO_UUID,
+    same_block_device,
 };
 
 pub use crate::backends::netris::{CallStats, RetryPolicy, Secret};
@@ -87,6 +89,10 @@ pub trait BcmApi: Send + Sync + fmt::Debug {
 
     /// The status of several devices (`cmstatus.getStatusForDevices`).
     async fn statuses(&self, uuids: &[String]) -> Result<Vec<DeviceStatus>, BcmError>;
+
+    /// The system information cmdaemon collected from several nodes (GPUs, disks), in one
+    /// call (`cmdevice.getSysInfoCollectors`); a node that never reported any is missing.
+    async fn sysinfo(&self, uuids: &[String]) -> Result<Vec<SysInfo>, BcmError>;
 
     /// Powers devices on, off or cycles them (`cmdevice.powerOperation`). `what` names them
     /// in errors.

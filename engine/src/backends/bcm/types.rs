@@ -141,8 +141,8 @@ pub struct Device {
     /// Where the device sits.
     #[serde(default)]
     pub rack_position: Option<RackPosition>,
-    /// Free-form values: the inventory's `gpu_product`, `gpu_count`, `idle_power`, and the
-    /// tenant gpufleet records as `gpufleet_tenant`.
+    /// Free-form values: the site's `idle_power`, and what gpufleet records (the tenant as
+    /// `gpufleet_tenant`, a pending wipe as `gpufleet_releasing`).
     #[serde(default, rename = "extra_values", deserialize_with = "de_null_map")]
     pub extra_values: Map<String, Value>,
     /// Every other field (`baseType`, `childType`, `bootLoader`, …), sent back unchanged.
@@ -221,18 +221,10 @@ impl Device {
         }
     }
 
-    /// The GPU product the inventory records (`extra_values.gpu_product`).
-    pub fn gpu_product(&self) -> Option<&str> {
-        self.extra("gpu_product")
-    }
-
-    /// The GPU count the inventory records (`extra_values.gpu_count`, number or string).
-    pub fn gpu_count(&self) -> Option<i64> {
-        match self.extra_values.get("gpu_count")? {
-            Value::Number(n) => n.as_i64(),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        }
+    /// The node's own disk setup (`disksetup`, BCM's partition layout XML); `None` when it
+    /// uses its category's.
+    pub fn disk_setup(&self) -> Option<&str> {
+        non_empty_text(&self.rest, "disksetup")
     }
 
     /// Whether the node's rack keeps idle nodes powered off (`extra_values.idle_power`).
@@ -310,6 +302,78 @@ impl Category {
             .as_ref()
             .and_then(|p| p.parent_software_image.as_deref())
     }
+
+    /// The category's disk setup (`disksetup`, BCM's partition layout XML).
+    pub fn disk_setup(&self) -> Option<&str> {
+        non_empty_text(&self.rest, "disksetup")
+    }
+}
+
+/// A string field of `rest` that is set and not blank.
+fn non_empty_text<'a>(rest: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    rest.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// What cmdaemon collected from a running node about its hardware (cmsh `sysinfo`): the
+/// GPUs the driver reports and the block devices the kernel sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SysInfo {
+    /// The uuid of the device it describes.
+    pub device: String,
+    /// Its hostname.
+    pub hostname: String,
+    /// The GPUs, one entry each.
+    pub gpus: Vec<GpuInfo>,
+    /// The block devices.
+    pub disks: Vec<DiskInfo>,
+}
+
+/// One GPU in a node's system information.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct GpuInfo {
+    /// The name the driver reports, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+}
+
+/// One block device in a node's system information.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DiskInfo {
+    /// The device, e.g. `/dev/nvme0n1` (or `nvme0n1`).
+    pub name: String,
+}
+
+impl SysInfo {
+    /// The GPU product as GPU feature discovery labels it (`nvidia.com/gpu.product`: the
+    /// driver's name with blanks as dashes, e.g. `NVIDIA-H100-80GB-HBM3`); `None` when the
+    /// node reports no GPU, or GPUs of more than one product.
+    pub fn gpu_product(&self) -> Option<String> {
+        let mut names = self
+            .gpus
+            .iter()
+            .map(|g| g.name.trim())
+            .filter(|n| !n.is_empty());
+        let first = names.next()?;
+        if names.any(|n| n != first) {
+            return None;
+        }
+        Some(first.split_whitespace().collect::<Vec<_>>().join("-"))
+    }
+
+    /// How many GPUs the node reports.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+}
+
+/// Whether two block device names name the same device (`/dev/sda` and `sda` do).
+pub fn same_block_device(a: &str, b: &str) -> bool {
+    let bare = |s: &str| s.trim().trim_start_matches("/dev/").to_owned();
+    bare(a) == bare(b)
 }
 
 /// A software image (`cmpart.getSoftwareImage`).
@@ -467,7 +531,8 @@ mod tests {
             "interfaces": [{"childType": "NetworkPhysicalInterface", "name": "BOOTIF",
                             "mac": "aa:bb:cc:00:00:01", "ip": "0.0.0.0", "network": "n1"}],
             "rackPosition": {"rack": "rack-a1", "position": 3},
-            "extra_values": {"gpu_product": "NVIDIA-B200", "gpu_count": 8}
+            "extra_values": {"idle_power": "off"},
+            "disksetup": "<diskSetup/>"
         });
         let d: Device = serde_json::from_value(wire).expect("device");
         assert_eq!(d.image(), None);
@@ -476,7 +541,8 @@ mod tests {
         assert_eq!(d.ip(), None);
         assert_eq!(d.mac_address(), Some("aa:bb:cc:00:00:01"));
         assert_eq!(d.rack(), Some("rack-a1"));
-        assert_eq!(d.gpu_count(), Some(8));
+        assert!(d.idles_off());
+        assert_eq!(d.disk_setup(), Some("<diskSetup/>"));
         assert_eq!(d.tenant(), None);
         let back = serde_json::to_value(&d).expect("encode");
         assert_eq!(back["installMode"], "");
@@ -488,6 +554,33 @@ mod tests {
         assert_eq!(back["interfaces"][0]["network"], "n1");
         assert_eq!(back["rackPosition"]["position"], 3);
         assert_eq!(back["baseType"], "Device");
+    }
+
+    #[test]
+    fn gpu_product_is_the_driver_name_as_gpu_feature_discovery_labels_it() {
+        let info: SysInfo = serde_json::from_value(json!({
+            "device": "u1",
+            "gpus": [{"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H100 80GB HBM3"}],
+            "disks": [{"name": "/dev/sda"}]
+        }))
+        .expect("sysinfo");
+        assert_eq!(info.gpu_product().as_deref(), Some("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(info.gpu_count(), 2);
+        let mixed = SysInfo {
+            gpus: vec![
+                GpuInfo {
+                    name: "NVIDIA L4".into(),
+                },
+                GpuInfo {
+                    name: "NVIDIA L40S".into(),
+                },
+            ],
+            ..SysInfo::default()
+        };
+        assert_eq!(mixed.gpu_product(), None);
+        assert_eq!(SysInfo::default().gpu_product(), None);
+        assert!(same_block_device("/dev/nvme0n1", "nvme0n1"));
+        assert!(!same_block_device("/dev/nvme0n1", "/dev/nvme1n1"));
     }
 
     #[test]

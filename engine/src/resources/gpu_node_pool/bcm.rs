@@ -6,9 +6,10 @@
 //! revision-guarded update that claims the node, so an apply re-run after the provider was
 //! killed finds the nodes it already claimed and adopts them instead of claiming more.
 //!
-//! A node is free when it records no tenant and no pending wipe, and its inventory's
-//! `gpu_product` is the pool's. Which free nodes are claimed is decided by [`super::placement`]
-//! over the racks (`rackPosition.rack`). Releasing goes through the same wipe
+//! A node is free when it records no tenant and no pending wipe, and the GPUs BCM's system
+//! information reports for it are the pool's product (the driver's name as GPU feature
+//! discovery labels it); the candidates' system information is read in one call. Which free
+//! nodes are claimed is decided by [`super::placement`] over the racks (`rackPosition.rack`). Releasing goes through the same wipe
 //! `gpufleet_bcm_node` uses on destroy: the pool's mark stays on the device until the wipe
 //! has finished, so an interrupted release is resumed by the next destroy.
 
@@ -21,7 +22,7 @@ use super::{
     spec::{PoolSpec, Source},
 };
 use crate::{
-    backends::bcm::{BcmApi, Device},
+    backends::bcm::{BcmApi, Device, SysInfo},
     resources::bcm_node::{self, Progress},
 };
 
@@ -43,15 +44,45 @@ fn wiping(d: &Device, tenant: &str, pool: &str) -> bool {
     d.tenant().is_none() && d.releasing() == Some(tenant) && pool_of(d) == Some(pool)
 }
 
-/// Whether `d` may be claimed for a pool of `product`.
-pub fn is_free(d: &Device, product: &str) -> bool {
-    d.tenant().is_none() && d.releasing().is_none() && d.gpu_product() == Some(product)
+/// Whether `d` is held by no tenant and not being wiped.
+fn unclaimed(d: &Device) -> bool {
+    d.tenant().is_none() && d.releasing().is_none()
+}
+
+/// Whether `d`, whose system information is `info`, may be claimed for a pool of `product`.
+pub fn is_free(d: &Device, info: Option<&SysInfo>, product: &str) -> bool {
+    unclaimed(d) && info.and_then(SysInfo::gpu_product).as_deref() == Some(product)
+}
+
+/// The unclaimed devices among `devices` whose GPUs are `product`, asking BCM for their
+/// system information in one call.
+async fn free_of<'a>(
+    api: &dyn BcmApi,
+    devices: &'a [Device],
+    product: &str,
+) -> Result<Vec<&'a Device>, StepError> {
+    let candidates: Vec<String> = devices
+        .iter()
+        .filter(|d| unclaimed(d))
+        .map(|d| d.uuid.clone())
+        .collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let infos = api
+        .sysinfo(&candidates)
+        .await
+        .map_err(bcm_node::StepError::from)?;
+    Ok(devices
+        .iter()
+        .filter(|d| is_free(d, infos.iter().find(|i| i.device == d.uuid), product))
+        .collect())
 }
 
 /// How many BCM nodes of `product` are free.
 pub(super) async fn free_count(api: &dyn BcmApi, product: &str) -> Result<usize, StepError> {
     let devices = api.devices().await.map_err(bcm_node::StepError::from)?;
-    Ok(devices.iter().filter(|d| is_free(d, product)).count())
+    Ok(free_of(api, &devices, product).await?.len())
 }
 
 /// The pool's tenant: its virtual cluster's name.
@@ -95,7 +126,7 @@ pub(super) async fn provision(
     let mut claimed: Vec<String> = Vec::new();
     if mine.len() < target {
         let need = target - mine.len();
-        let free: Vec<&Device> = devices.iter().filter(|d| is_free(d, product)).collect();
+        let free = free_of(api, &devices, product).await?;
         if free.len() < need {
             return Err(not_enough(product, need, free.len()));
         }
