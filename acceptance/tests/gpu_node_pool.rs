@@ -774,3 +774,157 @@ output "g100_gpus_per_node" {
             .is_none()
     );
 }
+
+/// A fleet laid out as production GPU clusters are labelled: 36 GB200 trays in one rack (two
+/// NVL72 domains, so two `nvidia.com/gpu.clique` values), and H100 servers in two racks of
+/// their own (topograph's block label) in one zone.
+const TOPOLOGY_FLEET: &str = r#"
+name = "topology"
+
+[[site]]
+name = "site-t"
+zone = "zone-t"
+
+[[site.rack]]
+name = "nvl"
+[[site.rack.nodes]]
+product = "NVIDIA-GB200"
+count = 36
+gpus_per_node = 4
+cpu = "144"
+memory = "960Gi"
+
+[[site.rack]]
+name = "h1"
+[[site.rack.nodes]]
+product = "NVIDIA-H100-80GB-HBM3"
+count = 2
+gpus_per_node = 8
+cpu = "224"
+memory = "2Ti"
+
+[[site.rack]]
+name = "h2"
+[[site.rack.nodes]]
+product = "NVIDIA-H100-80GB-HBM3"
+count = 2
+gpus_per_node = 8
+cpu = "224"
+memory = "2Ti"
+"#;
+
+/// Stops a lab of the test's own when the test ends, however it ends.
+struct OwnLab(std::path::PathBuf);
+
+impl Drop for OwnLab {
+    fn drop(&mut self) {
+        if let Err(e) = Lab::down(&self.0) {
+            eprintln!("could not stop the lab in {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// The values of `key` on the nodes a pool holds.
+async fn label_values(nodes: &Api<Node>, pool: &str, key: &str) -> Vec<String> {
+    let held = nodes
+        .list(&ListParams::default().labels(&format!("gpufleet.dev/pool={pool}")))
+        .await
+        .expect("list held nodes");
+    let mut values: Vec<String> = held
+        .items
+        .iter()
+        .map(|n| label_of(n, key).unwrap_or("<missing>").to_owned())
+        .collect();
+    values.sort();
+    values
+}
+
+fn placed(
+    kind: &dyn ResourceKind,
+    vc: &str,
+    name: &str,
+    product: &str,
+    n: i64,
+    placement: Value,
+) -> Value {
+    let mut c = pool_config(kind, name, vc, product, n);
+    if let Some(m) = c.as_object_mut() {
+        m.insert("placement".to_owned(), placement);
+    }
+    c
+}
+
+fn placement(policy: &str, key: Option<&str>) -> Value {
+    Value::object([
+        ("policy", Value::string(policy)),
+        ("topology_key", key.map_or(Value::Null, Value::string)),
+    ])
+}
+
+/// Left unset, the topology key is the real label the candidates carry: GFD's NVLink clique on
+/// NVL72 trays, topograph's block on HGX servers. Pack and spread place by it, and a key the
+/// nodes lack fails the apply and claims nothing. On a lab of its own, whose nodes carry the
+/// labels production nodes do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_follows_the_nvlink_clique_and_the_rack_block_of_real_labels() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut options = gpufleet_lab::LabOptions::new(dir.path().join("lab"));
+    options.fleet = Some(gpufleet_lab::fleet::FleetSpec::from_toml(TOPOLOGY_FLEET).expect("fleet"));
+    let lab = Lab::up(options).await.expect("lab up");
+    let _down = OwnLab(lab.dir().to_path_buf());
+    let client = lab.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let vc = virtual_cluster(&client, "topo", "dedicated").await;
+    let kind = GpuNodePool(Arc::new(KubeHost::new(client.clone())));
+    const GB200: &str = "NVIDIA-GB200";
+    const CLIQUE: &str = "nvidia.com/gpu.clique";
+    const BLOCK: &str = "network.topology.nvidia.com/block";
+
+    // Pack: four trays in one NVLink domain.
+    let packed = pool_config(&kind, "packed", &vc, GB200, 4);
+    let (packed_state, err) = apply(&kind, &Value::Null, &packed).await;
+    assert!(err.is_empty(), "{err}");
+    let cliques = label_values(&nodes, "topo.packed", CLIQUE).await;
+    assert_eq!(cliques.len(), 4);
+    assert!(
+        cliques.iter().all(|c| c == &cliques[0] && c != "<missing>"),
+        "{cliques:?}"
+    );
+
+    // Spread: two trays in two NVLink domains, though the whole rack is one block.
+    let spread = placed(&kind, &vc, "spread", GB200, 2, placement("spread", None));
+    let (spread_state, err) = apply(&kind, &Value::Null, &spread).await;
+    assert!(err.is_empty(), "{err}");
+    let cliques = label_values(&nodes, "topo.spread", CLIQUE).await;
+    assert_eq!(cliques.len(), 2);
+    assert_ne!(cliques[0], cliques[1], "one tray per NVLink domain");
+
+    // HGX servers have no clique: spread goes by topograph's block, one server per rack.
+    let racks = placed(&kind, &vc, "racks", H100, 2, placement("spread", None));
+    let (racks_state, err) = apply(&kind, &Value::Null, &racks).await;
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(
+        label_values(&nodes, "topo.racks", BLOCK).await,
+        ["h1", "h2"]
+    );
+
+    // A key no candidate carries is an error naming it, and nothing is claimed.
+    let missing = placed(
+        &kind,
+        &vc,
+        "missing",
+        H100,
+        1,
+        placement("pack", Some("example.com/rack")),
+    );
+    let (missing_state, err) = apply(&kind, &Value::Null, &missing).await;
+    assert!(err.contains("example.com/rack is missing on"), "{err}");
+    assert!(missing_state.is_null());
+    assert!(label_values(&nodes, "topo.missing", BLOCK).await.is_empty());
+
+    for state in [packed_state, spread_state, racks_state] {
+        let (gone, err) = apply(&kind, &state, &Value::Null).await;
+        assert!(err.is_empty(), "{err}");
+        assert!(gone.is_null());
+    }
+}
