@@ -60,6 +60,19 @@ pub struct HostNode {
 }
 
 impl HostNode {
+    /// A node named `name` with only `labels`, for tests of what labels decide.
+    #[cfg(test)]
+    pub(crate) fn labelled(name: &str, labels: &[(&str, &str)]) -> HostNode {
+        HostNode {
+            name: name.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..HostNode::default()
+        }
+    }
+
     /// A label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key).map(String::as_str)

@@ -307,14 +307,7 @@ mod tests {
     };
 
     fn node(name: &str, labels: &[(&str, &str)]) -> HostNode {
-        HostNode {
-            name: name.to_owned(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            ..HostNode::default()
-        }
+        HostNode::labelled(name, labels)
     }
 
     fn config(product: &str, name: &str) -> MigConfig {

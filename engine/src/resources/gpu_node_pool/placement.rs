@@ -279,14 +279,7 @@ mod tests {
 
     #[test]
     fn the_topology_key_is_the_first_real_label_every_candidate_carries() {
-        let labelled = |name: &str, labels: &[(&str, &str)]| HostNode {
-            name: name.to_owned(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            ..HostNode::default()
-        };
+        let labelled = HostNode::labelled;
         let block = "network.topology.nvidia.com/block";
         let zone = "topology.kubernetes.io/zone";
         let clique = "nvidia.com/gpu.clique";
