@@ -556,18 +556,30 @@ pub fn models() -> &'static [GpuModel] {
 /// Products declared in the provider configuration are found after the catalog's.
 #[must_use]
 pub fn lookup(product: &str) -> Option<&'static GpuModel> {
-    let stripped = strip_gfd_suffixes(&normalize(product));
-    let key = match_key(&stripped);
+    let key = product_key(product);
     if key.is_empty() {
         return None;
     }
-    MODELS
-        .iter()
-        .find(|m| {
-            match_key(&normalize(m.product)) == key
-                || m.aliases.iter().any(|a| match_key(&normalize(a)) == key)
-        })
-        .or_else(|| crate::gpu_products::registered(key))
+    static_lookup(&key).or_else(|| crate::gpu_products::registered(&key))
+}
+
+/// The catalog's own model of `product`, ignoring declared products; matched as [`lookup`]
+/// matches.
+#[must_use]
+pub fn catalog_model(product: &str) -> Option<&'static GpuModel> {
+    let key = product_key(product);
+    if key.is_empty() {
+        return None;
+    }
+    static_lookup(&key)
+}
+
+/// The catalog model whose name or alias has [`product_key`] `key`.
+fn static_lookup(key: &str) -> Option<&'static GpuModel> {
+    MODELS.iter().find(|m| {
+        match_key(&normalize(m.product)) == key
+            || m.aliases.iter().any(|a| match_key(&normalize(a)) == key)
+    })
 }
 
 /// The key [`lookup`] compares: the name normalized, without GFD's suffixes and the optional

@@ -248,7 +248,7 @@ pub fn check(blocks: &Value) -> Diagnostics {
             } else {
                 path.push_attr("aliases").push_index(n - 1)
             };
-            if let Some(m) = static_model(spelling) {
+            if let Some(m) = catalog::catalog_model(spelling) {
                 d.error_at(
                     at,
                     "GPU Product Already In Catalog",
@@ -311,7 +311,7 @@ impl Declared {
             };
             let shadows = std::iter::once(&decl.name)
                 .chain(&decl.aliases)
-                .any(|s| static_model(s).is_some());
+                .any(|s| catalog::catalog_model(s).is_some());
             let again = models
                 .iter()
                 .any(|m| catalog::product_key(m.product) == catalog::product_key(&decl.name));
@@ -342,14 +342,9 @@ pub enum Resolution {
     Unknown,
 }
 
-/// The catalog's own model of a name, ignoring declared products.
-fn static_model(name: &str) -> Option<&'static GpuModel> {
-    catalog::lookup(name).filter(|m| catalog::models().iter().any(|s| std::ptr::eq(s, *m)))
-}
-
 /// Resolves a product name against the catalog and the declared products.
 pub fn resolve(declared: &Declared, name: &str) -> Resolution {
-    if let Some(m) = static_model(name) {
+    if let Some(m) = catalog::catalog_model(name) {
         return Resolution::Found(m);
     }
     let key = catalog::product_key(name);
