@@ -242,6 +242,18 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 None => eprintln!("vCluster {} up to date", gobuild::VCLUSTER_VERSION),
             }
             println!("{}", vcluster.display());
+            match crate::ensure_mpi_operator_built().await? {
+                Some(took) => eprintln!(
+                    "built the MPI Operator {} in {:.1}s",
+                    gobuild::MPI_OPERATOR_VERSION,
+                    took.as_secs_f64()
+                ),
+                None => eprintln!(
+                    "the MPI Operator {} is up to date",
+                    gobuild::MPI_OPERATOR_VERSION
+                ),
+            }
+            println!("{}", gobuild::mpi_operator_dir().display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Fleet {

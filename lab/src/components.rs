@@ -97,11 +97,14 @@ pub enum Component {
     Bcm,
     /// The kubelet of vCluster's control-plane pods (binary `vcluster-kubelet`).
     Vcluster,
+    /// The Kubeflow MPI Operator's controller (binary `mpi-operator`, built from its
+    /// release): turns `MPIJob`s into a launcher Job and worker pods.
+    MpiOperator,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Etcd,
         Self::KubeApiserver,
         Self::KubeControllerManager,
@@ -110,6 +113,7 @@ impl Component {
         Self::Netris,
         Self::Bcm,
         Self::Vcluster,
+        Self::MpiOperator,
     ];
 
     /// The Kubernetes components (run from `gpufleet-kube`), in start order.
@@ -133,6 +137,7 @@ impl Component {
             Self::Netris => "netris",
             Self::Bcm => "bcm",
             Self::Vcluster => "vcluster",
+            Self::MpiOperator => "mpi-operator",
         }
     }
 
@@ -163,6 +168,7 @@ impl Component {
             Self::Netris => ports.netris,
             Self::Bcm => ports.bcm,
             Self::Vcluster => ports.vcluster,
+            Self::MpiOperator => crate::mpi_operator::HEALTH_PORT,
         }
     }
 
@@ -176,7 +182,9 @@ impl Component {
             Self::KubeControllerManager | Self::KubeScheduler => {
                 format!("https://127.0.0.1:{port}/healthz")
             }
-            Self::Kwok | Self::Vcluster => format!("http://127.0.0.1:{port}/healthz"),
+            Self::Kwok | Self::Vcluster | Self::MpiOperator => {
+                format!("http://127.0.0.1:{port}/healthz")
+            }
             Self::Netris | Self::Bcm => format!("https://127.0.0.1:{port}/_admin/healthz"),
         }
     }
@@ -202,6 +210,9 @@ impl Component {
         if self == Self::Vcluster {
             return crate::vcluster::component::args(paths, ports);
         }
+        if self == Self::MpiOperator {
+            return crate::mpi_operator::args(paths);
+        }
         let pki = Pki::new(&paths.pki());
         if self == Self::Bcm {
             return vec![
@@ -223,7 +234,7 @@ impl Component {
         let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
         let mut args = vec![self.name().to_string()];
         let flags: Vec<String> = match self {
-            Self::Netris | Self::Bcm | Self::Vcluster => Vec::new(),
+            Self::Netris | Self::Bcm | Self::Vcluster | Self::MpiOperator => Vec::new(),
             Self::Etcd => vec![
                 "--name=lab".into(),
                 format!("--data-dir={}", p(&paths.etcd_data())),
@@ -336,7 +347,12 @@ impl Component {
     #[must_use]
     pub fn client_identity(self) -> Option<&'static str> {
         match self {
-            Self::Etcd | Self::KubeApiserver | Self::Netris | Self::Bcm | Self::Vcluster => None,
+            Self::Etcd
+            | Self::KubeApiserver
+            | Self::Netris
+            | Self::Bcm
+            | Self::Vcluster
+            | Self::MpiOperator => None,
             Self::KubeControllerManager => Some("kube-controller-manager"),
             Self::KubeScheduler => Some("kube-scheduler"),
             Self::Kwok => Some("kwok"),
@@ -368,7 +384,7 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
                 Err(format!("etcd /health says {}", body.trim()))
             }
         }
-        Component::Kwok | Component::Vcluster => {
+        Component::Kwok | Component::Vcluster | Component::MpiOperator => {
             let body = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
                 .await
                 .map_err(|e| e.to_string())??;
@@ -611,12 +627,19 @@ mod tests {
         let (paths, ports) = lab();
         for c in Component::ALL {
             let args = c.args(&paths, &ports);
-            if !matches!(c, Component::Netris | Component::Bcm | Component::Vcluster) {
+            if !matches!(
+                c,
+                Component::Netris | Component::Bcm | Component::Vcluster | Component::MpiOperator
+            ) {
                 assert_eq!(args[0], c.name());
             }
             let joined = args.join(" ");
             // `down` finds stray processes by this marker.
             assert!(joined.contains(&paths.marker()), "{c}: {joined}");
+            if c == Component::MpiOperator {
+                // Its health port is fixed by the operator, not given on its command line.
+                continue;
+            }
             let port = c.port(&ports);
             assert!(
                 joined.contains(&format!("127.0.0.1:{port}"))

@@ -78,7 +78,8 @@ pub async fn install(client: &kube::Client) -> Result<(), LabError> {
     install_cluster_policy(client).await
 }
 
-async fn wait_established(
+/// Waits (30 s at most) until the CRD `name` is established.
+pub(crate) async fn wait_established(
     crds: &Api<CustomResourceDefinition>,
     name: &str,
 ) -> Result<(), LabError> {

@@ -149,6 +149,40 @@ pub fn ensure_vcluster(dir: &Path) -> Result<Option<Duration>, BuildError> {
     )
 }
 
+/// The Kubeflow MPI Operator release the lab builds and runs (`lab/mpi-operator/build.sh`):
+/// gpufleet's multi-node benchmarks are `MPIJob`s of its `kubeflow.org/v2beta1` API.
+pub const MPI_OPERATOR_VERSION: &str = "v0.8.0";
+
+/// Where the lab's MPI Operator build is (a directory holding `mpi-operator` and
+/// `mpijobs-crd.yaml`): `$GPUFLEET_LAB_MPI_OPERATOR_DIR`, else
+/// `<target>/mpi-operator/mpi-operator-build`.
+#[must_use]
+pub fn mpi_operator_dir() -> PathBuf {
+    std::env::var_os("GPUFLEET_LAB_MPI_OPERATOR_DIR").map_or_else(
+        || target_dir().join("mpi-operator").join("mpi-operator-build"),
+        PathBuf::from,
+    )
+}
+
+/// Where the MPI Operator build's source is: `lab/mpi-operator` of this workspace.
+#[must_use]
+pub fn mpi_operator_source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mpi-operator")
+}
+
+/// Builds the MPI Operator's controller and takes its CRD (lab/mpi-operator/build.sh) into
+/// `dir` when missing or stale.
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_mpi_operator(dir: &Path) -> Result<Option<Duration>, BuildError> {
+    ensure_with(
+        dir,
+        &mpi_operator_source_dir(),
+        &[("MPI_OPERATOR_VERSION", MPI_OPERATOR_VERSION)],
+    )
+}
+
 /// `<bin>` + suffix, e.g. `gpufleet-kube.stamp`.
 fn sibling(bin: &Path, suffix: &str) -> PathBuf {
     let mut s = bin.as_os_str().to_owned();

@@ -43,6 +43,7 @@ pub mod gobuild;
 pub mod kubeconfig;
 pub mod lock;
 pub mod mig_manager;
+pub mod mpi_operator;
 pub mod netris;
 pub mod nodes;
 pub mod paths;
@@ -101,6 +102,9 @@ pub struct LabOptions {
     pub kube_src: PathBuf,
     /// Node create requests in flight at once.
     pub node_concurrency: usize,
+    /// Whether the lab runs the MPI Operator (see [`mpi_operator`]); on by default. Its
+    /// health port is fixed, so only one lab on a machine can.
+    pub mpi_operator: bool,
 }
 
 impl LabOptions {
@@ -115,6 +119,7 @@ impl LabOptions {
             kube_bin: gobuild::default_binary(),
             kube_src: gobuild::source_dir(),
             node_concurrency: 64,
+            mpi_operator: true,
         }
     }
 }
@@ -229,6 +234,9 @@ impl Lab {
 
         let build = ensure_built(options.kube_bin.clone(), options.kube_src.clone()).await?;
         ensure_vcluster_built().await?;
+        if options.mpi_operator {
+            ensure_mpi_operator_built().await?;
+        }
 
         let running: Vec<Component> = Component::CONTROL_PLANE
             .into_iter()
@@ -340,6 +348,10 @@ impl Lab {
             Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
         let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
         crds::install(&client).await?;
+        if options.mpi_operator {
+            mpi_operator::install_crd(&client).await?;
+            mpi_operator::ensure(&paths, &ports).await?;
+        }
         // Last, so it overlaps with node registration: kube-controller-manager's
         // service-account controller must have made default/default before pods can run.
         wait_default_service_account(&client).await?;
@@ -1050,6 +1062,12 @@ pub async fn ensure_built(bin: PathBuf, src: PathBuf) -> Result<Option<Duration>
 /// Builds vCluster's syncer and kine if missing or stale (see [`gobuild::ensure_vcluster`]).
 pub async fn ensure_vcluster_built() -> Result<Option<Duration>, LabError> {
     off_runtime(|| gobuild::ensure_vcluster(&gobuild::vcluster_dir())).await
+}
+
+/// Builds the MPI Operator's controller if missing or stale (see
+/// [`gobuild::ensure_mpi_operator`]).
+pub async fn ensure_mpi_operator_built() -> Result<Option<Duration>, LabError> {
+    off_runtime(|| gobuild::ensure_mpi_operator(&gobuild::mpi_operator_dir())).await
 }
 
 /// Runs a Go build on a blocking thread.

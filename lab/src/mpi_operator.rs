@@ -1,0 +1,131 @@
+//! The Kubeflow MPI Operator as a lab component: its `MPIJob` CRD and its controller, both
+//! from the release `lab/mpi-operator/build.sh` builds ([`gobuild::MPI_OPERATOR_VERSION`]).
+//!
+//! gpufleet runs a multi-node benchmark as an `MPIJob` (`kubeflow.org/v2beta1`) when the
+//! host cluster serves that API. In the lab the real controller expands it, as on a GPU
+//! cloud: a launcher Job whose pod runs `mpirun`, worker pods, the hostfile ConfigMap, the
+//! SSH key Secret and the workers' headless Service; the real scheduler places the pods and
+//! kwok runs them.
+//!
+//! The controller runs on the host, with the lab's admin kubeconfig (the release's
+//! ClusterRole grants it about as much). It serves its health check on port 8080 of every
+//! interface, a port the operator fixes; so one lab per machine can run it, and a lab started
+//! with [`crate::LabOptions::mpi_operator`] off (a test's lab of its own) goes without.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use crate::components::{self, Component};
+use crate::error::LabError;
+use crate::gobuild;
+use crate::nodes::FIELD_MANAGER;
+use crate::paths::LabPaths;
+use crate::pki::Pki;
+use crate::ports::Ports;
+use crate::process::{self, PidRecord};
+
+/// The port of the controller's `/healthz` (a constant of the operator, not a flag).
+pub const HEALTH_PORT: u16 = 8080;
+
+/// The name of the MPIJob CRD.
+pub const CRD_NAME: &str = "mpijobs.kubeflow.org";
+
+/// Where the controller keeps its leader-election Lease.
+const LOCK_NAMESPACE: &str = "kube-system";
+
+/// The controller's binary in the build directory.
+#[must_use]
+pub fn binary() -> std::path::PathBuf {
+    gobuild::mpi_operator_dir().join("mpi-operator")
+}
+
+/// The controller's flags (after the program).
+#[must_use]
+pub fn args(paths: &LabPaths) -> Vec<String> {
+    vec![
+        format!("--kubeConfig={}", paths.kubeconfig().display()),
+        format!("--lock-namespace={LOCK_NAMESPACE}"),
+        // Its defaults (5 queries a second, burst 10) are for a shared production API
+        // server; benchmarks in the tests should not wait on the client's throttle.
+        "--kube-api-qps=50".into(),
+        "--kube-api-burst=100".into(),
+        "--logtostderr".into(),
+    ]
+}
+
+/// Installs the release's MPIJob CRD (server-side apply) and waits until it is served.
+///
+/// # Errors
+/// When the build's CRD cannot be read or parsed, or the API server refuses it.
+pub async fn install_crd(client: &kube::Client) -> Result<(), LabError> {
+    let path = gobuild::mpi_operator_dir().join("mpijobs-crd.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|source| LabError::StateDir {
+        path: path.clone(),
+        source,
+    })?;
+    let crd: CustomResourceDefinition =
+        serde_saphyr::from_str(&text).map_err(|e| LabError::StateDir {
+            path: path.clone(),
+            source: std::io::Error::other(format!("parse the MPIJob CRD: {e}")),
+        })?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        CRD_NAME,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(|source| LabError::Api {
+        what: format!("install the CRD {CRD_NAME}"),
+        source,
+    })?;
+    crate::crds::wait_established(&crds, CRD_NAME).await
+}
+
+/// Makes the controller run, current and healthy (after its CRD exists: without it the
+/// controller exits).
+///
+/// # Errors
+/// When its port is taken by something else, or it does not become healthy.
+pub(crate) async fn ensure(paths: &LabPaths, ports: &Ports) -> Result<(), LabError> {
+    let c = Component::MpiOperator;
+    let bin = binary();
+    let pki = Pki::new(&paths.pki());
+    let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
+    if running.is_some() {
+        let why = match crate::outdated(paths, &bin, ports, c) {
+            Some(why) => Some(why),
+            None => components::check(c, ports, &pki).await.err(),
+        };
+        match why {
+            None => return Ok(()),
+            Some(why) => tracing::info!("{c} is running but must restart: {why}"),
+        }
+        process::stop(&paths.pid_file(c), crate::STOP_GRACE).map_err(|source| LabError::Stop {
+            component: c,
+            source,
+        })?;
+    }
+    if TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, HEALTH_PORT))).is_err() {
+        return Err(LabError::Spawn {
+            component: c,
+            source: std::io::Error::other(format!(
+                "port {HEALTH_PORT} is in use, and the MPI Operator serves its health check \
+                 there (a port it fixes): stop what listens on it (another lab's MPI Operator: \
+                 `gpufleet-lab down --dir <that lab>`)"
+            )),
+        });
+    }
+    let record = crate::spawn_component(&bin, c, paths, ports)?;
+    let healthy =
+        crate::wait_healthy(c, record, paths, ports, &pki, Duration::from_secs(60)).await;
+    if let Err(e) = healthy {
+        let _ = process::stop(&paths.pid_file(c), crate::STOP_GRACE);
+        return Err(e);
+    }
+    Ok(())
+}
