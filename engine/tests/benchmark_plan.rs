@@ -68,6 +68,7 @@ fn applied(planned: &Value) -> Value {
         ),
         ("environment", Value::Map(BTreeMap::new())),
         ("environment_hash", Value::string("ab".repeat(32))),
+        ("node_environments", Value::Map(Default::default())),
         (
             "raw_output",
             Value::string("# Avg bus bandwidth    : 159.151\n"),

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use gpufleet_engine::{
     resources::benchmark::{
+        launch::{self, Launcher},
         render::{self, Placement, Toleration},
         spec::BenchmarkSpec,
     },
@@ -56,7 +57,15 @@ fn placement() -> Placement {
 
 #[test]
 fn gang_job_has_one_pod_per_node_on_the_pool() {
-    let s = spec(2, &[]);
+    // A suite that is no MPI program: every pod runs the tool on its node.
+    let s = spec(
+        2,
+        &[
+            ("suite", Value::string("gpu-burn")),
+            ("parameters", Value::Map(BTreeMap::new())),
+        ],
+    );
+    assert_eq!(launch::choose(&s, true), Ok(Launcher::Pods));
     let job = render::job(&s, &placement(), 1800);
     insta::assert_snapshot!(
         "gang_job",
@@ -66,6 +75,49 @@ fn gang_job_has_one_pod_per_node_on_the_pool() {
     insta::assert_snapshot!(
         "gang_service",
         serde_json::to_string_pretty(&svc).expect("json")
+    );
+}
+
+#[test]
+fn a_multi_node_all_reduce_is_one_mpijob_of_sixteen_ranks() {
+    let s = spec(2, &[]);
+    assert_eq!(launch::choose(&s, true), Ok(Launcher::MpiOperator));
+    let job = launch::mpijob(&s, &placement(), 1800);
+    // The launcher runs mpirun over all 16 GPUs, 8 per node; each worker asks for 8 GPUs on a
+    // node of its own.
+    let launcher = &job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"];
+    let argv: Vec<&str> = launcher["containers"][0]["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert_eq!(argv[..5], ["mpirun", "--allow-run-as-root", "-np", "16", "--map-by"]);
+    assert!(launcher["containers"][0].get("resources").is_none(), "no GPU for mpirun");
+    let worker = &job["spec"]["mpiReplicaSpecs"]["Worker"];
+    assert_eq!(worker["replicas"], 2);
+    assert_eq!(
+        worker["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "8"
+    );
+    insta::assert_snapshot!("mpijob", serde_json::to_string_pretty(&job).expect("json"));
+}
+
+#[test]
+fn without_the_mpi_operator_pod_zero_launches_over_ssh() {
+    let s = spec(2, &[]);
+    assert_eq!(launch::choose(&s, false), Ok(Launcher::Gpufleet));
+    let forced = spec(2, &[("launcher", Value::string("mpi-operator"))]);
+    let why = launch::choose(&forced, false).expect_err("no MPIJob API");
+    assert!(why.contains("does not serve MPIJob"), "{why}");
+    let job = launch::gpufleet_job(&s, &placement(), 1800);
+    assert_eq!(
+        job["spec"]["successPolicy"]["rules"][0]["succeededIndexes"],
+        "0"
+    );
+    insta::assert_snapshot!(
+        "gpufleet_launcher_job",
+        serde_json::to_string_pretty(&job).expect("json")
     );
 }
 

@@ -807,6 +807,12 @@ impl Cluster for FakeCluster {
         Ok("v1.36.0".to_owned())
     }
 
+    async fn serves(&self, _kind: Kind) -> Result<bool, ClusterError> {
+        // No MPI Operator and no GPU Operator: multi-node runs take gpufleet's own launcher.
+        self.world().enter()?;
+        Ok(false)
+    }
+
     async fn apply(&self, object: &Json) -> Result<(), ClusterError> {
         let mut w = self.world();
         w.enter()?;
@@ -823,12 +829,13 @@ impl Cluster for FakeCluster {
         }
         match kind {
             "Job" => w.apply_job(object, namespace, name),
-            "Service" => {
+            "Service" | "Secret" => {
+                let kind = if kind == "Service" { "Service" } else { "Secret" };
                 w.objects.insert(
-                    ("Service", namespace.to_owned(), name.to_owned()),
+                    (kind, namespace.to_owned(), name.to_owned()),
                     object.clone(),
                 );
-                w.events.push(format!("apply Service {name}"));
+                w.events.push(format!("apply {kind} {name}"));
                 Ok(())
             }
             other => Err(ClusterError::Other(format!(

@@ -26,6 +26,13 @@ pub const CLUSTER_POLICY_CRD_JSON: &str =
 /// The namespace of the GPU Operator.
 pub const GPU_OPERATOR_NAMESPACE: &str = "gpu-operator";
 
+/// The GPU Operator release the lab's ClusterPolicy says it was installed by.
+pub const GPU_OPERATOR_VERSION: &str = "v25.10.0";
+
+/// The device plugin release the lab's ClusterPolicy deploys (the one whose config parser
+/// the tests run).
+pub const DEVICE_PLUGIN_VERSION: &str = "v0.18.0";
+
 /// The lab's ClusterPolicy, named as the GPU Operator's Helm chart names it.
 pub const CLUSTER_POLICY: &str = "cluster-policy";
 
@@ -123,7 +130,15 @@ async fn install_cluster_policy(client: &kube::Client) -> Result<(), LabError> {
         "metadata": {"name": CLUSTER_POLICY},
     });
     let mut body = head.clone();
-    body["spec"] = serde_json::json!({"devicePlugin": {"enabled": true}});
+    // As the operator's Helm chart labels it, and the device plugin release it deploys.
+    body["metadata"]["labels"] = serde_json::json!({
+        "app.kubernetes.io/component": "gpu-operator",
+        "app.kubernetes.io/version": GPU_OPERATOR_VERSION,
+        "helm.sh/chart": format!("gpu-operator-{GPU_OPERATOR_VERSION}"),
+    });
+    body["spec"] = serde_json::json!({
+        "devicePlugin": {"enabled": true, "version": DEVICE_PLUGIN_VERSION},
+    });
     api.patch(CLUSTER_POLICY, &pp, &Patch::Apply(&body))
         .await
         .map_err(api_err("create the GPU Operator's ClusterPolicy"))?;

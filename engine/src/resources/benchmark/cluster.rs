@@ -35,6 +35,12 @@ pub enum Kind {
     Namespace,
     /// `apps/v1` StatefulSet.
     StatefulSet,
+    /// `v1` Secret.
+    Secret,
+    /// `kubeflow.org/v2beta1` MPIJob (the Kubeflow MPI Operator).
+    MpiJob,
+    /// `nvidia.com/v1` ClusterPolicy (the GPU Operator).
+    ClusterPolicy,
 }
 
 impl Kind {
@@ -46,6 +52,11 @@ impl Kind {
             Kind::Node => Gvk::new("", "v1", "Node", "nodes"),
             Kind::Namespace => Gvk::new("", "v1", "Namespace", "namespaces"),
             Kind::StatefulSet => Gvk::new("apps", "v1", "StatefulSet", "statefulsets"),
+            Kind::Secret => Gvk::new("", "v1", "Secret", "secrets"),
+            Kind::MpiJob => Gvk::new("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+            Kind::ClusterPolicy => {
+                Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies")
+            }
         }
     }
 
@@ -55,7 +66,7 @@ impl Kind {
     }
 
     fn from_name(name: &str) -> Option<Kind> {
-        [Kind::Job, Kind::Service, Kind::Pod]
+        [Kind::Job, Kind::Service, Kind::Pod, Kind::Secret, Kind::MpiJob]
             .into_iter()
             .find(|k| k.name() == name)
     }
@@ -70,7 +81,9 @@ pub type ClusterError = ObjectError;
 pub trait Cluster: Send + Sync {
     /// The API server's version (`v1.36.0`).
     async fn server_version(&self) -> Result<String, ClusterError>;
-    /// Server-side applies `object` (a Job or a Service).
+    /// Whether the API server serves `kind` (its group and version are discovered).
+    async fn serves(&self, kind: Kind) -> Result<bool, ClusterError>;
+    /// Server-side applies `object` (a Job, MPIJob, Service or Secret).
     async fn apply(&self, object: &Json) -> Result<(), ClusterError>;
     /// Reads one object; `None` when it does not exist.
     async fn get(
@@ -150,6 +163,26 @@ impl Cluster for KubeCluster {
             .await
             .map(|v| v.git_version)
             .map_err(ObjectError::call("read the server version"))
+    }
+
+    async fn serves(&self, kind: Kind) -> Result<bool, ClusterError> {
+        let gvk = kind.gvk();
+        let group_version = if gvk.group.is_empty() {
+            gvk.version.to_owned()
+        } else {
+            format!("{}/{}", gvk.group, gvk.version)
+        };
+        self.objects.count();
+        match self
+            .objects
+            .client()
+            .list_api_group_resources(&group_version)
+            .await
+        {
+            Ok(list) => Ok(list.resources.iter().any(|r| r.name == gvk.plural)),
+            Err(e) if crate::backends::kube::status_code(&e) == Some(404) => Ok(false),
+            Err(e) => Err(ObjectError::call(format!("discover {group_version}"))(e)),
+        }
     }
 
     async fn apply(&self, object: &Json) -> Result<(), ClusterError> {

@@ -15,6 +15,113 @@ pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver.major";
 pub const CUDA_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime.major";
 /// GFD's GPU count label.
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// GFD's NVLink clique (multi-node NVLink domains, GB200 NVL72 and later).
+pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+/// topograph's NVLink domain label, where GFD sets no clique.
+pub const ACCELERATOR_LABEL: &str = "network.topology.nvidia.com/accelerator";
+/// topograph's network block (the leaf switch group: the rack on most fabrics).
+pub const BLOCK_LABEL: &str = "network.topology.nvidia.com/block";
+/// The zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// What the run recorded of one node. The first four fields are compared across the nodes
+/// of a run ([`super::schema::NODE_FIELDS`]) and hashed; the rest say where the node sits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// Driver version (GFD labels).
+    pub driver_version: String,
+    /// CUDA runtime version (GFD labels).
+    pub cuda_version: String,
+    /// GPU product, the catalog's name.
+    pub gpu_product: String,
+    /// GPUs on the node (GFD).
+    pub gpu_count: String,
+    /// NVLink domain: GFD's clique, else topograph's accelerator label.
+    pub nvlink_domain: String,
+    /// Network block (rack) from topograph's label.
+    pub block: String,
+    /// Zone.
+    pub zone: String,
+    /// The ranks that ran on the node (`0-7`), for MPI runs whose log names them.
+    pub ranks: String,
+}
+
+impl NodeRecord {
+    /// The record of a node from its labels.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> NodeRecord {
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        // The catalog's name: GFD suffixes the label under sharing (`-SHARED`, `-MIG-…`),
+        // which `sharing` records on its own.
+        let raw = label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL);
+        NodeRecord {
+            driver_version: version_from_labels(labels, DRIVER_MAJOR_LABEL),
+            cuda_version: version_from_labels(labels, CUDA_MAJOR_LABEL),
+            gpu_product: crate::catalog::lookup(&raw).map_or(raw, |m| m.product.to_owned()),
+            gpu_count: label(GPU_COUNT_LABEL),
+            nvlink_domain: labels
+                .get(CLIQUE_LABEL)
+                .or_else(|| labels.get(ACCELERATOR_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            block: label(BLOCK_LABEL),
+            zone: label(ZONE_LABEL),
+            ranks: String::new(),
+        }
+    }
+
+    /// The value of a compared field (one of [`super::schema::NODE_FIELDS`]).
+    pub fn field(&self, name: &str) -> Option<&str> {
+        Some(match name {
+            "driver_version" => &self.driver_version,
+            "cuda_version" => &self.cuda_version,
+            "gpu_product" => &self.gpu_product,
+            "gpu_count" => &self.gpu_count,
+            _ => return None,
+        })
+    }
+
+    /// The record as one entry of `node_environments`.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("driver_version".into(), self.driver_version.clone()),
+            ("cuda_version".into(), self.cuda_version.clone()),
+            ("gpu_product".into(), self.gpu_product.clone()),
+            ("gpu_count".into(), self.gpu_count.clone()),
+            ("nvlink_domain".into(), self.nvlink_domain.clone()),
+            ("block".into(), self.block.clone()),
+            ("zone".into(), self.zone.clone()),
+            ("ranks".into(), self.ranks.clone()),
+        ])
+    }
+}
+
+/// Compared fields in which the nodes differ, each with every node's value; `allowed`
+/// fields are left out.
+pub fn node_differences(
+    nodes: &BTreeMap<String, NodeRecord>,
+    allowed: &std::collections::BTreeSet<String>,
+) -> Vec<(String, BTreeMap<String, String>)> {
+    super::schema::NODE_FIELDS
+        .iter()
+        .filter(|f| !allowed.contains(**f))
+        .filter_map(|f| {
+            let values: BTreeMap<String, String> = nodes
+                .iter()
+                .map(|(n, r)| (n.clone(), r.field(f).unwrap_or_default().to_owned()))
+                .collect();
+            let distinct: std::collections::BTreeSet<&String> = values.values().collect();
+            (distinct.len() > 1).then(|| ((*f).to_owned(), values))
+        })
+        .collect()
+}
+
+/// One compared field across the nodes: the common value, or the distinct values joined
+/// with `,` when the nodes may differ.
+fn common(nodes: &BTreeMap<String, NodeRecord>, field: &str) -> String {
+    let distinct: std::collections::BTreeSet<&str> =
+        nodes.values().filter_map(|r| r.field(field)).collect();
+    distinct.into_iter().collect::<Vec<_>>().join(",")
+}
 
 /// Everything recorded about a run's environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +164,16 @@ pub struct Environment {
     pub started_at: String,
     /// Finish time (RFC 3339).
     pub finished_at: String,
+    /// The GPU Operator's release, from its ClusterPolicy (empty without one).
+    pub gpu_operator_version: String,
+    /// The device plugin release the ClusterPolicy deploys.
+    pub device_plugin_version: String,
+    /// Versions the tool printed (`nccl_version`, `dcgm_version`, …).
+    pub tool_versions: BTreeMap<String, String>,
+    /// How the run was launched: `pods`, `mpi-operator` or `gpufleet`.
+    pub launcher: String,
+    /// Every node of the run.
+    pub per_node: BTreeMap<String, NodeRecord>,
 }
 
 /// A version from GFD's `<prefix>.major`, `.minor`, `.rev` labels, as `major.minor[.rev]`.
@@ -74,6 +191,22 @@ pub fn version_from_labels(labels: &BTreeMap<String, String>, major_label: &str)
 }
 
 impl Environment {
+    /// Fills the compared fields from the nodes: the common value, or the distinct ones.
+    pub fn summarise_nodes(&mut self) {
+        self.driver_version = common(&self.per_node, "driver_version");
+        self.cuda_version = common(&self.per_node, "cuda_version");
+        self.gpu_product = common(&self.per_node, "gpu_product");
+        self.gpu_count = common(&self.per_node, "gpu_count");
+    }
+
+    /// The `node_environments` attribute: node → its record.
+    pub fn node_environments(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.per_node
+            .iter()
+            .map(|(n, r)| (n.clone(), r.to_map()))
+            .collect()
+    }
+
     /// The record as the `environment` attribute.
     pub fn to_map(&self) -> BTreeMap<String, String> {
         let parameters = serde_json::to_string(&self.parameters).unwrap_or_default();
@@ -97,7 +230,13 @@ impl Environment {
             ("sharing".into(), self.sharing.clone()),
             ("started_at".into(), self.started_at.clone()),
             ("finished_at".into(), self.finished_at.clone()),
+            ("gpu_operator_version".into(), self.gpu_operator_version.clone()),
+            ("device_plugin_version".into(), self.device_plugin_version.clone()),
+            ("launcher".into(), self.launcher.clone()),
         ])
+        .into_iter()
+        .chain(self.tool_versions.clone())
+        .collect()
     }
 
     /// SHA-256 (hex) of the comparable part: a canonical JSON document with sorted keys.
@@ -108,8 +247,28 @@ impl Environment {
         } else {
             &self.image_digest
         };
+        // Each node's compared fields, without its name: which nodes ran does not matter,
+        // what they were does.
+        let mut node_setups: Vec<[&str; 4]> = self
+            .per_node
+            .values()
+            .map(|r| {
+                [
+                    r.driver_version.as_str(),
+                    r.cuda_version.as_str(),
+                    r.gpu_product.as_str(),
+                    r.gpu_count.as_str(),
+                ]
+            })
+            .collect();
+        node_setups.sort_unstable();
         let doc = serde_json::json!({
-            "v": 1,
+            "v": 2,
+            "node_setups": node_setups,
+            "gpu_operator_version": self.gpu_operator_version,
+            "device_plugin_version": self.device_plugin_version,
+            "tool_versions": self.tool_versions,
+            "launcher": self.launcher,
             "suite": self.suite,
             "image": image,
             "command": self.command,
@@ -164,7 +323,41 @@ mod tests {
             sharing: "none".into(),
             started_at: "2026-03-02T10:00:00Z".into(),
             finished_at: "2026-03-02T10:05:00Z".into(),
+            gpu_operator_version: "v25.10.0".into(),
+            device_plugin_version: "v0.18.0".into(),
+            tool_versions: BTreeMap::from([("nccl_version".into(), "2.27.5".into())]),
+            launcher: "mpi-operator".into(),
+            per_node: BTreeMap::from([
+                ("gpu-a1-01".into(), node("570.124.06")),
+                ("gpu-a1-02".into(), node("570.124.06")),
+            ]),
         }
+    }
+
+    fn node(driver: &str) -> NodeRecord {
+        NodeRecord {
+            driver_version: driver.into(),
+            cuda_version: "12.8".into(),
+            gpu_product: "NVIDIA-H100-80GB-HBM3".into(),
+            gpu_count: "8".into(),
+            ..NodeRecord::default()
+        }
+    }
+
+    #[test]
+    fn nodes_that_differ_in_a_compared_field_are_named_unless_allowed() {
+        let mut e = env();
+        assert!(node_differences(&e.per_node, &Default::default()).is_empty());
+        e.per_node.insert("gpu-a1-02".into(), node("575.51.03"));
+        let diffs = node_differences(&e.per_node, &Default::default());
+        assert_eq!(diffs.len(), 1);
+        assert_eq!(diffs[0].0, "driver_version");
+        assert_eq!(diffs[0].1["gpu-a1-02"], "575.51.03");
+        let allowed = ["driver_version".to_owned()].into_iter().collect();
+        assert!(node_differences(&e.per_node, &allowed).is_empty());
+        e.summarise_nodes();
+        assert_eq!(e.driver_version, "570.124.06,575.51.03");
+        assert_ne!(e.hash(), env().hash(), "a mixed gang is another setup");
     }
 
     #[test]
@@ -202,6 +395,17 @@ mod tests {
                 Box::new(|e| e.gpu_product = "NVIDIA-B200".into()),
             ),
             ("digest", Box::new(|e| e.image_digest = "sha256:ab".into())),
+            (
+                "nccl",
+                Box::new(|e| {
+                    e.tool_versions
+                        .insert("nccl_version".into(), "2.28.3".into());
+                }),
+            ),
+            (
+                "device plugin",
+                Box::new(|e| e.device_plugin_version = "v0.17.4".into()),
+            ),
             ("nodes", Box::new(|e| e.node_count = 4)),
             (
                 "sharing",

@@ -24,11 +24,14 @@
 
 pub mod cluster;
 pub mod environment;
+pub mod launch;
 pub mod read;
 pub mod render;
 pub mod run;
 pub mod schema;
+pub mod shape;
 pub mod spec;
+pub mod ssh_keys;
 pub mod thresholds;
 
 use std::time::Duration;

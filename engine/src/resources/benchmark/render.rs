@@ -78,7 +78,8 @@ pub fn owner_selector(benchmark: &str) -> String {
     format!("{MANAGED_BY}={MANAGED_BY_VALUE},{BENCHMARK_LABEL}={benchmark}")
 }
 
-fn labels(spec: &BenchmarkSpec) -> Json {
+/// The labels of every object and pod of a run.
+pub fn labels(spec: &BenchmarkSpec) -> Json {
     json!({
         MANAGED_BY: MANAGED_BY_VALUE,
         BENCHMARK_LABEL: spec.name,
@@ -113,15 +114,11 @@ pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
     let gpus = spec.gpus_per_node.to_string();
     let v = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     match spec.suite.name() {
+        // Across nodes: the launcher's mpirun, one rank per GPU.
+        "nccl-all-reduce" if spec.nodes > 1 => super::launch::mpirun(spec, None),
         "nccl-all-reduce" => {
-            // One process per GPU across the gang needs the MPI build.
-            let program = if spec.nodes > 1 {
-                "all_reduce_perf_mpi"
-            } else {
-                "all_reduce_perf"
-            };
             v(&[
-                program,
+                "all_reduce_perf",
                 "-b",
                 param(spec, "min_bytes", "8"),
                 "-e",
@@ -149,7 +146,8 @@ pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
     }
 }
 
-fn env(spec: &BenchmarkSpec) -> Vec<Json> {
+/// The environment every container of a run gets.
+pub fn env(spec: &BenchmarkSpec) -> Vec<Json> {
     let mut env = vec![
         json!({ "name": "GPUFLEET_NODES", "value": spec.nodes.to_string() }),
         json!({ "name": "GPUFLEET_GPUS_PER_NODE", "value": spec.gpus_per_node.to_string() }),
@@ -166,6 +164,42 @@ fn env(spec: &BenchmarkSpec) -> Vec<Json> {
     env
 }
 
+/// The tolerations of a placement, as a pod spec lists them.
+pub fn tolerations(placement: &Placement) -> Vec<Json> {
+    placement
+        .tolerations
+        .iter()
+        .map(|t| {
+            let mut x = json!({ "key": t.key, "effect": t.effect });
+            match &t.value {
+                Some(v) => {
+                    x["operator"] = json!("Equal");
+                    x["value"] = json!(v);
+                }
+                None => x["operator"] = json!("Exists"),
+            }
+            x
+        })
+        .collect()
+}
+
+/// The required anti-affinity that keeps the run's pods (those also labelled `also`, when
+/// given) on distinct nodes.
+pub fn one_pod_per_node(spec: &BenchmarkSpec, also: Option<(&str, &str)>) -> Json {
+    let mut match_labels = json!({ BENCHMARK_LABEL: spec.name });
+    if let Some((k, v)) = also {
+        match_labels[k] = json!(v);
+    }
+    json!({
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": { "matchLabels": match_labels },
+            }],
+        },
+    })
+}
+
 /// The Job of a run, without its spec-hash annotation; `deadline_seconds` bounds the whole
 /// run on the cluster side too, so a run whose provider died still ends.
 pub fn job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -> Json {
@@ -175,14 +209,7 @@ pub fn job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 10,
         "nodeSelector": placement.node_selector,
-        "tolerations": placement.tolerations.iter().map(|t| {
-            let mut x = json!({ "key": t.key, "effect": t.effect });
-            match &t.value {
-                Some(v) => { x["operator"] = json!("Equal"); x["value"] = json!(v); }
-                None => { x["operator"] = json!("Exists"); }
-            }
-            x
-        }).collect::<Vec<_>>(),
+        "tolerations": tolerations(placement),
         "containers": [{
             "name": spec.suite.name(),
             "image": spec.image,
@@ -198,14 +225,7 @@ pub fn job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -
     });
     if spec.nodes > 1 {
         pod_spec["subdomain"] = json!(name);
-        pod_spec["affinity"] = json!({
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": { "matchLabels": { BENCHMARK_LABEL: spec.name } },
-                }],
-            },
-        });
+        pod_spec["affinity"] = one_pod_per_node(spec, None);
     }
     json!({
         "apiVersion": "batch/v1",

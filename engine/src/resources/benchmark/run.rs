@@ -39,14 +39,11 @@ use crate::{
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     cluster::{Cluster, ClusterError, Kind},
-    environment::{
-        CUDA_MAJOR_LABEL, DRIVER_MAJOR_LABEL, Environment, GPU_COUNT_LABEL, version_from_labels,
-    },
-    render::{
-        self, COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, Placement, SPEC_HASH_ANNOTATION,
-        Toleration,
-    },
+    environment::{Environment, NodeRecord, node_differences},
+    launch::{self, Launcher},
+    render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
     schema::RAW_OUTPUT_MAX,
+    shape::{Shape, index_of},
     spec::{BenchmarkSpec, OnFailure},
     thresholds,
 };
@@ -90,6 +87,83 @@ pub enum RunError {
     /// Terraform asked the provider to stop.
     #[error("stopped because Terraform asked the provider to stop")]
     Cancelled,
+    /// The gang's nodes differ in a compared field.
+    #[error(
+        "the run's nodes differ in {0}; a result across them would mix two setups. List the \
+         field in allow_node_differences to run on them anyway"
+    )]
+    MixedNodes(String),
+}
+
+/// `driver_version (gpu-a: 570.1; gpu-b: 575.2)` for each differing field.
+fn describe_differences(differences: &[(String, BTreeMap<String, String>)]) -> String {
+    differences
+        .iter()
+        .map(|(field, by_node)| {
+            let values: Vec<String> = by_node
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", if v.is_empty() { "unknown" } else { v }))
+                .collect();
+            format!("{field} ({})", values.join("; "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The record of each node, from the pool's listing (or read, for a node that left it).
+async fn node_records(
+    cluster: &dyn Cluster,
+    pool: &PoolInfo,
+    nodes: &[String],
+) -> Result<BTreeMap<String, NodeRecord>, RunError> {
+    let mut records = BTreeMap::new();
+    for n in nodes {
+        let labels = match pool.nodes.get(n) {
+            Some(l) => l.clone(),
+            None => cluster
+                .get(Kind::Node, None, n)
+                .await?
+                .map(|o| labels_of(&o))
+                .unwrap_or_default(),
+        };
+        records.insert(n.clone(), NodeRecord::from_labels(&labels));
+    }
+    Ok(records)
+}
+
+/// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
+/// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
+/// cluster has no GPU Operator (or it cannot be read: the record is not worth failing a run).
+async fn gpu_operator_versions(cluster: &dyn Cluster) -> (String, String) {
+    let Ok(true) = cluster.serves(Kind::ClusterPolicy).await else {
+        return Default::default();
+    };
+    let policies = match cluster.list(Kind::ClusterPolicy, None, "").await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::info!(target: "gpufleet::benchmark", "{e}; the GPU Operator's version is not recorded");
+            return Default::default();
+        }
+    };
+    let [policy] = policies.as_slice() else {
+        return Default::default();
+    };
+    let operator = labels_of(policy)
+        .get("app.kubernetes.io/version")
+        .cloned()
+        .unwrap_or_default();
+    let plugin = str_at(policy, "/spec/devicePlugin/version")
+        .unwrap_or_default()
+        .to_owned();
+    (operator, plugin)
+}
+
+fn launcher_name(launcher: Launcher) -> &'static str {
+    match launcher {
+        Launcher::Pods => "pods",
+        Launcher::MpiOperator => "mpi-operator",
+        Launcher::Gpufleet => "gpufleet",
+    }
 }
 
 /// What the pool lends the run.
@@ -217,7 +291,12 @@ pub async fn cleanup(
 ) -> Result<(), ClusterError> {
     let job = render::job_name(name);
     cluster.delete(Kind::Job, namespace, &job).await?;
+    // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it.
+    cluster.delete(Kind::MpiJob, namespace, &job).await?;
     cluster.delete(Kind::Service, namespace, &job).await?;
+    cluster
+        .delete(Kind::Secret, namespace, &launch::ssh_secret_name(name))
+        .await?;
     for pod in cluster
         .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
         .await?
@@ -270,16 +349,21 @@ fn pending_reason(pod: &Json) -> String {
     }
 }
 
-/// The run's pods. Pods being deleted are left out: they belong to a Job this run replaced
-/// (or to the run's own cleanup) and carry the same Job name.
-async fn job_pods(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Vec<Json>, ClusterError> {
-    let selector = format!("{JOB_NAME_LABEL}={}", render::job_name(&spec.name));
-    Ok(cluster
-        .list(Kind::Pod, Some(&spec.namespace), &selector)
+/// The run's pods matching `selector`, in index order. Pods being deleted are left out: they
+/// belong to a run this one replaced (or to the run's own cleanup) and carry the same names.
+async fn run_pods(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    selector: &str,
+) -> Result<Vec<Json>, ClusterError> {
+    let mut pods: Vec<Json> = cluster
+        .list(Kind::Pod, Some(&spec.namespace), selector)
         .await?
         .into_iter()
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .collect())
+        .collect();
+    pods.sort_by_key(index_of);
+    Ok(pods)
 }
 
 fn unschedulable(pod: &Json) -> bool {
@@ -326,28 +410,39 @@ fn gang_progress(pods: &[Json], nodes: u32) -> Result<bool, String> {
     Ok(started >= nodes as usize)
 }
 
-/// Step 3: all pods running (or done) together before the gang deadline.
+/// The nodes of a gang's pods, in index order.
+fn nodes_of(pods: &[Json]) -> Vec<String> {
+    pods.iter()
+        .filter_map(|p| str_at(p, "/spec/nodeName"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Step 3: all pods running (or done) together before the gang deadline. Returns the nodes
+/// they run on, in index order (MPI workers are gone once the launcher is done, so this is
+/// when they are known); empty when the run failed before the gang formed.
 async fn wait_gang(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
+    shape: &Shape,
     started: Instant,
     deadline: Instant,
     pool_size: Option<usize>,
-) -> Result<(), RunError> {
-    let job_name = render::job_name(&spec.name);
+) -> Result<Vec<String>, RunError> {
     loop {
-        // A pod that failed at once fails the Job (no retries): record that failure, rather
-        // than wait for peers the Job controller will not start.
-        if let Some(job) = cluster
-            .get(Kind::Job, Some(&spec.namespace), &job_name)
+        // A pod that failed at once fails the run (no retries): record that failure, rather
+        // than wait for peers the controller will not start.
+        if let Some(main) = cluster
+            .get(shape.main_kind(), Some(&spec.namespace), &shape.name)
             .await?
-            && job_outcome(&job) == Some(false)
+            && let Some(outcome) = shape.outcome(&main)
         {
-            return Ok(());
+            let pods = run_pods(cluster, spec, &shape.gang_selector()).await?;
+            return Ok(if outcome { nodes_of(&pods) } else { Vec::new() });
         }
-        let pods = job_pods(cluster, spec).await?;
+        let pods = run_pods(cluster, spec, &shape.gang_selector()).await?;
         match gang_progress(&pods, spec.nodes) {
-            Ok(true) => return Ok(()),
+            Ok(true) => return Ok(nodes_of(&pods)),
             Ok(false) => {}
             Err(detail) => {
                 return Err(RunError::GangBroken {
@@ -386,34 +481,23 @@ async fn wait_gang(
     }
 }
 
-/// The Job's final condition: `Some(true)` for Complete, `Some(false)` for Failed.
-fn job_outcome(job: &Json) -> Option<bool> {
-    job.pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|c| str_at(c, "/status") == Some("True"))
-        .find_map(|c| match str_at(c, "/type") {
-            Some("Complete") => Some(true),
-            Some("Failed") => Some(false),
-            _ => None,
-        })
-}
-
-/// Step 4: the Job's final condition, `true` for Complete.
+/// Step 4: the run's final condition, `true` when it succeeded.
 async fn wait_done(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
+    shape: &Shape,
     deadline: Instant,
     limit: Duration,
 ) -> Result<bool, RunError> {
-    let name = render::job_name(&spec.name);
+    let (kind, name) = (shape.main_kind(), &shape.name);
     loop {
-        let job = cluster
-            .get(Kind::Job, Some(&spec.namespace), &name)
+        let main = cluster
+            .get(kind, Some(&spec.namespace), name)
             .await?
-            .ok_or_else(|| RunError::Setup(format!("Job {name} disappeared during the run.")))?;
-        if let Some(ok) = job_outcome(&job) {
+            .ok_or_else(|| {
+                RunError::Setup(format!("{} {name} disappeared during the run.", kind.name()))
+            })?;
+        if let Some(ok) = shape.outcome(&main) {
             return Ok(ok);
         }
         if Instant::now() >= deadline {
@@ -432,29 +516,32 @@ struct Observed {
     exit_codes: Vec<(String, i64)>,
 }
 
-fn index_of(pod: &Json) -> i64 {
-    pod.pointer(&format!(
-        "/metadata/annotations/{}",
-        COMPLETION_INDEX_ANNOTATION.replace('/', "~1")
-    ))
-    .and_then(Json::as_str)
-    .and_then(|s| s.parse().ok())
-    .unwrap_or(i64::MAX)
-}
-
-async fn observe(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Observed, RunError> {
-    let mut pods = job_pods(cluster, spec).await?;
-    pods.sort_by_key(index_of);
-    let mut o = Observed::default();
+/// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
+/// are the nodes seen at gang start (the pods may be gone by now).
+async fn observe(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    shape: &Shape,
+    gang: Vec<String>,
+) -> Result<Observed, RunError> {
+    let pods = run_pods(cluster, spec, &shape.log_selector()).await?;
+    let mut o = Observed {
+        nodes: gang,
+        ..Observed::default()
+    };
+    if o.nodes.is_empty() {
+        o.nodes = nodes_of(&run_pods(cluster, spec, &shape.gang_selector()).await?);
+    }
     for p in &pods {
-        o.nodes
-            .push(str_at(p, "/spec/nodeName").unwrap_or_default().to_owned());
         let status = p
             .pointer("/status/containerStatuses/0")
             .cloned()
             .unwrap_or_default();
         if o.image_digest.is_empty() {
             o.image_digest = str_at(&status, "/imageID").unwrap_or_default().to_owned();
+        }
+        if !shape.exit_code_counts(p) {
+            continue;
         }
         if let Some(code) = status
             .pointer("/state/terminated/exitCode")
@@ -467,9 +554,11 @@ async fn observe(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<Observed
         }
     }
     let Some(first) = pods.first() else {
-        return Err(RunError::Setup(
-            "the Job finished without a pod to read.".to_owned(),
-        ));
+        return Err(RunError::Setup(format!(
+            "{} {} finished without a pod to read.",
+            shape.main_kind().name(),
+            shape.name
+        )));
     };
     let pod = str_at(first, "/metadata/name").unwrap_or_default();
     let message = str_at(
@@ -672,39 +761,55 @@ async fn execute(
     let (vcluster_version, vc_kubernetes_version) = vc_versions(cluster, spec).await?;
     let pool = pool_info(cluster, spec).await?;
 
-    let mut job = render::job(spec, &pool.placement, limit.as_secs().max(1));
-    let hash = super::environment::sha256_hex(job.to_string().as_bytes());
-    job["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
-    let name = render::job_name(&spec.name);
-    let existing = cluster.get(Kind::Job, Some(&spec.namespace), &name).await?;
+    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(Kind::MpiJob).await?;
+    let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
+    let shape = Shape::new(launcher, &spec.name);
+    let deadline_seconds = limit.as_secs().max(1);
+    let mut main = match launcher {
+        Launcher::Pods => render::job(spec, &pool.placement, deadline_seconds),
+        Launcher::Gpufleet => launch::gpufleet_job(spec, &pool.placement, deadline_seconds),
+        Launcher::MpiOperator => launch::mpijob(spec, &pool.placement, deadline_seconds),
+    };
+    let hash = super::environment::sha256_hex(main.to_string().as_bytes());
+    main["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
+    let (kind, name) = (shape.main_kind(), shape.name.clone());
+    let existing = cluster.get(kind, Some(&spec.namespace), &name).await?;
     let adopt = existing.as_ref().is_some_and(|j| {
         j.pointer("/metadata/annotations")
             .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
             .and_then(Json::as_str)
             == Some(hash.as_str())
     });
+    // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
+    let other = match kind {
+        Kind::MpiJob => Some(Kind::Job),
+        _ if serves_mpijob => Some(Kind::MpiJob),
+        _ => None,
+    };
+    let mut stray = false;
+    if let Some(other) = other {
+        stray = cluster
+            .get(other, Some(&spec.namespace), &name)
+            .await?
+            .is_some();
+    }
     let started_at = match (&existing, adopt) {
         (Some(j), true) => str_at(j, "/metadata/creationTimestamp").map_or_else(now, str::to_owned),
         _ => now(),
     };
     if !adopt {
-        if existing.is_some() {
-            // A leftover of another configuration: a Job's template cannot change in place.
+        if existing.is_some() || stray {
+            // A leftover of another configuration: a template cannot change in place.
             cleanup(cluster, &spec.namespace, &spec.name).await?;
-            loop {
-                if cluster
-                    .get(Kind::Job, Some(&spec.namespace), &name)
-                    .await?
-                    .is_none()
-                {
-                    break;
+            for k in std::iter::once(kind).chain(other) {
+                while cluster.get(k, Some(&spec.namespace), &name).await?.is_some() {
+                    if Instant::now() >= deadline {
+                        return Err(RunError::TimedOut(timeouts::render(limit)));
+                    }
+                    tokio::time::sleep(POLL).await;
                 }
-                if Instant::now() >= deadline {
-                    return Err(RunError::TimedOut(timeouts::render(limit)));
-                }
-                tokio::time::sleep(POLL).await;
             }
-            // Its pods outlive it by their grace period, with the same Job name.
+            // Its pods outlive it by their grace period, with the same names.
             wait_pods_gone(
                 cluster,
                 &spec.namespace,
@@ -713,57 +818,65 @@ async fn execute(
             )
             .await?;
         }
-        if let Some(svc) = render::service(spec) {
+        if launcher == Launcher::Gpufleet
+            && cluster
+                .get(
+                    Kind::Secret,
+                    Some(&spec.namespace),
+                    &launch::ssh_secret_name(&spec.name),
+                )
+                .await?
+                .is_none()
+        {
+            let keys = super::ssh_keys::generate(&name).map_err(|e| RunError::Setup(e.to_string()))?;
+            cluster.apply(&launch::ssh_secret(spec, &keys)).await?;
+        }
+        // The MPI Operator makes the workers' Service itself.
+        if launcher != Launcher::MpiOperator
+            && let Some(svc) = render::service(spec)
+        {
             cluster.apply(&svc).await?;
         }
-        cluster.apply(&job).await?;
+        cluster.apply(&main).await?;
     }
     tracing::info!(
         target: "gpufleet::benchmark",
-        "{} Job {name} in {} ({} node(s))",
+        "{} {} {} in {} ({} node(s), {:?} launcher)",
         if adopt { "adopted" } else { "created" },
+        kind.name(),
+        name,
         spec.namespace,
-        spec.nodes
+        spec.nodes,
+        launcher
     );
 
-    // The gang deadline counts from the Job's creation, not from waiting out a leftover.
+    // The gang deadline counts from the creation, not from waiting out a leftover.
     let gang_deadline = (Instant::now() + spec.start_timeout).min(deadline);
     let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
-    wait_gang(cluster, spec, started, gang_deadline, pool_size).await?;
-    let completed = wait_done(cluster, spec, deadline, limit).await?;
-    let observed = observe(cluster, spec).await?;
+    let gang = wait_gang(cluster, spec, &shape, started, gang_deadline, pool_size).await?;
+    // A gang of mixed setups would report a result neither setup has: stop it now.
+    let differences = node_differences(
+        &node_records(cluster, &pool, &gang).await?,
+        &spec.allow_node_differences,
+    );
+    if !differences.is_empty() {
+        return Err(RunError::MixedNodes(describe_differences(&differences)));
+    }
+    let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
+    let observed = observe(cluster, spec, &shape, gang).await?;
     let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
     let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
 
     // Environment: GPU facts from the nodes the pods ran on.
-    let mut node_labels = BTreeMap::new();
-    if let Some(first) = observed.nodes.first() {
-        node_labels = match pool.nodes.get(first) {
-            Some(l) => l.clone(),
-            None => cluster
-                .get(Kind::Node, None, first)
-                .await?
-                .map(|n| labels_of(&n))
-                .unwrap_or_default(),
-        };
-    }
-    let label = |k: &str| node_labels.get(k).cloned().unwrap_or_default();
-    let env = Environment {
+    let per_node = node_records(cluster, &pool, &observed.nodes).await?;
+    let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await;
+    let mut env = Environment {
         kubernetes_version,
         vcluster_version,
         virtual_cluster_kubernetes_version: vc_kubernetes_version,
         nodes: observed.nodes.clone(),
-        // The catalog's name: GFD suffixes the label under sharing (`-SHARED`, `-MIG-…`),
-        // which `sharing` records on its own.
-        gpu_product: {
-            let raw = label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL);
-            crate::catalog::lookup(&raw).map_or(raw, |m| m.product.to_owned())
-        },
-        gpu_count: label(GPU_COUNT_LABEL),
-        driver_version: version_from_labels(&node_labels, DRIVER_MAJOR_LABEL),
-        cuda_version: version_from_labels(&node_labels, CUDA_MAJOR_LABEL),
         image: spec.image.clone(),
         image_digest: observed.image_digest.clone(),
         suite: spec.suite.name().to_owned(),
@@ -775,7 +888,13 @@ async fn execute(
         sharing: pool.sharing,
         started_at: started_at.clone(),
         finished_at: finished_at.clone(),
+        gpu_operator_version,
+        device_plugin_version,
+        launcher: launcher_name(launcher).to_owned(),
+        per_node,
+        ..Environment::default()
     };
+    env.summarise_nodes();
 
     let mut tool_failures: Vec<String> = observed
         .exit_codes
@@ -809,6 +928,21 @@ async fn execute(
         ),
     );
     set_attr(&mut state, "environment_hash", Value::string(env.hash()));
+    set_attr(
+        &mut state,
+        "node_environments",
+        Value::Map(
+            env.node_environments()
+                .into_iter()
+                .map(|(n, m)| {
+                    (
+                        n,
+                        Value::Map(m.into_iter().map(|(k, v)| (k, Value::string(v))).collect()),
+                    )
+                })
+                .collect(),
+        ),
+    );
     set_attr(&mut state, "raw_output", Value::string(tail(&observed.log)));
     set_attr(&mut state, "started_at", Value::string(started_at));
     set_attr(&mut state, "finished_at", Value::string(finished_at));

@@ -21,6 +21,13 @@ pub const SUITE_NAMES: &[&str] = &[
     "custom",
 ];
 
+/// What `launcher` accepts.
+pub const LAUNCHERS: &[&str] = &["auto", "mpi-operator", "gpufleet"];
+
+/// The per-node environment fields that must match across a run's nodes unless
+/// `allow_node_differences` lists them.
+pub const NODE_FIELDS: &[&str] = &["driver_version", "cuda_version", "gpu_product", "gpu_count"];
+
 /// How much of the pod log `raw_output` keeps: its last 16 KiB (results are printed last).
 pub const RAW_OUTPUT_MAX: usize = 16 * 1024;
 
@@ -131,6 +138,33 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::optional("launcher", Type::String)
+                .default("auto")
+                .requires_replace()
+                .validate(OneOf::new(LAUNCHERS))
+                .describe(
+                    "How an `nccl-all-reduce` run of more than one node starts its MPI world \
+                     (`nodes` × `gpus_per_node` ranks, one per GPU). `mpi-operator`: an \
+                     `MPIJob` (`kubeflow.org/v2beta1`) that the Kubeflow MPI Operator expands \
+                     into a launcher running `mpirun` and one worker per node. `gpufleet`: an \
+                     Indexed Job whose pods run the SSH daemon, pod 0 also running `mpirun` \
+                     over a hostfile of the pods' stable names, with a key pair in a Secret. \
+                     `auto` (the default): `mpi-operator` when the host cluster serves \
+                     `MPIJob`, else `gpufleet`. Other suites and single-node runs run one \
+                     pod per node either way.",
+                ),
+        )
+        .attr(
+            Attribute::optional("allow_node_differences", Type::set(Type::String))
+                .requires_replace()
+                .describe(
+                    "Environment fields the nodes of one run may differ in. By default a run \
+                     whose nodes differ in any hashed per-node field (`driver_version`, \
+                     `cuda_version`, `gpu_product`, `gpu_count`) fails, naming the field and \
+                     the nodes: its result would mix two setups.",
+                ),
+        )
+        .attr(
             Attribute::optional("gpus_per_node", Type::Number)
                 .default(1)
                 .requires_replace()
@@ -208,20 +242,42 @@ pub fn benchmark_schema() -> Schema {
                 .use_state_for_unknown()
                 .describe(
                     "What the run ran on: `kubernetes_version`, `vcluster_version`, \
-                     `virtual_cluster_kubernetes_version`, `nodes` (comma-separated), \
-                     `gpu_product`, `gpu_count`, `driver_version`, `cuda_version`, `image`, \
+                     `virtual_cluster_kubernetes_version`, `nodes` (comma-separated, in rank \
+                     order), `gpu_product`, `gpu_count`, `driver_version`, `cuda_version` (the \
+                     nodes' common value, or their distinct values comma-separated when \
+                     `allow_node_differences` lets them differ), `gpu_operator_version` and \
+                     `device_plugin_version` (from the GPU Operator's ClusterPolicy), the \
+                     versions the tool printed (`nccl_version` and `nccl_tests_version` for \
+                     `nccl-all-reduce`, `dcgm_version` for `dcgm-diag`), `launcher`, `image`, \
                      `image_digest`, `suite`, `parameters` (JSON), `node_pool_id`, `sharing`, \
                      `started_at`, `finished_at`. Values that could not be found are empty.",
                 ),
         )
         .attr(
+            Attribute::computed(
+                "node_environments",
+                Type::map(Type::map(Type::String)),
+            )
+            .use_state_for_unknown()
+            .describe(
+                "Each node of the run → what it was: `driver_version`, `cuda_version`, \
+                 `gpu_product`, `gpu_count` (from GPU Feature Discovery's labels), \
+                 `nvlink_domain` (GFD's `nvidia.com/gpu.clique`, else topograph's accelerator \
+                 label), `block` (topograph's network block), `zone`, and `ranks`, the MPI \
+                 ranks the log shows on it.",
+            ),
+        )
+        .attr(
             Attribute::computed("environment_hash", Type::String)
                 .use_state_for_unknown()
                 .describe(
-                    "SHA-256 (hex) of what must match for two runs to be comparable: suite, \
-                     image (digest when known), command, parameters, nodes, GPUs per node, GPU \
-                     product and count, driver and CUDA versions, sharing mode, Kubernetes and \
-                     vCluster versions. Not times, node names or pool ids.",
+                    "SHA-256 (hex) of exactly what must match for two runs to be comparable: \
+                     suite, image (digest when known), command, parameters, launcher, nodes, \
+                     GPUs per node, each node's GPU product and count, driver and CUDA \
+                     versions (as a multiset: which nodes does not matter), the GPU Operator \
+                     and device plugin versions, the tool's own versions (NCCL, DCGM), sharing \
+                     mode, Kubernetes and vCluster versions. Not times, node names, racks or \
+                     pool ids.",
                 ),
         )
         .attr(

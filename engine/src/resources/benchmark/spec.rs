@@ -1,7 +1,10 @@
 //! The benchmark as configured: decoding a planned value into a [`BenchmarkSpec`], and the
 //! offline checks across attributes. Pure.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use crate::{
     benchmark::{self, Suite},
@@ -13,7 +16,8 @@ use crate::{
 };
 
 use super::{
-    schema::DEFAULT_START_TIMEOUT,
+    launch::LauncherSetting,
+    schema::{DEFAULT_START_TIMEOUT, NODE_FIELDS},
     thresholds::{self, Bounds},
 };
 
@@ -81,6 +85,10 @@ pub struct BenchmarkSpec {
     pub on_failure: OnFailure,
     /// The gang deadline.
     pub start_timeout: Duration,
+    /// How a multi-node MPI run starts.
+    pub launcher: LauncherSetting,
+    /// Per-node environment fields the nodes may differ in.
+    pub allow_node_differences: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for BenchmarkSpec {
@@ -168,6 +176,16 @@ impl BenchmarkSpec {
                 .and_then(|s| PositiveDuration::parse(s).ok())
                 .or_else(|| PositiveDuration::parse(DEFAULT_START_TIMEOUT).ok())
                 .unwrap_or(Duration::from_secs(300)),
+            launcher: LauncherSetting::parse(v.get("launcher").as_str()),
+            allow_node_differences: v
+                .get("allow_node_differences")
+                .as_seq()
+                .map(|xs| {
+                    xs.iter()
+                        .filter_map(|x| x.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -246,6 +264,23 @@ pub fn validate(config: &Value) -> Diagnostics {
             );
         }
     }
+    for field in config
+        .get("allow_node_differences")
+        .as_seq()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| !NODE_FIELDS.contains(f))
+    {
+        d.error_at(
+            AttrPath::attr("allow_node_differences"),
+            "Unknown Node Field",
+            format!(
+                "{field:?} is not a per-node environment field; the fields are {}.",
+                NODE_FIELDS.join(", ")
+            ),
+        );
+    }
     if let Some(xs) = config.get("command").as_seq()
         && xs.is_empty()
     {
@@ -259,8 +294,29 @@ pub fn validate(config: &Value) -> Diagnostics {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// An `nccl-all-reduce` run `allreduce` of `nodes` × `gpus`, defaults elsewhere.
+    pub(crate) fn nccl_spec(nodes: u32, gpus: u32) -> BenchmarkSpec {
+        BenchmarkSpec {
+            name: "allreduce".into(),
+            namespace: "vc-a".into(),
+            vc: None,
+            pool: None,
+            suite: benchmark::suite("nccl-all-reduce").expect("suite"),
+            image: "nvcr.io/nvidia/pytorch:25.04-py3".into(),
+            command: None,
+            nodes,
+            gpus_per_node: gpus,
+            parameters: BTreeMap::new(),
+            thresholds: BTreeMap::new(),
+            on_failure: OnFailure::Fail,
+            start_timeout: Duration::from_secs(60),
+            launcher: LauncherSetting::Auto,
+            allow_node_differences: BTreeSet::new(),
+        }
+    }
 
     #[test]
     fn pool_ids_have_three_parts() {
