@@ -30,6 +30,7 @@ pub mod run;
 pub mod schema;
 pub mod spec;
 pub mod thresholds;
+pub mod turn_name;
 
 use std::time::Duration;
 
