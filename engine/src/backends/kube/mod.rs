@@ -18,6 +18,7 @@
 //! taken back, replica counts and foreign labels stay with their controllers.
 
 mod labels;
+pub mod lease;
 mod objects;
 pub mod ownership;
 

@@ -33,6 +33,7 @@ pub mod shape;
 pub mod spec;
 pub mod ssh_keys;
 pub mod thresholds;
+pub mod turn_name;
 
 use std::time::Duration;
 
