@@ -34,14 +34,14 @@ use std::{
 
 use async_trait::async_trait;
 use gpufleet_engine::{
-    backends::kube::{POOL, TENANT},
+    backends::kube::{POOL, TENANT, lease::LeaseRef},
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
     context::Context,
     kinds::{ApplyResponse, ResourceKind},
     resources::{
         benchmark::{
             Benchmark, Cluster, FromSettings,
-            cluster::{ClusterError, Kind},
+            cluster::{ClusterError, HeldTurn, Kind},
             render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
             run,
         },
@@ -52,6 +52,7 @@ use gpufleet_engine::{
 use serde_json::{Value as Json, json};
 use support::sweep;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The virtual cluster every benchmark here runs for, and its host namespace.
 const VC: &str = "team-a";
@@ -800,11 +801,31 @@ impl FakeCluster {
     }
 }
 
+/// The turn of a fake cluster: nothing to hand on.
+struct NoLease;
+
+#[async_trait]
+impl HeldTurn for NoLease {
+    async fn release(self: Box<Self>) {}
+}
+
 #[async_trait]
 impl Cluster for FakeCluster {
     async fn server_version(&self) -> Result<String, ClusterError> {
         self.world().enter()?;
         Ok("v1.36.0".to_owned())
+    }
+
+    async fn take_turn(
+        &self,
+        lease: LeaseRef,
+        _cancel: &CancellationToken,
+    ) -> Result<Box<dyn HeldTurn>, ClusterError> {
+        // One provider process: the in-process turn already orders the runs.
+        let mut w = self.world();
+        w.enter()?;
+        w.events.push(format!("turn {}", lease.name));
+        Ok(Box::new(NoLease))
     }
 
     async fn serves(&self, _kind: Kind) -> Result<bool, ClusterError> {

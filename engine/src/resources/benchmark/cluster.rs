@@ -14,8 +14,13 @@ use kube::{
 };
 use serde_json::Value as Json;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::{
-    backends::kube::{DynamicClient, Gvk, ObjectError, describe},
+    backends::kube::{
+        DynamicClient, Gvk, ObjectError, describe,
+        lease::{LeaseRef, TurnGuard, TurnLease, holder_identity},
+    },
     context::Context,
     diag::Diagnostics,
 };
@@ -76,6 +81,17 @@ impl Kind {
 /// resources that write host objects.
 pub type ClusterError = ObjectError;
 
+/// A run's turn on its pool, held until released; a holder that dies without releasing stops
+/// renewing it, and the turn passes on once it expires.
+#[async_trait]
+pub trait HeldTurn: Send + Sync {
+    /// Hands the turn on at once.
+    async fn release(self: Box<Self>);
+}
+
+/// How long a turn lasts without renewal: a killed provider's turn passes on after this.
+pub const TURN_DURATION: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Object operations on the host cluster. `namespace` is `None` for cluster-scoped kinds.
 #[async_trait]
 pub trait Cluster: Send + Sync {
@@ -109,6 +125,12 @@ pub trait Cluster: Send + Sync {
         pod: &str,
         container: &str,
     ) -> Result<String, ClusterError>;
+    /// Waits for this process's turn on `lease`, across processes and pipelines.
+    async fn take_turn(
+        &self,
+        lease: LeaseRef,
+        cancel: &CancellationToken,
+    ) -> Result<Box<dyn HeldTurn>, ClusterError>;
 }
 
 /// Where the benchmark kind gets its cluster from.
@@ -244,5 +266,42 @@ impl Cluster for KubeCluster {
         )
         .await
         .map_err(ObjectError::call(what))
+    }
+
+    async fn take_turn(
+        &self,
+        lease: LeaseRef,
+        cancel: &CancellationToken,
+    ) -> Result<Box<dyn HeldTurn>, ClusterError> {
+        let what = lease.to_string();
+        let holder = holder_identity();
+        tracing::debug!(target: "gpufleet::benchmark", "taking the turn on {what} as {holder}");
+        let guard = TurnLease::new(
+            self.objects.client().clone(),
+            lease,
+            holder,
+            TURN_DURATION,
+        )
+        .acquire(cancel, |h| {
+            tracing::info!(
+                target: "gpufleet::benchmark",
+                "waiting for the run of {} to finish its turn on {what}",
+                h.identity
+            );
+        })
+        .await
+        .map_err(|e| ClusterError::Other(e.to_string()))?;
+        Ok(Box::new(guard))
+    }
+}
+
+#[async_trait]
+impl HeldTurn for TurnGuard {
+    async fn release(self: Box<Self>) {
+        let lease = self.lease().to_string();
+        if let Err(e) = (*self).release().await {
+            // It expires on its own: the next run waits out the rest of its duration.
+            tracing::warn!(target: "gpufleet::benchmark", "could not hand on the turn on {lease}: {e}");
+        }
     }
 }

@@ -133,20 +133,14 @@ async fn node_records(
 
 /// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
 /// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
-/// cluster has no GPU Operator (or it cannot be read: the record is not worth failing a run).
-async fn gpu_operator_versions(cluster: &dyn Cluster) -> (String, String) {
-    let Ok(true) = cluster.serves(Kind::ClusterPolicy).await else {
-        return Default::default();
-    };
-    let policies = match cluster.list(Kind::ClusterPolicy, None, "").await {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::info!(target: "gpufleet::benchmark", "{e}; the GPU Operator's version is not recorded");
-            return Default::default();
-        }
-    };
+/// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
+async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String), RunError> {
+    if !cluster.serves(Kind::ClusterPolicy).await? {
+        return Ok(Default::default());
+    }
+    let policies = cluster.list(Kind::ClusterPolicy, None, "").await?;
     let [policy] = policies.as_slice() else {
-        return Default::default();
+        return Ok(Default::default());
     };
     let operator = labels_of(policy)
         .get("app.kubernetes.io/version")
@@ -155,7 +149,7 @@ async fn gpu_operator_versions(cluster: &dyn Cluster) -> (String, String) {
     let plugin = str_at(policy, "/spec/devicePlugin/version")
         .unwrap_or_default()
         .to_owned();
-    (operator, plugin)
+    Ok((operator, plugin))
 }
 
 fn launcher_name(launcher: Launcher) -> &'static str {
@@ -702,40 +696,67 @@ pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> Apply
         }
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
-    let outcome = ctx
+    let done = ctx
         .cancel
         .run_until_cancelled(async {
+            // Within this process first (no polling), then across processes on the pool's
+            // Lease.
             let _turn = take_turn(&spec).await;
+            let held = match &spec.pool {
+                Some(pool) => match cluster
+                    .take_turn(super::turn_name::turn_lease(pool), &ctx.cancel)
+                    .await
+                {
+                    Ok(held) => Some(held),
+                    Err(e) => return failed(cluster, &spec, &t, e.into()).await,
+                },
+                None => None,
+            };
             // The create timeout counts from the run's turn, not from the wait for it.
             let started = Instant::now();
             let deadline = started + t.create;
-            execute(cluster, &spec, planned, started, deadline, t.create).await
-        })
-        .await
-        .unwrap_or(Err(RunError::Cancelled));
-    match outcome {
-        Ok(resp) => resp,
-        Err(e) => {
-            // Nothing of a run that did not finish is kept.
-            let removed = match cleanup(cluster, &spec.namespace, &spec.name).await {
-                Ok(()) => {
-                    let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
-                    "Everything the run created was removed.".to_owned()
-                }
-                Err(c) => format!(
-                    "What the run created could not be removed ({c}); the next apply takes \
-                     it over or removes it."
-                ),
+            let response = match execute(cluster, &spec, planned, started, deadline, t.create).await
+            {
+                Ok(response) => response,
+                // Cleaned up before the turn passes on: the next run finds the nodes free.
+                Err(e) => failed(cluster, &spec, &t, e).await,
             };
-            ApplyResponse {
-                new_state: Value::Null,
-                diagnostics: Diagnostic::error(
-                    "Benchmark Run Failed",
-                    format!("{TYPE_NAME} {:?}: {e}. {removed}", spec.name),
-                )
-                .into(),
+            if let Some(held) = held {
+                held.release().await;
             }
+            response
+        })
+        .await;
+    match done {
+        Some(response) => response,
+        None => failed(cluster, &spec, &t, RunError::Cancelled).await,
+    }
+}
+
+/// The response of a run that did not finish: nothing of it is kept.
+async fn failed(
+    cluster: &dyn Cluster,
+    spec: &BenchmarkSpec,
+    t: &Timeouts,
+    e: RunError,
+) -> ApplyResponse {
+    let removed = match cleanup(cluster, &spec.namespace, &spec.name).await {
+        Ok(()) => {
+            let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
+            "Everything the run created was removed.".to_owned()
         }
+        Err(c) => format!(
+            "What the run created could not be removed ({c}); the next apply takes it over \
+             or removes it."
+        ),
+    };
+    ApplyResponse {
+        new_state: Value::Null,
+        diagnostics: Diagnostic::error(
+            "Benchmark Run Failed",
+            format!("{TYPE_NAME} {:?}: {e}. {removed}", spec.name),
+        )
+        .into(),
     }
 }
 
@@ -760,6 +781,7 @@ async fn execute(
     let kubernetes_version = cluster.server_version().await?;
     let (vcluster_version, vc_kubernetes_version) = vc_versions(cluster, spec).await?;
     let pool = pool_info(cluster, spec).await?;
+    let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await?;
 
     let serves_mpijob = launch::is_mpi(spec) && cluster.serves(Kind::MpiJob).await?;
     let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
@@ -871,7 +893,6 @@ async fn execute(
 
     // Environment: GPU facts from the nodes the pods ran on.
     let per_node = node_records(cluster, &pool, &observed.nodes).await?;
-    let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await;
     let mut env = Environment {
         kubernetes_version,
         vcluster_version,
