@@ -350,3 +350,219 @@ fn a_gang_larger_than_its_pool_fails_within_its_deadline_and_leaves_no_pod() {
     );
     s.destroy();
 }
+
+/// What a watcher saw of an MPIJob's pods while a run went on.
+#[derive(Debug, Default)]
+struct SeenMpi {
+    /// Launcher pod → its command.
+    launchers: std::collections::BTreeMap<String, Vec<String>>,
+    /// Worker pod → its node.
+    workers: std::collections::BTreeMap<String, String>,
+    /// Whether the MPIJob itself was seen.
+    mpijob: bool,
+}
+
+/// Polls the pods the MPI Operator makes for MPIJob `job` in `namespace` until `stop`.
+fn watch_mpijob(
+    kubeconfig: std::path::PathBuf,
+    namespace: String,
+    job: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<SeenMpi> {
+    std::thread::spawn(move || {
+        let host = KubeRest::from_kubeconfig(&kubeconfig).expect("host client");
+        let mut seen = SeenMpi::default();
+        let pods = format!(
+            "/api/v1/namespaces/{namespace}/pods?labelSelector=training.kubeflow.org/job-name={job}"
+        );
+        let mpijob = format!("/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{job}");
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            seen.mpijob |= host.get(&mpijob).is_ok();
+            for p in host.list(&pods).unwrap_or_default() {
+                let name = p["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                let role = p["metadata"]["labels"]["training.kubeflow.org/job-role"].as_str();
+                let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned();
+                match role {
+                    Some("launcher") => {
+                        let command = p["spec"]["containers"][0]["command"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| a.as_str().map(str::to_owned))
+                            .collect();
+                        seen.launchers.insert(name, command);
+                    }
+                    Some("worker") if !node.is_empty() => {
+                        seen.workers.insert(name, node);
+                    }
+                    _ => {}
+                }
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        seen
+    })
+}
+
+#[test]
+fn a_two_node_all_reduce_is_one_mpi_world_that_the_mpi_operator_launches() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let run = benchmark(
+        "allreduce",
+        "nccl-all-reduce",
+        r#"nodes = 2
+  gpus_per_node = 8
+  thresholds = { wrong_count = { max = 0 } }"#,
+    );
+    let s = Session::new(&config("bench-mpi", 2, ""), lab.settings_env());
+    s.apply();
+    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
+        .as_str()
+        .expect("the host namespace")
+        .to_owned();
+    let pool_nodes = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"]);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_mpijob(
+        lab.kubeconfig_path(),
+        namespace.clone(),
+        "gfb-allreduce".to_owned(),
+        stop.clone(),
+    );
+    s.write(&config("bench-mpi", 2, &run));
+    s.apply();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = watcher.join().expect("watcher");
+
+    // The real MPI Operator expanded the MPIJob: one launcher running mpirun with 16 ranks,
+    // and two workers that the scheduler put on two distinct nodes of the pool.
+    assert!(seen.mpijob, "{seen:?}");
+    assert_eq!(seen.launchers.len(), 1, "{seen:?}");
+    let command = seen.launchers.values().next().expect("launcher").join(" ");
+    assert!(
+        command.starts_with("mpirun ") && command.contains("-np 16") && command.contains("-g 1"),
+        "{command}"
+    );
+    let worker_nodes: BTreeSet<String> = seen.workers.values().cloned().collect();
+    assert_eq!(seen.workers.len(), 2, "{seen:?}");
+    assert_eq!(worker_nodes.len(), 2, "one worker per node: {seen:?}");
+    assert!(worker_nodes.is_subset(&pool_nodes), "{worker_nodes:?} in {pool_nodes:?}");
+
+    // The result is the launcher's log: one world of 16 ranks; the record names both nodes.
+    let r = s.resource("gpufleet_benchmark.allreduce");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    let env = &r["environment"];
+    assert_eq!(env["ranks"], "16", "the log shows one world of 16 ranks: {env:#}");
+    assert_eq!(env["launcher"], "mpi-operator", "{env:#}");
+    assert_eq!(
+        env["nodes"]
+            .as_str()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::to_owned)
+            .collect::<BTreeSet<_>>(),
+        worker_nodes
+    );
+    for node in &worker_nodes {
+        let n = &r["node_environments"][node];
+        assert_eq!(n["driver_version"], "570.133.20", "{node}: {n:#}");
+        assert_eq!(n["cuda_version"], "12.8", "{node}: {n:#}");
+        assert_eq!(n["gpu_product"], A100, "{node}: {n:#}");
+    }
+    assert_eq!(env["gpu_operator_version"], "v25.10.0", "{env:#}");
+    assert_eq!(env["device_plugin_version"], "v0.18.0", "{env:#}");
+    s.assert_plan_empty();
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+    s.destroy();
+}
+
+/// Restores a node's driver labels when dropped, so a failed test leaves the lab as it was.
+struct DriverLabels<'a> {
+    host: &'a KubeRest,
+    node: String,
+    original: Value,
+}
+
+impl Drop for DriverLabels<'_> {
+    fn drop(&mut self) {
+        let _ = self.host.merge_patch(
+            &format!("/api/v1/nodes/{}", self.node),
+            &serde_json::json!({ "metadata": { "labels": self.original } }),
+        );
+    }
+}
+
+#[test]
+fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and_the_nodes() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let run = |trigger: &str, extra: &str| {
+        config(
+            "bench-drivers",
+            2,
+            &benchmark(
+                "allreduce",
+                "nccl-all-reduce",
+                &format!(
+                    r#"nodes = 2
+  gpus_per_node = 8
+  triggers = {{ n = "{trigger}" }}
+  {extra}"#
+                ),
+            ),
+        )
+    };
+    let s = Session::new(&run("1", ""), lab.settings_env());
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.allreduce");
+    assert_eq!(r["environment"]["driver_version"], "570.133.20", "{r:#}");
+    let nodes: Vec<String> = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"])
+        .into_iter()
+        .collect();
+
+    // One node of the pool gets another driver.
+    let node = nodes[0].clone();
+    let labels = host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"]
+        .clone();
+    let _restore = DriverLabels {
+        host: &host,
+        node: node.clone(),
+        original: serde_json::json!({
+            "nvidia.com/cuda.driver.major": labels["nvidia.com/cuda.driver.major"],
+            "nvidia.com/cuda.driver.minor": labels["nvidia.com/cuda.driver.minor"],
+            "nvidia.com/cuda.driver.rev": labels["nvidia.com/cuda.driver.rev"],
+        }),
+    };
+    host.merge_patch(
+        &format!("/api/v1/nodes/{node}"),
+        &serde_json::json!({ "metadata": { "labels": {
+            "nvidia.com/cuda.driver.major": "575",
+            "nvidia.com/cuda.driver.minor": "57",
+            "nvidia.com/cuda.driver.rev": "08",
+        } } }),
+    )
+    .expect("relabel");
+
+    s.write(&run("2", ""));
+    let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(!out.success(), "{out}");
+    let text = out.combined().replace('\n', " ");
+    assert!(text.contains("driver_version"), "{text}");
+    assert!(text.contains("575.57.08") && text.contains("570.133.20"), "{text}");
+    for n in &nodes {
+        assert!(text.contains(n.as_str()), "names {n}: {text}");
+    }
+
+    // Allowed, the same gang runs and records both drivers.
+    s.write(&run("3", r#"allow_node_differences = ["driver_version"]"#));
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.allreduce");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    assert_eq!(r["node_environments"][&node]["driver_version"], "575.57.08");
+    assert_eq!(
+        r["environment"]["driver_version"], "570.133.20,575.57.08",
+        "{r:#}"
+    );
+    s.destroy();
+}

@@ -285,8 +285,12 @@ pub async fn cleanup(
 ) -> Result<(), ClusterError> {
     let job = render::job_name(name);
     cluster.delete(Kind::Job, namespace, &job).await?;
-    // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it.
+    // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
+    // launcher Job is deleted here too, so nothing of the run outlives the apply.
     cluster.delete(Kind::MpiJob, namespace, &job).await?;
+    cluster
+        .delete(Kind::Job, namespace, &format!("{job}-launcher"))
+        .await?;
     cluster.delete(Kind::Service, namespace, &job).await?;
     cluster
         .delete(Kind::Secret, namespace, &launch::ssh_secret_name(name))
