@@ -308,12 +308,12 @@ resource "gpufleet_benchmark" "b" {{
 
     // The runs as the pool's Lease tells them: two turns, by two processes, one after the other.
     let lease = turn_lease(&PoolRef::parse(&pool_id).expect("a pool id"));
-    let client = lab.client();
+    // The client's connection pool lives on the runtime it is made in.
     let now = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime")
-        .block_on(read(&client, &lease));
+        .block_on(async { read(&lab.client(), &lease).await });
     let turns = history(&now);
     let last_two = &turns[turns.len().saturating_sub(2)..];
     assert_eq!(last_two.len(), 2, "{turns:#?}");
