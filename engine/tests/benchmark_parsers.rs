@@ -691,3 +691,39 @@ fn exit_codes_are_read_per_suite() {
     );
     assert_eq!(suite("custom").exit_failure(0), None);
 }
+
+/// The lab serves `lab/benchmarks/<suite>.log` as the benchmark pods' logs; what it is
+/// served for needs these facts of the real outputs there.
+#[test]
+fn lab_samples_are_what_the_lab_serves_them_for() {
+    let lab = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../lab/benchmarks");
+    let read = |suite_name: &str| {
+        let path = lab.join(format!("{suite_name}.log"));
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        suite(suite_name)
+            .parse(&text)
+            .unwrap_or_else(|e| panic!("{suite_name}: {e}"))
+    };
+    let positive = |p: &Parsed, m: &str| p.metrics[m] > bigdecimal::BigDecimal::from(0);
+
+    // The launcher log of a 2-node × 8-GPU MPI run: 16 ranks over two hosts.
+    let nccl = read("nccl-all-reduce");
+    assert_eq!(metric(&nccl, "wrong_count"), "0");
+    assert!(positive(&nccl, "largest_size_bus_bandwidth"));
+    let details = nccl_details(&nccl);
+    assert_eq!(details.ranks.len(), 16);
+    assert_eq!(details.hosts().len(), 2);
+    for host in details.hosts() {
+        assert_eq!(details.ranks.iter().filter(|r| r.host == host).count(), 8);
+    }
+
+    assert_eq!(metric(&read("dcgm-diag"), "tests_failed"), "0");
+    assert!(positive(&read("aiperf"), "request_throughput"));
+    assert_eq!(metric(&read("gpu-burn"), "gpus_faulty"), "0");
+    assert!(!read("nvbandwidth").metrics.is_empty());
+    assert_eq!(metric(&read("custom"), "tokens_per_second"), "1832.5");
+    for s in SUITES {
+        assert!(read(s.name()).tool_passed(), "{}", s.name());
+    }
+}
