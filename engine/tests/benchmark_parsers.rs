@@ -705,7 +705,7 @@ fn lab_samples_are_what_the_lab_serves_them_for() {
             .parse(&text)
             .unwrap_or_else(|e| panic!("{suite_name}: {e}"))
     };
-    let positive = |p: &Parsed, m: &str| p.metrics[m] > bigdecimal::BigDecimal::from(0);
+    let positive = |p: &Parsed, m: &str| p.metrics[m] > 0;
 
     // The launcher log of a 2-node × 8-GPU MPI run: 16 ranks over two hosts.
     let nccl = read("nccl-all-reduce");
