@@ -447,3 +447,25 @@ fn finish(details: DiagDetails, overall_failed: bool) -> Parsed {
         versions,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dcgm_3_test_is_as_bad_as_its_worst_result_and_its_gpu_lists_name_each_gpu() {
+        let report = r#"{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware",
+            "tests": [null, {"name": "GPU Memory", "results": [
+                {"gpu_ids": "0,1", "status": "PASS"},
+                {"gpu_ids": "2,3", "status": "FAIL", "warnings": [{"warning": "ECC"}]}]}]}],
+            "version": "3.3.1"}}"#;
+        let parsed = DcgmDiag.parse(report).expect("report");
+        assert_eq!(parsed.metrics["tests_failed"], BigDecimal::from(1));
+        assert_eq!(parsed.metrics["gpus_failed"], BigDecimal::from(2));
+        assert_eq!(
+            parsed.failures,
+            ["test GPU Memory failed (GPU 2: ECC; GPU 3: ECC)"]
+        );
+        assert_eq!(parsed.versions["dcgm_version"], "3.3.1");
+    }
+}
