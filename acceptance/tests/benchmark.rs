@@ -119,7 +119,11 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
             r#"parameters = { level = "2" }
   thresholds = { tests_failed = { max = 0 } }"#,
         ),
-        benchmark("aiperf", "aiperf", ""),
+        benchmark(
+            "aiperf",
+            "aiperf",
+            r#"parameters = { model = "meta-llama/Llama-3.1-8B-Instruct", url = "http://vllm.inference.svc:8000" }"#,
+        ),
         benchmark(
             "burn",
             "gpu-burn",

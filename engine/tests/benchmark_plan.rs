@@ -219,3 +219,165 @@ async fn a_pool_of_another_virtual_cluster_is_refused() {
     let d = p.diagnostics.iter().next().expect("a diagnostic");
     assert_eq!(d.path.as_ref(), Some(&AttrPath::attr("node_pool_id")));
 }
+
+fn params(entries: &[(&str, &str)]) -> Value {
+    Value::Map(
+        entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::string(*v)))
+            .collect(),
+    )
+}
+
+/// The error diagnostics of planning a new benchmark with `extra`.
+async fn errors(extra: &[(&str, Value)]) -> Vec<(Option<AttrPath>, String)> {
+    let p = plan(&kind(), &Context::default(), &Value::Null, &bench(extra)).await;
+    p.diagnostics
+        .iter()
+        .filter(|d| d.severity == gpufleet_engine::diag::Severity::Error)
+        .map(|d| (d.path.clone(), d.detail.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn aiperf_needs_a_model_and_an_url() {
+    let e = errors(&[("suite", Value::string("aiperf"))]).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("parameters")));
+    assert!(
+        e[0].1.contains("set parameters.model (") && e[0].1.contains("and parameters.url ("),
+        "names what to set: {}",
+        e[0].1
+    );
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        ("parameters", params(&[("model", "llama")])),
+    ])
+    .await;
+    assert!(
+        e[0].1.contains("parameters.url") && !e[0].1.contains("parameters.model"),
+        "{e:?}"
+    );
+    let ok = errors(&[
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[("model", "llama"), ("url", "http://vllm:8000")]),
+        ),
+    ])
+    .await;
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[tokio::test]
+async fn a_token_timing_threshold_needs_a_streaming_run() {
+    let base = [("model", "llama"), ("url", "http://vllm:8000")];
+    let ttft = thresholds(&[("time_to_first_token_p99", threshold(None, Some(500)))]);
+    // Streaming is the default: the threshold stands.
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        ("parameters", params(&base)),
+        ("thresholds", ttft.clone()),
+    ])
+    .await;
+    assert!(e.is_empty(), "{e:?}");
+
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[base[0], base[1], ("streaming", "false")]),
+        ),
+        ("thresholds", ttft.clone()),
+    ])
+    .await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        e[0].0,
+        Some(AttrPath::attr("thresholds").push_key("time_to_first_token_p99"))
+    );
+    assert!(
+        e[0].1.contains("parameters.streaming = \"true\""),
+        "{}",
+        e[0].1
+    );
+
+    // An endpoint type that cannot stream turns streaming off as surely.
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[base[0], base[1], ("endpoint_type", "embeddings")]),
+        ),
+        ("thresholds", ttft),
+    ])
+    .await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].1.contains("\"embeddings\" does not stream"),
+        "{}",
+        e[0].1
+    );
+
+    // request latency exists either way.
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[base[0], base[1], ("streaming", "false")]),
+        ),
+        (
+            "thresholds",
+            thresholds(&[("request_latency_p99", threshold(None, Some(9000)))]),
+        ),
+    ])
+    .await;
+    assert!(e.is_empty(), "{e:?}");
+}
+
+#[tokio::test]
+async fn suite_parameters_are_checked_on_their_own_key() {
+    for (suite, key, value, hint) in [
+        ("aiperf", "streaming", "yes", "\"true\""),
+        (
+            "dcgm-diag",
+            "host_engine",
+            "localhost:99999",
+            "<host>[:<port>]",
+        ),
+        ("dcgm-diag", "level", "5", "level 1"),
+        ("gpu-burn", "seconds", "1m", "whole number"),
+        ("gpu-burn", "memory", "150%", "90%"),
+        ("nvbandwidth", "testcases", "h2d;rm -rf", "nvbandwidth -l"),
+    ] {
+        let mut p = vec![(key, value)];
+        if suite == "aiperf" {
+            p.extend([("model", "m"), ("url", "http://u")]);
+        }
+        let e = errors(&[("suite", Value::string(suite)), ("parameters", params(&p))]).await;
+        assert_eq!(e.len(), 1, "{suite}.{key}: {e:?}");
+        assert_eq!(
+            e[0].0,
+            Some(AttrPath::attr("parameters").push_key(key)),
+            "{suite}.{key}"
+        );
+        assert!(e[0].1.contains(hint), "{suite}.{key}: {}", e[0].1);
+    }
+    // A configured command reads the parameters its own way.
+    let e = errors(&[
+        ("suite", Value::string("dcgm-diag")),
+        ("command", Value::List(vec![Value::string("/bin/diag")])),
+        ("parameters", params(&[("level", "5")])),
+    ])
+    .await;
+    assert!(e.is_empty(), "{e:?}");
+    let e = errors(&[
+        ("suite", Value::string("dcgm-diag")),
+        (
+            "parameters",
+            params(&[("host_engine", "nvidia-dcgm.gpu-operator.svc:5555")]),
+        ),
+    ])
+    .await;
+    assert!(e.is_empty(), "{e:?}");
+}

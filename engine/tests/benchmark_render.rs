@@ -129,7 +129,13 @@ fn single_node_job_has_no_service_and_no_anti_affinity() {
             ("suite", Value::string("dcgm-diag")),
             (
                 "parameters",
-                Value::Map(BTreeMap::from([("level".to_owned(), Value::string("3"))])),
+                Value::Map(BTreeMap::from([
+                    ("level".to_owned(), Value::string("3")),
+                    (
+                        "host_engine".to_owned(),
+                        Value::string("nvidia-dcgm.gpu-operator.svc:5555"),
+                    ),
+                ])),
             ),
         ],
     );
@@ -144,7 +150,15 @@ fn single_node_job_has_no_service_and_no_anti_affinity() {
     assert_eq!(pod["containers"][0]["name"], "dcgm-diag");
     assert_eq!(
         pod["containers"][0]["command"],
-        serde_json::json!(["dcgmi", "diag", "-r", "3", "-j"])
+        serde_json::json!([
+            "dcgmi",
+            "diag",
+            "-r",
+            "3",
+            "-j",
+            "--host",
+            "nvidia-dcgm.gpu-operator.svc:5555"
+        ])
     );
 }
 
@@ -156,4 +170,128 @@ fn a_configured_command_wins_over_the_suite_default() {
     ]);
     let s = spec(1, &[("suite", Value::string("custom")), ("command", cmd)]);
     assert_eq!(render::command(&s), ["python", "/bench/step.py"]);
+}
+
+/// A one-node run of `suite` with `params`.
+fn suite_spec(suite: &str, params: &[(&str, &str)]) -> BenchmarkSpec {
+    let params = Value::Map(
+        params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::string(*v)))
+            .collect(),
+    );
+    spec(
+        1,
+        &[("suite", Value::string(suite)), ("parameters", params)],
+    )
+}
+
+#[test]
+fn dcgm_starts_its_own_host_engine_unless_one_is_named() {
+    let embedded = render::command(&suite_spec("dcgm-diag", &[("level", "3")]));
+    assert_eq!(embedded[..2], ["sh", "-c"]);
+    let script = &embedded[2];
+    // The engine first, dcgmi once it answers, and dcgmi's own exit code (226) kept.
+    let start = script.find("nv-hostengine").expect("starts nv-hostengine");
+    let wait = script.find("dcgmi discovery -l").expect("waits for it");
+    let diag = script
+        .find("exec dcgmi diag -r \"${GPUFLEET_PARAM_LEVEL:-2}\" -j")
+        .expect("runs the diagnostic from the level parameter");
+    assert!(start < wait && wait < diag, "{script}");
+
+    let remote = render::command(&suite_spec(
+        "dcgm-diag",
+        &[("host_engine", "10.0.3.7:5555"), ("level", "1")],
+    ));
+    assert_eq!(
+        remote,
+        ["dcgmi", "diag", "-r", "1", "-j", "--host", "10.0.3.7:5555"]
+    );
+}
+
+#[test]
+fn aiperf_streams_by_default_and_names_its_endpoint_type() {
+    let base = [("model", "llama"), ("url", "http://vllm:8000")];
+    let streaming = render::command(&suite_spec("aiperf", &base));
+    let script = &streaming[2];
+    assert!(
+        script.contains("--endpoint-type \"${GPUFLEET_PARAM_ENDPOINT_TYPE:-chat}\" --streaming"),
+        "{script}"
+    );
+    assert!(
+        script.contains("--model \"$GPUFLEET_PARAM_MODEL\""),
+        "{script}"
+    );
+    assert!(
+        script.ends_with("&& cat /tmp/aiperf/profile_export_aiperf.json"),
+        "{script}"
+    );
+
+    let off = render::command(&suite_spec(
+        "aiperf",
+        &[
+            base[0],
+            base[1],
+            ("streaming", "false"),
+            ("endpoint_type", "completions"),
+        ],
+    ));
+    assert!(!off[2].contains("--streaming"), "{}", off[2]);
+    // Values reach the script through the environment, never spliced into it.
+    assert!(!off[2].contains("completions"), "{}", off[2]);
+    let s = suite_spec("aiperf", &[("endpoint_type", "completions")]);
+    let job = render::job(&s, &placement(), 600);
+    let env = &job["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "GPUFLEET_PARAM_ENDPOINT_TYPE" && e["value"] == "completions"),
+        "{env}"
+    );
+}
+
+#[test]
+fn gpu_burn_and_nvbandwidth_take_their_documented_options() {
+    assert_eq!(
+        render::command(&suite_spec("gpu-burn", &[])),
+        ["./gpu_burn", "60"]
+    );
+    assert_eq!(
+        render::command(&suite_spec(
+            "gpu-burn",
+            &[
+                ("seconds", "3600"),
+                ("doubles", "true"),
+                ("tensor_cores", "true"),
+                ("memory", "90%"),
+            ]
+        )),
+        ["./gpu_burn", "-d", "-tc", "-m", "90%", "3600"]
+    );
+    assert_eq!(
+        render::command(&suite_spec("nvbandwidth", &[])),
+        ["nvbandwidth", "-j"]
+    );
+    assert_eq!(
+        render::command(&suite_spec(
+            "nvbandwidth",
+            &[
+                (
+                    "testcases",
+                    "host_to_device_memcpy_ce, device_to_device_memcpy_read_ce"
+                ),
+                ("samples", "5"),
+            ]
+        )),
+        [
+            "nvbandwidth",
+            "-j",
+            "-t",
+            "host_to_device_memcpy_ce",
+            "device_to_device_memcpy_read_ce",
+            "-i",
+            "5"
+        ]
+    );
 }

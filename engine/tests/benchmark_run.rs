@@ -1471,7 +1471,7 @@ async fn an_unreadable_log_without_a_termination_message_fails_the_run() {
 async fn a_failed_dcgm_diagnostic_is_recorded_with_its_failed_test_not_its_exit_code() {
     let report = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/benchmark/dcgm-diag/level3-memory-fail.json"),
+            .join("tests/fixtures/benchmark/dcgm-diag/gb10-level1-4.2.3-software-fail.json"),
     )
     .expect("the dcgm fixture");
     let fake = FakeCluster::new("dcgm", 1, vec![PodScript::prints(&report).exits(226)]);
@@ -1501,7 +1501,10 @@ async fn a_failed_dcgm_diagnostic_is_recorded_with_its_failed_test_not_its_exit_
     assert_eq!(text(s.get("status")), "failed");
     let f = failures(s);
     assert_eq!(f.len(), 1, "{f:?}");
-    assert!(f[0].starts_with("test memory failed (GPU 5: "), "{f:?}");
+    assert!(
+        f[0].starts_with("test software failed (GPU 0: Persistence Mode"),
+        "{f:?}"
+    );
     assert!(
         !f.iter()
             .any(|x| x.contains("226") || x.contains("exited with code")),

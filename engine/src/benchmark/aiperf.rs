@@ -18,8 +18,14 @@
 //! | `error_request_count` | requests | lower |
 //!
 //! Token timings exist only for streaming endpoints; `request_latency` and
-//! `request_throughput` are always there. A metric whose `unit` is not the one above is
-//! refused rather than compared in the wrong unit.
+//! `request_throughput` are always there, except in the export of a run where every request
+//! failed, which holds only `error_request_count` and `error_summary` (read as a failed run).
+//! A metric whose `unit` is not the one above is refused rather than compared in the wrong
+//! unit.
+//!
+//! Releases differ in layout: some export the metric objects at the top level, others under
+//! `records` (each with its `tag` and `header`), where time to first token is tagged `ttft`.
+//! Both are read.
 
 use std::collections::BTreeMap;
 
@@ -108,6 +114,25 @@ const TAGS: &[Tag] = &[
     },
 ];
 
+/// Tags whose metrics exist only when responses stream token by token.
+const STREAMING_ONLY: &[&str] = &[
+    "time_to_first_token",
+    "inter_token_latency",
+    "output_token_throughput_per_user",
+];
+
+/// Whether `metric` (a name of [`Aiperf`]'s metrics, such as `time_to_first_token_p99`) is
+/// measured only on streaming runs: time to first token, inter-token latency and per-user
+/// token throughput need the tokens' arrival times.
+pub fn is_streaming_only(metric: &str) -> bool {
+    STREAMING_ONLY.iter().any(|tag| {
+        metric
+            .strip_prefix(tag)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|stat| STATS.contains(&stat))
+    })
+}
+
 /// Details of an AIPerf run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AiperfDetails {
@@ -151,8 +176,12 @@ impl Suite for Aiperf {
     }
 
     fn parse(&self, output: &str) -> Result<Parsed, ParseError> {
-        let accept =
-            |v: &Value| v.get("request_latency").is_some() || v.get("request_throughput").is_some();
+        let accept = |v: &Value| {
+            let table = metric_table(v);
+            table.get("request_latency").is_some()
+                || table.get("request_throughput").is_some()
+                || table.get("error_request_count").is_some()
+        };
         match json_block::find(output, accept) {
             json_block::Found::Document { line, value } => {
                 read(&value).map_err(|m| ParseError::at(NAME, line, m))
@@ -166,11 +195,43 @@ impl Suite for Aiperf {
     }
 }
 
+/// The object holding the metric entries: `records` when the export nests them there.
+fn metric_table(doc: &Value) -> &Value {
+    match doc.get("records") {
+        Some(records) if records.is_object() => records,
+        _ => doc,
+    }
+}
+
+/// Other tags a metric has had in some releases.
+const ALIASES: &[(&str, &str)] = &[("time_to_first_token", "ttft")];
+
+fn entry<'a>(table: &'a Value, tag: &str) -> Option<&'a Value> {
+    let alias = ALIASES.iter().find(|(t, _)| *t == tag).map(|(_, a)| *a);
+    table
+        .get(tag)
+        .or_else(|| alias.and_then(|a| table.get(a)))
+        .filter(|v| !v.is_null())
+}
+
 fn read(doc: &Value) -> Result<Parsed, String> {
+    let table = metric_table(doc);
+    let errors: Vec<String> = doc
+        .get("error_summary")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect();
+    // Every request failed: the export has error counts and nothing to measure.
+    let all_failed = entry(table, "request_latency").is_none()
+        && entry(table, "request_throughput").is_none()
+        && entry(table, "error_request_count").is_some()
+        && !errors.is_empty();
     let mut metrics = BTreeMap::new();
     for tag in TAGS {
-        let Some(entry) = doc.get(tag.name).filter(|v| !v.is_null()) else {
-            if tag.required {
+        let Some(entry) = entry(table, tag.name) else {
+            if tag.required && !all_failed {
                 return Err(format!("`{}` is missing", tag.name));
             }
             continue;
@@ -198,7 +259,7 @@ fn read(doc: &Value) -> Result<Parsed, String> {
             };
             metrics.insert(name, value);
         }
-        if tag.required && !metrics.keys().any(|k| k.starts_with(tag.name)) {
+        if tag.required && !all_failed && !metrics.keys().any(|k| k.starts_with(tag.name)) {
             return Err(format!("`{}` has no values", tag.name));
         }
     }
@@ -216,21 +277,44 @@ fn read(doc: &Value) -> Result<Parsed, String> {
             .get("was_cancelled")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        errors: doc
-            .get("error_summary")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(Value::to_string)
-            .collect(),
+        errors,
     };
     let mut failures = Vec::new();
     if details.was_cancelled {
         failures.push("the benchmark was cancelled before it finished".to_string());
     }
+    if all_failed {
+        let count = metrics
+            .get("error_request_count")
+            .map_or_else(|| "all".to_string(), ToString::to_string);
+        failures.push(format!(
+            "every request failed ({count} errors), so nothing was measured"
+        ));
+    }
+    let versions = doc
+        .get("aiperf_version")
+        .and_then(Value::as_str)
+        .map(|v| BTreeMap::from([("aiperf_version".to_string(), v.to_string())]))
+        .unwrap_or_default();
     Ok(Parsed {
         metrics,
         failures,
         details: Details::Aiperf(details),
+        versions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_timings_are_streaming_only() {
+        assert!(is_streaming_only("time_to_first_token_p99"));
+        assert!(is_streaming_only("inter_token_latency_avg"));
+        assert!(is_streaming_only("output_token_throughput_per_user_p50"));
+        assert!(!is_streaming_only("output_token_throughput"));
+        assert!(!is_streaming_only("request_latency_p99"));
+        assert!(!is_streaming_only("time_to_first_token"));
+    }
 }

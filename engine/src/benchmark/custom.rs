@@ -71,6 +71,7 @@ impl Suite for Custom {
             metrics,
             failures: Vec::new(),
             details: Details::Custom,
+            versions: BTreeMap::new(),
         })
     }
 }

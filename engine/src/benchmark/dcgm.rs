@@ -4,6 +4,12 @@
 //! `test_summary.status` and per-entity `results[]` (status and warnings), plus an optional
 //! `runtime_error`, `entity_groups` (serials) and `metadata` (versions).
 //!
+//! DCGM 3.x writes the older shape, which is read too: the root is `DCGM GPU Diagnostic`,
+//! the version sits beside `test_categories`, tests have no `test_summary` (their status is
+//! the worst of their results), results name GPUs by `gpu_ids` (a number, or a string such
+//! as `"0,1,2,3"` for a result that covers several), statuses are upper case (`PASS`) and
+//! the `tests` lists hold `null` entries between tests.
+//!
 //! `dcgmi` exits with 226 when the diagnostic ran and found a problem (and 205 when it asks
 //! for the GPU to be isolated): see [`exit_outcome`]. The verdict comes from the report's
 //! statuses either way.
@@ -127,7 +133,8 @@ impl Status {
 pub struct EntityResult {
     /// `GPU`, `CPU`, …
     pub entity_group: String,
-    /// The entity's index within its group (`entity_id`, or `gpu_id` in older reports).
+    /// The entity's index within its group (`entity_id`, or `gpu_id`/`gpu_ids` in older
+    /// reports); `None` when a result covers GPUs it does not name.
     pub entity_id: Option<u64>,
     /// The entity's status.
     pub status: Status,
@@ -155,7 +162,8 @@ pub struct DiagDetails {
     pub dcgm_version: Option<String>,
     /// The driver version DCGM detected.
     pub driver_version: Option<String>,
-    /// GPU index → serial number, from `entity_groups`.
+    /// GPU index → serial number, from `entity_groups` (GPUs that expose none, which DCGM
+    /// writes as `<<<NOT_SUPPORTED>>>`, are left out).
     pub gpu_serials: BTreeMap<u64, String>,
     /// Every test, in report order.
     pub tests: Vec<DiagTest>,
@@ -198,7 +206,7 @@ impl Suite for DcgmDiag {
     }
 
     fn parse(&self, output: &str) -> Result<Parsed, ParseError> {
-        match json_block::find(output, |v| v.get("DCGM Diagnostic").is_some()) {
+        match json_block::find(output, |v| root_of(v).is_some()) {
             json_block::Found::Document { line, value } => {
                 read(&value).map_err(|m| ParseError::at(NAME, line, m))
             }
@@ -228,8 +236,18 @@ fn string(value: Option<&Value>) -> Option<String> {
     value.and_then(Value::as_str).map(str::to_string)
 }
 
+/// The diagnostic object: `DCGM Diagnostic` (DCGM 4) or `DCGM GPU Diagnostic` (DCGM 3).
+fn root_of(doc: &Value) -> Option<&Value> {
+    doc.get("DCGM Diagnostic")
+        .or_else(|| doc.get("DCGM GPU Diagnostic"))
+        .filter(|v| v.is_object())
+}
+
+/// What DCGM writes for a serial number the GPU does not expose.
+const NOT_SUPPORTED: &str = "<<<NOT_SUPPORTED>>>";
+
 fn read(doc: &Value) -> Result<Parsed, String> {
-    let diag = &doc["DCGM Diagnostic"];
+    let diag = root_of(doc).ok_or("the report has no diagnostic object")?;
     let mut tests = Vec::new();
     let categories = match diag.get("test_categories") {
         None | Some(Value::Null) => &[][..],
@@ -243,7 +261,8 @@ fn read(doc: &Value) -> Result<Parsed, String> {
             .get("tests")
             .and_then(Value::as_array)
             .ok_or_else(|| format!("category {category_name}: `tests` is not a list"))?;
-        for test in list {
+        // DCGM 3 leaves `null` between the tests of a category.
+        for test in list.iter().filter(|t| !t.is_null()) {
             tests.push(read_test(&category_name, test)?);
         }
     }
@@ -266,10 +285,13 @@ fn read(doc: &Value) -> Result<Parsed, String> {
                 e.get("serial_num")?.as_str()?.to_string(),
             ))
         })
+        .filter(|(_, serial)| serial != NOT_SUPPORTED && !serial.is_empty())
         .collect();
     let details = DiagDetails {
-        dcgm_version: string(doc.pointer("/metadata/version")),
-        driver_version: string(doc.pointer("/metadata/Driver Version Detected")),
+        dcgm_version: string(doc.pointer("/metadata/version"))
+            .or_else(|| string(diag.get("version"))),
+        driver_version: string(doc.pointer("/metadata/Driver Version Detected"))
+            .or_else(|| string(diag.get("Driver Version Detected"))),
         gpu_serials,
         tests,
         runtime_error,
@@ -284,41 +306,82 @@ fn read(doc: &Value) -> Result<Parsed, String> {
 fn read_test(category: &str, test: &Value) -> Result<DiagTest, String> {
     let name = string(test.get("name"))
         .ok_or_else(|| format!("a test in category {category} has no `name`"))?;
-    let status = test
-        .pointer("/test_summary/status")
-        .and_then(Value::as_str)
-        .map(Status::parse)
-        .ok_or_else(|| format!("test {name}: `test_summary.status` is missing"))?;
-    let results = test
+    let results: Vec<EntityResult> = test
         .get("results")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|r| EntityResult {
-            entity_group: string(r.get("entity_group")).unwrap_or_else(|| "GPU".to_string()),
-            entity_id: r
-                .get("entity_id")
-                .or_else(|| r.get("gpu_id"))
-                .and_then(Value::as_u64),
-            status: r
-                .get("status")
-                .and_then(Value::as_str)
-                .map_or(Status::Other(String::new()), Status::parse),
-            warnings: r
-                .get("warnings")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|w| string(w.get("warning")))
-                .collect(),
-        })
+        .flat_map(read_result)
         .collect();
+    let status = match test.pointer("/test_summary/status").and_then(Value::as_str) {
+        Some(s) => Status::parse(s),
+        // DCGM 3 has no summary: the test is as bad as its worst result.
+        None => worst(&results)
+            .ok_or_else(|| format!("test {name}: `test_summary.status` is missing"))?,
+    };
     Ok(DiagTest {
         category: category.to_string(),
         name,
         status,
         results,
     })
+}
+
+/// One result of a test; a DCGM 3 result whose `gpu_ids` lists several GPUs becomes one
+/// result per GPU.
+fn read_result(r: &Value) -> Vec<EntityResult> {
+    let status = r
+        .get("status")
+        .and_then(Value::as_str)
+        .map_or(Status::Other(String::new()), Status::parse);
+    let warnings: Vec<String> = r
+        .get("warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|w| string(w.get("warning")))
+        .collect();
+    let entity_group = string(r.get("entity_group")).unwrap_or_else(|| "GPU".to_string());
+    let ids: Vec<Option<u64>> = match r
+        .get("entity_id")
+        .or_else(|| r.get("gpu_id"))
+        .or_else(|| r.get("gpu_ids"))
+    {
+        Some(Value::Number(n)) => vec![n.as_u64()],
+        Some(Value::String(list)) => {
+            let ids: Vec<Option<u64>> = list.split(',').map(|i| i.trim().parse().ok()).collect();
+            if ids.iter().all(Option::is_some) {
+                ids
+            } else {
+                vec![None]
+            }
+        }
+        _ => vec![None],
+    };
+    ids.into_iter()
+        .map(|entity_id| EntityResult {
+            entity_group: entity_group.clone(),
+            entity_id,
+            status: status.clone(),
+            warnings: warnings.clone(),
+        })
+        .collect()
+}
+
+/// The worst status among results: Fail, then Warn, then anything but Pass, then Pass.
+fn worst(results: &[EntityResult]) -> Option<Status> {
+    let rank = |s: &Status| match s {
+        Status::Fail => 0,
+        Status::Warn => 1,
+        Status::Pass => 4,
+        Status::Skip | Status::NotRun => 3,
+        Status::Other(_) => 2,
+    };
+    results
+        .iter()
+        .map(|r| &r.status)
+        .min_by_key(|s| rank(s))
+        .cloned()
 }
 
 fn finish(details: DiagDetails, overall_failed: bool) -> Parsed {
@@ -370,9 +433,39 @@ fn finish(details: DiagDetails, overall_failed: bool) -> Parsed {
     ] {
         metrics.insert(name.to_string(), BigDecimal::from(n as u64));
     }
+    let versions = [
+        ("dcgm_version", &details.dcgm_version),
+        ("driver_version", &details.driver_version),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+    .collect();
     Parsed {
         metrics,
         failures,
         details: Details::DcgmDiag(details),
+        versions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dcgm_3_test_is_as_bad_as_its_worst_result_and_its_gpu_lists_name_each_gpu() {
+        let report = r#"{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware",
+            "tests": [null, {"name": "GPU Memory", "results": [
+                {"gpu_ids": "0,1", "status": "PASS"},
+                {"gpu_ids": "2,3", "status": "FAIL", "warnings": [{"warning": "ECC"}]}]}]}],
+            "version": "3.3.1"}}"#;
+        let parsed = DcgmDiag.parse(report).expect("report");
+        assert_eq!(parsed.metrics["tests_failed"], BigDecimal::from(1));
+        assert_eq!(parsed.metrics["gpus_failed"], BigDecimal::from(2));
+        assert_eq!(
+            parsed.failures,
+            ["test GPU Memory failed (GPU 2: ECC; GPU 3: ECC)"]
+        );
+        assert_eq!(parsed.versions["dcgm_version"], "3.3.1");
     }
 }

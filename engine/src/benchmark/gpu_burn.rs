@@ -10,7 +10,11 @@
 //!
 //! Progress lines are rewritten with `\r` (`100.0%  proc'd: 1920 (51234 Gflop/s) - … errors:
 //! 0 - …  temps: 61 C - …`), so the log is split on both `\r` and `\n`; the last one gives
-//! the per-GPU throughput.
+//! the per-GPU throughput. Captured logs often lose the `\r` and run hundreds of progress
+//! records together on one line, so only the last record of a line counts.
+//!
+//! Before burning, gpu-burn lists the GPUs with their UUIDs
+//! (`GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-b876c63f-…)`); they are kept in the details.
 //!
 //! # Metrics
 //!
@@ -48,8 +52,10 @@ pub struct GpuVerdict {
 pub struct GpuBurnDetails {
     /// Every GPU's verdict, in summary order.
     pub gpus: Vec<GpuVerdict>,
-    /// Per-GPU Gflop/s from the last progress line.
+    /// Per-GPU Gflop/s from the last progress record.
     pub gflops: Vec<BigDecimal>,
+    /// The UUIDs gpu-burn listed before it started, in GPU order.
+    pub gpu_uuids: Vec<String>,
 }
 
 impl Suite for GpuBurn {
@@ -84,15 +90,20 @@ impl Suite for GpuBurn {
         let mut expected: Option<(usize, usize)> = None;
         let mut gpus = Vec::new();
         let mut gflops = Vec::new();
+        let mut gpu_uuids = Vec::new();
         for (index, line) in output.split('\n').enumerate() {
             let line_no = index + 1;
             for segment in line.split('\r') {
                 let segment = segment.trim();
-                if segment.contains("proc'd:") {
-                    let figures = progress_gflops(segment);
+                if let Some((_, last)) = segment.rsplit_once("proc'd:") {
+                    let figures = progress_gflops(last);
                     if !figures.is_empty() {
                         gflops = figures;
                     }
+                } else if expected.is_none()
+                    && let Some(uuid) = listed_uuid(segment)
+                {
+                    gpu_uuids.push(uuid);
                 } else if let Some(n) = tested_count(segment) {
                     expected = Some((line_no, n));
                     gpus.clear();
@@ -136,9 +147,23 @@ impl Suite for GpuBurn {
                 .iter()
                 .map(|g| format!("GPU {g} is FAULTY (calculation errors)"))
                 .collect(),
-            details: Details::GpuBurn(GpuBurnDetails { gpus, gflops }),
+            details: Details::GpuBurn(GpuBurnDetails {
+                gpus,
+                gflops,
+                gpu_uuids,
+            }),
+            versions: BTreeMap::new(),
         })
     }
+}
+
+/// `GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-b876c63f-…)` → the UUID.
+fn listed_uuid(segment: &str) -> Option<String> {
+    segment.strip_prefix("GPU ")?;
+    let (_, rest) = segment.split_once("(UUID: ")?;
+    let (uuid, _) = rest.split_once(')')?;
+    let uuid = uuid.trim();
+    (!uuid.is_empty()).then(|| uuid.to_string())
 }
 
 /// `Tested 8 GPUs:` → 8.
@@ -174,7 +199,7 @@ fn verdict(segment: &str, line_no: usize) -> Result<Option<GpuVerdict>, ParseErr
     Ok(Some(GpuVerdict { gpu, ok }))
 }
 
-/// Every `(N Gflop/s)` figure of a progress line.
+/// Every `(N Gflop/s)` figure of one progress record.
 fn progress_gflops(segment: &str) -> Vec<BigDecimal> {
     segment
         .split('(')

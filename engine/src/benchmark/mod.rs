@@ -117,6 +117,11 @@ pub struct Parsed {
     pub failures: Vec<String>,
     /// Per-suite details worth recording.
     pub details: Details,
+    /// Versions the tool stated in its own output, by name: `nccl_tests_version` and
+    /// `nccl_version` (nccl-tests), `dcgm_version` and `driver_version` (DCGM),
+    /// `nvbandwidth_version`, `driver_version` and `cuda_runtime_version` (nvbandwidth),
+    /// `aiperf_version` (AIPerf). Empty when the output states none.
+    pub versions: BTreeMap<String, String>,
 }
 
 impl Parsed {

@@ -2,13 +2,19 @@
 //!
 //! Reads the `-j` JSON report (root key `nvbandwidth`, one entry per testcase with `status`
 //! `Passed`, `Waived`, `Not Found` or `Error`, a `bandwidth_matrix` of strings and its `sum`).
-//! Without a report, the text output's `SUM <testcase> <value>` lines are read.
+//! Without a report, the text output is read: its `SUM <testcase> <value>` lines, and the
+//! header nvbandwidth prints before the testcases (`nvbandwidth Version: v0.6`,
+//! `CUDA Runtime Version: 12040`, `Driver Version: 550.54.15`, `Device 0: NVIDIA GH200 480GB
+//! (00000009:01:00)`).
 //!
 //! # Metrics
 //!
 //! | name | unit | better | meaning |
 //! |---|---|---|---|
 //! | `<testcase>` | GB/s | higher | the testcase's `sum`: total bandwidth over its matrix, e.g. `host_to_device_memcpy_ce`, `device_to_device_memcpy_read_ce` |
+//!
+//! Latency testcases (`host_device_latency_sm`, `device_to_device_latency_sm`) sum
+//! nanoseconds instead, and lower is better.
 //!
 //! Only testcases that passed have a metric; the others are in the details with their status.
 //! A testcase with status `Error`, or a report-level `error`, fails the run.
@@ -159,43 +165,69 @@ fn read_testcase(t: &Value, index: usize) -> Result<Testcase, String> {
     })
 }
 
-/// Text output: `SUM <testcase> <value>` after each matrix.
+/// Text output: the header, then `SUM <testcase> <value>` after each matrix.
 fn read_sum_lines(output: &str) -> Result<Parsed, ParseError> {
-    let mut testcases = Vec::new();
+    let mut details = NvbandwidthDetails {
+        version: None,
+        driver_version: None,
+        cuda_runtime_version: None,
+        devices: Vec::new(),
+        testcases: Vec::new(),
+        error: None,
+        warning: None,
+    };
     for (index, line) in output.lines().enumerate() {
+        let line = line.trim();
         let mut words = line.split_whitespace();
-        if words.next() != Some("SUM") {
-            continue;
+        if words.next() == Some("SUM") {
+            let (Some(name), Some(value)) = (words.next(), words.next()) else {
+                return Err(ParseError::at(NAME, index + 1, "incomplete `SUM` line"));
+            };
+            let sum = decimal(value).ok_or_else(|| {
+                ParseError::at(NAME, index + 1, format!("sum `{value}` is not a number"))
+            })?;
+            details.testcases.push(Testcase {
+                name: name.to_string(),
+                status: "Passed".to_string(),
+                sum: Some(sum),
+                description: None,
+                error: None,
+            });
+        } else {
+            read_header_line(line, &mut details);
         }
-        let (Some(name), Some(value)) = (words.next(), words.next()) else {
-            return Err(ParseError::at(NAME, index + 1, "incomplete `SUM` line"));
-        };
-        let sum = decimal(value).ok_or_else(|| {
-            ParseError::at(NAME, index + 1, format!("sum `{value}` is not a number"))
-        })?;
-        testcases.push(Testcase {
-            name: name.to_string(),
-            status: "Passed".to_string(),
-            sum: Some(sum),
-            description: None,
-            error: None,
-        });
     }
-    if testcases.is_empty() {
+    if details.testcases.is_empty() {
         return Err(ParseError::whole(
             NAME,
             "no JSON report (`-j`) and no `SUM` lines in the log",
         ));
     }
-    Ok(finish(NvbandwidthDetails {
-        version: None,
-        driver_version: None,
-        cuda_runtime_version: None,
-        devices: Vec::new(),
-        testcases,
-        error: None,
-        warning: None,
-    }))
+    Ok(finish(details))
+}
+
+/// One line of the text header; the first statement of each fact wins (a log of several
+/// runs repeats the header).
+fn read_header_line(line: &str, details: &mut NvbandwidthDetails) {
+    let value = |label: &str| {
+        line.strip_prefix(label)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(v) = value("nvbandwidth Version:") {
+        details.version.get_or_insert(v);
+    } else if let Some(v) = value("CUDA Runtime Version:") {
+        details.cuda_runtime_version.get_or_insert(v);
+    } else if let Some(v) = value("Driver Version:") {
+        details.driver_version.get_or_insert(v);
+    } else if let Some(device) = line.strip_prefix("Device ")
+        && device
+            .split_once(':')
+            .is_some_and(|(i, _)| i.parse::<u32>().is_ok())
+        && !details.devices.iter().any(|d| d == device)
+    {
+        details.devices.push(device.to_string());
+    }
 }
 
 fn finish(details: NvbandwidthDetails) -> Parsed {
@@ -216,9 +248,18 @@ fn finish(details: NvbandwidthDetails) -> Parsed {
     if let Some(e) = &details.error {
         failures.push(format!("nvbandwidth reported an error: {e}"));
     }
+    let versions = [
+        ("nvbandwidth_version", &details.version),
+        ("driver_version", &details.driver_version),
+        ("cuda_runtime_version", &details.cuda_runtime_version),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+    .collect();
     Parsed {
         metrics,
         failures,
         details: Details::Nvbandwidth(details),
+        versions,
     }
 }

@@ -3,6 +3,11 @@
 //! The JSON report (`-J file`, nccl-tests 2.17.4 and later, printed into the log with `cat`)
 //! is preferred; without it, or when it is cut short, the text table on stdout is read.
 //!
+//! Whatever the source, the log's header gives every rank's host, device, bus id and GPU
+//! ([`NcclDetails::ranks`]) and the versions ([`Parsed::versions`]): `nccl_tests_version`
+//! from `# nccl-tests version …`, and `nccl_version` from NCCL's own `NCCL version …` line
+//! (printed with `NCCL_DEBUG=VERSION` or `INFO`), else decoded from `nccl-library=<code>`.
+//!
 //! # Metrics
 //!
 //! | name | unit | better | meaning |
@@ -17,6 +22,7 @@
 //! reach 480 GB/s. A threshold on it only means something with the sweep pinned; a threshold
 //! on `largest_size_bus_bandwidth` with a fixed `-e` is the robust choice.
 
+mod header;
 mod json;
 mod table;
 
@@ -26,6 +32,8 @@ use bigdecimal::BigDecimal;
 use serde::Serialize;
 
 use super::{Details, Direction, MetricSpec, ParseError, Parsed, Suite, json_block};
+
+pub use header::RankInfo;
 
 /// The suite's name.
 pub const NAME: &str = "nccl-all-reduce";
@@ -84,7 +92,7 @@ impl Suite for NcclAllReduce {
                 Err(_) => return Err(ParseError::at(NAME, line, message)),
             },
         };
-        summarise(report)
+        summarise(report, header::read(output))
     }
 }
 
@@ -149,9 +157,25 @@ pub struct NcclDetails {
     pub min_bandwidth_check: Option<bool>,
     /// NCCL's last error, if it printed one.
     pub errors: Vec<String>,
+    /// Every rank with its host, device, bus id and GPU, in the order nccl-tests listed
+    /// them under `# Using devices`.
+    pub ranks: Vec<RankInfo>,
 }
 
-fn summarise(report: Report) -> Result<Parsed, ParseError> {
+impl NcclDetails {
+    /// The distinct hosts of the ranks, in rank order.
+    pub fn hosts(&self) -> Vec<&str> {
+        let mut hosts: Vec<&str> = Vec::new();
+        for r in &self.ranks {
+            if !hosts.contains(&r.host.as_str()) {
+                hosts.push(&r.host);
+            }
+        }
+        hosts
+    }
+}
+
+fn summarise(report: Report, header: header::Header) -> Result<Parsed, ParseError> {
     let Some(largest) = report.rows.iter().map(|r| r.size_bytes).max() else {
         return Err(ParseError::whole(NAME, "the result table has no rows"));
     };
@@ -213,6 +237,8 @@ fn summarise(report: Report) -> Result<Parsed, ParseError> {
             sizes: report.rows,
             min_bandwidth_check: report.average_okay,
             errors: report.errors,
+            ranks: header.ranks,
         }),
+        versions: header.versions,
     })
 }

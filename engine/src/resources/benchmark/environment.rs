@@ -174,6 +174,10 @@ pub struct Environment {
     pub launcher: String,
     /// Every node of the run.
     pub per_node: BTreeMap<String, NodeRecord>,
+    /// How many ranks the tool's log shows (MPI runs).
+    pub ranks: String,
+    /// Each host the log names, with its ranks (`host-a: 0-7; host-b: 8-15`).
+    pub ranks_by_host: String,
 }
 
 /// A version from GFD's `<prefix>.major`, `.minor`, `.rev` labels, as `major.minor[.rev]`.
@@ -233,6 +237,8 @@ impl Environment {
             ("gpu_operator_version".into(), self.gpu_operator_version.clone()),
             ("device_plugin_version".into(), self.device_plugin_version.clone()),
             ("launcher".into(), self.launcher.clone()),
+            ("ranks".into(), self.ranks.clone()),
+            ("ranks_by_host".into(), self.ranks_by_host.clone()),
         ])
         .into_iter()
         .chain(self.tool_versions.clone())
@@ -327,6 +333,8 @@ mod tests {
             device_plugin_version: "v0.18.0".into(),
             tool_versions: BTreeMap::from([("nccl_version".into(), "2.27.5".into())]),
             launcher: "mpi-operator".into(),
+            ranks: "16".into(),
+            ranks_by_host: "gpu-a1-01: 0-7; gpu-a1-02: 8-15".into(),
             per_node: BTreeMap::from([
                 ("gpu-a1-01".into(), node("570.124.06")),
                 ("gpu-a1-02".into(), node("570.124.06")),

@@ -5,7 +5,8 @@
 //!
 //! - [`schema`]: the attributes; [`spec`]: the model read from a value and the offline checks;
 //!   [`thresholds`]: metric names and bounds.
-//! - [`render`]: pure, configuration and placement → Job and headless Service.
+//! - [`render`]: pure, configuration and placement → Job and headless Service; [`commands`]:
+//!   the single-node suites' default commands; [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
 //! - [`cluster`]: the host cluster behind a trait; [`run`]: create, gang start, logs,
 //!   cleanup; [`read`]: the record after the run.
@@ -23,8 +24,10 @@
 //! the state and taints it, so the next apply runs the benchmark again.
 
 pub mod cluster;
+pub mod commands;
 pub mod environment;
 pub mod launch;
+pub mod ranks;
 pub mod read;
 pub mod render;
 pub mod run;
@@ -32,6 +35,7 @@ pub mod schema;
 pub mod shape;
 pub mod spec;
 pub mod ssh_keys;
+pub mod suite_params;
 pub mod thresholds;
 pub mod turn_name;
 

@@ -129,20 +129,8 @@ pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
                 &gpus,
             ])
         }
-        "nvbandwidth" => match spec.parameters.get("testcases") {
-            Some(t) => v(&["nvbandwidth", "-j", "-t", t]),
-            None => v(&["nvbandwidth", "-j"]),
-        },
-        "dcgm-diag" => v(&["dcgmi", "diag", "-r", param(spec, "level", "2"), "-j"]),
-        "aiperf" => v(&[
-            "sh",
-            "-c",
-            "aiperf profile --model \"$GPUFLEET_PARAM_MODEL\" --url \"$GPUFLEET_PARAM_URL\" \
-             --concurrency \"${GPUFLEET_PARAM_CONCURRENCY:-1}\" --artifact-dir /tmp/aiperf \
-             && cat /tmp/aiperf/profile_export_aiperf.json",
-        ]),
-        "gpu-burn" => v(&["gpu_burn", param(spec, "seconds", "60")]),
-        _ => Vec::new(),
+        // The single-node suites, as their projects document them.
+        _ => super::commands::suite_command(spec).unwrap_or_default(),
     }
 }
 

@@ -28,6 +28,7 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
+    benchmark::{Details, Parsed},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -41,6 +42,7 @@ use super::{
     cluster::{Cluster, ClusterError, Kind},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
+    ranks,
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
     schema::RAW_OUTPUT_MAX,
     shape::{Shape, index_of},
@@ -150,6 +152,50 @@ async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String)
         .unwrap_or_default()
         .to_owned();
     Ok((operator, plugin))
+}
+
+/// What the tool's own output adds to the record: its versions and, for an MPI run, the world
+/// it shows (a world that is not the run's is a failure: its numbers are not the gang's).
+fn record_tool_facts(
+    env: &mut Environment,
+    spec: &BenchmarkSpec,
+    launcher: Launcher,
+    gang: &[String],
+    parsed: &Parsed,
+    failures: &mut Vec<String>,
+) {
+    let taken = env.to_map();
+    for (k, v) in &parsed.versions {
+        // The node's driver and CUDA come from its labels; the tool's own say are kept apart.
+        let key = if taken.contains_key(k) {
+            format!("reported_{k}")
+        } else {
+            k.clone()
+        };
+        env.tool_versions.insert(key, v.clone());
+    }
+    let Details::NcclAllReduce(details) = &parsed.details else {
+        return;
+    };
+    if details.ranks.is_empty() {
+        return;
+    }
+    env.ranks = details.ranks.len().to_string();
+    env.ranks_by_host = ranks::by_host(details)
+        .iter()
+        .map(|(h, r)| format!("{h}: {}", ranks::ranges(r)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if launch::is_mpi(spec) {
+        if let Some(problem) = ranks::world_problem(spec, details) {
+            failures.push(problem);
+        }
+        for (node, r) in ranks::per_node(details, &spec.name, launcher, gang) {
+            if let Some(record) = env.per_node.get_mut(&node) {
+                record.ranks = r;
+            }
+        }
+    }
 }
 
 fn launcher_name(launcher: Launcher) -> &'static str {
@@ -928,7 +974,15 @@ async fn execute(
         .collect();
     let results = match spec.suite.parse(&observed.log) {
         Ok(parsed) => {
-            tool_failures.extend(parsed.failures);
+            tool_failures.extend(parsed.failures.iter().cloned());
+            record_tool_facts(
+                &mut env,
+                spec,
+                launcher,
+                &observed.nodes,
+                &parsed,
+                &mut tool_failures,
+            );
             parsed.metrics
         }
         Err(e) => {

@@ -176,10 +176,18 @@ pub fn benchmark_schema() -> Schema {
                 .requires_replace()
                 .describe(
                     "Suite parameters, recorded and hashed: `min_bytes`, `max_bytes`, \
-                     `step_factor` for `nccl-all-reduce` (defaults `8`, `8G`, `2`), `level` for \
-                     `dcgm-diag` (default `2`), `testcases` for `nvbandwidth`, `seconds` for \
-                     `gpu-burn` (default `60`). Every entry is also set as an environment \
-                     variable `GPUFLEET_PARAM_<KEY>` in the container.",
+                     `step_factor` for `nccl-all-reduce` (defaults `8`, `8G`, `2`). \
+                     `nvbandwidth`: `testcases` (names or indexes, comma-separated), \
+                     `buffer_size` (MiB), `samples`. `dcgm-diag`: `level` (1 to 4, default `2`), \
+                     `host_engine` (`embedded`, the default: the container starts \
+                     `nv-hostengine`; or `<host>[:<port>]` of a running host engine). `aiperf`: \
+                     `model` and `url` (required), `endpoint_type` (default `chat`), `streaming` \
+                     (`true`, the default, or `false`; time to first token and inter-token \
+                     latency need `true`), `concurrency` (default `1`). `gpu-burn`: `seconds` \
+                     (default `60`), `doubles` and `tensor_cores` (`true` or `false`), `memory` \
+                     (MB or `N%`). The benchmarks guide says what each suite runs and needs in \
+                     its image. Every entry is also set as an environment variable \
+                     `GPUFLEET_PARAM_<KEY>` in the container.",
                 ),
         )
         .attr(

@@ -255,6 +255,7 @@ pub fn validate(config: &Value) -> Diagnostics {
     let suite = config.get("suite").as_str().and_then(benchmark::suite);
     if let Some(suite) = suite {
         thresholds::validate(suite, config.get("thresholds"), &mut d);
+        super::suite_params::validate(suite, config, &mut d);
         if suite.name() == "custom" && config.get("command").is_null() {
             d.error_at(
                 AttrPath::attr("command"),
