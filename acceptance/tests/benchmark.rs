@@ -383,9 +383,15 @@ fn watch_mpijob(
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             seen.mpijob |= host.get(&mpijob).is_ok();
             for p in host.list(&pods).unwrap_or_default() {
-                let name = p["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                let name = p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
                 let role = p["metadata"]["labels"]["training.kubeflow.org/job-role"].as_str();
-                let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned();
+                let node = p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
                 match role {
                     Some("launcher") => {
                         let command = p["spec"]["containers"][0]["command"]
@@ -451,13 +457,19 @@ fn a_two_node_all_reduce_is_one_mpi_world_that_the_mpi_operator_launches() {
     let worker_nodes: BTreeSet<String> = seen.workers.values().cloned().collect();
     assert_eq!(seen.workers.len(), 2, "{seen:?}");
     assert_eq!(worker_nodes.len(), 2, "one worker per node: {seen:?}");
-    assert!(worker_nodes.is_subset(&pool_nodes), "{worker_nodes:?} in {pool_nodes:?}");
+    assert!(
+        worker_nodes.is_subset(&pool_nodes),
+        "{worker_nodes:?} in {pool_nodes:?}"
+    );
 
     // The result is the launcher's log: one world of 16 ranks; the record names both nodes.
     let r = s.resource("gpufleet_benchmark.allreduce");
     assert_eq!(r["status"], "passed", "{r:#}");
     let env = &r["environment"];
-    assert_eq!(env["ranks"], "16", "the log shows one world of 16 ranks: {env:#}");
+    assert_eq!(
+        env["ranks"], "16",
+        "the log shows one world of 16 ranks: {env:#}"
+    );
     assert_eq!(env["launcher"], "mpi-operator", "{env:#}");
     assert_eq!(
         env["nodes"]
@@ -527,8 +539,8 @@ fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and
 
     // One node of the pool gets another driver.
     let node = nodes[0].clone();
-    let labels = host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"]
-        .clone();
+    let labels =
+        host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"].clone();
     let _restore = DriverLabels {
         host: &host,
         node: node.clone(),
@@ -553,7 +565,10 @@ fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and
     assert!(!out.success(), "{out}");
     let text = out.combined().replace('\n', " ");
     assert!(text.contains("driver_version"), "{text}");
-    assert!(text.contains("575.57.08") && text.contains("570.133.20"), "{text}");
+    assert!(
+        text.contains("575.57.08") && text.contains("570.133.20"),
+        "{text}"
+    );
     for n in &nodes {
         assert!(text.contains(n.as_str()), "names {n}: {text}");
     }

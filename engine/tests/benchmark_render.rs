@@ -92,8 +92,14 @@ fn a_multi_node_all_reduce_is_one_mpijob_of_sixteen_ranks() {
         .iter()
         .filter_map(|a| a.as_str())
         .collect();
-    assert_eq!(argv[..5], ["mpirun", "--allow-run-as-root", "-np", "16", "--map-by"]);
-    assert!(launcher["containers"][0].get("resources").is_none(), "no GPU for mpirun");
+    assert_eq!(
+        argv[..5],
+        ["mpirun", "--allow-run-as-root", "-np", "16", "--map-by"]
+    );
+    assert!(
+        launcher["containers"][0].get("resources").is_none(),
+        "no GPU for mpirun"
+    );
     let worker = &job["spec"]["mpiReplicaSpecs"]["Worker"];
     assert_eq!(worker["replicas"], 2);
     assert_eq!(

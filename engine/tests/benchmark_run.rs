@@ -851,7 +851,11 @@ impl Cluster for FakeCluster {
         match kind {
             "Job" => w.apply_job(object, namespace, name),
             "Service" | "Secret" => {
-                let kind = if kind == "Service" { "Service" } else { "Secret" };
+                let kind = if kind == "Service" {
+                    "Service"
+                } else {
+                    "Secret"
+                };
                 w.objects.insert(
                     (kind, namespace.to_owned(), name.to_owned()),
                     object.clone(),

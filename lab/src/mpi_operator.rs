@@ -121,8 +121,7 @@ pub(crate) async fn ensure(paths: &LabPaths, ports: &Ports) -> Result<(), LabErr
         });
     }
     let record = crate::spawn_component(&bin, c, paths, ports)?;
-    let healthy =
-        crate::wait_healthy(c, record, paths, ports, &pki, Duration::from_secs(60)).await;
+    let healthy = crate::wait_healthy(c, record, paths, ports, &pki, Duration::from_secs(60)).await;
     if let Err(e) = healthy {
         let _ = process::stop(&paths.pid_file(c), crate::STOP_GRACE);
         return Err(e);

@@ -59,9 +59,7 @@ impl Kind {
             Kind::StatefulSet => Gvk::new("apps", "v1", "StatefulSet", "statefulsets"),
             Kind::Secret => Gvk::new("", "v1", "Secret", "secrets"),
             Kind::MpiJob => Gvk::new("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
-            Kind::ClusterPolicy => {
-                Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies")
-            }
+            Kind::ClusterPolicy => Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies"),
         }
     }
 
@@ -71,9 +69,15 @@ impl Kind {
     }
 
     fn from_name(name: &str) -> Option<Kind> {
-        [Kind::Job, Kind::Service, Kind::Pod, Kind::Secret, Kind::MpiJob]
-            .into_iter()
-            .find(|k| k.name() == name)
+        [
+            Kind::Job,
+            Kind::Service,
+            Kind::Pod,
+            Kind::Secret,
+            Kind::MpiJob,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
     }
 }
 
@@ -276,21 +280,16 @@ impl Cluster for KubeCluster {
         let what = lease.to_string();
         let holder = holder_identity();
         tracing::debug!(target: "gpufleet::benchmark", "taking the turn on {what} as {holder}");
-        let guard = TurnLease::new(
-            self.objects.client().clone(),
-            lease,
-            holder,
-            TURN_DURATION,
-        )
-        .acquire(cancel, |h| {
-            tracing::info!(
-                target: "gpufleet::benchmark",
-                "waiting for the run of {} to finish its turn on {what}",
-                h.identity
-            );
-        })
-        .await
-        .map_err(|e| ClusterError::Other(e.to_string()))?;
+        let guard = TurnLease::new(self.objects.client().clone(), lease, holder, TURN_DURATION)
+            .acquire(cancel, |h| {
+                tracing::info!(
+                    target: "gpufleet::benchmark",
+                    "waiting for the run of {} to finish its turn on {what}",
+                    h.identity
+                );
+            })
+            .await
+            .map_err(|e| ClusterError::Other(e.to_string()))?;
         Ok(Box::new(guard))
     }
 }

@@ -234,8 +234,14 @@ impl Environment {
             ("sharing".into(), self.sharing.clone()),
             ("started_at".into(), self.started_at.clone()),
             ("finished_at".into(), self.finished_at.clone()),
-            ("gpu_operator_version".into(), self.gpu_operator_version.clone()),
-            ("device_plugin_version".into(), self.device_plugin_version.clone()),
+            (
+                "gpu_operator_version".into(),
+                self.gpu_operator_version.clone(),
+            ),
+            (
+                "device_plugin_version".into(),
+                self.device_plugin_version.clone(),
+            ),
             ("launcher".into(), self.launcher.clone()),
             ("ranks".into(), self.ranks.clone()),
             ("ranks_by_host".into(), self.ranks_by_host.clone()),

@@ -259,7 +259,9 @@ pub fn ssh_secret(spec: &BenchmarkSpec, keys: &super::ssh_keys::SshKeys) -> Json
 /// SSH, and runs `mpirun`.
 fn gpufleet_script(spec: &BenchmarkSpec) -> String {
     let job = render::job_name(&spec.name);
-    let hosts: Vec<String> = (0..spec.nodes).map(|i| format!("{job}-{i}.{job}")).collect();
+    let hosts: Vec<String> = (0..spec.nodes)
+        .map(|i| format!("{job}-{i}.{job}"))
+        .collect();
     let hostfile: String = hosts
         .iter()
         .map(|h| format!("{h} slots={}\\n", spec.gpus_per_node))
@@ -312,7 +314,10 @@ mod tests {
         let spec = super::super::spec::tests::nccl_spec(2, 8);
         let argv = mpirun(&spec, None).join(" ");
         assert!(argv.starts_with("mpirun --allow-run-as-root -np 16 --map-by ppr:8:node"));
-        assert!(argv.contains("all_reduce_perf_mpi -b 8 -e 8G -f 2 -g 1"), "{argv}");
+        assert!(
+            argv.contains("all_reduce_perf_mpi -b 8 -e 8G -f 2 -g 1"),
+            "{argv}"
+        );
         assert_eq!(choose(&spec, true), Ok(Launcher::MpiOperator));
         assert_eq!(choose(&spec, false), Ok(Launcher::Gpufleet));
         let one = super::super::spec::tests::nccl_spec(1, 8);

@@ -116,19 +116,17 @@ pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
     match spec.suite.name() {
         // Across nodes: the launcher's mpirun, one rank per GPU.
         "nccl-all-reduce" if spec.nodes > 1 => super::launch::mpirun(spec, None),
-        "nccl-all-reduce" => {
-            v(&[
-                "all_reduce_perf",
-                "-b",
-                param(spec, "min_bytes", "8"),
-                "-e",
-                param(spec, "max_bytes", "8G"),
-                "-f",
-                param(spec, "step_factor", "2"),
-                "-g",
-                &gpus,
-            ])
-        }
+        "nccl-all-reduce" => v(&[
+            "all_reduce_perf",
+            "-b",
+            param(spec, "min_bytes", "8"),
+            "-e",
+            param(spec, "max_bytes", "8G"),
+            "-f",
+            param(spec, "step_factor", "2"),
+            "-g",
+            &gpus,
+        ]),
         // The single-node suites, as their projects document them.
         _ => super::commands::suite_command(spec).unwrap_or_default(),
     }

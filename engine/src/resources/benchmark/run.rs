@@ -539,7 +539,10 @@ async fn wait_done(
             .get(kind, Some(&spec.namespace), name)
             .await?
             .ok_or_else(|| {
-                RunError::Setup(format!("{} {name} disappeared during the run.", kind.name()))
+                RunError::Setup(format!(
+                    "{} {name} disappeared during the run.",
+                    kind.name()
+                ))
             })?;
         if let Some(ok) = shape.outcome(&main) {
             return Ok(ok);
@@ -874,7 +877,11 @@ async fn execute(
             // A leftover of another configuration: a template cannot change in place.
             cleanup(cluster, &spec.namespace, &spec.name).await?;
             for k in std::iter::once(kind).chain(other) {
-                while cluster.get(k, Some(&spec.namespace), &name).await?.is_some() {
+                while cluster
+                    .get(k, Some(&spec.namespace), &name)
+                    .await?
+                    .is_some()
+                {
                     if Instant::now() >= deadline {
                         return Err(RunError::TimedOut(timeouts::render(limit)));
                     }
@@ -900,7 +907,8 @@ async fn execute(
                 .await?
                 .is_none()
         {
-            let keys = super::ssh_keys::generate(&name).map_err(|e| RunError::Setup(e.to_string()))?;
+            let keys =
+                super::ssh_keys::generate(&name).map_err(|e| RunError::Setup(e.to_string()))?;
             cluster.apply(&launch::ssh_secret(spec, &keys)).await?;
         }
         // The MPI Operator makes the workers' Service itself.

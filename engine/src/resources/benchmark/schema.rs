@@ -47,14 +47,17 @@ fn threshold_attributes() -> Vec<Attribute> {
 pub fn benchmark_schema() -> Schema {
     Schema::new(
         Block::new(
-            "One benchmark run on a GPU node pool: a Kubernetes Job (an Indexed Job with one pod \
-             per node and a headless Service when `nodes` > 1) in the virtual cluster's host \
-             namespace, placed on the pool's nodes. Its pod log is parsed into `results`, checked \
-             against `thresholds`, and recorded with the environment it ran in, so runs can be \
-             compared (`environment_hash`). The Job and its pods are removed when the run ends; \
-             the resource is the record. Changing what runs (suite, image, command, parameters, \
-             placement, `triggers`) runs it again. Runs on the same pool take turns within an \
-             apply, so they do not share GPUs. Needs the provider's `kubernetes` block.",
+            "One benchmark run on a GPU node pool, in the virtual cluster's host namespace and on \
+             the pool's nodes: an Indexed Job with one pod per node (and a headless Service when \
+             `nodes` > 1), or, for an `nccl-all-reduce` across nodes, one MPI world of \
+             `nodes` × `gpus_per_node` ranks (see `launcher`). The result log is parsed into \
+             `results`, checked against `thresholds`, and recorded with the environment it ran \
+             in, so runs can be compared (`environment_hash`). Everything the run made is \
+             removed when it ends; the resource is the record. Changing what runs (suite, image, \
+             command, parameters, placement, `triggers`) runs it again. Runs on the same pool \
+             take turns, across provider processes and pipelines, on a `coordination.k8s.io` \
+             Lease named `gpufleet-turn-<virtual cluster>-<pool>` in the pool's host namespace, \
+             so they never share GPUs. Needs the provider's `kubernetes` block.",
         )
         .attr(
             Attribute::computed("id", Type::String)
@@ -256,8 +259,8 @@ pub fn benchmark_schema() -> Schema {
                      `allow_node_differences` lets them differ), `gpu_operator_version` and \
                      `device_plugin_version` (from the GPU Operator's ClusterPolicy), the \
                      versions the tool printed (`nccl_version` and `nccl_tests_version` for \
-                     `nccl-all-reduce`, `dcgm_version` for `dcgm-diag`), `launcher`, `image`, \
-                     `image_digest`, `suite`, `parameters` (JSON), `node_pool_id`, `sharing`, \
+                     `nccl-all-reduce`, `dcgm_version` for `dcgm-diag`), `launcher`, `ranks` and \
+                     `ranks_by_host` (the MPI world the log shows), `image`, `image_digest`, `suite`, `parameters` (JSON), `node_pool_id`, `sharing`, \
                      `started_at`, `finished_at`. Values that could not be found are empty.",
                 ),
         )

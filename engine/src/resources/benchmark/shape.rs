@@ -71,7 +71,10 @@ impl Shape {
     pub fn gang_selector(&self) -> String {
         match self.launcher {
             Launcher::MpiOperator => {
-                format!("{MPI_JOB_NAME_LABEL}={},{MPI_JOB_ROLE_LABEL}=worker", self.name)
+                format!(
+                    "{MPI_JOB_NAME_LABEL}={},{MPI_JOB_ROLE_LABEL}=worker",
+                    self.name
+                )
             }
             Launcher::Pods | Launcher::Gpufleet => format!("{JOB_NAME_LABEL}={}", self.name),
         }
@@ -82,7 +85,10 @@ impl Shape {
     pub fn log_selector(&self) -> String {
         match self.launcher {
             Launcher::MpiOperator => {
-                format!("{MPI_JOB_NAME_LABEL}={},{MPI_JOB_ROLE_LABEL}=launcher", self.name)
+                format!(
+                    "{MPI_JOB_NAME_LABEL}={},{MPI_JOB_ROLE_LABEL}=launcher",
+                    self.name
+                )
             }
             Launcher::Pods | Launcher::Gpufleet => format!("{JOB_NAME_LABEL}={}", self.name),
         }
@@ -125,11 +131,13 @@ mod tests {
     #[test]
     fn an_mpijob_ends_on_its_own_conditions() {
         let s = Shape::new(Launcher::MpiOperator, "x");
-        let cond = |t: &str| json!({ "status": { "conditions": [
+        let cond = |t: &str| {
+            json!({ "status": { "conditions": [
             { "type": "Created", "status": "True" },
             { "type": "Running", "status": "False" },
             { "type": t, "status": "True" },
-        ] } });
+        ] } })
+        };
         assert_eq!(s.outcome(&cond("Succeeded")), Some(true));
         assert_eq!(s.outcome(&cond("Failed")), Some(false));
         assert_eq!(s.outcome(&cond("Complete")), None);
@@ -146,7 +154,8 @@ mod tests {
     fn workers_sort_by_their_replica_index() {
         let worker = json!({ "metadata": { "labels": { MPI_REPLICA_INDEX_LABEL: "1" } } });
         assert_eq!(index_of(&worker), 1);
-        let indexed = json!({ "metadata": { "annotations": { COMPLETION_INDEX_ANNOTATION: "0" } } });
+        let indexed =
+            json!({ "metadata": { "annotations": { COMPLETION_INDEX_ANNOTATION: "0" } } });
         assert_eq!(index_of(&indexed), 0);
         assert_eq!(index_of(&json!({})), i64::MAX);
     }

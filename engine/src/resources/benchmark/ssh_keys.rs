@@ -63,10 +63,7 @@ pub fn generate(comment: &str) -> Result<SshKeys, KeyError> {
     private_pem.push_str("-----END PRIVATE KEY-----\n");
     Ok(SshKeys {
         private_pem,
-        public_line: format!(
-            "ecdsa-sha2-nistp256 {} {comment}\n",
-            STANDARD.encode(&blob)
-        ),
+        public_line: format!("ecdsa-sha2-nistp256 {} {comment}\n", STANDARD.encode(&blob)),
     })
 }
 
@@ -79,14 +76,22 @@ mod tests {
         let keys = generate("gfb-x").expect("keys");
         let mut parts = keys.public_line.split_whitespace();
         assert_eq!(parts.next(), Some("ecdsa-sha2-nistp256"));
-        let blob = STANDARD.decode(parts.next().expect("blob")).expect("base64");
+        let blob = STANDARD
+            .decode(parts.next().expect("blob"))
+            .expect("base64");
         assert_eq!(parts.next(), Some("gfb-x"));
         // type (4 + 19), curve (4 + 8), point (4 + 65: uncompressed P-256)
         assert_eq!(blob.len(), 4 + 19 + 4 + 8 + 4 + 65);
         assert_eq!(&blob[4..23], b"ecdsa-sha2-nistp256");
         assert_eq!(blob[4 + 19 + 4 + 8 + 4], 0x04, "uncompressed point");
-        assert!(keys.private_pem.starts_with("-----BEGIN PRIVATE KEY-----\n"));
-        assert!(!format!("{keys:?}").contains("PRIVATE"), "Debug hides the key");
+        assert!(
+            keys.private_pem
+                .starts_with("-----BEGIN PRIVATE KEY-----\n")
+        );
+        assert!(
+            !format!("{keys:?}").contains("PRIVATE"),
+            "Debug hides the key"
+        );
         assert_ne!(generate("gfb-x").expect("keys"), keys, "fresh every time");
     }
 }
