@@ -64,7 +64,8 @@ fn host(lab: &Lab) -> KubeRest {
     KubeRest::from_kubeconfig(&lab.kubeconfig_path()).expect("host client")
 }
 
-/// Names of the Jobs, Services and pods a benchmark made (`gfb-…`) in `namespace`.
+/// Names of the Jobs, Services, pods, Secrets and MPIJobs a benchmark made (`gfb-…`) in
+/// `namespace`.
 fn benchmark_objects(host: &KubeRest, namespace: &str) -> Vec<String> {
     let mut left = Vec::new();
     for (kind, path) in [
@@ -74,6 +75,11 @@ fn benchmark_objects(host: &KubeRest, namespace: &str) -> Vec<String> {
             format!("/api/v1/namespaces/{namespace}/services"),
         ),
         ("pod", format!("/api/v1/namespaces/{namespace}/pods")),
+        ("secret", format!("/api/v1/namespaces/{namespace}/secrets")),
+        (
+            "mpijob",
+            format!("/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"),
+        ),
     ] {
         for o in host.list(&path).expect("list") {
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
@@ -583,5 +589,35 @@ fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and
         r["environment"]["driver_version"], "570.133.20,575.57.08",
         "{r:#}"
     );
+    s.destroy();
+}
+
+#[test]
+fn without_the_mpi_operator_pod_zero_runs_mpirun_over_ssh_to_its_peers() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let run = benchmark(
+        "allreduce",
+        "nccl-all-reduce",
+        r#"nodes = 2
+  gpus_per_node = 8
+  launcher = "gpufleet""#,
+    );
+    let s = Session::new(&config("bench-sshmpi", 2, &run), lab.settings_env());
+    s.apply();
+    s.assert_plan_empty();
+    let r = s.resource("gpufleet_benchmark.allreduce");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    let env = &r["environment"];
+    assert_eq!(env["launcher"], "gpufleet", "{env:#}");
+    assert_eq!(env["ranks"], "16", "{env:#}");
+    let nodes: BTreeSet<&str> = env["nodes"].as_str().unwrap_or_default().split(',').collect();
+    assert_eq!(nodes.len(), 2, "{env:#}");
+    // The Job, its pods, the Service and the key pair's Secret are gone.
+    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
+        .as_str()
+        .expect("the host namespace")
+        .to_owned();
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }
