@@ -611,7 +611,11 @@ fn without_the_mpi_operator_pod_zero_runs_mpirun_over_ssh_to_its_peers() {
     let env = &r["environment"];
     assert_eq!(env["launcher"], "gpufleet", "{env:#}");
     assert_eq!(env["ranks"], "16", "{env:#}");
-    let nodes: BTreeSet<&str> = env["nodes"].as_str().unwrap_or_default().split(',').collect();
+    let nodes: BTreeSet<&str> = env["nodes"]
+        .as_str()
+        .unwrap_or_default()
+        .split(',')
+        .collect();
     assert_eq!(nodes.len(), 2, "{env:#}");
     // The Job, its pods, the Service and the key pair's Secret are gone.
     let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]

@@ -160,7 +160,7 @@ fn gpu_resources(spec: &BenchmarkSpec) -> Json {
 fn replica_template(
     spec: &BenchmarkSpec,
     placement: &Placement,
-    container: Json,
+    container: &Json,
     spread: bool,
 ) -> Json {
     let mut pod = json!({
@@ -217,12 +217,12 @@ pub fn mpijob(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64
                 "Launcher": {
                     "replicas": 1,
                     "restartPolicy": "Never",
-                    "template": replica_template(spec, placement, launcher, false),
+                    "template": replica_template(spec, placement, &launcher, false),
                 },
                 "Worker": {
                     "replicas": spec.nodes,
                     "restartPolicy": "Never",
-                    "template": replica_template(spec, placement, worker, true),
+                    "template": replica_template(spec, placement, &worker, true),
                 },
             },
         },
