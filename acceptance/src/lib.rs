@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub mod process;
 mod session;
 pub mod sweep;
 pub use session::{DestroyOnPanic, Session, assert_import_example_adopts};
@@ -619,15 +620,23 @@ impl Workdir {
         }
     }
 
-    fn execute(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    /// Starts `terraform ARGS` in the background, its output discarded, for tests that
+    /// interrupt it (see [`process::kill_providers_of`]).
+    ///
+    /// # Panics
+    /// If Terraform cannot be started.
+    pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        let mut cmd = self.command(args, env);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.spawn()
+            .unwrap_or_else(|err| panic!("cannot start terraform ({err}); run scripts/setup"))
+    }
+
+    /// `terraform ARGS` in this directory, with the CLI config and `env`, stdin closed.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let launcher = self.launcher.clone().unwrap_or_else(terraform_launcher);
-        let command = format!("terraform {}", args.join(" "));
         let mut cmd = Command::new(&launcher);
-        cmd.args(args)
-            .current_dir(self.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(args).current_dir(self.path()).stdin(Stdio::null());
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("TF_") {
                 cmd.env_remove(&key);
@@ -643,7 +652,14 @@ impl Workdir {
         for (key, value) in env {
             cmd.env(key, value);
         }
+        cmd
+    }
 
+    fn execute(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let launcher = self.launcher.clone().unwrap_or_else(terraform_launcher);
+        let command = format!("terraform {}", args.join(" "));
+        let mut cmd = self.command(args, env);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let timeout = command_timeout();
         let started = Instant::now();
         let mut child = cmd.spawn().unwrap_or_else(|err| {

@@ -43,6 +43,17 @@ impl Session {
         self.wd.write("main.tf", main_tf);
     }
 
+    /// Starts `terraform ARGS` with the session's environment in the background (see
+    /// [`Workdir::spawn`]).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.wd.spawn(args, &env)
+    }
+
     /// `terraform ARGS` with the session's environment, whatever its exit code.
     pub fn run(&self, args: &[&str]) -> Output {
         let env: Vec<(&str, &str)> = self

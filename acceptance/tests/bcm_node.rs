@@ -525,46 +525,6 @@ fn a_wrong_ca_is_refused() {
     assert!(device(host)["extra_values"]["gpufleet_tenant"].is_null());
 }
 
-/// Pids of the processes below `root` whose name starts with `prefix`.
-fn descendants(root: u32, prefix: &str) -> Vec<u32> {
-    let mut parent = std::collections::HashMap::new();
-    let mut names = std::collections::HashMap::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid …
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = stat[open + 1..close].to_owned();
-        let ppid = stat[close + 2..]
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(0);
-        parent.insert(pid, ppid);
-        names.insert(pid, comm);
-    }
-    let below = |mut pid: u32| {
-        while pid > 1 {
-            if pid == root {
-                return true;
-            }
-            pid = parent.get(&pid).copied().unwrap_or(0);
-        }
-        false
-    };
-    names
-        .iter()
-        .filter(|(pid, name)| name.starts_with(prefix) && below(**pid))
-        .map(|(pid, _)| *pid)
-        .collect()
-}
-
 #[test]
 fn a_provider_killed_mid_provisioning_is_adopted_without_a_second_claim() {
     let _g = lock();
@@ -593,11 +553,7 @@ fn a_provider_killed_mid_provisioning_is_adopted_without_a_second_claim() {
         if matches!(status.as_str(), "BOOTING" | "INSTALLING" | "DOWN")
             && device(host)["extra_values"]["gpufleet_tenant"] == "acc-tenant-kill"
         {
-            // "terraform-provider-gpufleet", as the kernel truncates it.
-            killed = descendants(child.id(), "terraform-provi");
-            for pid in &killed {
-                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            }
+            killed = gpufleet_acceptance::process::kill_providers_of(&child);
             if !killed.is_empty() {
                 break;
             }

@@ -207,15 +207,10 @@ async fn a_release_lets_the_waiter_go_at_once() {
     second.release().await.expect("release");
 }
 
-/// Two `terraform apply` processes, each with a benchmark on the same pool, started together:
-/// the benchmarks take turns on the pool's Lease, and its history shows two turns by two
-/// processes, one after the other.
-#[test]
-fn two_terraform_applies_on_one_pool_take_turns() {
-    let lab = Lab::shared();
-    let pool = Session::new(
-        &format!(
-            r#"
+/// A dedicated tenant `tenant` with a pool of one A100 node.
+fn pool_config(tenant: &str) -> String {
+    format!(
+        r#"
 terraform {{
   required_providers {{
     gpufleet = {{ source = "gpufleet/gpufleet" }}
@@ -225,7 +220,7 @@ terraform {{
 provider "gpufleet" {{}}
 
 resource "gpufleet_virtual_cluster" "t" {{
-  name      = "bench-turns"
+  name      = "{tenant}"
   isolation = "dedicated"
 }}
 
@@ -236,23 +231,14 @@ resource "gpufleet_gpu_node_pool" "p" {{
   node_count         = 1
 }}
 "#
-        ),
-        lab.settings_env(),
-    );
-    let _pool_cleanup = pool.destroy_on_panic();
-    pool.apply();
-    let vc_id = pool.resource("gpufleet_virtual_cluster.t")["id"]
-        .as_str()
-        .expect("virtual cluster id")
-        .to_owned();
-    let pool_id = pool.resource("gpufleet_gpu_node_pool.p")["id"]
-        .as_str()
-        .expect("pool id")
-        .to_owned();
+    )
+}
 
-    let benchmark = |name: &str| {
-        format!(
-            r#"
+/// A gpu-burn benchmark `name` on an existing pool, in a configuration of its own; `extra`
+/// is more attribute lines.
+fn benchmark_config(name: &str, vc_id: &str, pool_id: &str, extra: &str) -> String {
+    format!(
+        r#"
 terraform {{
   required_providers {{
     gpufleet = {{ source = "gpufleet/gpufleet" }}
@@ -267,10 +253,59 @@ resource "gpufleet_benchmark" "b" {{
   node_pool_id       = "{pool_id}"
   suite              = "gpu-burn"
   image              = "nvcr.io/nvidia/pytorch:25.04-py3"
+  {extra}
 }}
 "#
-        )
-    };
+    )
+}
+
+/// Who holds the pool's turn now, if anybody (and if the Lease exists yet).
+fn holder_now(lab: &Lab, pool_id: &str) -> Option<String> {
+    let lease = turn_lease(&PoolRef::parse(pool_id).expect("a pool id"));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            Api::<Lease>::namespaced(lab.client(), &lease.namespace)
+                .get_opt(&lease.name)
+                .await
+                .expect("read the Lease")
+        })
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+/// The pool's turn Lease as the lab's API server has it now.
+fn lease_now(lab: &Lab, pool_id: &str) -> Lease {
+    let lease = turn_lease(&PoolRef::parse(pool_id).expect("a pool id"));
+    // The client's connection pool lives on the runtime it is made in.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async { read(&lab.client(), &lease).await })
+}
+
+/// Two `terraform apply` processes, each with a benchmark on the same pool, started together:
+/// the benchmarks take turns on the pool's Lease, and its history shows two turns by two
+/// processes, one after the other.
+#[test]
+fn two_terraform_applies_on_one_pool_take_turns() {
+    let lab = Lab::shared();
+    let pool = Session::new(&pool_config("bench-turns"), lab.settings_env());
+    let _pool_cleanup = pool.destroy_on_panic();
+    pool.apply();
+    let vc_id = pool.resource("gpufleet_virtual_cluster.t")["id"]
+        .as_str()
+        .expect("virtual cluster id")
+        .to_owned();
+    let pool_id = pool.resource("gpufleet_gpu_node_pool.p")["id"]
+        .as_str()
+        .expect("pool id")
+        .to_owned();
+
+    let benchmark = |name: &str| benchmark_config(name, &vc_id, &pool_id, "");
     let sessions: Vec<Session> = ["turn-a", "turn-b"]
         .into_iter()
         .map(|name| Session::new(&benchmark(name), lab.settings_env()))
@@ -307,13 +342,7 @@ resource "gpufleet_benchmark" "b" {{
     assert!(spans[0].1 <= spans[1].0, "the runs overlap: {spans:?}");
 
     // The runs as the pool's Lease tells them: two turns, by two processes, one after the other.
-    let lease = turn_lease(&PoolRef::parse(&pool_id).expect("a pool id"));
-    // The client's connection pool lives on the runtime it is made in.
-    let now = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async { read(&lab.client(), &lease).await });
+    let now = lease_now(lab, &pool_id);
     let turns = history(&now);
     let last_two = &turns[turns.len().saturating_sub(2)..];
     assert_eq!(last_two.len(), 2, "{turns:#?}");
@@ -328,5 +357,76 @@ resource "gpufleet_benchmark" "b" {{
     for s in &sessions {
         s.destroy();
     }
+    pool.destroy();
+}
+
+/// A provider killed while it holds the pool's turn stops renewing it: the next `terraform
+/// apply` on the pool waits until the turn has gone a lease duration without renewal, then
+/// takes it over, and the Lease's history says whom it took over from.
+#[test]
+fn a_killed_providers_turn_is_taken_over_once_it_expires() {
+    let lab = Lab::shared();
+    let pool = Session::new(&pool_config("bench-turn-kill"), lab.settings_env());
+    let _pool_cleanup = pool.destroy_on_panic();
+    pool.apply();
+    let vc_id = pool.resource("gpufleet_virtual_cluster.t")["id"]
+        .as_str()
+        .expect("virtual cluster id")
+        .to_owned();
+    let pool_id = pool.resource("gpufleet_gpu_node_pool.p")["id"]
+        .as_str()
+        .expect("pool id")
+        .to_owned();
+
+    // A run that holds the turn for a minute: its pod asks for more GPUs than the node has,
+    // so it waits out its start_timeout.
+    let stuck = Session::new(
+        &benchmark_config(
+            "stuck",
+            &vc_id,
+            &pool_id,
+            "gpus_per_node = 16\n  start_timeout = \"60s\"",
+        ),
+        lab.settings_env(),
+    );
+    let mut apply = stuck.spawn(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let deadline = Instant::now() + 120 * SECOND;
+    let holder = loop {
+        if let Some(h) = holder_now(lab, &pool_id) {
+            break h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stuck run never took the turn"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let killed = gpufleet_acceptance::process::kill_providers_of(&apply);
+    let killed_at = Timestamp::now();
+    let _ = apply.wait();
+    assert!(!killed.is_empty(), "a provider was running");
+
+    let next = Session::new(
+        &benchmark_config("next", &vc_id, &pool_id, ""),
+        lab.settings_env(),
+    );
+    next.apply();
+    let r = next.resource("gpufleet_benchmark.b");
+    assert_eq!(r["status"], "passed", "{r:#}");
+
+    let turns = history(&lease_now(lab, &pool_id));
+    let last = turns.last().expect("a turn");
+    assert_eq!(
+        last.took_over.as_deref(),
+        Some(holder.as_str()),
+        "{turns:#?}"
+    );
+    // Renewed every 5 s, it expires 15 s after its last renewal: at least 10 s after the kill.
+    let waited = last.acquired.duration_since(killed_at);
+    assert!(
+        waited.as_secs() >= 9,
+        "taken over {waited:?} after the kill, before the turn expired: {turns:#?}"
+    );
+    next.destroy();
     pool.destroy();
 }

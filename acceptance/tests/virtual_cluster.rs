@@ -376,30 +376,6 @@ fn tenants_reach_only_their_own_api_server() {
     tf.destroy();
 }
 
-/// Every process descended from `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // The parent pid is the second field after the parenthesised command name.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if ppid == Some(parent) {
-                out.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn a_provider_killed_mid_apply_converges_without_duplicates() {
     let _g = host_lock();
@@ -428,12 +404,7 @@ fn a_provider_killed_mid_apply_converges_without_duplicates() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    for pid in descendants(child.id()) {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.starts_with("terraform-provi") {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-    }
+    gpufleet_acceptance::process::kill_providers_of(&child);
     let _ = child.wait();
     tf.apply();
     tf.assert_plan_empty();
