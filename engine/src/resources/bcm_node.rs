@@ -241,25 +241,6 @@ async fn bounded<T>(
     }
 }
 
-fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
-/// Replaces every unknown in `v` with null, for states returned after a failure.
-fn nulled_unknowns(v: &Value) -> Value {
-    match v {
-        Value::Unknown(_) => Value::Null,
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
 fn opt(s: Option<&str>) -> Value {
     s.map_or(Value::Null, Value::string)
 }
@@ -295,7 +276,7 @@ fn fill_observed(
     status: Option<&DeviceStatus>,
     info: Option<&SysInfo>,
 ) {
-    set_attr(s, "id", Value::string(device.uuid.clone()));
+    s.set_attr("id", Value::string(device.uuid.clone()));
     let [product, count] = gpu_facts(info);
     let facts = [
         ("mac", opt(device.mac_address())),
@@ -305,16 +286,16 @@ fn fill_observed(
     ];
     for (name, value) in facts {
         if s.get(name).is_unknown() || s.get(name).is_null() {
-            set_attr(s, name, value);
+            s.set_attr(name, value);
         }
     }
     if s.get("ip").is_unknown() {
-        set_attr(s, "ip", opt(device.ip()));
+        s.set_attr("ip", opt(device.ip()));
     }
     if let Some(st) = status
         && s.get("status").is_unknown()
     {
-        set_attr(s, "status", Value::string(st.status.clone()));
+        s.set_attr("status", Value::string(st.status.clone()));
     }
 }
 
@@ -476,7 +457,7 @@ fn plan_node(req: &PlanRequest) -> PlanResponse {
         if remote_same {
             for a in ["status", "ip"] {
                 if planned.get(a).is_unknown() {
-                    set_attr(&mut planned, a, req.prior.get(a).clone());
+                    planned.set_attr(a, req.prior.get(a).clone());
                 }
             }
         }
@@ -542,7 +523,7 @@ impl Progress {
         if let Some(d) = &self.device {
             fill_observed(&mut s, d, self.status.as_ref(), self.sysinfo.as_ref());
         }
-        nulled_unknowns(&s)
+        s.with_unknowns_nulled()
     }
 }
 
@@ -879,11 +860,11 @@ async fn apply_update(
         let mut s = planned.clone();
         for a in ["status", "ip"] {
             if s.get(a).is_unknown() {
-                set_attr(&mut s, a, prior.get(a).clone());
+                s.set_attr(a, prior.get(a).clone());
             }
         }
         return ApplyResponse {
-            new_state: nulled_unknowns(&s),
+            new_state: s.with_unknowns_nulled(),
             diagnostics: Diagnostics::new(),
         };
     }
@@ -903,7 +884,7 @@ async fn apply_update(
             let mut s = p.state(planned);
             // Hardware facts were promised as they were.
             for a in ["mac", "rack", "gpu_product", "gpu_count"] {
-                set_attr(&mut s, a, prior.get(a).clone());
+                s.set_attr(a, prior.get(a).clone());
             }
             ApplyResponse {
                 new_state: s,
@@ -915,7 +896,7 @@ async fn apply_update(
             // shows what is still to do.
             let mut state = prior.clone();
             if let Some(s) = &p.status {
-                set_attr(&mut state, "status", Value::string(s.status.clone()));
+                state.set_attr("status", Value::string(s.status.clone()));
             }
             failed(
                 "BCM Node Update Failed",
@@ -1147,7 +1128,7 @@ async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyRe
         Err(e) => {
             let mut state = prior.clone();
             if let Some(s) = &p.status {
-                set_attr(&mut state, "status", Value::string(s.status.clone()));
+                state.set_attr("status", Value::string(s.status.clone()));
             }
             failed(
                 "BCM Node Destroy Failed",
@@ -1170,9 +1151,9 @@ async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyRe
 /// The state of a held node as BCM shows it, normalised against `prior`.
 async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, StepError> {
     let mut s = prior.clone();
-    set_attr(&mut s, "id", Value::string(d.uuid.clone()));
-    set_attr(&mut s, "hostname", Value::string(d.hostname.clone()));
-    set_attr(&mut s, "tenant", opt(d.tenant().or(d.releasing())));
+    s.set_attr("id", Value::string(d.uuid.clone()));
+    s.set_attr("hostname", Value::string(d.hostname.clone()));
+    s.set_attr("tenant", opt(d.tenant().or(d.releasing())));
     let category = match d.category.as_deref().filter(|c| !c.is_empty()) {
         Some(uuid) => match api.category(uuid).await? {
             Some(c) => Value::string(c.name),
@@ -1180,7 +1161,7 @@ async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, S
         },
         None => Value::Null,
     };
-    set_attr(&mut s, "category", category);
+    s.set_attr("category", category);
     let image = match d.image() {
         Some(uuid) => match api.software_image(uuid).await? {
             Some(i) => Value::string(i.name),
@@ -1188,22 +1169,22 @@ async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, S
         },
         None => Value::Null,
     };
-    set_attr(&mut s, "software_image", image);
-    set_attr(&mut s, "install_mode", opt(d.install_mode.as_deref()));
+    s.set_attr("software_image", image);
+    s.set_attr("install_mode", opt(d.install_mode.as_deref()));
     let status = api.status(&d.uuid).await?;
     if let Some(st) = &status {
-        set_attr(&mut s, "status", Value::string(st.status.clone()));
-        set_attr(&mut s, "power", Value::string(power_word(st)));
+        s.set_attr("status", Value::string(st.status.clone()));
+        s.set_attr("power", Value::string(power_word(st)));
     }
     if s.get("wipe_on_destroy").is_null() {
-        set_attr(&mut s, "wipe_on_destroy", Value::Bool(true));
+        s.set_attr("wipe_on_destroy", Value::Bool(true));
     }
     for (name, value) in [
         ("mac", opt(d.mac_address())),
         ("ip", opt(d.ip())),
         ("rack", opt(d.rack())),
     ] {
-        set_attr(&mut s, name, value);
+        s.set_attr(name, value);
     }
     // The GPUs are hardware: once known they are kept, so a refresh costs no extra call.
     let known = ["gpu_product", "gpu_count"]
@@ -1212,10 +1193,10 @@ async fn observe(api: &dyn BcmApi, prior: &Value, d: &Device) -> Result<Value, S
     if !known {
         let info = sysinfo_of(api, &d.uuid).await?;
         for (name, value) in gpu_facts(info.as_ref()) {
-            set_attr(&mut s, name, value);
+            s.set_attr(name, value);
         }
     }
-    Ok(nulled_unknowns(&s))
+    Ok(s.with_unknowns_nulled())
 }
 
 async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
@@ -1353,7 +1334,7 @@ mod tests {
             ("tenant", Value::string("tenant-a")),
         ]));
         for (k, x) in overrides {
-            set_attr(&mut v, k, x.clone());
+            v.set_attr(k, x.clone());
         }
         v
     }

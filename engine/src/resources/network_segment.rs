@@ -412,32 +412,6 @@ fn normalise_state(s: &str) -> Option<&'static str> {
     }
 }
 
-/// Replaces every unknown in `v` with null, for states returned after a failure.
-fn nulled_unknowns(v: &Value) -> Value {
-    match v {
-        Value::Unknown(_) => Value::Null,
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::List(xs) => Value::List(xs.iter().map(nulled_unknowns).collect()),
-        Value::Set(xs) => Value::set(xs.iter().map(nulled_unknowns).collect()),
-        Value::Map(m) => Value::Map(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
 fn id_value(id: Option<i64>) -> Value {
     id.map(|i| i.to_string()).into()
 }
@@ -886,7 +860,7 @@ fn plan_segment(req: &PlanRequest) -> PlanResponse {
             .map_or_else(Value::unknown, |net| {
                 Value::string(net.first_host().to_string())
             });
-        set_attr(&mut planned, "gateway", gateway);
+        planned.set_attr("gateway", gateway);
     }
     if !req.prior.is_null() {
         // Unchanged members keep their resolved ports: apply resolves hostnames only when
@@ -896,14 +870,14 @@ fn plan_segment(req: &PlanRequest) -> PlanResponse {
             && prior_ports.is_wholly_known()
             && !prior_ports.is_null()
         {
-            set_attr(&mut planned, "attached_ports", prior_ports.clone());
+            planned.set_attr("attached_ports", prior_ports.clone());
         }
         // A change the controller never sees (only timeouts) keeps the status.
         let remote_same = REMOTE_ATTRIBUTES
             .iter()
             .all(|a| planned.get(a) == req.prior.get(a));
         if remote_same && planned.get("status").is_unknown() {
-            set_attr(&mut planned, "status", req.prior.get("status").clone());
+            planned.set_attr("status", req.prior.get("status").clone());
         }
         if req.prior.get("id").is_null() {
             // A partial state: the V-Net is gone (or was never made). Apply finishes the
@@ -915,11 +889,11 @@ fn plan_segment(req: &PlanRequest) -> PlanResponse {
                 "subnet_id",
                 "attached_ports",
             ] {
-                set_attr(&mut planned, attr, Value::unknown());
+                planned.set_attr(attr, Value::unknown());
             }
             for attr in ["vlan_id", "vni"] {
                 if req.config.get(attr).is_null() {
-                    set_attr(&mut planned, attr, Value::unknown());
+                    planned.set_attr(attr, Value::unknown());
                 }
             }
         }
@@ -982,24 +956,24 @@ impl Progress {
     /// The state to return: the planned value with what apply learned filled in.
     fn state(&self, planned: &Value) -> Value {
         let mut s = planned.clone();
-        set_attr(&mut s, "id", id_value(self.ids.vnet));
-        set_attr(&mut s, "allocation_id", id_value(self.ids.allocation));
-        set_attr(&mut s, "subnet_id", id_value(self.ids.subnet));
+        s.set_attr("id", id_value(self.ids.vnet));
+        s.set_attr("allocation_id", id_value(self.ids.allocation));
+        s.set_attr("subnet_id", id_value(self.ids.subnet));
         if let Some(a) = &self.attached {
-            set_attr(&mut s, "attached_ports", attached_value(a));
+            s.set_attr("attached_ports", attached_value(a));
         }
         let status = self.observed.as_ref().map_or("incomplete", status_of);
-        set_attr(&mut s, "status", Value::string(status));
+        s.set_attr("status", Value::string(status));
         if let Some(v) = &self.observed {
             for (attr, n) in [("vlan_id", v.vlan), ("vni", v.vxlan_id)] {
                 if s.get(attr).is_unknown()
                     && let Some(n) = n
                 {
-                    set_attr(&mut s, attr, Value::int(n));
+                    s.set_attr(attr, Value::int(n));
                 }
             }
         }
-        nulled_unknowns(&s)
+        s.with_unknowns_nulled()
     }
 }
 
@@ -1354,11 +1328,11 @@ async fn apply_update(
         let mut s = planned.clone();
         for a in ["status", "attached_ports"] {
             if s.get(a).is_unknown() {
-                set_attr(&mut s, a, prior.get(a).clone());
+                s.set_attr(a, prior.get(a).clone());
             }
         }
         return ApplyResponse {
-            new_state: nulled_unknowns(&s),
+            new_state: s.with_unknowns_nulled(),
             diagnostics: Diagnostics::new(),
         };
     }
@@ -1391,7 +1365,7 @@ async fn apply_update(
                 // with the ids, so the next plan shows what is still to do.
                 let mut state = prior.clone();
                 if let Some(v) = &p.observed {
-                    set_attr(&mut state, "status", Value::string(status_of(v)));
+                    state.set_attr("status", Value::string(status_of(v)));
                 }
                 return failed("Network Segment Update Failed", &seg.name, doing, &e, state);
             }
@@ -1438,9 +1412,9 @@ async fn apply_delete(api: &dyn NetrisApi, ctx: &Context, prior: &Value) -> Appl
         },
         Err(e) => {
             let mut state = prior.clone();
-            set_attr(&mut state, "id", id_value(ids.vnet));
-            set_attr(&mut state, "subnet_id", id_value(ids.subnet));
-            set_attr(&mut state, "allocation_id", id_value(ids.allocation));
+            state.set_attr("id", id_value(ids.vnet));
+            state.set_attr("subnet_id", id_value(ids.subnet));
+            state.set_attr("allocation_id", id_value(ids.allocation));
             failed(
                 "Network Segment Delete Failed",
                 &name,
@@ -1546,16 +1520,16 @@ fn observed_members(prior: &Value, remote: &BTreeMap<String, bool>) -> (Value, V
 /// The state of a segment as the controller shows it, normalised against `prior`.
 fn observed_state(prior: &Value, v: &VNet) -> Value {
     let mut s = prior.clone();
-    set_attr(&mut s, "id", Value::string(v.id.to_string()));
-    set_attr(&mut s, "name", Value::string(v.name.clone()));
+    s.set_attr("id", Value::string(v.id.to_string()));
+    s.set_attr("name", Value::string(v.name.clone()));
     if let Some(t) = &v.tenant {
-        set_attr(&mut s, "tenant", Value::string(t.name.clone()));
+        s.set_attr("tenant", Value::string(t.name.clone()));
     }
     if let Some(vpc) = &v.vpc {
-        set_attr(&mut s, "vpc", Value::string(vpc.name.clone()));
+        s.set_attr("vpc", Value::string(vpc.name.clone()));
     }
     if let Some(site) = v.sites.first() {
-        set_attr(&mut s, "site", Value::string(site.name.clone()));
+        s.set_attr("site", Value::string(site.name.clone()));
     }
     let gw = v.gateways.first();
     let parsed = gw.and_then(|g| {
@@ -1572,10 +1546,10 @@ fn observed_state(prior: &Value, v: &VNet) -> Value {
     });
     match parsed {
         Some((addr, net)) => {
-            set_attr(&mut s, "gateway", Value::string(addr.to_string()));
-            set_attr(&mut s, "cidr", Value::string(net.to_string()));
+            s.set_attr("gateway", Value::string(addr.to_string()));
+            s.set_attr("cidr", Value::string(net.to_string()));
         }
-        None => set_attr(&mut s, "gateway", Value::Null),
+        None => s.set_attr("gateway", Value::Null),
     }
     let dhcp = gw
         .filter(|g| g.dhcp_enabled.unwrap_or(g.dhcp.is_some()))
@@ -1586,38 +1560,38 @@ fn observed_state(prior: &Value, v: &VNet) -> Value {
                 ("end", Value::string(r.end.clone())),
             ])
         });
-    set_attr(&mut s, "dhcp", dhcp);
+    s.set_attr("dhcp", dhcp);
     // `auto` and 0 read as none: keep what state recorded.
     if let Some(n) = v.vlan {
-        set_attr(&mut s, "vlan_id", Value::int(n));
+        s.set_attr("vlan_id", Value::int(n));
     }
     if let Some(n) = v.vxlan_id {
-        set_attr(&mut s, "vni", Value::int(n));
+        s.set_attr("vni", Value::int(n));
     }
     let mtu = v
         .mtu
         .filter(|m| *m > 0)
         .or_else(|| v.tag(MTU_TAG).and_then(|m| m.trim().parse::<i64>().ok()));
     if let Some(mtu) = mtu {
-        set_attr(&mut s, "mtu", Value::int(mtu));
+        s.set_attr("mtu", Value::int(mtu));
     } else if s.get("mtu").is_null() {
-        set_attr(&mut s, "mtu", Value::int(9000));
+        s.set_attr("mtu", Value::int(9000));
     }
     if let Some(state) = normalise_state(&v.state) {
-        set_attr(&mut s, "state", Value::string(state));
+        s.set_attr("state", Value::string(state));
     } else if s.get("state").is_null() {
-        set_attr(&mut s, "state", Value::string("active"));
+        s.set_attr("state", Value::string("active"));
     }
-    set_attr(&mut s, "status", Value::string(status_of(v)));
+    s.set_attr("status", Value::string(status_of(v)));
     let remote: BTreeMap<String, bool> = v
         .ports
         .iter()
         .filter_map(|p| Some((p.full_name()?, p.is_untagged())))
         .collect();
     let (members, attached) = observed_members(prior, &remote);
-    set_attr(&mut s, "members", members);
-    set_attr(&mut s, "attached_ports", attached_value(&attached));
-    nulled_unknowns(&s)
+    s.set_attr("members", members);
+    s.set_attr("attached_ports", attached_value(&attached));
+    s.with_unknowns_nulled()
 }
 
 /// Finds a segment whose V-Net id is not in state (import, or a create that stopped before
@@ -1655,8 +1629,8 @@ async fn find_by_name(
     };
     ids.allocation = ids.allocation.or_else(|| find(true));
     ids.subnet = ids.subnet.or_else(|| find(false));
-    set_attr(&mut s, "allocation_id", id_value(ids.allocation));
-    set_attr(&mut s, "subnet_id", id_value(ids.subnet));
+    s.set_attr("allocation_id", id_value(ids.allocation));
+    s.set_attr("subnet_id", id_value(ids.subnet));
     Ok(Some(s))
 }
 
@@ -1683,10 +1657,10 @@ async fn leftover_ipam(api: &dyn NetrisApi, state: &Value, ids: Ids) -> Result<V
     if allocation.is_none() && subnet.is_none() {
         return Ok(Value::Null);
     }
-    let mut partial = nulled_unknowns(state);
-    set_attr(&mut partial, "id", Value::Null);
-    set_attr(&mut partial, "allocation_id", id_value(allocation));
-    set_attr(&mut partial, "subnet_id", id_value(subnet));
+    let mut partial = state.with_unknowns_nulled();
+    partial.set_attr("id", Value::Null);
+    partial.set_attr("allocation_id", id_value(allocation));
+    partial.set_attr("subnet_id", id_value(subnet));
     Ok(partial)
 }
 
@@ -1707,7 +1681,7 @@ async fn read_segment(api: &dyn NetrisApi, ctx: &Context, state: &Value) -> Read
                 Some(s) => Ok(s),
                 // A partial state still records IPAM objects: keep it so they are deleted.
                 None if ids.allocation.is_some() || ids.subnet.is_some() => {
-                    Ok(nulled_unknowns(state))
+                    Ok(state.with_unknowns_nulled())
                 }
                 None => Ok(Value::Null),
             },
@@ -2038,7 +2012,7 @@ mod tests {
         if !prior.is_null() {
             for a in &schema.block.attributes {
                 if a.mode.is_computed() && config.get(a.name).is_null() {
-                    set_attr(&mut proposed, a.name, prior.get(a.name).clone());
+                    proposed.set_attr(a.name, prior.get(a.name).clone());
                 }
             }
         }
@@ -2067,7 +2041,7 @@ mod tests {
             ("attached_ports", Value::set(Vec::new())),
         ] {
             if s.get(k).is_unknown() {
-                set_attr(&mut s, k, v);
+                s.set_attr(k, v);
             }
         }
         s

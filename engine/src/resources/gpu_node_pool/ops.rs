@@ -144,32 +144,6 @@ async fn bounded<T>(
     }
 }
 
-pub(super) fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
-/// Replaces every unknown in `v` with null.
-pub(super) fn nulled_unknowns(v: &Value) -> Value {
-    match v {
-        Value::Unknown(_) => Value::Null,
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::Map(m) => Value::Map(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::List(xs) => Value::List(xs.iter().map(nulled_unknowns).collect()),
-        Value::Set(xs) => Value::set(xs.iter().map(nulled_unknowns).collect()),
-        other => other.clone(),
-    }
-}
-
 /// What the tenant can request from `gpus` physical GPUs shared as `sharing`.
 pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
     match sharing {
@@ -187,24 +161,18 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
     names.sort();
     // Physical GPUs: capacity would count time-slicing replicas that `allocatable` adds.
     let gpus: u64 = held.iter().map(|n| u64::from(n.physical_gpus())).sum();
-    set_attr(&mut s, "id", Value::string(spec.id()));
-    set_attr(
-        &mut s,
+    s.set_attr("id", Value::string(spec.id()));
+    s.set_attr(
         "nodes",
         Value::List(names.into_iter().map(Value::string).collect()),
     );
-    set_attr(
-        &mut s,
-        "gpus",
-        Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)),
-    );
+    s.set_attr("gpus", Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)));
     // MIG resources depend on each node's strategy.
     let alloc = match &spec.sharing {
         Sharing::Mig(c) => mig::allocatable(c, held),
         other => allocatable(other, gpus),
     };
-    set_attr(
-        &mut s,
+    s.set_attr(
         "allocatable",
         Value::Map(
             alloc
@@ -213,8 +181,8 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
                 .collect(),
         ),
     );
-    set_attr(&mut s, "status", Value::string(status));
-    nulled_unknowns(&s)
+    s.set_attr("status", Value::string(status));
+    s.with_unknowns_nulled()
 }
 
 fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
@@ -857,7 +825,7 @@ pub(super) async fn read(
         if held.is_empty() {
             if bcm_held + wiping > 0 {
                 let mut s = state_of(state, &spec, &[], "degraded");
-                set_attr(&mut s, "node_count", Value::int(wiping as i64));
+                s.set_attr("node_count", Value::int(wiping as i64));
                 return Ok(s);
             }
             return Ok(Value::Null);
@@ -904,12 +872,12 @@ pub(super) async fn read(
             configured
         } + wiping;
         if !state.get("node_count").is_null() {
-            set_attr(&mut s, "node_count", Value::int(count as i64));
+            s.set_attr("node_count", Value::int(count as i64));
         }
         if count != spec.target() as usize || configured != held.len() {
-            set_attr(&mut s, "status", Value::string("degraded"));
+            s.set_attr("status", Value::string("degraded"));
         } else if mig_waiting {
-            set_attr(&mut s, "status", Value::string("pending"));
+            s.set_attr("status", Value::string("pending"));
         }
         Ok(s)
     })
@@ -956,8 +924,7 @@ async fn read_imported(
     };
     let label = pool_label(&vc.name, name);
     let mut s = state.clone();
-    set_attr(
-        &mut s,
+    s.set_attr(
         "drain_timeout",
         Value::string(super::schema::DEFAULT_DRAIN_TIMEOUT),
     );
@@ -967,13 +934,12 @@ async fn read_imported(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        set_attr(&mut s, "gpu_product", Value::string(product));
-        set_attr(&mut s, "source", Value::string("auto"));
+        s.set_attr("gpu_product", Value::string(product));
+        s.set_attr("source", Value::string("auto"));
         let max = np["spec"]["limits"]["nodes"]
             .as_str()
             .and_then(|n| n.parse::<i64>().ok());
-        set_attr(
-            &mut s,
+        s.set_attr(
             "autoscaling",
             Value::object([
                 ("min_nodes", Value::int(0)),
@@ -991,9 +957,9 @@ async fn read_imported(
             .find_map(HostNode::gpu_model)
             .map(|m| m.product)
             .unwrap_or_default();
-        set_attr(&mut s, "gpu_product", Value::string(product));
-        set_attr(&mut s, "source", Value::string("host"));
-        set_attr(&mut s, "node_count", Value::int(held.len() as i64));
+        s.set_attr("gpu_product", Value::string(product));
+        s.set_attr("source", Value::string("host"));
+        s.set_attr("node_count", Value::int(held.len() as i64));
         let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
             Some(("mig", Value::Null, Value::string(m)))
         } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
@@ -1012,8 +978,7 @@ async fn read_imported(
             None
         };
         if let Some((strategy, replicas, mig)) = sharing {
-            set_attr(
-                &mut s,
+            s.set_attr(
                 "sharing",
                 Value::object([
                     ("strategy", Value::string(strategy)),

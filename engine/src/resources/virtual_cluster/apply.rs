@@ -36,14 +36,12 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     host::{HostApi, HostError},
-    nulled_unknowns,
     objects::{Names, ObjectKind},
     pause,
     persistence::{self, Persistence},
     read::owned_by,
     readiness::{self, Access, Readiness, WaitError},
     render::{self, Rendered},
-    set_attr,
     spec::Spec,
 };
 use crate::{
@@ -147,7 +145,7 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     let mut s = planned.clone();
     let fill = |s: &mut Value, k: &str, v: Value| {
         if s.get(k).is_unknown() {
-            set_attr(s, k, v);
+            s.set_attr(k, v);
         }
     };
     fill(
@@ -166,7 +164,7 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
         fill(&mut s, k, v);
     }
     fill(&mut s, "drift", Value::List(Vec::new()));
-    nulled_unknowns(&s)
+    s.with_unknowns_nulled()
 }
 
 /// The credentials attributes ([`ACCESS`](super::ACCESS)) of `access`, null without one.
@@ -362,8 +360,7 @@ pub async fn apply_upsert(
             let state = match (creating, phase >= Phase::Write) {
                 (true, true) => {
                     let mut s = finished_state(planned, &spec, &Readiness::Waiting(String::new()));
-                    set_attr(
-                        &mut s,
+                    s.set_attr(
                         "drift",
                         Value::List(vec![Value::string("the last apply did not finish")]),
                     );
