@@ -62,12 +62,13 @@
 //! Updates carry the `revision` the node was read with, so a change made by someone else in
 //! between fails with an error instead of being overwritten.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::{
+    apply::{self, KindError, bounded, failed},
     backends::bcm::{
         BcmApi, BcmBackend, BcmError, Category, Device, DeviceStatus, FromSettings, PowerOp,
         SysInfo, disk_setup, same_block_device,
@@ -164,38 +165,27 @@ impl Desired {
     }
 }
 
-/// Why a step of apply, read or import stopped.
+/// A BCM node's own reasons for a step of apply, read or import to stop.
 #[derive(Debug)]
-pub(crate) enum StepError {
+pub(crate) enum NodeError {
     /// A BCM call failed.
     Bcm(BcmError),
-    /// BCM's objects do not allow the step ("the node is held by another tenant").
-    Conflict(String),
     /// The install stopped in a failure state.
     InstallFailed(DeviceStatus),
-    /// The operation's timeout passed.
-    TimedOut { op: Operation, waited: Duration },
-    /// Terraform asked the provider to stop.
-    Cancelled,
 }
 
-impl From<BcmError> for StepError {
-    fn from(e: BcmError) -> StepError {
-        StepError::Bcm(e)
-    }
-}
+impl KindError for NodeError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str = "The node stays recorded in state.";
 
-impl StepError {
-    fn diagnostic(&self, summary: &str, hostname: &str, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {hostname:?}");
-        let detail = match self {
-            StepError::Bcm(e) if e.is_permission_denied() => format!(
+    fn detail(&self, what: &str, hostname: &str, doing: &str) -> String {
+        match self {
+            NodeError::Bcm(e) if e.is_permission_denied() => format!(
                 "{what}: {e}. The BCM profile in use may not make this change; use a client \
                  certificate of a profile that may (for example admin)."
             ),
-            StepError::Bcm(e) => format!("{what}: {e}."),
-            StepError::Conflict(msg) => format!("{what}: {msg}"),
-            StepError::InstallFailed(s) => format!(
+            NodeError::Bcm(e) => format!("{what}: {e}."),
+            NodeError::InstallFailed(s) => format!(
                 "{what}: node {hostname} stopped in {} while {doing}{}. The node stays \
                  recorded in state; fix the cause (see the node's provisioning log on the head \
                  node) and apply again.",
@@ -206,38 +196,32 @@ impl StepError {
                     format!(" ({})", s.message)
                 }
             ),
-            StepError::TimedOut { op, waited } => format!(
-                "{what}: node {hostname} was not UP after {} while {doing} (the {} timeout). \
-                 Raise timeouts.{} if installs take longer; the node stays recorded in state.",
-                timeouts::render(*waited),
-                op.name(),
-                op.name()
-            ),
-            StepError::Cancelled => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 The node stays recorded in state."
-            ),
-        };
-        Diagnostic::error(summary, detail)
+        }
+    }
+
+    fn timed_out(
+        what: &str,
+        hostname: &str,
+        doing: &str,
+        op: Operation,
+        waited: Duration,
+    ) -> String {
+        format!(
+            "{what}: node {hostname} was not UP after {} while {doing} (the {} timeout). \
+             Raise timeouts.{} if installs take longer; the node stays recorded in state.",
+            timeouts::render(waited),
+            op.name(),
+            op.name()
+        )
     }
 }
 
-/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
-async fn bounded<T>(
-    ctx: &Context,
-    op: Operation,
-    started: Instant,
-    deadline: Instant,
-    fut: impl Future<Output = Result<T, StepError>>,
-) -> Result<T, StepError> {
-    let timed = tokio::time::timeout_at(deadline, fut);
-    match ctx.cancel.run_until_cancelled(timed).await {
-        None => Err(StepError::Cancelled),
-        Some(Err(_elapsed)) => Err(StepError::TimedOut {
-            op,
-            waited: started.elapsed(),
-        }),
-        Some(Ok(r)) => r,
+/// Why a step of apply, read or import stopped.
+pub(crate) type StepError = apply::StepError<NodeError>;
+
+impl From<BcmError> for StepError {
+    fn from(e: BcmError) -> StepError {
+        StepError::Kind(NodeError::Bcm(e))
     }
 }
 
@@ -547,7 +531,7 @@ pub(crate) async fn wait_up(
         let (up, failed) = (s.is_up(), s.is_failed());
         p.status = Some(s.clone());
         if failed {
-            return Err(StepError::InstallFailed(s));
+            return Err(StepError::Kind(NodeError::InstallFailed(s)));
         }
         if up {
             ups += 1;
@@ -695,19 +679,6 @@ async fn create_step(
             Ok(CreateStep::Done)
         }
         CreateStep::Done => Ok(CreateStep::Done),
-    }
-}
-
-fn failed(
-    summary: &str,
-    hostname: &str,
-    doing: &str,
-    e: &StepError,
-    state: Value,
-) -> ApplyResponse {
-    ApplyResponse {
-        new_state: state,
-        diagnostics: e.diagnostic(summary, hostname, doing).into(),
     }
 }
 

@@ -62,7 +62,6 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    future::Future,
     net::Ipv4Addr,
     sync::Arc,
     time::Duration,
@@ -72,6 +71,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::{
+    apply::{self, KindError, bounded, failed},
     backends::netris::{
         AllocationWrite, DhcpRange, GatewayWrite, IdRef, IpamNode, NetrisApi, NetrisConfig,
         NetrisError, PortWrite, SubnetWrite, VNet, VNetWrite, shared_client,
@@ -416,64 +416,41 @@ fn id_value(id: Option<i64>) -> Value {
     id.map(|i| i.to_string()).into()
 }
 
-/// Why a step of apply, read or import stopped.
+/// A segment's own reason for a step of apply, read or import to stop.
 #[derive(Debug)]
-enum StepError {
+enum SegmentError {
     /// A controller call failed.
     Netris(NetrisError),
-    /// The controller's objects do not allow the step ("a V-Net of that name exists").
-    Conflict(String),
-    /// The operation's timeout passed.
-    TimedOut { op: Operation, waited: Duration },
-    /// Terraform asked the provider to stop.
-    Cancelled,
 }
+
+impl KindError for SegmentError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str = "The objects created so far are recorded in state.";
+
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        match self {
+            SegmentError::Netris(e) => format!("{what}: {e}."),
+        }
+    }
+
+    fn timed_out(what: &str, _name: &str, doing: &str, op: Operation, waited: Duration) -> String {
+        format!(
+            "{what}: gave up after {} while {doing} (the {} timeout). Raise \
+             timeouts.{} if the controller is slow; the objects created so far are \
+             recorded in state.",
+            timeouts::render(waited),
+            op.name(),
+            op.name()
+        )
+    }
+}
+
+/// Why a step of apply, read or import stopped.
+type StepError = apply::StepError<SegmentError>;
 
 impl From<NetrisError> for StepError {
     fn from(e: NetrisError) -> StepError {
-        StepError::Netris(e)
-    }
-}
-
-impl StepError {
-    fn diagnostic(&self, summary: &str, name: &str, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {name:?}");
-        let detail = match self {
-            StepError::Netris(e) => format!("{what}: {e}."),
-            StepError::Conflict(msg) => format!("{what}: {msg}"),
-            StepError::TimedOut { op, waited } => format!(
-                "{what}: gave up after {} while {doing} (the {} timeout). Raise \
-                 timeouts.{} if the controller is slow; the objects created so far are \
-                 recorded in state.",
-                timeouts::render(*waited),
-                op.name(),
-                op.name()
-            ),
-            StepError::Cancelled => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 The objects created so far are recorded in state."
-            ),
-        };
-        Diagnostic::error(summary, detail)
-    }
-}
-
-/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
-async fn bounded<T>(
-    ctx: &Context,
-    op: Operation,
-    started: Instant,
-    deadline: Instant,
-    fut: impl Future<Output = Result<T, StepError>>,
-) -> Result<T, StepError> {
-    let timed = tokio::time::timeout_at(deadline, fut);
-    match ctx.cancel.run_until_cancelled(timed).await {
-        None => Err(StepError::Cancelled),
-        Some(Err(_elapsed)) => Err(StepError::TimedOut {
-            op,
-            waited: started.elapsed(),
-        }),
-        Some(Ok(r)) => r,
+        StepError::Kind(SegmentError::Netris(e))
     }
 }
 
@@ -1235,13 +1212,6 @@ async fn update_step(
             Ok(UpdateStep::Done)
         }
         UpdateStep::Done => Ok(UpdateStep::Done),
-    }
-}
-
-fn failed(summary: &str, name: &str, doing: &str, e: &StepError, state: Value) -> ApplyResponse {
-    ApplyResponse {
-        new_state: state,
-        diagnostics: e.diagnostic(summary, name, doing).into(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Apply, read and import: the steps against the host cluster.
 
-use std::{collections::BTreeMap, future::Future, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use tokio::time::Instant;
 
@@ -21,6 +21,7 @@ use super::{
     },
 };
 use crate::{
+    apply::{self, KindError, bounded, failed},
     backends::{
         bcm::{BcmApi, BcmError},
         kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
@@ -30,7 +31,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
     provider_config::ProviderSettings,
-    resources::bcm_node,
+    resources::bcm_node::{self, NodeError},
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
@@ -38,38 +39,48 @@ use crate::{
 /// How often a drain looks at a node's pods again.
 const DRAIN_POLL: Duration = Duration::from_millis(500);
 
-/// Why a step stopped.
+/// A pool's own reasons for a step to stop.
 #[derive(Debug)]
-pub(super) enum StepError {
+pub(super) enum PoolError {
     /// A host-cluster call failed.
     Host(HostError),
     /// A claim or release failed.
     Claim(ClaimError),
     /// A Base Command Manager call failed.
     Bcm(BcmError),
-    /// The cluster does not allow the step.
-    Conflict(String),
-    /// The operation's timeout passed.
-    TimedOut { op: Operation, waited: Duration },
-    /// Terraform asked the provider to stop.
-    Cancelled,
 }
+
+impl KindError for PoolError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str = "The nodes held so far are recorded in state.";
+
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        match self {
+            PoolError::Host(e) => format!("{what}: {e}."),
+            PoolError::Claim(e) => format!("{what}: {e}."),
+            PoolError::Bcm(e) => format!("{what}: {e}."),
+        }
+    }
+}
+
+/// Why a step stopped.
+pub(super) type StepError = apply::StepError<PoolError>;
 
 impl From<HostError> for StepError {
     fn from(e: HostError) -> StepError {
-        StepError::Host(e)
+        StepError::Kind(PoolError::Host(e))
     }
 }
 
 impl From<bcm_node::StepError> for StepError {
     fn from(e: bcm_node::StepError) -> StepError {
         match e {
-            bcm_node::StepError::Bcm(e) => StepError::Bcm(e),
+            bcm_node::StepError::Kind(NodeError::Bcm(e)) => StepError::Kind(PoolError::Bcm(e)),
             bcm_node::StepError::Conflict(m) => StepError::Conflict(m),
-            bcm_node::StepError::InstallFailed(s) => StepError::Conflict(format!(
+            bcm_node::StepError::Kind(NodeError::InstallFailed(s)) => StepError::Conflict(format!(
                 "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
-                 pool; fix the cause (see its provisioning log on the head node) and apply \
-                 again.",
+                     pool; fix the cause (see its provisioning log on the head node) and apply \
+                     again.",
                 s.hostname,
                 s.status,
                 if s.message.is_empty() {
@@ -87,7 +98,7 @@ impl From<bcm_node::StepError> for StepError {
 impl From<DevicePluginError> for StepError {
     fn from(e: DevicePluginError) -> StepError {
         match e {
-            DevicePluginError::Host(e) => StepError::Host(e),
+            DevicePluginError::Host(e) => StepError::Kind(PoolError::Host(e)),
             other => StepError::Conflict(other.to_string()),
         }
     }
@@ -95,52 +106,7 @@ impl From<DevicePluginError> for StepError {
 
 impl From<ClaimError> for StepError {
     fn from(e: ClaimError) -> StepError {
-        StepError::Claim(e)
-    }
-}
-
-impl StepError {
-    pub(super) fn diagnostic(&self, summary: &str, name: &str, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {name:?}");
-        let detail = match self {
-            StepError::Host(e) => format!("{what}: {e}."),
-            StepError::Claim(e) => format!("{what}: {e}."),
-            StepError::Bcm(e) => format!("{what}: {e}."),
-            StepError::Conflict(m) => format!("{what}: {m}"),
-            StepError::TimedOut { op, waited } => format!(
-                "{what}: gave up after {} while {doing} (the {} timeout). The nodes held so \
-                 far are recorded in state.",
-                timeouts::render(*waited),
-                op.name()
-            ),
-            StepError::Cancelled => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 The nodes held so far are recorded in state."
-            ),
-        };
-        Diagnostic::error(summary, detail)
-    }
-}
-
-/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
-async fn bounded<T>(
-    ctx: &Context,
-    op: Operation,
-    started: Instant,
-    deadline: Instant,
-    fut: impl Future<Output = Result<T, StepError>>,
-) -> Result<T, StepError> {
-    match ctx
-        .cancel
-        .run_until_cancelled(tokio::time::timeout_at(deadline, fut))
-        .await
-    {
-        None => Err(StepError::Cancelled),
-        Some(Err(_)) => Err(StepError::TimedOut {
-            op,
-            waited: started.elapsed(),
-        }),
-        Some(Ok(r)) => r,
+        StepError::Kind(PoolError::Claim(e))
     }
 }
 
@@ -593,13 +559,6 @@ async fn provision_bcm(
             "waiting for provisioned BCM nodes to join the host cluster"
         );
         tokio::time::sleep(JOIN_POLL).await;
-    }
-}
-
-fn failed(summary: &str, name: &str, doing: &str, e: &StepError, state: Value) -> ApplyResponse {
-    ApplyResponse {
-        new_state: state,
-        diagnostics: e.diagnostic(summary, name, doing).into(),
     }
 }
 

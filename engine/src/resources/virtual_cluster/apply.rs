@@ -45,6 +45,7 @@ use super::{
     spec::Spec,
 };
 use crate::{
+    apply,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -56,6 +57,9 @@ use crate::{
 const NAMESPACE_POLL: Duration = Duration::from_secs(1);
 
 /// Why an apply step stopped.
+///
+/// Unlike the other kinds' [`apply::StepError`], a virtual cluster's waits report what they
+/// last saw, and every detail says what the step was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     /// A host call failed.
@@ -71,7 +75,7 @@ pub enum StepError {
 
 impl StepError {
     fn diagnostic(&self, summary: &str, name: &str, op: Operation, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {name:?}");
+        let what = apply::subject(TYPE_NAME, name);
         let detail = match self {
             StepError::Wait(WaitError::TimedOut { waited, last }) => format!(
                 "{what}: gave up after {} while {doing} (the {op} timeout); last seen: {last}. \
@@ -80,10 +84,9 @@ impl StepError {
                 timeouts::render(*waited),
                 op = op.name(),
             ),
-            StepError::Wait(WaitError::Cancelled) => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 Apply again to finish."
-            ),
+            StepError::Wait(WaitError::Cancelled) => {
+                apply::stopped_detail(&what, doing, "Apply again to finish.")
+            }
             other => format!("{what}: {other} (while {doing})."),
         };
         Diagnostic::error(summary, detail)
