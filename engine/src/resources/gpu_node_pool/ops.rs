@@ -31,7 +31,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
     provider_config::ProviderSettings,
-    resources::bcm_node::{self, NodeError},
+    resources::bcm_node::apply::{self as bcm_node, NodeError},
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
