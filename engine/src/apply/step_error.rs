@@ -74,3 +74,52 @@ pub fn subject(type_name: &str, name: &str) -> String {
 pub fn stopped_detail(what: &str, doing: &str, then: &str) -> String {
     format!("{what}: stopped while {doing}, because Terraform asked the provider to stop. {then}")
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A kind with one failure of its own, worded like the real ones.
+    #[derive(Debug)]
+    pub(in crate::apply) struct Broken;
+
+    impl KindError for Broken {
+        const TYPE_NAME: &'static str = "gpufleet_thing";
+        const KEPT_IN_STATE: &'static str = "What was made so far is recorded in state.";
+
+        fn detail(&self, what: &str, _name: &str, doing: &str) -> String {
+            format!("{what}: broke while {doing}.")
+        }
+    }
+
+    fn detail(e: &StepError<Broken>) -> String {
+        let d = e.diagnostic("Thing Create Failed", "a", "making the thing");
+        assert_eq!(d.summary, "Thing Create Failed");
+        d.detail
+    }
+
+    #[test]
+    fn every_detail_names_the_resource_and_what_it_was_doing() {
+        assert_eq!(
+            detail(&StepError::Kind(Broken)),
+            "gpufleet_thing \"a\": broke while making the thing."
+        );
+        assert_eq!(
+            detail(&StepError::Conflict("it is taken.".to_owned())),
+            "gpufleet_thing \"a\": it is taken."
+        );
+        assert_eq!(
+            detail(&StepError::TimedOut {
+                op: Operation::Create,
+                waited: Duration::from_secs(90),
+            }),
+            "gpufleet_thing \"a\": gave up after 1m 30s while making the thing (the create \
+             timeout). What was made so far is recorded in state."
+        );
+        assert_eq!(
+            detail(&StepError::Cancelled),
+            "gpufleet_thing \"a\": stopped while making the thing, because Terraform asked the \
+             provider to stop. What was made so far is recorded in state."
+        );
+    }
+}
