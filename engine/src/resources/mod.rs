@@ -1,4 +1,4 @@
-//! Managed resource kinds, one file each.
+//! Managed resource kinds, one module each.
 
 pub mod bcm_node;
 pub mod benchmark;

@@ -206,6 +206,37 @@ impl Value {
         }
     }
 
+    /// Sets attribute `name` of an object to `x`; leaves anything but a known object alone.
+    pub fn set_attr(&mut self, name: &str, x: Value) {
+        if let Some(m) = self.as_object_mut() {
+            m.insert(name.to_owned(), x);
+        }
+    }
+
+    /// This value with every unknown in it, at any depth, replaced by null: a state returned
+    /// by apply, even after a failure, may hold no unknowns.
+    #[must_use]
+    pub fn with_unknowns_nulled(&self) -> Value {
+        let nulled = |m: &BTreeMap<String, Value>| {
+            m.iter()
+                .map(|(k, x)| (k.clone(), x.with_unknowns_nulled()))
+                .collect()
+        };
+        match self {
+            Value::Unknown(_) => Value::Null,
+            Value::Object(m) => Value::Object(nulled(m)),
+            Value::Map(m) => Value::Map(nulled(m)),
+            Value::List(xs) => Value::List(xs.iter().map(Value::with_unknowns_nulled).collect()),
+            // Members that differed only in being unknown may now be equal.
+            Value::Set(xs) => Value::set(xs.iter().map(Value::with_unknowns_nulled).collect()),
+            Value::Tuple(xs) => Value::Tuple(xs.iter().map(Value::with_unknowns_nulled).collect()),
+            Value::Dynamic(d) => {
+                Value::Dynamic(Box::new((d.0.clone(), d.1.with_unknowns_nulled())))
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => self.clone(),
+        }
+    }
+
     /// Whether the value conforms to `ty` (structure only; unknown and null fit any type).
     pub fn conforms_to(&self, ty: &Type) -> bool {
         match (self, ty) {
@@ -289,6 +320,95 @@ mod tests {
         let a: BigDecimal = "1.50".parse().expect("number");
         let b: BigDecimal = "1.5".parse().expect("number");
         assert_eq!(Value::Number(a), Value::Number(b));
+    }
+
+    #[test]
+    fn set_attr_sets_an_objects_attribute_only() {
+        let mut v = Value::object([("a", Value::int(1))]);
+        v.set_attr("a", Value::int(2));
+        v.set_attr("b", Value::string("x"));
+        assert_eq!(
+            v,
+            Value::object([("a", Value::int(2)), ("b", Value::string("x"))])
+        );
+        let mut null = Value::Null;
+        null.set_attr("a", Value::int(1));
+        assert_eq!(null, Value::Null);
+    }
+
+    #[test]
+    fn unknowns_are_nulled_at_any_depth() {
+        let v = Value::object([
+            ("id", Value::unknown()),
+            ("name", Value::string("n")),
+            (
+                "ports",
+                Value::List(vec![
+                    Value::object([("port", Value::string("swp1")), ("vlan", Value::unknown())]),
+                    Value::unknown_not_null(),
+                ]),
+            ),
+            (
+                "members",
+                Value::set(vec![
+                    Value::object([("host", Value::unknown())]),
+                    Value::object([("host", Value::string("h1"))]),
+                ]),
+            ),
+            (
+                "labels",
+                Value::Map(
+                    [
+                        ("a".to_owned(), Value::unknown()),
+                        (
+                            "b".to_owned(),
+                            Value::Map([("c".to_owned(), Value::unknown())].into()),
+                        ),
+                    ]
+                    .into(),
+                ),
+            ),
+        ]);
+        let want = Value::object([
+            ("id", Value::Null),
+            ("name", Value::string("n")),
+            (
+                "ports",
+                Value::List(vec![
+                    Value::object([("port", Value::string("swp1")), ("vlan", Value::Null)]),
+                    Value::Null,
+                ]),
+            ),
+            (
+                "members",
+                Value::set(vec![
+                    Value::object([("host", Value::Null)]),
+                    Value::object([("host", Value::string("h1"))]),
+                ]),
+            ),
+            (
+                "labels",
+                Value::Map(
+                    [
+                        ("a".to_owned(), Value::Null),
+                        (
+                            "b".to_owned(),
+                            Value::Map([("c".to_owned(), Value::Null)].into()),
+                        ),
+                    ]
+                    .into(),
+                ),
+            ),
+        ]);
+        let got = v.with_unknowns_nulled();
+        assert_eq!(got, want);
+        assert!(got.is_wholly_known());
+    }
+
+    #[test]
+    fn nulled_set_members_merge() {
+        let s = Value::set(vec![Value::unknown(), Value::unknown(), Value::Null]);
+        assert_eq!(s.with_unknowns_nulled(), Value::Set(vec![Value::Null]));
     }
 
     #[test]

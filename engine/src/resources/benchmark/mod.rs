@@ -70,18 +70,12 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Benchmark<B = FromSettings>(pub B);
 
-fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
 /// The kind's part of planning; see the module docs.
 pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
     if req.config.get("namespace").is_null() {
         let ns = spec::namespace_of(&req.config).map_or_else(Value::unknown, Value::string);
-        set_attr(&mut planned, "namespace", ns);
+        planned.set_attr("namespace", ns);
     }
     let id = match (
         planned.get("namespace").as_str(),
@@ -90,7 +84,7 @@ pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
         (Some(ns), Some(n)) => Value::string(format!("{ns}/{n}")),
         _ => Value::unknown(),
     };
-    set_attr(&mut planned, "id", id);
+    planned.set_attr("id", id);
     if !req.prior.is_null() {
         match read::re_checked(&req.prior, &planned) {
             Some(failures) => {
@@ -99,16 +93,15 @@ pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
                 } else {
                     "failed"
                 };
-                set_attr(&mut planned, "status", Value::string(status));
-                set_attr(
-                    &mut planned,
+                planned.set_attr("status", Value::string(status));
+                planned.set_attr(
                     "failures",
                     Value::List(failures.into_iter().map(Value::string).collect()),
                 );
             }
             None => {
-                set_attr(&mut planned, "status", Value::unknown());
-                set_attr(&mut planned, "failures", Value::unknown());
+                planned.set_attr("status", Value::unknown());
+                planned.set_attr("failures", Value::unknown());
             }
         }
     }

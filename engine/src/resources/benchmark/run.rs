@@ -639,12 +639,6 @@ pub fn tail(log: &str) -> String {
     log[start..].to_owned()
 }
 
-fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
 /// The verdict of a run from its results: tool failures plus broken thresholds.
 pub fn verdict(
     tool_failures: &[String],
@@ -668,9 +662,8 @@ pub fn record(
     failures: &[String],
 ) -> (Value, Diagnostics) {
     let mut s = planned.clone();
-    set_attr(&mut s, "id", Value::string(spec.id()));
-    set_attr(
-        &mut s,
+    s.set_attr("id", Value::string(spec.id()));
+    s.set_attr(
         "results",
         Value::Map(
             results
@@ -679,14 +672,12 @@ pub fn record(
                 .collect(),
         ),
     );
-    set_attr(
-        &mut s,
+    s.set_attr(
         "failures",
         Value::List(failures.iter().map(Value::string).collect()),
     );
     let passed = failures.is_empty();
-    set_attr(
-        &mut s,
+    s.set_attr(
         "status",
         Value::string(if passed { "passed" } else { "failed" }),
     );
@@ -1004,8 +995,7 @@ async fn execute(
     }
     let failures = verdict(&tool_failures, &results, spec);
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
-    set_attr(
-        &mut state,
+    state.set_attr(
         "environment",
         Value::Map(
             env.to_map()
@@ -1014,9 +1004,8 @@ async fn execute(
                 .collect(),
         ),
     );
-    set_attr(&mut state, "environment_hash", Value::string(env.hash()));
-    set_attr(
-        &mut state,
+    state.set_attr("environment_hash", Value::string(env.hash()));
+    state.set_attr(
         "node_environments",
         Value::Map(
             env.node_environments()
@@ -1030,9 +1019,9 @@ async fn execute(
                 .collect(),
         ),
     );
-    set_attr(&mut state, "raw_output", Value::string(tail(&observed.log)));
-    set_attr(&mut state, "started_at", Value::string(started_at));
-    set_attr(&mut state, "finished_at", Value::string(finished_at));
+    state.set_attr("raw_output", Value::string(tail(&observed.log)));
+    state.set_attr("started_at", Value::string(started_at));
+    state.set_attr("finished_at", Value::string(finished_at));
     let mut diagnostics = diagnostics;
     if let Some(e) = left {
         diagnostics.push(Diagnostic::warning(

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::{
     backends::bcm::{BcmApi, Device, SysInfo},
-    resources::bcm_node::{self, Progress},
+    resources::bcm_node::apply::{self as bcm_node, Progress},
 };
 
 /// The `extra_values` key that records the pool holding a BCM node.

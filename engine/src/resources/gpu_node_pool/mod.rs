@@ -98,7 +98,7 @@ use self::{
     api::HostApi,
     kube_api::KubeHost,
     node_config::Tier,
-    ops::{refuse_private_host, set_attr},
+    ops::refuse_private_host,
     spec::{Source, VirtualClusterRef},
 };
 
@@ -203,14 +203,14 @@ fn plan_pool(req: &PlanRequest) -> PlanResponse {
         planned.get("name").as_str(),
     ) {
         let id = format!("{vc}/{name}");
-        set_attr(&mut planned, "id", Value::string(id));
+        planned.set_attr("id", Value::string(id));
     }
     let prior = &req.prior;
     if !prior.is_null() {
         let keep = |planned: &mut Value, attrs: &[&str]| {
             for a in attrs {
                 if planned.get(a).is_unknown() {
-                    set_attr(planned, a, prior.get(a).clone());
+                    planned.set_attr(a, prior.get(a).clone());
                 }
             }
         };

@@ -1,6 +1,6 @@
 //! Apply, read and import: the steps against the host cluster.
 
-use std::{collections::BTreeMap, future::Future, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use tokio::time::Instant;
 
@@ -21,6 +21,7 @@ use super::{
     },
 };
 use crate::{
+    apply::{self, KindError, bounded, failed},
     backends::{
         bcm::{BcmApi, BcmError},
         kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
@@ -30,7 +31,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyResponse, ReadResponse},
     provider_config::ProviderSettings,
-    resources::bcm_node,
+    resources::bcm_node::apply::{self as bcm_node, NodeError},
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
@@ -38,38 +39,48 @@ use crate::{
 /// How often a drain looks at a node's pods again.
 const DRAIN_POLL: Duration = Duration::from_millis(500);
 
-/// Why a step stopped.
+/// A pool's own reasons for a step to stop.
 #[derive(Debug)]
-pub(super) enum StepError {
+pub(super) enum PoolError {
     /// A host-cluster call failed.
     Host(HostError),
     /// A claim or release failed.
     Claim(ClaimError),
     /// A Base Command Manager call failed.
     Bcm(BcmError),
-    /// The cluster does not allow the step.
-    Conflict(String),
-    /// The operation's timeout passed.
-    TimedOut { op: Operation, waited: Duration },
-    /// Terraform asked the provider to stop.
-    Cancelled,
 }
+
+impl KindError for PoolError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str = "The nodes held so far are recorded in state.";
+
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        match self {
+            PoolError::Host(e) => format!("{what}: {e}."),
+            PoolError::Claim(e) => format!("{what}: {e}."),
+            PoolError::Bcm(e) => format!("{what}: {e}."),
+        }
+    }
+}
+
+/// Why a step stopped.
+pub(super) type StepError = apply::StepError<PoolError>;
 
 impl From<HostError> for StepError {
     fn from(e: HostError) -> StepError {
-        StepError::Host(e)
+        StepError::Kind(PoolError::Host(e))
     }
 }
 
 impl From<bcm_node::StepError> for StepError {
     fn from(e: bcm_node::StepError) -> StepError {
         match e {
-            bcm_node::StepError::Bcm(e) => StepError::Bcm(e),
+            bcm_node::StepError::Kind(NodeError::Bcm(e)) => StepError::Kind(PoolError::Bcm(e)),
             bcm_node::StepError::Conflict(m) => StepError::Conflict(m),
-            bcm_node::StepError::InstallFailed(s) => StepError::Conflict(format!(
+            bcm_node::StepError::Kind(NodeError::InstallFailed(s)) => StepError::Conflict(format!(
                 "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
-                 pool; fix the cause (see its provisioning log on the head node) and apply \
-                 again.",
+                     pool; fix the cause (see its provisioning log on the head node) and apply \
+                     again.",
                 s.hostname,
                 s.status,
                 if s.message.is_empty() {
@@ -87,7 +98,7 @@ impl From<bcm_node::StepError> for StepError {
 impl From<DevicePluginError> for StepError {
     fn from(e: DevicePluginError) -> StepError {
         match e {
-            DevicePluginError::Host(e) => StepError::Host(e),
+            DevicePluginError::Host(e) => StepError::Kind(PoolError::Host(e)),
             other => StepError::Conflict(other.to_string()),
         }
     }
@@ -95,78 +106,7 @@ impl From<DevicePluginError> for StepError {
 
 impl From<ClaimError> for StepError {
     fn from(e: ClaimError) -> StepError {
-        StepError::Claim(e)
-    }
-}
-
-impl StepError {
-    pub(super) fn diagnostic(&self, summary: &str, name: &str, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {name:?}");
-        let detail = match self {
-            StepError::Host(e) => format!("{what}: {e}."),
-            StepError::Claim(e) => format!("{what}: {e}."),
-            StepError::Bcm(e) => format!("{what}: {e}."),
-            StepError::Conflict(m) => format!("{what}: {m}"),
-            StepError::TimedOut { op, waited } => format!(
-                "{what}: gave up after {} while {doing} (the {} timeout). The nodes held so \
-                 far are recorded in state.",
-                timeouts::render(*waited),
-                op.name()
-            ),
-            StepError::Cancelled => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 The nodes held so far are recorded in state."
-            ),
-        };
-        Diagnostic::error(summary, detail)
-    }
-}
-
-/// Runs `fut` until it ends, the deadline passes, or Terraform asks to stop.
-async fn bounded<T>(
-    ctx: &Context,
-    op: Operation,
-    started: Instant,
-    deadline: Instant,
-    fut: impl Future<Output = Result<T, StepError>>,
-) -> Result<T, StepError> {
-    match ctx
-        .cancel
-        .run_until_cancelled(tokio::time::timeout_at(deadline, fut))
-        .await
-    {
-        None => Err(StepError::Cancelled),
-        Some(Err(_)) => Err(StepError::TimedOut {
-            op,
-            waited: started.elapsed(),
-        }),
-        Some(Ok(r)) => r,
-    }
-}
-
-pub(super) fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
-/// Replaces every unknown in `v` with null.
-pub(super) fn nulled_unknowns(v: &Value) -> Value {
-    match v {
-        Value::Unknown(_) => Value::Null,
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::Map(m) => Value::Map(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::List(xs) => Value::List(xs.iter().map(nulled_unknowns).collect()),
-        Value::Set(xs) => Value::set(xs.iter().map(nulled_unknowns).collect()),
-        other => other.clone(),
+        StepError::Kind(PoolError::Claim(e))
     }
 }
 
@@ -187,24 +127,18 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
     names.sort();
     // Physical GPUs: capacity would count time-slicing replicas that `allocatable` adds.
     let gpus: u64 = held.iter().map(|n| u64::from(n.physical_gpus())).sum();
-    set_attr(&mut s, "id", Value::string(spec.id()));
-    set_attr(
-        &mut s,
+    s.set_attr("id", Value::string(spec.id()));
+    s.set_attr(
         "nodes",
         Value::List(names.into_iter().map(Value::string).collect()),
     );
-    set_attr(
-        &mut s,
-        "gpus",
-        Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)),
-    );
+    s.set_attr("gpus", Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)));
     // MIG resources depend on each node's strategy.
     let alloc = match &spec.sharing {
         Sharing::Mig(c) => mig::allocatable(c, held),
         other => allocatable(other, gpus),
     };
-    set_attr(
-        &mut s,
+    s.set_attr(
         "allocatable",
         Value::Map(
             alloc
@@ -213,8 +147,8 @@ fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Valu
                 .collect(),
         ),
     );
-    set_attr(&mut s, "status", Value::string(status));
-    nulled_unknowns(&s)
+    s.set_attr("status", Value::string(status));
+    s.with_unknowns_nulled()
 }
 
 fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
@@ -628,13 +562,6 @@ async fn provision_bcm(
     }
 }
 
-fn failed(summary: &str, name: &str, doing: &str, e: &StepError, state: Value) -> ApplyResponse {
-    ApplyResponse {
-        new_state: state,
-        diagnostics: e.diagnostic(summary, name, doing).into(),
-    }
-}
-
 fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
     PoolSpec::from_value(v).map_err(|diagnostics| ApplyResponse {
         new_state: state.clone(),
@@ -857,7 +784,7 @@ pub(super) async fn read(
         if held.is_empty() {
             if bcm_held + wiping > 0 {
                 let mut s = state_of(state, &spec, &[], "degraded");
-                set_attr(&mut s, "node_count", Value::int(wiping as i64));
+                s.set_attr("node_count", Value::int(wiping as i64));
                 return Ok(s);
             }
             return Ok(Value::Null);
@@ -904,12 +831,12 @@ pub(super) async fn read(
             configured
         } + wiping;
         if !state.get("node_count").is_null() {
-            set_attr(&mut s, "node_count", Value::int(count as i64));
+            s.set_attr("node_count", Value::int(count as i64));
         }
         if count != spec.target() as usize || configured != held.len() {
-            set_attr(&mut s, "status", Value::string("degraded"));
+            s.set_attr("status", Value::string("degraded"));
         } else if mig_waiting {
-            set_attr(&mut s, "status", Value::string("pending"));
+            s.set_attr("status", Value::string("pending"));
         }
         Ok(s)
     })
@@ -956,8 +883,7 @@ async fn read_imported(
     };
     let label = pool_label(&vc.name, name);
     let mut s = state.clone();
-    set_attr(
-        &mut s,
+    s.set_attr(
         "drain_timeout",
         Value::string(super::schema::DEFAULT_DRAIN_TIMEOUT),
     );
@@ -967,13 +893,12 @@ async fn read_imported(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        set_attr(&mut s, "gpu_product", Value::string(product));
-        set_attr(&mut s, "source", Value::string("auto"));
+        s.set_attr("gpu_product", Value::string(product));
+        s.set_attr("source", Value::string("auto"));
         let max = np["spec"]["limits"]["nodes"]
             .as_str()
             .and_then(|n| n.parse::<i64>().ok());
-        set_attr(
-            &mut s,
+        s.set_attr(
             "autoscaling",
             Value::object([
                 ("min_nodes", Value::int(0)),
@@ -991,9 +916,9 @@ async fn read_imported(
             .find_map(HostNode::gpu_model)
             .map(|m| m.product)
             .unwrap_or_default();
-        set_attr(&mut s, "gpu_product", Value::string(product));
-        set_attr(&mut s, "source", Value::string("host"));
-        set_attr(&mut s, "node_count", Value::int(held.len() as i64));
+        s.set_attr("gpu_product", Value::string(product));
+        s.set_attr("source", Value::string("host"));
+        s.set_attr("node_count", Value::int(held.len() as i64));
         let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
             Some(("mig", Value::Null, Value::string(m)))
         } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
@@ -1012,8 +937,7 @@ async fn read_imported(
             None
         };
         if let Some((strategy, replicas, mig)) = sharing {
-            set_attr(
-                &mut s,
+            s.set_attr(
                 "sharing",
                 Value::object([
                     ("strategy", Value::string(strategy)),

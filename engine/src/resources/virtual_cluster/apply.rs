@@ -36,17 +36,16 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     host::{HostApi, HostError},
-    nulled_unknowns,
     objects::{Names, ObjectKind},
     pause,
     persistence::{self, Persistence},
     read::owned_by,
     readiness::{self, Access, Readiness, WaitError},
     render::{self, Rendered},
-    set_attr,
     spec::Spec,
 };
 use crate::{
+    apply,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -58,6 +57,9 @@ use crate::{
 const NAMESPACE_POLL: Duration = Duration::from_secs(1);
 
 /// Why an apply step stopped.
+///
+/// Unlike the other kinds' [`apply::StepError`], a virtual cluster's waits report what they
+/// last saw, and every detail says what the step was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     /// A host call failed.
@@ -73,7 +75,7 @@ pub enum StepError {
 
 impl StepError {
     fn diagnostic(&self, summary: &str, name: &str, op: Operation, doing: &str) -> Diagnostic {
-        let what = format!("{TYPE_NAME} {name:?}");
+        let what = apply::subject(TYPE_NAME, name);
         let detail = match self {
             StepError::Wait(WaitError::TimedOut { waited, last }) => format!(
                 "{what}: gave up after {} while {doing} (the {op} timeout); last seen: {last}. \
@@ -82,10 +84,9 @@ impl StepError {
                 timeouts::render(*waited),
                 op = op.name(),
             ),
-            StepError::Wait(WaitError::Cancelled) => format!(
-                "{what}: stopped while {doing}, because Terraform asked the provider to stop. \
-                 Apply again to finish."
-            ),
+            StepError::Wait(WaitError::Cancelled) => {
+                apply::stopped_detail(&what, doing, "Apply again to finish.")
+            }
             other => format!("{what}: {other} (while {doing})."),
         };
         Diagnostic::error(summary, detail)
@@ -147,7 +148,7 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     let mut s = planned.clone();
     let fill = |s: &mut Value, k: &str, v: Value| {
         if s.get(k).is_unknown() {
-            set_attr(s, k, v);
+            s.set_attr(k, v);
         }
     };
     fill(
@@ -166,7 +167,7 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
         fill(&mut s, k, v);
     }
     fill(&mut s, "drift", Value::List(Vec::new()));
-    nulled_unknowns(&s)
+    s.with_unknowns_nulled()
 }
 
 /// The credentials attributes ([`ACCESS`](super::ACCESS)) of `access`, null without one.
@@ -362,8 +363,7 @@ pub async fn apply_upsert(
             let state = match (creating, phase >= Phase::Write) {
                 (true, true) => {
                     let mut s = finished_state(planned, &spec, &Readiness::Waiting(String::new()));
-                    set_attr(
-                        &mut s,
+                    s.set_attr(
                         "drift",
                         Value::List(vec![Value::string("the last apply did not finish")]),
                     );

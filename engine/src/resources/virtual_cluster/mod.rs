@@ -88,32 +88,6 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualCluster<B = FromSettings>(pub B);
 
-fn set_attr(v: &mut Value, name: &str, x: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.insert(name.to_owned(), x);
-    }
-}
-
-/// Replaces every unknown in `v` with null, for states returned by apply.
-fn nulled_unknowns(v: &Value) -> Value {
-    match v {
-        Value::Unknown(_) => Value::Null,
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        Value::List(xs) => Value::List(xs.iter().map(nulled_unknowns).collect()),
-        Value::Set(xs) => Value::set(xs.iter().map(nulled_unknowns).collect()),
-        Value::Map(m) => Value::Map(
-            m.iter()
-                .map(|(k, x)| (k.clone(), nulled_unknowns(x)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
 /// Attributes whose change restarts the control plane (and may rewrite its kubeconfig);
 /// `expose` too, compared by what it means ([`expose_changes`]).
 const RESTARTING: &[&str] = &[
@@ -151,25 +125,24 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
         let ns = name.as_deref().map_or_else(Value::unknown, |n| {
             Value::string(spec::default_namespace(n))
         });
-        set_attr(&mut planned, "namespace", ns);
+        planned.set_attr("namespace", ns);
     }
     let id = match (planned.get("namespace").as_str(), name.as_deref()) {
         (Some(ns), Some(n)) => Value::string(format!("{ns}/{n}")),
         _ => Value::unknown(),
     };
-    set_attr(&mut planned, "id", id);
-    set_attr(
-        &mut planned,
+    planned.set_attr("id", id);
+    planned.set_attr(
         "vcluster_version",
         Value::string(versions::VCLUSTER_VERSION),
     );
-    set_attr(&mut planned, "drift", Value::List(Vec::new()));
+    planned.set_attr("drift", Value::List(Vec::new()));
     let status = match planned.get("paused").as_bool() {
         Some(true) => Value::string("Paused"),
         Some(false) => Value::string("Running"),
         None => Value::unknown(),
     };
-    set_attr(&mut planned, "status", status);
+    planned.set_attr("status", status);
     if !planned.get("sleep").is_null() {
         diagnostics.push(
             Diagnostic::warning(
@@ -232,7 +205,7 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
             } else {
                 req.prior.get(a).clone()
             };
-            set_attr(&mut planned, a, v);
+            planned.set_attr(a, v);
         }
     }
     PlanResponse {

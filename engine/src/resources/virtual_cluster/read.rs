@@ -29,7 +29,6 @@ use super::{
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{ISOLATIONS, POD_SECURITY_LEVELS},
-    set_attr,
     spec::Spec,
     versions::{self, VCLUSTER_VERSION},
 };
@@ -347,9 +346,8 @@ pub fn half_deleted(prior: &Value, observed: &Observed, names: &Names) -> Value 
             .map(|r| format!("{r}: left by an unfinished delete")),
     );
     let mut s = prior.clone();
-    set_attr(&mut s, "status", Value::string("Pending"));
-    set_attr(
-        &mut s,
+    s.set_attr("status", Value::string("Pending"));
+    s.set_attr(
         "drift",
         Value::List(found.into_iter().map(Value::string).collect()),
     );
@@ -368,12 +366,8 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     let importing = prior.get("isolation").is_null();
     let mut s = prior.clone();
     let namespace = str_at(ns, "/metadata/name").unwrap_or_default().to_owned();
-    set_attr(&mut s, "namespace", Value::string(namespace.clone()));
-    set_attr(
-        &mut s,
-        "id",
-        Value::string(format!("{namespace}/{}", names.name)),
-    );
+    s.set_attr("namespace", Value::string(namespace.clone()));
+    s.set_attr("id", Value::string(format!("{namespace}/{}", names.name)));
     let ns_labels = labels_of(ns);
     let config = stored_config(observed, names).map(|(_, c)| c);
     if importing {
@@ -381,28 +375,27 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             .get(ISOLATION)
             .filter(|i| ISOLATIONS.contains(&i.as_str()))
         {
-            set_attr(&mut s, "isolation", Value::string(i.clone()));
+            s.set_attr("isolation", Value::string(i.clone()));
         }
         if let Some(p) = ns_labels
             .get(POD_SECURITY_ENFORCE)
             .filter(|p| POD_SECURITY_LEVELS.contains(&p.as_str()))
         {
-            set_attr(&mut s, "pod_security", Value::string(p.clone()));
+            s.set_attr("pod_security", Value::string(p.clone()));
         }
         let version = config
             .as_ref()
             .and_then(|c| c.pointer("/controlPlane/distro/k8s/version")?.as_str())
             .and_then(versions::minor_of_tag);
         if let Some(v) = version {
-            set_attr(&mut s, "kubernetes_version", Value::string(v));
+            s.set_attr("kubernetes_version", Value::string(v));
         }
         let sleep = config.as_ref().and_then(|c| {
             c.pointer("/sleep/auto/afterInactivity")?
                 .as_str()
                 .map(str::to_owned)
         });
-        set_attr(
-            &mut s,
+        s.set_attr(
             "sleep",
             sleep.map_or(Value::Null, |a| {
                 Value::object([("after_inactivity", Value::string(a))])
@@ -416,8 +409,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             .filter(|(k, _)| !reserved_label(k))
             .map(|(k, v)| (k, Value::string(v)))
             .collect();
-        set_attr(
-            &mut s,
+        s.set_attr(
             "labels",
             if user.is_empty() {
                 Value::Null
@@ -426,16 +418,14 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             },
         );
     }
-    set_attr(
-        &mut s,
+    s.set_attr(
         "quota",
         quota_value(
             observed.get(ObjectKind::ResourceQuota, &names.vc()),
             prior.get("quota"),
         ),
     );
-    set_attr(
-        &mut s,
+    s.set_attr(
         "limit_range",
         limit_range_value(
             observed.get(ObjectKind::LimitRange, &names.vc()),
@@ -444,8 +434,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     );
     // The control plane's policy is there whenever the chart's policies are.
     let [_, control_plane_policy, ..] = names.network_policies();
-    set_attr(
-        &mut s,
+    s.set_attr(
         "network_isolation",
         Value::Bool(
             observed
@@ -455,20 +444,18 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     );
     let sts = observed.get(ObjectKind::StatefulSet, &names.name);
     if let Some(replicas) = sts.and_then(|o| o.pointer("/spec/replicas")?.as_i64()) {
-        set_attr(&mut s, "paused", Value::Bool(replicas == 0));
+        s.set_attr("paused", Value::Bool(replicas == 0));
     }
     // The claim the StatefulSet has, which a plan can only keep or replace; a missing
     // StatefulSet keeps what the state says (apply creates it with that claim, and a claim
     // retained from before is used again).
     if let Some(o) = sts {
-        set_attr(
-            &mut s,
+        s.set_attr(
             "persistence",
             persistence::observed_value(o, prior.get("persistence")),
         );
     }
-    set_attr(
-        &mut s,
+    s.set_attr(
         "expose",
         expose_value(prior.get("expose"), &observed.expose, importing),
     );
@@ -478,23 +465,23 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     let version = image_version
         .or_else(|| prior.get("vcluster_version").as_str().map(str::to_owned))
         .unwrap_or_else(|| VCLUSTER_VERSION.to_owned());
-    set_attr(&mut s, "vcluster_version", Value::string(version));
+    s.set_attr("vcluster_version", Value::string(version));
     let (status, access) = match &observed.readiness {
         Some(Readiness::Ready(a)) => ("Running", Some(a.clone())),
         Some(Readiness::Paused(a)) => ("Paused", a.clone()),
         _ => ("Pending", None),
     };
-    set_attr(&mut s, "status", Value::string(status));
+    s.set_attr("status", Value::string(status));
     if access.is_some() {
         for (k, v) in access_values(access.as_ref()) {
-            set_attr(&mut s, k, v);
+            s.set_attr(k, v);
         }
     } else if status != "Running" {
         // Keep what was recorded: a restarting control plane keeps its kubeconfig, and a
         // load balancer between addresses its last one.
         for k in ACCESS {
             if s.get(k).is_unknown() {
-                set_attr(&mut s, k, Value::Null);
+                s.set_attr(k, Value::Null);
             }
         }
     }
@@ -508,6 +495,6 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             .collect(),
         Err(_) => Vec::new(),
     };
-    set_attr(&mut s, "drift", Value::List(found));
-    super::nulled_unknowns(&s)
+    s.set_attr("drift", Value::List(found));
+    s.with_unknowns_nulled()
 }

@@ -1,0 +1,18 @@
+//! The apply runtime the resource kinds share.
+//!
+//! A kind's apply, read and import run as steps against its backend. Every step can stop the
+//! same few ways (a backend call fails, the remote objects do not allow it, the operation's
+//! timeout passes, Terraform asks the provider to stop), each kind adds its own, and a failure
+//! still returns the state of whatever the earlier steps made, so nothing is orphaned:
+//!
+//! - [`StepError`] is why a step stopped, over the kind's own failures ([`KindError`]);
+//! - [`bounded`] runs steps within the operation's timeout and Terraform's stop request;
+//! - [`failed`] is the apply response for a failure: the diagnostic and the partial state.
+
+mod bounded;
+mod failed;
+mod step_error;
+
+pub use bounded::bounded;
+pub use failed::failed;
+pub use step_error::{KindError, StepError, stopped_detail, subject};

@@ -1,0 +1,170 @@
+//! `gpufleet_bcm_node`: one bare-metal GPU server, held by a tenant, through NVIDIA Base
+//! Command Manager.
+//!
+//! # Holding a node
+//!
+//! BCM has no notion of tenants, so gpufleet records the holder on the device itself, as
+//! `extra_values.gpufleet_tenant`. A node without it is free. Create claims a free node by
+//! hostname; a node another tenant holds is refused with an error that names that tenant. A
+//! node the *same* tenant already holds is adopted: that is what an apply re-run after the
+//! provider was killed mid-provisioning finds, and it must not claim (or reboot) a second time.
+//!
+//! # Create
+//!
+//! 1. Resolve the category and software image names, read the node by hostname.
+//! 2. Claim: one whole-object `updateDevice` that sets the category, the node's own software
+//!    image (none: inherit the category's), the install mode and the tenant. From here on the
+//!    node is recorded in state, whatever happens next.
+//! 3. Power: a powered-off node is switched on, a running one is reset, so it boots into the
+//!    chosen image. A node already booting for this tenant is left alone.
+//! 4. Wait for `UP` within the `create` timeout. `INSTALLER_FAILED` or
+//!    `INSTALLER_UNREACHABLE`, or the timeout, is an error that names the node; the state is
+//!    still returned, so the node is never orphaned.
+//!
+//! With `power = "off"` the node is claimed and switched off instead, without waiting.
+//!
+//! # Update
+//!
+//! Category, image and install mode change in place with one `updateDevice`. Only an image
+//! change reprovisions: the node is rebooted with a one-shot `nextBootInstallMode` (FULL when
+//! the install mode is FULL, else AUTO) and waited for. Power changes switch the node on (and
+//! wait for `UP`) or off. `hostname` and `tenant` force a replacement.
+//!
+//! # Destroy
+//!
+//! With `wipe_on_destroy` (the default), one `updateDevice` sets
+//! `blockDevicesClearedOnNextBoot` to every block device of the node's disk setup (its own
+//! `disksetup`, else its category's and the free pool's; a node with none is refused) and
+//! `nextBootInstallMode = FULL`, moves the node to the `free-pool` category (its image and
+//! install mode back to the category's) and moves the tenant to
+//! `extra_values.gpufleet_releasing`; the node is then rebooted (reset, or switched on when
+//! off) and waited for. The wipe is then verified before the node may count as free: the
+//! node-installer must have consumed both one-shot fields (BCM clears them only when it ran),
+//! and every block device BCM's system information reports for the node must have been
+//! among those cleared. A wipe that fails the check fails the destroy and the node keeps its
+//! mark. A verified node is switched off again when its rack idles powered off
+//! (`extra_values.idle_power = "off"`), and unmarked. While the mark is on, the node is
+//! neither held (the wiping boot comes up as nobody's, so the erased disks never count as a
+//! tenant's data) nor free: no one can claim it, and a wipe that fails or is interrupted
+//! leaves the node in this tenant's state until a later destroy finishes it. Without
+//! `wipe_on_destroy`, the node is only released (free pool, no tenant).
+//!
+//! # Refresh
+//!
+//! A refresh reads the device, its status and its category (and its own image when it has one).
+//! The GPU product and count come from BCM's system information for the node (the GPUs its
+//! driver reports), read at create and import; they are hardware, so a refresh keeps them.
+//! Status, power, category, image and install mode drift show up as changes. A node released
+//! by someone else (no tenant, or another one) reads as gone.
+//!
+//! # Concurrency
+//!
+//! Updates carry the `revision` the node was read with, so a change made by someone else in
+//! between fails with an error instead of being overwritten.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+
+use self::{
+    apply::{apply_create, apply_delete, apply_update},
+    plan::plan_node,
+    read::{import_skeleton, read_node},
+    schema::node_schema,
+    validate::validate_node,
+};
+use crate::{
+    backends::bcm::{BcmApi, BcmBackend, FromSettings},
+    context::Context,
+    diag::Diagnostics,
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    schema::Schema,
+    timeouts::Timeouts,
+    value::Value,
+};
+
+pub(crate) mod apply;
+mod model;
+mod plan;
+mod read;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+/// The resource type name.
+pub const TYPE_NAME: &str = "gpufleet_bcm_node";
+
+/// Default timeouts: a full install of a GPU server takes 5–10 minutes on real hardware.
+pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
+    create: Duration::from_secs(30 * 60),
+    read: Duration::from_secs(2 * 60),
+    update: Duration::from_secs(30 * 60),
+    delete: Duration::from_secs(30 * 60),
+};
+
+/// The category released nodes go back to.
+pub const FREE_POOL: &str = "free-pool";
+
+/// The `gpufleet_bcm_node` resource kind, over a [`BcmBackend`]. The registry uses
+/// `BcmNode(FromSettings)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BcmNode<B = FromSettings>(pub B);
+
+#[async_trait]
+impl<B: BcmBackend> ResourceKind for BcmNode<B> {
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        node_schema()
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        validate_node(config)
+    }
+
+    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
+        plan_node(&req)
+    }
+
+    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
+        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
+            Ok(api) => api,
+            Err(diagnostics) => {
+                return ApplyResponse {
+                    new_state: req.prior,
+                    diagnostics,
+                };
+            }
+        };
+        if req.planned.is_null() {
+            apply_delete(api.as_ref(), ctx, &req.prior).await
+        } else if req.prior.is_null() {
+            apply_create(api.as_ref(), ctx, &req.planned).await
+        } else {
+            apply_update(api.as_ref(), ctx, &req.prior, &req.planned).await
+        }
+    }
+
+    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
+        match self.0.connect(ctx) {
+            Ok(api) => read_node(api.as_ref(), ctx, &state).await,
+            Err(diagnostics) => ReadResponse {
+                new_state: state,
+                diagnostics,
+            },
+        }
+    }
+
+    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
+        // Fail early, with the settings diagnostic, when there is no head node to read from.
+        self.0.connect(ctx)?;
+        import_skeleton(id)
+    }
+
+    fn identity_attributes(&self) -> &'static [&'static str] {
+        &["hostname"]
+    }
+}

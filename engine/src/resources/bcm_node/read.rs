@@ -1,0 +1,133 @@
+//! Refresh and import: reading the node back from BCM.
+
+use tokio::time::Instant;
+
+use super::{
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    apply::StepError,
+    model::{gpu_facts, opt, power_word, sysinfo_of},
+    schema::node_schema,
+};
+use crate::{
+    apply::bounded,
+    backends::bcm::{BcmApi, Device},
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::ReadResponse,
+    timeouts::{Operation, Timeouts},
+    value::Value,
+};
+
+/// The state of a held node as BCM shows it, normalised against `prior`.
+pub(super) async fn observe(
+    api: &dyn BcmApi,
+    prior: &Value,
+    d: &Device,
+) -> Result<Value, StepError> {
+    let mut s = prior.clone();
+    s.set_attr("id", Value::string(d.uuid.clone()));
+    s.set_attr("hostname", Value::string(d.hostname.clone()));
+    s.set_attr("tenant", opt(d.tenant().or(d.releasing())));
+    let category = match d.category.as_deref().filter(|c| !c.is_empty()) {
+        Some(uuid) => match api.category(uuid).await? {
+            Some(c) => Value::string(c.name),
+            None => Value::string(uuid),
+        },
+        None => Value::Null,
+    };
+    s.set_attr("category", category);
+    let image = match d.image() {
+        Some(uuid) => match api.software_image(uuid).await? {
+            Some(i) => Value::string(i.name),
+            None => Value::string(uuid),
+        },
+        None => Value::Null,
+    };
+    s.set_attr("software_image", image);
+    s.set_attr("install_mode", opt(d.install_mode.as_deref()));
+    let status = api.status(&d.uuid).await?;
+    if let Some(st) = &status {
+        s.set_attr("status", Value::string(st.status.clone()));
+        s.set_attr("power", Value::string(power_word(st)));
+    }
+    if s.get("wipe_on_destroy").is_null() {
+        s.set_attr("wipe_on_destroy", Value::Bool(true));
+    }
+    for (name, value) in [
+        ("mac", opt(d.mac_address())),
+        ("ip", opt(d.ip())),
+        ("rack", opt(d.rack())),
+    ] {
+        s.set_attr(name, value);
+    }
+    // The GPUs are hardware: once known they are kept, so a refresh costs no extra call.
+    let known = ["gpu_product", "gpu_count"]
+        .iter()
+        .all(|a| !s.get(a).is_null() && !s.get(a).is_unknown());
+    if !known {
+        let info = sysinfo_of(api, &d.uuid).await?;
+        for (name, value) in gpu_facts(info.as_ref()) {
+            s.set_attr(name, value);
+        }
+    }
+    Ok(s.with_unknowns_nulled())
+}
+
+pub(super) async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
+    let hostname = state
+        .get("hostname")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
+    let started = Instant::now();
+    let result = bounded(ctx, Operation::Read, started, started + t.read, async {
+        // Imports know only the hostname; the tenant then comes from the node.
+        let key = state.get("id").as_str().unwrap_or(&hostname);
+        let Some(d) = api.device(key).await? else {
+            return Ok(Value::Null);
+        };
+        // A node whose wipe was interrupted is still this tenant's until the wipe finishes.
+        let holder = d.tenant().or(d.releasing());
+        let ours = match state.get("tenant").as_str() {
+            Some(t) => holder == Some(t),
+            None => holder.is_some(),
+        };
+        if !ours {
+            return Ok(Value::Null);
+        }
+        observe(api, state, &d).await
+    })
+    .await;
+    match result {
+        Ok(new_state) => ReadResponse {
+            new_state,
+            diagnostics: Diagnostics::new(),
+        },
+        Err(e) => ReadResponse {
+            new_state: state.clone(),
+            diagnostics: e
+                .diagnostic("BCM Node Read Failed", &hostname, "reading the node")
+                .into(),
+        },
+    }
+}
+
+/// The state skeleton for an import by hostname: every attribute null but `hostname`; read
+/// fills the rest from the node, which must be held by some tenant.
+pub(super) fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
+    let hostname = id.trim();
+    if hostname.is_empty() || hostname.contains(char::is_whitespace) {
+        return Err(Diagnostic::error(
+            "Invalid Import ID",
+            format!(
+                "import a {TYPE_NAME} by its hostname, e.g. `terraform import \
+                 {TYPE_NAME}.a gpu-b3-001`."
+            ),
+        )
+        .into());
+    }
+    Ok(node_schema()
+        .block
+        .complete(&Value::object([("hostname", Value::string(hostname))])))
+}

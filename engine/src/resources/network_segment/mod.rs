@@ -1,0 +1,194 @@
+//! `gpufleet_network_segment`: a tenant network on a Netris controller.
+//!
+//! # The objects behind one segment
+//!
+//! A segment is three controller objects, created in this order and removed in reverse:
+//!
+//! 1. an IPAM **allocation** `gf-<name>` with prefix `cidr`, owned by `tenant`, in `vpc`;
+//! 2. a `common` **subnet** `gf-<name>` with the same prefix and `gateway`, at `site`;
+//! 3. a **V-Net** `<name>` with the gateway (and DHCP range), the member switch ports, the MTU,
+//!    and the tags `gpufleet:owner=<name>` and `gpufleet:mtu=<mtu>` (not every controller
+//!    version has an MTU field on V-Nets, so the MTU is also recorded as a tag, which a
+//!    refresh falls back to).
+//!
+//! Every name is derived from the segment name, so an apply that was interrupted (provider
+//! killed, controller timeout, lost answer) is re-run safely: each step first looks for its
+//! object by name and **adopts** it instead of creating a duplicate. An existing V-Net is only
+//! adopted when it carries this segment's owner tag; anything else is a conflict that names
+//! `terraform import` as the way to take it over.
+//!
+//! # Failures leave a partial state, not a rollback
+//!
+//! When a step fails, apply does not delete what the earlier steps created. It returns the
+//! error *and* a state that records every object created so far (`allocation_id`,
+//! `subnet_id`, `id`), so nothing is orphaned: Terraform keeps that state (a failed create is
+//! tainted and replaced on the next apply, which deletes what is recorded and creates afresh,
+//! adopting leftovers by name). A rollback was rejected because it can itself fail half-way,
+//! and then leaves objects that no state mentions. When no object was created yet, the state
+//! is null.
+//!
+//! # Waiting
+//!
+//! Create and update wait until the controller reports `provisioning: false`, within the
+//! `create` / `update` timeout; a timeout is an error that names the segment and how long it
+//! waited, and the returned state still records the V-Net. Delete waits until the V-Net is gone
+//! before it removes the subnet and the allocation. Terraform's stop request (Ctrl-C) ends any
+//! wait at once, also with the partial state.
+//!
+//! # Updates in place
+//!
+//! `members`, `dhcp`, `state`, `mtu`, `gateway`, `vlan_id` and `vni` change in place with one
+//! `PUT` of the V-Net. A gateway change also updates the subnet's default gateway first, as
+//! the controller requires the V-Net gateway to match its subnet (the Netris Terraform provider
+//! handles gateway changes in place too). `name`, `tenant`, `vpc`, `site` and `cidr` force a
+//! replacement: the controller ignores VPC changes on update, and the allocation's prefix is
+//! its identity.
+//!
+//! # Refresh and drift
+//!
+//! A refresh reads only the V-Net (one call). A segment is gone only when every object it owns
+//! is gone: a V-Net deleted out of band (or by a destroy that was interrupted) reads as a
+//! partial state that keeps the allocation and subnet still on the controller, so a destroy
+//! removes them and an apply creates the V-Net again, adopting them. Everything the V-Net carries is taken from the controller: ports added or removed
+//! out of band show up in `members`. Server-side defaults are normalised away: an allocated
+//! VLAN or VNI stays as recorded when the controller reports `auto`, port names are compared
+//! as `port@switch`, and members are a set, so order never matters.
+//!
+//! Members given by `hostname` are resolved at apply through the controller's server inventory
+//! to the switch ports the server is cabled to; `attached_ports` records the result, and a
+//! refresh maps the V-Net's ports back to the hostnames through it. A hostname member whose
+//! ports are all still attached stays a hostname member; when only some are, it turns into port
+//! members for those, so the next plan re-attaches the missing ones.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+
+use self::{
+    apply::{apply_create, apply_delete, apply_update},
+    model::Ids,
+    plan::plan_segment,
+    read::{import_skeleton, read_segment},
+    schema::segment_schema,
+    validate::validate_segment,
+};
+use crate::{
+    backends::netris::{NetrisApi, NetrisConfig, shared_client},
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    schema::Schema,
+    timeouts::Timeouts,
+    value::Value,
+};
+
+mod apply;
+mod model;
+mod plan;
+mod read;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+/// The resource type name.
+pub const TYPE_NAME: &str = "gpufleet_network_segment";
+
+/// Default timeouts: provisioning a V-Net pushes configuration to every switch of the site.
+pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
+    create: Duration::from_secs(10 * 60),
+    read: Duration::from_secs(2 * 60),
+    update: Duration::from_secs(10 * 60),
+    delete: Duration::from_secs(10 * 60),
+};
+
+/// Where a segment's kind gets its Netris client from.
+pub trait Backend: Send + Sync {
+    /// The client for this operation, or the diagnostic that says which settings are missing.
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics>;
+}
+
+/// The production backend: a client built from the provider's `netris` settings, shared by
+/// every operation with the same settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromSettings;
+
+impl Backend for FromSettings {
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        let config = NetrisConfig::from_settings(&ctx.settings)?;
+        match shared_client(&config) {
+            Ok(client) => Ok(client),
+            Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
+        }
+    }
+}
+
+/// A given client, for tests and tools that bring their own.
+impl<A: NetrisApi + 'static> Backend for Arc<A> {
+    fn connect(&self, _ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        Ok(Arc::clone(self) as Arc<dyn NetrisApi>)
+    }
+}
+
+/// The `gpufleet_network_segment` resource kind, over a [`Backend`]. The registry uses
+/// `NetworkSegment(FromSettings)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetworkSegment<B = FromSettings>(pub B);
+
+#[async_trait]
+impl<B: Backend> ResourceKind for NetworkSegment<B> {
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        segment_schema()
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        validate_segment(config)
+    }
+
+    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
+        plan_segment(&req)
+    }
+
+    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
+        let api = match self.0.connect(ctx) {
+            Ok(api) => api,
+            Err(diagnostics) => {
+                return ApplyResponse {
+                    new_state: req.prior,
+                    diagnostics,
+                };
+            }
+        };
+        if req.planned.is_null() {
+            apply_delete(api.as_ref(), ctx, &req.prior).await
+        } else if req.prior.is_null() {
+            apply_create(api.as_ref(), ctx, &req.planned, Ids::default()).await
+        } else {
+            apply_update(api.as_ref(), ctx, &req.prior, &req.planned).await
+        }
+    }
+
+    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
+        match self.0.connect(ctx) {
+            Ok(api) => read_segment(api.as_ref(), ctx, &state).await,
+            Err(diagnostics) => ReadResponse {
+                new_state: state,
+                diagnostics,
+            },
+        }
+    }
+
+    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
+        // Fail early, with the settings diagnostic, when there is no controller to read from.
+        self.0.connect(ctx)?;
+        import_skeleton(id)
+    }
+
+    fn identity_attributes(&self) -> &'static [&'static str] {
+        &["name"]
+    }
+}

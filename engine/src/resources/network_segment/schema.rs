@@ -1,0 +1,209 @@
+//! The schema of `gpufleet_network_segment`.
+
+use crate::{
+    schema::{AttrMode, Attribute, Block, Nesting, Schema},
+    timeouts,
+    validate::{DnsLabel, IntBetween, Ipv4Address, Ipv4Cidr, OneOf},
+    value::Type,
+};
+
+pub(super) fn member_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::optional("port", Type::String).describe(
+            "A switch port as `port@switch`, e.g. `swp5@leaf-01`. Exactly one of `port` and \
+             `hostname` must be set.",
+        ),
+        Attribute::optional("hostname", Type::String).describe(
+            "A server's hostname (as in BCM and the controller's server inventory); every \
+             switch port the server is cabled to becomes a member.",
+        ),
+        Attribute::optional("untagged", Type::Bool)
+            .default(false)
+            .describe("Attach the port(s) untagged (access mode) instead of tagged."),
+    ]
+}
+
+pub(super) fn attached_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::computed("port", Type::String).describe("The switch port, `port@switch`."),
+        Attribute::computed("hostname", Type::String)
+            .describe("The `hostname` member the port was resolved from; null for `port` members."),
+        Attribute::computed("untagged", Type::Bool).describe("Whether the port is untagged."),
+    ]
+}
+
+pub(super) fn segment_schema() -> Schema {
+    Schema::new(
+        Block::new(
+            "A tenant network segment on a Netris controller: an IPAM allocation, a `common` \
+             subnet and a V-Net (VLAN/VXLAN with gateway, DHCP and switch ports), created, \
+             changed and removed as one unit. Every controller object is named after the \
+             segment (`gf-<name>` for the IPAM objects), so an interrupted apply adopts what it \
+             created instead of duplicating it. Needs the provider's `netris` block.",
+        )
+        .attr(
+            Attribute::computed("id", Type::String)
+                .use_state_for_unknown()
+                .describe("The V-Net's id on the controller."),
+        )
+        .attr(
+            Attribute::required("name", Type::String)
+                .requires_replace()
+                .validate(DnsLabel::new(60))
+                .describe(
+                    "Name of the segment and its V-Net; unique on the controller. Lowercase \
+                     letters, digits and `-`, at most 60 characters (the IPAM objects are named \
+                     `gf-<name>`). Changing it replaces the segment.",
+                ),
+        )
+        .attr(
+            Attribute::required("tenant", Type::String)
+                .requires_replace()
+                .describe(
+                    "Name of the controller tenant that owns the segment. Changing it replaces \
+                     the segment.",
+                ),
+        )
+        .attr(
+            Attribute::required("vpc", Type::String)
+                .requires_replace()
+                .describe(
+                    "Name of the VPC the segment lives in (the controller's default VPC is \
+                     `Default`). Changing it replaces the segment.",
+                ),
+        )
+        .attr(
+            Attribute::required("site", Type::String)
+                .requires_replace()
+                .describe(
+                    "Name of the site whose switches carry the segment. Changing it replaces \
+                     the segment.",
+                ),
+        )
+        .attr(
+            Attribute::required("cidr", Type::String)
+                .requires_replace()
+                .validate(Ipv4Cidr::new(8, 30))
+                .describe(
+                    "The segment's IPv4 network, e.g. `10.20.0.0/24`; host bits must be clear. \
+                     Becomes the prefix of the allocation and the subnet. Changing it replaces \
+                     the segment.",
+                ),
+        )
+        .attr(
+            Attribute::optional_computed("gateway", Type::String)
+                .validate(Ipv4Address::new())
+                .describe(
+                    "The gateway address inside `cidr`, neither its network nor its broadcast \
+                     address. Defaults to the first host address (`10.20.0.1` for \
+                     `10.20.0.0/24`). Changes in place.",
+                ),
+        )
+        .attr(
+            Attribute::optional_computed("vlan_id", Type::Number)
+                .use_state_for_unknown()
+                .validate(IntBetween::new(1, 4094))
+                .describe(
+                    "The VLAN, 1–4094. When not set, the controller allocates one, and it stays \
+                     the same for the life of the segment.",
+                ),
+        )
+        .attr(
+            Attribute::optional_computed("vni", Type::Number)
+                .use_state_for_unknown()
+                .validate(IntBetween::new(1, 16_777_215))
+                .describe(
+                    "The VXLAN network identifier, 1–16777215. When not set, the controller \
+                     allocates one, and it stays the same for the life of the segment.",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "dhcp",
+                Nesting::Single,
+                AttrMode::Optional,
+                vec![
+                    Attribute::required("start", Type::String)
+                        .validate(Ipv4Address::new())
+                        .describe("First address handed out."),
+                    Attribute::required("end", Type::String)
+                        .validate(Ipv4Address::new())
+                        .describe("Last address handed out."),
+                ],
+            )
+            .describe(
+                "DHCP on the segment, served by the controller: a range of host addresses inside \
+                 `cidr` that excludes the gateway. Without it, DHCP is off.",
+            ),
+        )
+        .attr(
+            Attribute::nested(
+                "members",
+                Nesting::Set,
+                AttrMode::Optional,
+                member_attributes(),
+            )
+            .describe(
+                "Switch ports on the segment, each given as a `port` or as a server `hostname` \
+                 (resolved to the ports the server is cabled to), tagged or untagged. Ports \
+                 added or removed outside Terraform show up here on refresh.",
+            ),
+        )
+        .attr(
+            Attribute::optional("mtu", Type::Number)
+                .default(9000)
+                .validate(IntBetween::new(1280, 9216))
+                .describe(
+                    "MTU of the segment, 1280–9216. Also recorded on the V-Net as the tag \
+                     `gpufleet:mtu`.",
+                ),
+        )
+        .attr(
+            Attribute::optional("state", Type::String)
+                .default("active")
+                .validate(OneOf::new(&["active", "disabled"]))
+                .describe(
+                    "`active`, or `disabled` to withdraw the segment's configuration from the \
+                     switches while keeping its objects.",
+                ),
+        )
+        .attr(Attribute::computed("status", Type::String).describe(
+            "What the controller reports: `provisioning` while it pushes the configuration to \
+             the switches, then `active` or `disabled`; `incomplete` when an apply stopped \
+             before the V-Net existed.",
+        ))
+        .attr(
+            Attribute::computed("allocation_id", Type::String)
+                .use_state_for_unknown()
+                .describe(
+                    "The id of the IPAM allocation `gf-<name>`; null when the segment does not \
+                     manage one (imported).",
+                ),
+        )
+        .attr(
+            Attribute::computed("subnet_id", Type::String)
+                .use_state_for_unknown()
+                .describe(
+                    "The id of the IPAM subnet `gf-<name>`; null when the segment does not \
+                     manage one (imported).",
+                ),
+        )
+        .attr(
+            Attribute::nested(
+                "attached_ports",
+                Nesting::Set,
+                AttrMode::Computed,
+                attached_attributes(),
+            )
+            .describe(
+                "The switch ports attached to the V-Net, with the `hostname` member each was \
+                 resolved from.",
+            ),
+        )
+        .block(timeouts::block(
+            "How long operations may take. Defaults: create 10m, update 10m, delete 10m, \
+             read 2m. Create and update include waiting for the controller to finish \
+             provisioning the switches.",
+        )),
+    )
+}

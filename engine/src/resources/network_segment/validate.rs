@@ -1,0 +1,166 @@
+//! Validation of a `gpufleet_network_segment` configuration beyond what the schema checks.
+
+use std::{collections::BTreeSet, net::Ipv4Addr};
+
+use crate::{diag::Diagnostics, path::AttrPath, validate::Ipv4Net, value::Value};
+
+/// The cross-attribute checks; per-attribute rules are validators in the schema.
+pub(super) fn validate_segment(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    for name in ["tenant", "vpc", "site"] {
+        if config
+            .get(name)
+            .as_str()
+            .is_some_and(|s| s.trim().is_empty())
+        {
+            d.error_at(
+                AttrPath::attr(name),
+                "Empty Name",
+                format!("{name} must name an existing {name} on the controller."),
+            );
+        }
+    }
+    let cidr = config
+        .get("cidr")
+        .as_str()
+        .and_then(|s| s.parse::<Ipv4Net>().ok());
+    let gateway_set = config.get("gateway").as_str();
+    let gateway = gateway_set.and_then(|s| s.parse::<Ipv4Addr>().ok());
+    if let (Some(net), Some(gw)) = (cidr, gateway)
+        && !net.is_host(gw)
+    {
+        let why = if !net.contains(gw) {
+            format!("is outside cidr {net}")
+        } else if gw == net.network() {
+            "is the network address of cidr".to_owned()
+        } else {
+            "is the broadcast address of cidr".to_owned()
+        };
+        d.error_at(
+            AttrPath::attr("gateway"),
+            "Gateway Outside Network",
+            format!("gateway {gw} {why}; it must be a host address of {net}."),
+        );
+    }
+    // The gateway that apply will use: configured, or the default.
+    let effective_gw = match gateway_set {
+        Some(_) => gateway,
+        None if config.get("gateway").is_null() => cidr.map(|n| n.first_host()),
+        None => None,
+    };
+    validate_dhcp(config.get("dhcp"), cidr, effective_gw, &mut d);
+    validate_members(config.get("members"), &mut d);
+    d
+}
+
+pub(super) fn validate_dhcp(
+    dhcp: &Value,
+    cidr: Option<Ipv4Net>,
+    gw: Option<Ipv4Addr>,
+    d: &mut Diagnostics,
+) {
+    let path = AttrPath::attr("dhcp");
+    let addr = |n: &str| {
+        dhcp.get(n)
+            .as_str()
+            .and_then(|s| s.parse::<Ipv4Addr>().ok())
+    };
+    let (start, end) = (addr("start"), addr("end"));
+    if let Some(net) = cidr {
+        for (n, a) in [("start", start), ("end", end)] {
+            if let Some(a) = a
+                && !net.is_host(a)
+            {
+                d.error_at(
+                    path.push_attr(n),
+                    "DHCP Range Outside Network",
+                    format!("dhcp.{n} {a} is not a host address of cidr {net}."),
+                );
+            }
+        }
+    }
+    if let (Some(s), Some(e)) = (start, end) {
+        if s > e {
+            d.error_at(
+                path.push_attr("end"),
+                "Invalid DHCP Range",
+                format!("dhcp.end {e} comes before dhcp.start {s}."),
+            );
+        } else if let Some(g) = gw
+            && (s..=e).contains(&g)
+        {
+            d.error_at(
+                path.clone(),
+                "DHCP Range Includes Gateway",
+                format!(
+                    "the DHCP range {s}–{e} includes the gateway {g}; start it after or end it \
+                     before the gateway."
+                ),
+            );
+        }
+    }
+}
+
+pub(super) fn validate_members(members: &Value, d: &mut Diagnostics) {
+    let path = AttrPath::attr("members");
+    let mut ports = BTreeSet::new();
+    for m in members.as_seq().unwrap_or_default() {
+        if m.as_object().is_none() {
+            continue;
+        }
+        let (port, host) = (m.get("port"), m.get("hostname"));
+        if port.is_unknown() || host.is_unknown() {
+            continue;
+        }
+        match (port.as_str(), host.as_str()) {
+            (Some(_), Some(_)) | (None, None) => d.error_at(
+                path.clone(),
+                "Invalid Member",
+                format!(
+                    "a member must set exactly one of port and hostname; this one sets {}.",
+                    if port.is_null() {
+                        "neither".to_owned()
+                    } else {
+                        format!("both (port {:?})", port.as_str().unwrap_or_default())
+                    }
+                ),
+            ),
+            (Some(p), None) => {
+                let ok = p
+                    .split_once('@')
+                    .is_some_and(|(a, b)| is_port_word(a) && is_port_word(b));
+                if !ok {
+                    d.error_at(
+                        path.clone(),
+                        "Invalid Switch Port",
+                        format!(
+                            "member port {p:?} must be written port@switch, such as \
+                             \"swp5@leaf-01\"."
+                        ),
+                    );
+                } else if !ports.insert(p) {
+                    d.error_at(
+                        path.clone(),
+                        "Duplicate Member",
+                        format!("port {p:?} is listed more than once."),
+                    );
+                }
+            }
+            (None, Some(h)) => {
+                if h.trim().is_empty() || h.contains(char::is_whitespace) {
+                    d.error_at(
+                        path.clone(),
+                        "Invalid Hostname",
+                        format!("member hostname {h:?} must be a server's hostname."),
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn is_port_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':'))
+}
