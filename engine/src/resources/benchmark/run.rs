@@ -28,6 +28,7 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
+    backends::kube::json::{labels_of, str_at},
     benchmark::{Details, Parsed},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -212,21 +213,6 @@ struct PoolInfo {
     placement: Placement,
     nodes: BTreeMap<String, BTreeMap<String, String>>,
     sharing: String,
-}
-
-fn labels_of(o: &Json) -> BTreeMap<String, String> {
-    o.pointer("/metadata/labels")
-        .and_then(Json::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn str_at<'a>(o: &'a Json, p: &str) -> Option<&'a str> {
-    o.pointer(p).and_then(Json::as_str)
 }
 
 fn now() -> String {
@@ -569,11 +555,11 @@ async fn observe(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
     shape: &Shape,
-    gang: Vec<String>,
+    gang: &[String],
 ) -> Result<Observed, RunError> {
     let pods = run_pods(cluster, spec, &shape.log_selector()).await?;
     let mut o = Observed {
-        nodes: gang,
+        nodes: gang.to_vec(),
         ..Observed::default()
     };
     if o.nodes.is_empty() {
@@ -926,22 +912,25 @@ async fn execute(
     let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
     let gang = wait_gang(cluster, spec, &shape, started, gang_deadline, pool_size).await?;
     // A gang of mixed setups would report a result neither setup has: stop it now.
-    let differences = node_differences(
-        &node_records(cluster, &pool, &gang).await?,
-        &spec.allow_node_differences,
-    );
+    let gang_records = node_records(cluster, &pool, &gang).await?;
+    let differences = node_differences(&gang_records, &spec.allow_node_differences);
     if !differences.is_empty() {
         return Err(RunError::MixedNodes(describe_differences(&differences)));
     }
     let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
-    let observed = observe(cluster, spec, &shape, gang).await?;
+    let observed = observe(cluster, spec, &shape, &gang).await?;
     let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
     let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
 
     // Environment: GPU facts from the nodes the pods ran on.
-    let per_node = node_records(cluster, &pool, &observed.nodes).await?;
+    // The gang's nodes, unless it was not seen forming (an adopted run that had finished).
+    let per_node = if observed.nodes == gang {
+        gang_records
+    } else {
+        node_records(cluster, &pool, &observed.nodes).await?
+    };
     let mut env = Environment {
         kubernetes_version,
         vcluster_version,

@@ -4,6 +4,8 @@
 
 use serde_json::Value as Json;
 
+use crate::backends::kube::json::{annotation, label, str_at};
+
 use super::{
     cluster::Kind,
     launch::{Launcher, MPI_JOB_NAME_LABEL, MPI_JOB_ROLE_LABEL, MPI_REPLICA_INDEX_LABEL},
@@ -17,10 +19,6 @@ pub struct Shape {
     pub launcher: Launcher,
     /// `gfb-<name>`: the Job or the MPIJob.
     pub name: String,
-}
-
-fn str_at<'a>(o: &'a Json, p: &str) -> Option<&'a str> {
-    o.pointer(p).and_then(Json::as_str)
 }
 
 fn true_conditions(o: &Json) -> impl Iterator<Item = &str> {
@@ -100,12 +98,7 @@ impl Shape {
         match self.launcher {
             Launcher::Pods => true,
             Launcher::Gpufleet => index_of(pod) == 0,
-            Launcher::MpiOperator => {
-                str_at(
-                    pod,
-                    &format!("/metadata/labels/{}", MPI_JOB_ROLE_LABEL.replace('/', "~1")),
-                ) == Some("launcher")
-            }
+            Launcher::MpiOperator => label(pod, MPI_JOB_ROLE_LABEL) == Some("launcher"),
         }
     }
 }
@@ -113,12 +106,9 @@ impl Shape {
 /// A pod's index in its gang: the Indexed Job's completion index, or the MPI worker's
 /// replica index; pods without one sort last.
 pub fn index_of(pod: &Json) -> i64 {
-    let at = |path: &str, key: &str| {
-        str_at(pod, &format!("{path}/{}", key.replace('/', "~1")))
-            .and_then(|s| s.parse::<i64>().ok())
-    };
-    at("/metadata/annotations", COMPLETION_INDEX_ANNOTATION)
-        .or_else(|| at("/metadata/labels", MPI_REPLICA_INDEX_LABEL))
+    annotation(pod, COMPLETION_INDEX_ANNOTATION)
+        .or_else(|| label(pod, MPI_REPLICA_INDEX_LABEL))
+        .and_then(|s| s.parse().ok())
         .unwrap_or(i64::MAX)
 }
 

@@ -33,6 +33,7 @@ use super::{
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
+    backends::kube::json::{labels_of, str_at},
     backends::kube::{
         ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership, reserved_label,
     },
@@ -115,21 +116,6 @@ pub async fn observe(
     );
     observed.readiness = Some(readiness::observe(host, namespace, names, &observed.expose).await?);
     Ok(observed)
-}
-
-fn labels_of(o: &Json) -> BTreeMap<String, String> {
-    o.pointer("/metadata/labels")
-        .and_then(Json::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn str_at<'a>(o: &'a Json, ptr: &str) -> Option<&'a str> {
-    o.pointer(ptr).and_then(Json::as_str)
 }
 
 /// The vcluster.yaml stored in the config Secret.
