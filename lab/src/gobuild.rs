@@ -120,16 +120,20 @@ pub fn default_binary() -> PathBuf {
 /// `$GPUFLEET_LAB_VCLUSTER_DIR`, else `<target>/vcluster/vcluster-build`.
 #[must_use]
 pub fn vcluster_dir() -> PathBuf {
-    std::env::var_os("GPUFLEET_LAB_VCLUSTER_DIR").map_or_else(
-        || target_dir().join("vcluster").join("vcluster-build"),
+    build_dir("GPUFLEET_LAB_VCLUSTER_DIR", "vcluster")
+}
+
+/// `$<var>`, else `<target>/<name>/<name>-build`: where a build of upstream programs goes.
+fn build_dir(var: &str, name: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(
+        || target_dir().join(name).join(format!("{name}-build")),
         PathBuf::from,
     )
 }
 
-/// Where the vCluster build's source is: `lab/vcluster` of this workspace.
-#[must_use]
-pub fn vcluster_source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("vcluster")
+/// Where the source of a build of upstream programs is: `lab/<name>` of this workspace.
+fn source_of(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(name)
 }
 
 /// The vCluster release the lab builds and runs: the one gpufleet renders.
@@ -144,7 +148,7 @@ pub const VCLUSTER_VERSION: &str =
 pub fn ensure_vcluster(dir: &Path) -> Result<Option<Duration>, BuildError> {
     ensure_with(
         dir,
-        &vcluster_source_dir(),
+        &source_of("vcluster"),
         &[("VCLUSTER_VERSION", VCLUSTER_VERSION)],
     )
 }
@@ -158,16 +162,7 @@ pub const MPI_OPERATOR_VERSION: &str = "v0.8.0";
 /// `<target>/mpi-operator/mpi-operator-build`.
 #[must_use]
 pub fn mpi_operator_dir() -> PathBuf {
-    std::env::var_os("GPUFLEET_LAB_MPI_OPERATOR_DIR").map_or_else(
-        || target_dir().join("mpi-operator").join("mpi-operator-build"),
-        PathBuf::from,
-    )
-}
-
-/// Where the MPI Operator build's source is: `lab/mpi-operator` of this workspace.
-#[must_use]
-pub fn mpi_operator_source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mpi-operator")
+    build_dir("GPUFLEET_LAB_MPI_OPERATOR_DIR", "mpi-operator")
 }
 
 /// Builds the MPI Operator's controller and takes its CRD (lab/mpi-operator/build.sh) into
@@ -178,7 +173,7 @@ pub fn mpi_operator_source_dir() -> PathBuf {
 pub fn ensure_mpi_operator(dir: &Path) -> Result<Option<Duration>, BuildError> {
     ensure_with(
         dir,
-        &mpi_operator_source_dir(),
+        &source_of("mpi-operator"),
         &[("MPI_OPERATOR_VERSION", MPI_OPERATOR_VERSION)],
     )
 }
