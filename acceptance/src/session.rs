@@ -46,22 +46,19 @@ impl Session {
     /// Starts `terraform ARGS` with the session's environment in the background (see
     /// [`Workdir::spawn`]).
     pub fn spawn(&self, args: &[&str]) -> std::process::Child {
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.wd.spawn(args, &env)
+        self.wd.spawn(args, &self.env_pairs())
     }
 
     /// `terraform ARGS` with the session's environment, whatever its exit code.
     pub fn run(&self, args: &[&str]) -> Output {
-        let env: Vec<(&str, &str)> = self
-            .env
+        self.wd.run_with_env(args, &self.env_pairs())
+    }
+
+    fn env_pairs(&self) -> Vec<(&str, &str)> {
+        self.env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.wd.run_with_env(args, &env)
+            .collect()
     }
 
     /// `terraform ARGS`, which must succeed.

@@ -91,6 +91,14 @@ fn benchmark_objects(host: &KubeRest, namespace: &str) -> Vec<String> {
     left
 }
 
+/// The tenant's host namespace, from the virtual cluster in `s`'s state.
+fn host_namespace(s: &Session) -> String {
+    s.resource("gpufleet_virtual_cluster.t")["namespace"]
+        .as_str()
+        .expect("the host namespace")
+        .to_owned()
+}
+
 fn strings(v: &Value) -> BTreeSet<String> {
     v.as_array()
         .into_iter()
@@ -150,10 +158,7 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
     let pool = s.resource("gpufleet_gpu_node_pool.p");
     let pool_nodes = strings(&pool["nodes"]);
     assert_eq!(pool_nodes.len(), 2, "{pool}");
-    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
-        .as_str()
-        .expect("the host namespace")
-        .to_owned();
+    let namespace = host_namespace(&s);
 
     for (name, metric, expected) in [
         ("nccl", "wrong_count", Some(0.0)),
@@ -433,10 +438,7 @@ fn a_two_node_all_reduce_is_one_mpi_world_that_the_mpi_operator_launches() {
     );
     let s = Session::new(&config("bench-mpi", 2, ""), lab.settings_env());
     s.apply();
-    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
-        .as_str()
-        .expect("the host namespace")
-        .to_owned();
+    let namespace = host_namespace(&s);
     let pool_nodes = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"]);
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -618,10 +620,7 @@ fn without_the_mpi_operator_pod_zero_runs_mpirun_over_ssh_to_its_peers() {
         .collect();
     assert_eq!(nodes.len(), 2, "{env:#}");
     // The Job, its pods, the Service and the key pair's Secret are gone.
-    let namespace = s.resource("gpufleet_virtual_cluster.t")["namespace"]
-        .as_str()
-        .expect("the host namespace")
-        .to_owned();
+    let namespace = host_namespace(&s);
     assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }

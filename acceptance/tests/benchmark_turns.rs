@@ -259,6 +259,20 @@ resource "gpufleet_benchmark" "b" {{
     )
 }
 
+/// The virtual cluster's and the pool's ids from the state of a [`pool_config`] session.
+fn ids(pool: &Session) -> (String, String) {
+    let id = |address: &str| {
+        pool.resource(address)["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{address} has an id"))
+            .to_owned()
+    };
+    (
+        id("gpufleet_virtual_cluster.t"),
+        id("gpufleet_gpu_node_pool.p"),
+    )
+}
+
 /// Who holds the pool's turn now, if anybody (and if the Lease exists yet).
 fn holder_now(lab: &Lab, pool_id: &str) -> Option<String> {
     let lease = turn_lease(&PoolRef::parse(pool_id).expect("a pool id"));
@@ -296,14 +310,7 @@ fn two_terraform_applies_on_one_pool_take_turns() {
     let pool = Session::new(&pool_config("bench-turns"), lab.settings_env());
     let _pool_cleanup = pool.destroy_on_panic();
     pool.apply();
-    let vc_id = pool.resource("gpufleet_virtual_cluster.t")["id"]
-        .as_str()
-        .expect("virtual cluster id")
-        .to_owned();
-    let pool_id = pool.resource("gpufleet_gpu_node_pool.p")["id"]
-        .as_str()
-        .expect("pool id")
-        .to_owned();
+    let (vc_id, pool_id) = ids(&pool);
 
     let benchmark = |name: &str| benchmark_config(name, &vc_id, &pool_id, "");
     let sessions: Vec<Session> = ["turn-a", "turn-b"]
@@ -369,14 +376,7 @@ fn a_killed_providers_turn_is_taken_over_once_it_expires() {
     let pool = Session::new(&pool_config("bench-turn-kill"), lab.settings_env());
     let _pool_cleanup = pool.destroy_on_panic();
     pool.apply();
-    let vc_id = pool.resource("gpufleet_virtual_cluster.t")["id"]
-        .as_str()
-        .expect("virtual cluster id")
-        .to_owned();
-    let pool_id = pool.resource("gpufleet_gpu_node_pool.p")["id"]
-        .as_str()
-        .expect("pool id")
-        .to_owned();
+    let (vc_id, pool_id) = ids(&pool);
 
     // A run that holds the turn for a minute: its pod asks for more GPUs than the node has,
     // so it waits out its start_timeout.
