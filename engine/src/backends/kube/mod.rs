@@ -17,6 +17,7 @@
 //! exactly that. Fields other managers own are settled by [`ownership`]: hand edits are
 //! taken back, replica counts and foreign labels stay with their controllers.
 
+pub mod host;
 pub mod json;
 mod labels;
 pub mod lease;
