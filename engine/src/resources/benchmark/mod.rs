@@ -3,17 +3,17 @@
 //!
 //! # Modules
 //!
-//! - [`schema`]: the attributes; [`spec`]: the model read from a value and the offline checks;
+//! - [`schema`]: the attributes; [`model`]: the model read from a value and the offline checks;
 //!   [`thresholds`]: metric names and bounds.
 //! - [`render`]: pure, configuration and placement → Job and headless Service; [`commands`]:
 //!   the single-node suites' default commands; [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
-//! - [`cluster`]: the host cluster behind a trait; [`run`]: create, gang start, logs,
+//! - [`cluster`]: the host cluster behind a trait; [`apply`]: create, gang start, logs,
 //!   cleanup; [`read`]: the record after the run.
 //!
 //! # Life cycle
 //!
-//! Create runs the benchmark (see [`run`]) and records it; the Job, its pods and the Service
+//! Create runs the benchmark (see [`apply`]) and records it; the Job, its pods and the Service
 //! are removed when the run ends, so a refresh returns the record unchanged. Everything that
 //! decides what runs forces a replacement, that is a new run; `triggers` exist for reruns on
 //! demand. `thresholds` and `on_failure` change in place: the plan already shows the new
@@ -23,17 +23,17 @@
 //! A failed run with `on_failure = "fail"` returns its record *and* an error: Terraform keeps
 //! the state and taints it, so the next apply runs the benchmark again.
 
+pub mod apply;
 pub mod cluster;
 pub mod commands;
 pub mod environment;
 pub mod launch;
+pub mod model;
 pub mod ranks;
 pub mod read;
 pub mod render;
-pub mod run;
 pub mod schema;
 pub mod shape;
-pub mod spec;
 pub mod ssh_keys;
 pub mod suite_params;
 pub mod thresholds;
@@ -74,7 +74,7 @@ pub struct Benchmark<B = FromSettings>(pub B);
 pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
     if req.config.get("namespace").is_null() {
-        let ns = spec::namespace_of(&req.config).map_or_else(Value::unknown, Value::string);
+        let ns = model::namespace_of(&req.config).map_or_else(Value::unknown, Value::string);
         planned.set_attr("namespace", ns);
     }
     let id = match (
@@ -123,7 +123,7 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
     }
 
     fn validate(&self, config: &Value) -> Diagnostics {
-        spec::validate(config)
+        model::validate(config)
     }
 
     async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
@@ -149,9 +149,9 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
             }
         };
         if req.planned.is_null() {
-            run::destroy(cluster.as_ref(), ctx, &req.prior).await
+            apply::destroy(cluster.as_ref(), ctx, &req.prior).await
         } else {
-            run::run(cluster.as_ref(), ctx, &req.planned).await
+            apply::run(cluster.as_ref(), ctx, &req.planned).await
         }
     }
 

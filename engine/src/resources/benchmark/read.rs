@@ -12,8 +12,8 @@ use bigdecimal::BigDecimal;
 use crate::{diag::Diagnostics, value::Value};
 
 use super::{
-    run::{self, THRESHOLD_PREFIX},
-    spec::BenchmarkSpec,
+    apply::{self, THRESHOLD_PREFIX},
+    model::BenchmarkSpec,
     thresholds,
 };
 
@@ -68,5 +68,5 @@ pub fn apply_update(prior: &Value, planned: &Value) -> (Value, Diagnostics) {
         Err(d) => return (prior.clone(), d),
     };
     let failures = re_checked(prior, planned).unwrap_or_else(|| tool_failures_of(prior));
-    run::record(planned, &spec, &results_of(prior), &failures)
+    apply::record(planned, &spec, &results_of(prior), &failures)
 }

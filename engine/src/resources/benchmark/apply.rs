@@ -43,11 +43,11 @@ use super::{
     cluster::{Cluster, ClusterError, Kind},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
+    model::{BenchmarkSpec, OnFailure},
     ranks,
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
     schema::RAW_OUTPUT_MAX,
     shape::{Shape, index_of},
-    spec::{BenchmarkSpec, OnFailure},
     thresholds,
 };
 
@@ -1032,7 +1032,7 @@ async fn execute(
 pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let (Some(namespace), Some(name)) = (
-        super::spec::namespace_of(prior),
+        super::model::namespace_of(prior),
         prior.get("name").as_str().map(str::to_owned),
     ) else {
         return ApplyResponse {
