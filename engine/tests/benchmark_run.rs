@@ -1,6 +1,7 @@
-//! `gpufleet_benchmark` runs end to end against an in-memory host cluster: `apply::run` and
-//! `apply::destroy` driven against [`FakeCluster`], a small Kubernetes that keeps Jobs,
-//! Services, pods, nodes and namespaces and plays the controllers a run depends on.
+//! `gpufleet_benchmark` runs end to end against an in-memory host cluster:
+//! `apply::apply_create` and `apply::apply_delete` driven against [`FakeCluster`], a small
+//! Kubernetes that keeps Jobs, Services, pods, nodes and namespaces and plays the controllers
+//! a run depends on.
 //!
 //! The fake runs on tokio's clock (the tests start it paused, so the run's 500 ms polls and
 //! the 2 s gang deadlines cost nothing) and moves in 50 ms ticks:
@@ -1128,7 +1129,7 @@ fn expected_results() -> BTreeMap<String, String> {
 async fn a_passing_run_is_recorded_with_its_environment_and_leaves_nothing() {
     let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
     let planned = planned("solo", "solo", &[]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1194,7 +1195,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
     let ctx = Context::default();
 
     // The provider dies while the pods run: nothing cleans up.
-    tokio::time::timeout(ms(1200), apply::run(fake.as_ref(), &ctx, &planned))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
         .await
         .expect_err("the run is killed while its pods run");
     let job = fake
@@ -1205,7 +1206,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
         .expect("a creation time")
         .to_owned();
 
-    let r = apply::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1239,14 +1240,14 @@ async fn a_leftover_job_of_another_configuration_is_deleted_before_the_new_one()
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), apply::run(fake.as_ref(), &ctx, &old))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
         .await
         .expect_err("the old run is killed while its pod runs");
     assert!(fake.job("gfb-replace").is_some());
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("replace", "replace", &[]).await;
-    let r = apply::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1297,13 +1298,13 @@ async fn the_pods_of_a_replaced_leftover_are_not_taken_for_the_new_run() {
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), apply::run(fake.as_ref(), &ctx, &old))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
         .await
         .expect_err("the old run is killed while its pod runs");
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("linger", "linger", &[]).await;
-    let r = apply::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1332,7 +1333,7 @@ async fn a_gang_that_cannot_start_within_start_timeout_fails_and_leaves_nothing(
     // Another workload holds every GPU of the second node.
     fake.occupy("gpu-gang-02", 8);
     let planned = planned("gang", "gang", &[("nodes", Value::int(2))]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1371,7 +1372,7 @@ async fn a_gang_whose_pods_ran_one_after_another_on_one_node_fails() {
         ],
     );
     let planned = planned("serial", "serial", &[("nodes", Value::int(2))]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1403,7 +1404,7 @@ async fn a_gang_whose_pod_crashes_at_once_is_recorded_with_the_crash() {
         ],
     )
     .await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1433,7 +1434,7 @@ async fn an_unreadable_log_falls_back_to_the_termination_message() {
         ],
     );
     let planned = planned("msg", "msg", &[("on_failure", Value::string("record"))]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1462,7 +1463,7 @@ async fn an_unreadable_log_without_a_termination_message_fails_the_run() {
         vec![PodScript::prints(LOG).log_unreadable("the node gpu-nolog-01 is gone")],
     );
     let planned = planned("nolog", "nolog", &[]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1492,7 +1493,7 @@ async fn a_failed_dcgm_diagnostic_is_recorded_with_its_failed_test_not_its_exit_
         ],
     )
     .await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1528,7 +1529,7 @@ async fn a_broken_threshold_fails_the_apply_and_still_records_the_run() {
         Value::object([("min", Value::int(2000)), ("max", Value::Null)]),
     )]));
     let planned = planned("slow", "slow", &[("thresholds", thresholds)]).await;
-    let r = apply::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     let e = the_error(&r);
     assert!(
@@ -1567,12 +1568,12 @@ async fn destroy_removes_what_an_interrupted_run_left() {
     );
     let planned = planned("left", "left", &[("nodes", Value::int(2))]).await;
     let ctx = Context::default();
-    tokio::time::timeout(ms(1200), apply::run(fake.as_ref(), &ctx, &planned))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
         .await
         .expect_err("the run is killed while its pods run");
     assert_eq!(fake.left().len(), 4, "{:?}", fake.left());
 
-    let r = apply::destroy(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_delete(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1582,7 +1583,7 @@ async fn destroy_removes_what_an_interrupted_run_left() {
     assert_eq!(fake.left(), Vec::<String>::new());
 
     // Nothing left: destroy has nothing to do and does not fail.
-    let again = apply::destroy(fake.as_ref(), &ctx, &planned).await;
+    let again = apply::apply_delete(fake.as_ref(), &ctx, &planned).await;
     assert!(
         again.diagnostics.is_empty(),
         "{}",
@@ -1601,7 +1602,7 @@ async fn a_stop_request_ends_the_run_and_removes_what_it_created() {
         tokio::time::sleep(ms(1200)).await;
         cancel.cancel();
     });
-    let r = apply::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     stopper.await.expect("the stopper ran");
 
     assert_eq!(r.new_state, Value::Null);
@@ -1617,8 +1618,8 @@ async fn runs_on_one_pool_take_turns() {
     let second = planned("turn-b", "turns", &[]).await;
     let ctx = Context::default();
     let (a, b) = tokio::join!(
-        apply::run(fake.as_ref(), &ctx, &first),
-        apply::run(fake.as_ref(), &ctx, &second),
+        apply::apply_create(fake.as_ref(), &ctx, &first),
+        apply::apply_create(fake.as_ref(), &ctx, &second),
     );
     for r in [&a, &b] {
         assert!(

@@ -15,6 +15,10 @@
 //!
 //! Runs on the same pool take turns within one provider process ([`take_turn`]).
 //!
+//! The waits of steps 3 and 4 are in `wait`, step 5 in `results`.
+//! An in-place change ([`apply_update`]) only re-checks the record; destroy
+//! ([`apply_delete`]) removes whatever a run left.
+//!
 //! Terraform's stop request ends any wait at once; what was created is deleted then too.
 
 use std::{
@@ -23,18 +27,17 @@ use std::{
     time::Duration,
 };
 
-use bigdecimal::BigDecimal;
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
+    apply::{self, KindError, bounded, subject},
     backends::kube::json::{labels_of, str_at},
-    benchmark::{Details, Parsed},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
     resources::gpu_node_pool::spec::pool_label,
-    timeouts::{self, Timeouts},
+    timeouts::{self, Operation, Timeouts},
     value::Value,
 };
 
@@ -43,21 +46,15 @@ use super::{
     cluster::{Cluster, ClusterError, Kind},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
-    model::{BenchmarkSpec, OnFailure},
-    ranks,
+    model::{BenchmarkSpec, RecordedRun},
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
-    schema::RAW_OUTPUT_MAX,
-    shape::{Shape, index_of},
-    thresholds,
+    results::{launcher_name, observe, record, record_run},
+    shape::Shape,
+    wait::{POLL, wait_done, wait_gang},
 };
 
-/// How often pods and the Job are polled.
-const POLL: Duration = Duration::from_millis(500);
-
-/// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
-pub const THRESHOLD_PREFIX: &str = "threshold: ";
-
-/// Why a run stopped before it had output to record.
+/// A benchmark's own reasons for a run to stop before it had output to record; the
+/// timeout and Terraform's stop request are [`StepError`]'s.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A cluster call failed.
@@ -84,18 +81,74 @@ pub enum RunError {
         /// What showed it.
         detail: String,
     },
-    /// The create timeout passed.
-    #[error("the Job did not finish within the create timeout ({0})")]
-    TimedOut(String),
-    /// Terraform asked the provider to stop.
-    #[error("stopped because Terraform asked the provider to stop")]
-    Cancelled,
     /// The gang's nodes differ in a compared field.
     #[error(
         "the run's nodes differ in {0}; a result across them would mix two setups. List the \
          field in allow_node_differences to run on them anyway"
     )]
     MixedNodes(String),
+}
+
+impl KindError for RunError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str =
+        "What the run created is removed, or taken over by the next apply.";
+
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        format!("{what}: {self}.")
+    }
+
+    fn timed_out(what: &str, _name: &str, _doing: &str, op: Operation, waited: Duration) -> String {
+        format!("{what}: {}.", timed_out_reason(op, waited))
+    }
+}
+
+/// Why a step of a run, or of its cleanup, stopped.
+pub type StepError = apply::StepError<RunError>;
+
+impl From<ClusterError> for StepError {
+    fn from(e: ClusterError) -> StepError {
+        StepError::Kind(RunError::Cluster(e))
+    }
+}
+
+impl From<RunError> for StepError {
+    fn from(e: RunError) -> StepError {
+        StepError::Kind(e)
+    }
+}
+
+/// A run's timeout: the create timeout is the Job's, the delete timeout the cleanup's.
+fn timed_out_reason(op: Operation, waited: Duration) -> String {
+    match op {
+        Operation::Delete => format!(
+            "gave up after the delete timeout ({})",
+            timeouts::render(waited)
+        ),
+        op => format!(
+            "the Job did not finish within the {} timeout ({})",
+            op.name(),
+            timeouts::render(waited)
+        ),
+    }
+}
+
+/// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
+/// the run's objects. A benchmark's stop names no step: the run is one.
+fn stop_detail(name: &str, e: &StepError, then: Option<&str>) -> String {
+    let what = subject(TYPE_NAME, name);
+    let said = match e {
+        StepError::Kind(e) => e.detail(&what, name, ""),
+        StepError::Conflict(msg) => format!("{what}: {msg}"),
+        StepError::TimedOut { op, waited } => RunError::timed_out(&what, name, "", *op, *waited),
+        StepError::Cancelled => {
+            format!("{what}: stopped because Terraform asked the provider to stop.")
+        }
+    };
+    match then {
+        Some(then) => format!("{said} {then}"),
+        None => said,
+    }
 }
 
 /// `driver_version (gpu-a: 570.1; gpu-b: 575.2)` for each differing field.
@@ -118,7 +171,7 @@ async fn node_records(
     cluster: &dyn Cluster,
     pool: &PoolInfo,
     nodes: &[String],
-) -> Result<BTreeMap<String, NodeRecord>, RunError> {
+) -> Result<BTreeMap<String, NodeRecord>, StepError> {
     let mut records = BTreeMap::new();
     for n in nodes {
         let labels = match pool.nodes.get(n) {
@@ -137,7 +190,7 @@ async fn node_records(
 /// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
 /// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
 /// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
-async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String), RunError> {
+async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String), StepError> {
     if !cluster.serves(Kind::ClusterPolicy).await? {
         return Ok(Default::default());
     }
@@ -155,56 +208,8 @@ async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String)
     Ok((operator, plugin))
 }
 
-/// What the tool's own output adds to the record: its versions and, for an MPI run, the world
-/// it shows (a world that is not the run's is a failure: its numbers are not the gang's).
-fn record_tool_facts(
-    env: &mut Environment,
-    spec: &BenchmarkSpec,
-    launcher: Launcher,
-    gang: &[String],
-    parsed: &Parsed,
-    failures: &mut Vec<String>,
-) {
-    let taken = env.to_map();
-    for (k, v) in &parsed.versions {
-        // The node's driver and CUDA come from its labels; the tool's own say are kept apart.
-        let key = if taken.contains_key(k) {
-            format!("reported_{k}")
-        } else {
-            k.clone()
-        };
-        env.tool_versions.insert(key, v.clone());
-    }
-    let Details::NcclAllReduce(details) = &parsed.details else {
-        return;
-    };
-    if details.ranks.is_empty() {
-        return;
-    }
-    env.ranks = details.ranks.len().to_string();
-    env.ranks_by_host = ranks::by_host(details)
-        .iter()
-        .map(|(h, r)| format!("{h}: {}", ranks::ranges(r)))
-        .collect::<Vec<_>>()
-        .join("; ");
-    if launch::is_mpi(spec) {
-        if let Some(problem) = ranks::world_problem(spec, details) {
-            failures.push(problem);
-        }
-        for (node, r) in ranks::per_node(details, &spec.name, launcher, gang) {
-            if let Some(record) = env.per_node.get_mut(&node) {
-                record.ranks = r;
-            }
-        }
-    }
-}
-
-fn launcher_name(launcher: Launcher) -> &'static str {
-    match launcher {
-        Launcher::Pods => "pods",
-        Launcher::MpiOperator => "mpi-operator",
-        Launcher::Gpufleet => "gpufleet",
-    }
+fn now() -> String {
+    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
 }
 
 /// What the pool lends the run.
@@ -215,12 +220,8 @@ struct PoolInfo {
     sharing: String,
 }
 
-fn now() -> String {
-    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
-}
-
 /// The pool's nodes, placement and sharing mode.
-async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolInfo, RunError> {
+async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolInfo, StepError> {
     let Some(pool) = &spec.pool else {
         return Ok(PoolInfo {
             sharing: "none".to_owned(),
@@ -234,7 +235,8 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
         return Err(RunError::Setup(format!(
             "node pool {} has no nodes (none is labelled {selector}).",
             pool.id()
-        )));
+        ))
+        .into());
     }
     let mut extra = Vec::new();
     for n in &nodes {
@@ -282,7 +284,7 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
 async fn vc_versions(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
-) -> Result<(String, String), RunError> {
+) -> Result<(String, String), StepError> {
     let Some(vc) = &spec.vc else {
         return Ok(Default::default());
     };
@@ -310,11 +312,7 @@ async fn vc_versions(
 }
 
 /// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
-pub async fn cleanup(
-    cluster: &dyn Cluster,
-    namespace: &str,
-    name: &str,
-) -> Result<(), ClusterError> {
+async fn cleanup(cluster: &dyn Cluster, namespace: &str, name: &str) -> Result<(), ClusterError> {
     let job = render::job_name(name);
     cluster.delete(Kind::Job, namespace, &job).await?;
     // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
@@ -357,338 +355,6 @@ async fn wait_pods_gone(
     }
 }
 
-fn phase(pod: &Json) -> &str {
-    str_at(pod, "/status/phase").unwrap_or("Pending")
-}
-
-/// Why a pod is not running yet: the scheduler's message when it has one.
-fn pending_reason(pod: &Json) -> String {
-    let name = str_at(pod, "/metadata/name").unwrap_or("?");
-    let msg = pod
-        .pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .find(|c| {
-            str_at(c, "/type") == Some("PodScheduled") && str_at(c, "/status") == Some("False")
-        })
-        .and_then(|c| str_at(c, "/message"));
-    match msg {
-        Some(m) => format!("{name} ({m})"),
-        None => format!("{name} ({})", phase(pod)),
-    }
-}
-
-/// The run's pods matching `selector`, in index order. Pods being deleted are left out: they
-/// belong to a run this one replaced (or to the run's own cleanup) and carry the same names.
-async fn run_pods(
-    cluster: &dyn Cluster,
-    spec: &BenchmarkSpec,
-    selector: &str,
-) -> Result<Vec<Json>, ClusterError> {
-    let mut pods: Vec<Json> = cluster
-        .list(Kind::Pod, Some(&spec.namespace), selector)
-        .await?
-        .into_iter()
-        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .collect();
-    pods.sort_by_key(index_of);
-    Ok(pods)
-}
-
-fn unschedulable(pod: &Json) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            str_at(c, "/type") == Some("PodScheduled") && str_at(c, "/status") == Some("False")
-        })
-}
-
-/// Whether a gang of `nodes` pods has started: `Ok(true)` once that many pods run (or ran)
-/// on as many distinct nodes. The anti-affinity keeps pods that run at once on distinct
-/// nodes, but not a pod from the node of a peer that has already finished; so a pod that
-/// finished while a peer could not be scheduled, or two pods on one node, mean the pods ran
-/// one after another: the run is broken (`Err`, saying what showed it).
-fn gang_progress(pods: &[Json], nodes: u32) -> Result<bool, String> {
-    let name = |p: &Json| str_at(p, "/metadata/name").unwrap_or("?").to_owned();
-    let mut by_node: BTreeMap<&str, String> = BTreeMap::new();
-    for p in pods {
-        if let Some(node) = str_at(p, "/spec/nodeName")
-            && let Some(other) = by_node.insert(node, name(p))
-        {
-            return Err(format!("{other} and {} both ran on {node}", name(p)));
-        }
-    }
-    if nodes > 1
-        && let Some(done) = pods
-            .iter()
-            .find(|p| matches!(phase(p), "Succeeded" | "Failed"))
-        && let Some(waiting) = pods.iter().find(|p| unschedulable(p))
-    {
-        return Err(format!(
-            "{} finished while {} could not be scheduled",
-            name(done),
-            name(waiting)
-        ));
-    }
-    let started = pods
-        .iter()
-        .filter(|p| matches!(phase(p), "Running" | "Succeeded" | "Failed"))
-        .count();
-    Ok(started >= nodes as usize)
-}
-
-/// The nodes of a gang's pods, in index order.
-fn nodes_of(pods: &[Json]) -> Vec<String> {
-    pods.iter()
-        .filter_map(|p| str_at(p, "/spec/nodeName"))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Step 3: all pods running (or done) together before the gang deadline. Returns the nodes
-/// they run on, in index order (MPI workers are gone once the launcher is done, so this is
-/// when they are known); empty when the run failed before the gang formed.
-async fn wait_gang(
-    cluster: &dyn Cluster,
-    spec: &BenchmarkSpec,
-    shape: &Shape,
-    started: Instant,
-    deadline: Instant,
-    pool_size: Option<usize>,
-) -> Result<Vec<String>, RunError> {
-    loop {
-        // A pod that failed at once fails the run (no retries): record that failure, rather
-        // than wait for peers the controller will not start.
-        if let Some(main) = cluster
-            .get(shape.main_kind(), Some(&spec.namespace), &shape.name)
-            .await?
-            && let Some(outcome) = shape.outcome(&main)
-        {
-            let pods = run_pods(cluster, spec, &shape.gang_selector()).await?;
-            return Ok(if outcome { nodes_of(&pods) } else { Vec::new() });
-        }
-        let pods = run_pods(cluster, spec, &shape.gang_selector()).await?;
-        match gang_progress(&pods, spec.nodes) {
-            Ok(true) => return Ok(nodes_of(&pods)),
-            Ok(false) => {}
-            Err(detail) => {
-                return Err(RunError::GangBroken {
-                    nodes: spec.nodes,
-                    detail,
-                });
-            }
-        }
-        if Instant::now() >= deadline {
-            let mut pending: Vec<String> = pods
-                .iter()
-                .filter(|p| phase(p) == "Pending")
-                .map(pending_reason)
-                .collect();
-            if pods.len() < spec.nodes as usize {
-                pending.push(format!(
-                    "{} of {} pods were not created",
-                    spec.nodes as usize - pods.len(),
-                    spec.nodes
-                ));
-            }
-            if let Some(n) = pool_size
-                && n < spec.nodes as usize
-            {
-                pending.push(format!(
-                    "the pool has {n} node(s) and the run asks for {}, one pod per node",
-                    spec.nodes
-                ));
-            }
-            return Err(RunError::GangStart {
-                waited: timeouts::render(Duration::from_secs(started.elapsed().as_secs())),
-                pending: pending.join("; "),
-            });
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Step 4: the run's final condition, `true` when it succeeded.
-async fn wait_done(
-    cluster: &dyn Cluster,
-    spec: &BenchmarkSpec,
-    shape: &Shape,
-    deadline: Instant,
-    limit: Duration,
-) -> Result<bool, RunError> {
-    let (kind, name) = (shape.main_kind(), &shape.name);
-    loop {
-        let main = cluster
-            .get(kind, Some(&spec.namespace), name)
-            .await?
-            .ok_or_else(|| {
-                RunError::Setup(format!(
-                    "{} {name} disappeared during the run.",
-                    kind.name()
-                ))
-            })?;
-        if let Some(ok) = shape.outcome(&main) {
-            return Ok(ok);
-        }
-        if Instant::now() >= deadline {
-            return Err(RunError::TimedOut(timeouts::render(limit)));
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// What step 5 read from the pods.
-#[derive(Debug, Default)]
-struct Observed {
-    log: String,
-    nodes: Vec<String>,
-    image_digest: String,
-    exit_codes: Vec<(String, i64)>,
-}
-
-/// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
-/// are the nodes seen at gang start (the pods may be gone by now).
-async fn observe(
-    cluster: &dyn Cluster,
-    spec: &BenchmarkSpec,
-    shape: &Shape,
-    gang: &[String],
-) -> Result<Observed, RunError> {
-    let pods = run_pods(cluster, spec, &shape.log_selector()).await?;
-    let mut o = Observed {
-        nodes: gang.to_vec(),
-        ..Observed::default()
-    };
-    if o.nodes.is_empty() {
-        o.nodes = nodes_of(&run_pods(cluster, spec, &shape.gang_selector()).await?);
-    }
-    for p in &pods {
-        let status = p
-            .pointer("/status/containerStatuses/0")
-            .cloned()
-            .unwrap_or_default();
-        if o.image_digest.is_empty() {
-            o.image_digest = str_at(&status, "/imageID").unwrap_or_default().to_owned();
-        }
-        if !shape.exit_code_counts(p) {
-            continue;
-        }
-        if let Some(code) = status
-            .pointer("/state/terminated/exitCode")
-            .and_then(Json::as_i64)
-        {
-            o.exit_codes.push((
-                str_at(p, "/metadata/name").unwrap_or_default().to_owned(),
-                code,
-            ));
-        }
-    }
-    let Some(first) = pods.first() else {
-        return Err(RunError::Setup(format!(
-            "{} {} finished without a pod to read.",
-            shape.main_kind().name(),
-            shape.name
-        )));
-    };
-    let pod = str_at(first, "/metadata/name").unwrap_or_default();
-    let message = str_at(
-        first,
-        "/status/containerStatuses/0/state/terminated/message",
-    )
-    .unwrap_or_default()
-    .to_owned();
-    o.log = match cluster.logs(&spec.namespace, pod, spec.suite.name()).await {
-        Ok(log) if !log.trim().is_empty() => log,
-        Ok(_) if !message.is_empty() => message,
-        Err(e) if !message.is_empty() => {
-            tracing::info!(target: "gpufleet::benchmark", "{e}; using the termination message");
-            message
-        }
-        Ok(log) => log,
-        Err(e) => return Err(e.into()),
-    };
-    Ok(o)
-}
-
-/// The end of `log`, at most [`RAW_OUTPUT_MAX`] bytes, cut at a character boundary.
-pub fn tail(log: &str) -> String {
-    if log.len() <= RAW_OUTPUT_MAX {
-        return log.to_owned();
-    }
-    let mut start = log.len() - RAW_OUTPUT_MAX;
-    while !log.is_char_boundary(start) {
-        start += 1;
-    }
-    log[start..].to_owned()
-}
-
-/// The verdict of a run from its results: tool failures plus broken thresholds.
-pub fn verdict(
-    tool_failures: &[String],
-    results: &BTreeMap<String, BigDecimal>,
-    spec: &BenchmarkSpec,
-) -> Vec<String> {
-    let mut failures = tool_failures.to_vec();
-    failures.extend(
-        thresholds::violations(results, &spec.thresholds)
-            .iter()
-            .map(|v| format!("{THRESHOLD_PREFIX}{v}")),
-    );
-    failures
-}
-
-/// The state of a recorded run, and the error `on_failure = "fail"` asks for.
-pub fn record(
-    planned: &Value,
-    spec: &BenchmarkSpec,
-    results: &BTreeMap<String, BigDecimal>,
-    failures: &[String],
-) -> (Value, Diagnostics) {
-    let mut s = planned.clone();
-    s.set_attr("id", Value::string(spec.id()));
-    s.set_attr(
-        "results",
-        Value::Map(
-            results
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::Number(v.clone())))
-                .collect(),
-        ),
-    );
-    s.set_attr(
-        "failures",
-        Value::List(failures.iter().map(Value::string).collect()),
-    );
-    let passed = failures.is_empty();
-    s.set_attr(
-        "status",
-        Value::string(if passed { "passed" } else { "failed" }),
-    );
-    let mut d = Diagnostics::new();
-    if !passed {
-        let text = format!(
-            "{TYPE_NAME} {:?} ({}) failed:\n- {}",
-            spec.name,
-            spec.suite.name(),
-            failures.join("\n- ")
-        );
-        match spec.on_failure {
-            OnFailure::Fail => d.push(Diagnostic::error(
-                "Benchmark Failed",
-                format!(
-                    "{text}\nThe run is recorded; the next apply runs it again. Set on_failure = \
-                     \"record\" to keep failed runs without an error."
-                ),
-            )),
-            OnFailure::Record => {}
-        }
-    }
-    (s, d)
-}
-
 /// Waits for this run's turn on its pool. Runs on one pool take turns within a provider
 /// process (one `terraform apply`): at once they would share the pool's GPUs and skew each
 /// other's results, and a gang could not find its nodes free together.
@@ -714,8 +380,8 @@ async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<
     Some(turn.lock_owned().await)
 }
 
-/// Runs the benchmark of `planned` and returns its record.
-pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
+/// Create: runs the benchmark of `planned` and returns its record.
+pub async fn apply_create(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
@@ -759,7 +425,7 @@ pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> Apply
         .await;
     match done {
         Some(response) => response,
-        None => failed(cluster, &spec, &t, RunError::Cancelled).await,
+        None => failed(cluster, &spec, &t, StepError::Cancelled).await,
     }
 }
 
@@ -768,7 +434,7 @@ async fn failed(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
     t: &Timeouts,
-    e: RunError,
+    e: StepError,
 ) -> ApplyResponse {
     let removed = match cleanup(cluster, &spec.namespace, &spec.name).await {
         Ok(()) => {
@@ -784,12 +450,14 @@ async fn failed(
         new_state: Value::Null,
         diagnostics: Diagnostic::error(
             "Benchmark Run Failed",
-            format!("{TYPE_NAME} {:?}: {e}. {removed}", spec.name),
+            stop_detail(&spec.name, &e, Some(&removed)),
         )
         .into(),
     }
 }
 
+/// Steps 1 to 6 of a run that has its turn (see the module docs); `deadline` ends the create
+/// timeout `limit`, counted from `started`.
 async fn execute(
     cluster: &dyn Cluster,
     spec: &BenchmarkSpec,
@@ -797,16 +465,13 @@ async fn execute(
     started: Instant,
     deadline: Instant,
     limit: Duration,
-) -> Result<ApplyResponse, RunError> {
+) -> Result<ApplyResponse, StepError> {
     if cluster
         .get(Kind::Namespace, None, &spec.namespace)
         .await?
         .is_none()
     {
-        return Err(RunError::Setup(format!(
-            "namespace {} does not exist",
-            spec.namespace
-        )));
+        return Err(RunError::Setup(format!("namespace {} does not exist", spec.namespace)).into());
     }
     let kubernetes_version = cluster.server_version().await?;
     let (vcluster_version, vc_kubernetes_version) = vc_versions(cluster, spec).await?;
@@ -860,7 +525,10 @@ async fn execute(
                     .is_some()
                 {
                     if Instant::now() >= deadline {
-                        return Err(RunError::TimedOut(timeouts::render(limit)));
+                        return Err(StepError::TimedOut {
+                            op: Operation::Create,
+                            waited: limit,
+                        });
                     }
                     tokio::time::sleep(POLL).await;
                 }
@@ -915,7 +583,7 @@ async fn execute(
     let gang_records = node_records(cluster, &pool, &gang).await?;
     let differences = node_differences(&gang_records, &spec.allow_node_differences);
     if !differences.is_empty() {
-        return Err(RunError::MixedNodes(describe_differences(&differences)));
+        return Err(RunError::MixedNodes(describe_differences(&differences)).into());
     }
     let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
     let observed = observe(cluster, spec, &shape, &gang).await?;
@@ -945,8 +613,8 @@ async fn execute(
         gpus_per_node: spec.gpus_per_node,
         node_pool_id: spec.pool.as_ref().map(|p| p.id()).unwrap_or_default(),
         sharing: pool.sharing,
-        started_at: started_at.clone(),
-        finished_at: finished_at.clone(),
+        started_at,
+        finished_at,
         gpu_operator_version,
         device_plugin_version,
         launcher: launcher_name(launcher).to_owned(),
@@ -955,63 +623,7 @@ async fn execute(
     };
     env.summarise_nodes();
 
-    let mut tool_failures: Vec<String> = observed
-        .exit_codes
-        .iter()
-        .filter_map(|(pod, code)| Some(format!("pod {pod} {}", spec.suite.exit_failure(*code)?)))
-        .collect();
-    let results = match spec.suite.parse(&observed.log) {
-        Ok(parsed) => {
-            tool_failures.extend(parsed.failures.iter().cloned());
-            record_tool_facts(
-                &mut env,
-                spec,
-                launcher,
-                &observed.nodes,
-                &parsed,
-                &mut tool_failures,
-            );
-            parsed.metrics
-        }
-        Err(e) => {
-            tool_failures.push(e.to_string());
-            BTreeMap::new()
-        }
-    };
-    // A failed Job whose exit codes and report explain nothing still failed.
-    if !completed && tool_failures.is_empty() {
-        tool_failures.push("the Job failed".to_owned());
-    }
-    let failures = verdict(&tool_failures, &results, spec);
-    let (mut state, diagnostics) = record(planned, spec, &results, &failures);
-    state.set_attr(
-        "environment",
-        Value::Map(
-            env.to_map()
-                .into_iter()
-                .map(|(k, v)| (k, Value::string(v)))
-                .collect(),
-        ),
-    );
-    state.set_attr("environment_hash", Value::string(env.hash()));
-    state.set_attr(
-        "node_environments",
-        Value::Map(
-            env.node_environments()
-                .into_iter()
-                .map(|(n, m)| {
-                    (
-                        n,
-                        Value::Map(m.into_iter().map(|(k, v)| (k, Value::string(v))).collect()),
-                    )
-                })
-                .collect(),
-        ),
-    );
-    state.set_attr("raw_output", Value::string(tail(&observed.log)));
-    state.set_attr("started_at", Value::string(started_at));
-    state.set_attr("finished_at", Value::string(finished_at));
-    let mut diagnostics = diagnostics;
+    let (state, mut diagnostics) = record_run(planned, spec, launcher, &observed, completed, env);
     if let Some(e) = left {
         diagnostics.push(Diagnostic::warning(
             "Benchmark Objects Left Behind",
@@ -1028,13 +640,15 @@ async fn execute(
     })
 }
 
-/// Step 6 for destroy: removes whatever the benchmark left, waiting for its pods to go.
-pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
+/// Destroy (step 6): removes whatever the benchmark left, waiting for its pods to go.
+pub async fn apply_delete(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
-    let (Some(namespace), Some(name)) = (
-        super::model::namespace_of(prior),
-        prior.get("name").as_str().map(str::to_owned),
-    ) else {
+    let RecordedRun {
+        namespace: Some(namespace),
+        name: Some(name),
+        ..
+    } = RecordedRun::from_state(prior)
+    else {
         return ApplyResponse {
             new_state: Value::Null,
             diagnostics: Diagnostics::new(),
@@ -1042,112 +656,96 @@ pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> App
     };
     let work = async {
         cleanup(cluster, &namespace, &name).await?;
-        wait_pods_gone(cluster, &namespace, &name, t.delete).await
+        wait_pods_gone(cluster, &namespace, &name, t.delete).await?;
+        Ok(())
     };
-    let done = ctx
-        .cancel
-        .run_until_cancelled(tokio::time::timeout(t.delete, work))
-        .await;
-    let problem = match done {
-        Some(Ok(Ok(()))) => {
+    let started = Instant::now();
+    let e = match bounded(ctx, Operation::Delete, started, started + t.delete, work).await {
+        Ok(()) => {
             return ApplyResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostics::new(),
             };
         }
         // A namespace that is gone took the objects with it.
-        Some(Ok(Err(ClusterError::Call { source, .. }))) if matches!(&*source, kube::Error::Api(s) if s.code == 404) =>
+        Err(StepError::Kind(RunError::Cluster(ClusterError::Call { source, .. }))) if matches!(&*source, kube::Error::Api(s) if s.code == 404) =>
         {
             return ApplyResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostics::new(),
             };
         }
-        Some(Ok(Err(e))) => e.to_string(),
-        Some(Err(_)) => format!(
-            "gave up after the delete timeout ({})",
-            timeouts::render(t.delete)
-        ),
-        None => "stopped because Terraform asked the provider to stop".to_owned(),
+        // Reported as the timeout that was set, not the moment the wait noticed it.
+        Err(StepError::TimedOut { op, .. }) => StepError::TimedOut {
+            op,
+            waited: t.delete,
+        },
+        Err(e) => e,
     };
     ApplyResponse {
         new_state: prior.clone(),
-        diagnostics: Diagnostic::error(
-            "Benchmark Cleanup Failed",
-            format!("{TYPE_NAME} {name:?}: {problem}."),
-        )
-        .into(),
+        diagnostics: Diagnostic::error("Benchmark Cleanup Failed", stop_detail(&name, &e, None))
+            .into(),
+    }
+}
+
+/// Update: only `thresholds`, `on_failure` and `timeouts` change in place, so the recorded
+/// run is re-checked, without a cluster.
+pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
+    let spec = match BenchmarkSpec::from_value(planned) {
+        Ok(s) => s,
+        Err(diagnostics) => {
+            return ApplyResponse {
+                new_state: prior.clone(),
+                diagnostics,
+            };
+        }
+    };
+    let recorded = RecordedRun::from_state(prior);
+    let failures = recorded
+        .re_checked(&spec.thresholds)
+        .unwrap_or_else(|| recorded.tool_failures.clone());
+    let results = recorded.results.unwrap_or_default();
+    let (new_state, diagnostics) = record(planned, &spec, &results, &failures);
+    ApplyResponse {
+        new_state,
+        diagnostics,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
-    fn pod(name: &str, node: Option<&str>, phase: &str, unschedulable: bool) -> Json {
-        let mut p = json!({
-            "metadata": { "name": name },
-            "spec": {},
-            "status": { "phase": phase },
-        });
-        if let Some(n) = node {
-            p["spec"]["nodeName"] = json!(n);
-        }
-        if unschedulable {
-            p["status"]["conditions"] = json!([{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": "0/1 nodes are available",
-            }]);
-        }
-        p
-    }
-
     #[test]
-    fn a_gang_starts_when_every_pod_runs_on_its_own_node() {
-        let pods = [
-            pod("p-0", Some("a"), "Running", false),
-            pod("p-1", Some("b"), "Succeeded", false),
-        ];
-        assert_eq!(gang_progress(&pods, 2), Ok(true));
-        let waiting = [
-            pod("p-0", Some("a"), "Running", false),
-            pod("p-1", None, "Pending", true),
-        ];
-        assert_eq!(gang_progress(&waiting, 2), Ok(false));
-        assert_eq!(gang_progress(&waiting[..1], 2), Ok(false));
-    }
-
-    #[test]
-    fn pods_that_ran_one_after_another_break_the_gang() {
-        let same_node = [
-            pod("p-0", Some("a"), "Succeeded", false),
-            pod("p-1", Some("a"), "Running", false),
-        ];
-        let err = gang_progress(&same_node, 2).expect_err("one node twice");
-        assert!(err.contains("p-0 and p-1 both ran on a"), "{err}");
-
-        let alone = [
-            pod("p-0", Some("a"), "Succeeded", false),
-            pod("p-1", None, "Pending", true),
-        ];
-        let err = gang_progress(&alone, 2).expect_err("a pod ran alone");
-        assert!(
-            err.contains("p-0 finished while p-1 could not be scheduled"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_single_pod_run_is_no_gang() {
+    fn a_stop_names_the_run_then_says_what_became_of_its_objects() {
+        let removed = Some("Everything the run created was removed.");
         assert_eq!(
-            gang_progress(&[pod("p-0", Some("a"), "Succeeded", false)], 1),
-            Ok(true)
+            stop_detail(
+                "solo",
+                &RunError::Setup("namespace vc-a does not exist".to_owned()).into(),
+                removed
+            ),
+            "gpufleet_benchmark \"solo\": namespace vc-a does not exist. Everything the run \
+             created was removed."
         );
         assert_eq!(
-            gang_progress(&[pod("p-0", None, "Pending", true)], 1),
-            Ok(false)
+            stop_detail("solo", &StepError::Cancelled, removed),
+            "gpufleet_benchmark \"solo\": stopped because Terraform asked the provider to stop. \
+             Everything the run created was removed."
+        );
+        let timed_out = |op| StepError::TimedOut {
+            op,
+            waited: Duration::from_secs(90),
+        };
+        assert_eq!(
+            stop_detail("solo", &timed_out(Operation::Create), removed),
+            "gpufleet_benchmark \"solo\": the Job did not finish within the create timeout \
+             (1m 30s). Everything the run created was removed."
+        );
+        assert_eq!(
+            stop_detail("solo", &timed_out(Operation::Delete), None),
+            "gpufleet_benchmark \"solo\": gave up after the delete timeout (1m 30s)."
         );
     }
 }
