@@ -32,7 +32,10 @@ use tokio::time::Instant;
 
 use crate::{
     apply::{self, KindError, bounded, subject},
-    backends::kube::json::{labels_of, str_at},
+    backends::kube::{
+        json::{labels_of, str_at, timestamp_now},
+        status_code,
+    },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -206,10 +209,6 @@ async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String)
         .unwrap_or_default()
         .to_owned();
     Ok((operator, plugin))
-}
-
-fn now() -> String {
-    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
 }
 
 /// What the pool lends the run.
@@ -511,8 +510,10 @@ async fn execute(
             .is_some();
     }
     let started_at = match (&existing, adopt) {
-        (Some(j), true) => str_at(j, "/metadata/creationTimestamp").map_or_else(now, str::to_owned),
-        _ => now(),
+        (Some(j), true) => {
+            str_at(j, "/metadata/creationTimestamp").map_or_else(timestamp_now, str::to_owned)
+        }
+        _ => timestamp_now(),
     };
     if !adopt {
         if existing.is_some() || stray {
@@ -587,7 +588,7 @@ async fn execute(
     }
     let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
     let observed = observe(cluster, spec, &shape, &gang).await?;
-    let finished_at = now();
+    let finished_at = timestamp_now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
     let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
@@ -668,7 +669,8 @@ pub async fn apply_delete(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -
             };
         }
         // A namespace that is gone took the objects with it.
-        Err(StepError::Kind(RunError::Cluster(ClusterError::Call { source, .. }))) if matches!(&*source, kube::Error::Api(s) if s.code == 404) =>
+        Err(StepError::Kind(RunError::Cluster(ClusterError::Call { source, .. })))
+            if status_code(&source) == Some(404) =>
         {
             return ApplyResponse {
                 new_state: Value::Null,
