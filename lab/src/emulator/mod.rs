@@ -32,7 +32,7 @@ pub use self::answer::{Outcome, Response};
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::persisted::StoreError;
 pub(crate) use self::server::{Received, Service};
-pub use self::start::StartError;
+pub use self::start::{Running, StartError};
 
 /// Locks a mutex, carrying on past poisoning: every critical section of the emulators'
 /// stores leaves its data consistent (commits are a single assignment), so a panic
