@@ -55,7 +55,7 @@ pub use self::store::{BcmStore, StoreError};
 pub use self::tls::TlsError;
 use crate::emulator::start::{RunningServer, create_state_dir};
 pub use crate::emulator::{Clock, ManualClock, SystemClock};
-use crate::emulator::{Received, Running, Service, StartError};
+use crate::emulator::{Running, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -106,15 +106,9 @@ impl Controller {
 impl Service for Controller {
     const BODY_LIMIT: usize = 16 << 20;
 
-    fn answer(&self, received: Received) -> Outcome {
+    fn answer(&self, request: Request) -> Outcome {
         // BCM has no query parameters; the certificate's name picks the profile.
-        self.handle(&Request {
-            method: received.method,
-            path: received.path,
-            cookie: received.cookie,
-            client_cn: received.client_cn,
-            body: received.body,
-        })
+        self.handle(&request)
     }
 
     fn internal_error() -> Response {

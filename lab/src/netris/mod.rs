@@ -54,7 +54,7 @@ pub use self::inventory::NetrisInventory;
 pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
 use crate::emulator::start::{RunningServer, create_state_dir};
-use crate::emulator::{Received, Running, Service, StartError};
+use crate::emulator::{Running, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -106,15 +106,9 @@ impl Service for Controller {
     /// A seed of a very large fleet fits.
     const BODY_LIMIT: usize = 64 << 20;
 
-    fn answer(&self, received: Received) -> Outcome {
+    fn answer(&self, request: Request) -> Outcome {
         // Netris asks for no client certificate: sessions are cookies.
-        self.handle(&Request {
-            method: received.method,
-            path: received.path,
-            query: received.query,
-            cookie: received.cookie,
-            body: received.body,
-        })
+        self.handle(&request)
     }
 
     fn internal_error() -> Response {
