@@ -8,8 +8,8 @@
 //! - [`render`]: pure, configuration and placement → Job and headless Service; [`commands`]:
 //!   the single-node suites' default commands; [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
-//! - [`cluster`]: the host cluster behind a trait; [`run`]: create, gang start, logs,
-//!   cleanup; [`read`]: the record after the run.
+//! - [`run`]: create, gang start, logs, cleanup, against the host cluster's
+//!   [`HostObjects`](crate::backends::kube::host::HostObjects); [`read`]: the record after the run.
 //!
 //! # Life cycle
 //!
@@ -23,7 +23,6 @@
 //! A failed run with `on_failure = "fail"` returns its record *and* an error: Terraform keeps
 //! the state and taints it, so the next apply runs the benchmark again.
 
-pub mod cluster;
 pub mod commands;
 pub mod environment;
 pub mod launch;
@@ -43,9 +42,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use cluster::{Backend, Cluster, FromSettings, KubeCluster};
-
 use crate::{
+    backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -65,7 +63,7 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(5 * 60),
 };
 
-/// The `gpufleet_benchmark` resource kind over a cluster [`Backend`]. The registry uses
+/// The `gpufleet_benchmark` resource kind over a host-objects [`ObjectsBackend`]. The registry uses
 /// `Benchmark(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Benchmark<B = FromSettings>(pub B);
@@ -113,7 +111,7 @@ pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
 }
 
 #[async_trait]
-impl<B: Backend> ResourceKind for Benchmark<B> {
+impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
     fn type_name(&self) -> &'static str {
         TYPE_NAME
     }
@@ -139,7 +137,7 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
                 diagnostics,
             };
         }
-        let cluster = match self.0.connect(ctx).await {
+        let cluster = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(c) => c,
             Err(diagnostics) => {
                 return ApplyResponse {

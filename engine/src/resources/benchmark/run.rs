@@ -28,7 +28,11 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
-    backends::kube::json::{labels_of, str_at},
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+        json::{labels_of, str_at},
+    },
     benchmark::{Details, Parsed},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -40,7 +44,6 @@ use crate::{
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    cluster::{Cluster, ClusterError, Kind},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     ranks,
@@ -62,7 +65,7 @@ pub const THRESHOLD_PREFIX: &str = "threshold: ";
 pub enum RunError {
     /// A cluster call failed.
     #[error(transparent)]
-    Cluster(#[from] ClusterError),
+    Cluster(#[from] ObjectError),
     /// The objects the run needs are missing or wrong.
     #[error("{0}")]
     Setup(String),
@@ -115,7 +118,7 @@ fn describe_differences(differences: &[(String, BTreeMap<String, String>)]) -> S
 
 /// The record of each node, from the pool's listing (or read, for a node that left it).
 async fn node_records(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     pool: &PoolInfo,
     nodes: &[String],
 ) -> Result<BTreeMap<String, NodeRecord>, RunError> {
@@ -124,7 +127,7 @@ async fn node_records(
         let labels = match pool.nodes.get(n) {
             Some(l) => l.clone(),
             None => cluster
-                .get(Kind::Node, None, n)
+                .get(ObjectKind::Node, None, n)
                 .await?
                 .map(|o| labels_of(&o))
                 .unwrap_or_default(),
@@ -137,11 +140,11 @@ async fn node_records(
 /// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
 /// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
 /// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
-async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String), RunError> {
-    if !cluster.serves(Kind::ClusterPolicy).await? {
+async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, String), RunError> {
+    if !cluster.serves(ObjectKind::ClusterPolicy).await? {
         return Ok(Default::default());
     }
-    let policies = cluster.list(Kind::ClusterPolicy, None, "").await?;
+    let policies = cluster.list(ObjectKind::ClusterPolicy, None, "").await?;
     let [policy] = policies.as_slice() else {
         return Ok(Default::default());
     };
@@ -216,11 +219,11 @@ struct PoolInfo {
 }
 
 fn now() -> String {
-    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// The pool's nodes, placement and sharing mode.
-async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolInfo, RunError> {
+async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<PoolInfo, RunError> {
     let Some(pool) = &spec.pool else {
         return Ok(PoolInfo {
             sharing: "none".to_owned(),
@@ -229,7 +232,7 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
     };
     let label = pool_label(&pool.vc.name, &pool.name);
     let selector = format!("{}={label}", crate::backends::kube::POOL);
-    let nodes = cluster.list(Kind::Node, None, &selector).await?;
+    let nodes = cluster.list(ObjectKind::Node, None, &selector).await?;
     if nodes.is_empty() {
         return Err(RunError::Setup(format!(
             "node pool {} has no nodes (none is labelled {selector}).",
@@ -280,14 +283,14 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
 
 /// The virtual cluster's vCluster and Kubernetes versions, from its StatefulSet's images.
 async fn vc_versions(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
 ) -> Result<(String, String), RunError> {
     let Some(vc) = &spec.vc else {
         return Ok(Default::default());
     };
     let Some(sts) = cluster
-        .get(Kind::StatefulSet, Some(&vc.namespace), &vc.name)
+        .get(ObjectKind::StatefulSet, Some(&vc.namespace), &vc.name)
         .await?
     else {
         return Ok(Default::default());
@@ -311,28 +314,42 @@ async fn vc_versions(
 
 /// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
 pub async fn cleanup(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     namespace: &str,
     name: &str,
-) -> Result<(), ClusterError> {
+) -> Result<(), ObjectError> {
     let job = render::job_name(name);
-    cluster.delete(Kind::Job, namespace, &job).await?;
+    cluster
+        .delete(ObjectKind::Job, Some(namespace), &job)
+        .await?;
     // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
     // launcher Job is deleted here too, so nothing of the run outlives the apply.
-    cluster.delete(Kind::MpiJob, namespace, &job).await?;
     cluster
-        .delete(Kind::Job, namespace, &format!("{job}-launcher"))
+        .delete(ObjectKind::MpiJob, Some(namespace), &job)
         .await?;
-    cluster.delete(Kind::Service, namespace, &job).await?;
     cluster
-        .delete(Kind::Secret, namespace, &launch::ssh_secret_name(name))
+        .delete(ObjectKind::Job, Some(namespace), &format!("{job}-launcher"))
+        .await?;
+    cluster
+        .delete(ObjectKind::Service, Some(namespace), &job)
+        .await?;
+    cluster
+        .delete(
+            ObjectKind::Secret,
+            Some(namespace),
+            &launch::ssh_secret_name(name),
+        )
         .await?;
     for pod in cluster
-        .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+        .list(
+            ObjectKind::Pod,
+            Some(namespace),
+            &render::owner_selector(name),
+        )
         .await?
     {
         if let Some(p) = str_at(&pod, "/metadata/name") {
-            cluster.delete(Kind::Pod, namespace, p).await?;
+            cluster.delete(ObjectKind::Pod, Some(namespace), p).await?;
         }
     }
     Ok(())
@@ -340,15 +357,19 @@ pub async fn cleanup(
 
 /// Waits until no pod of the benchmark is left, polling within `limit`.
 async fn wait_pods_gone(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     namespace: &str,
     name: &str,
     limit: Duration,
-) -> Result<(), ClusterError> {
+) -> Result<(), ObjectError> {
     let until = Instant::now() + limit;
     loop {
         let left = cluster
-            .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+            .list(
+                ObjectKind::Pod,
+                Some(namespace),
+                &render::owner_selector(name),
+            )
             .await?;
         if left.is_empty() || Instant::now() >= until {
             return Ok(());
@@ -382,12 +403,12 @@ fn pending_reason(pod: &Json) -> String {
 /// The run's pods matching `selector`, in index order. Pods being deleted are left out: they
 /// belong to a run this one replaced (or to the run's own cleanup) and carry the same names.
 async fn run_pods(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     selector: &str,
-) -> Result<Vec<Json>, ClusterError> {
+) -> Result<Vec<Json>, ObjectError> {
     let mut pods: Vec<Json> = cluster
-        .list(Kind::Pod, Some(&spec.namespace), selector)
+        .list(ObjectKind::Pod, Some(&spec.namespace), selector)
         .await?
         .into_iter()
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
@@ -452,7 +473,7 @@ fn nodes_of(pods: &[Json]) -> Vec<String> {
 /// they run on, in index order (MPI workers are gone once the launcher is done, so this is
 /// when they are known); empty when the run failed before the gang formed.
 async fn wait_gang(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     started: Instant,
@@ -513,7 +534,7 @@ async fn wait_gang(
 
 /// Step 4: the run's final condition, `true` when it succeeded.
 async fn wait_done(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     deadline: Instant,
@@ -527,7 +548,7 @@ async fn wait_done(
             .ok_or_else(|| {
                 RunError::Setup(format!(
                     "{} {name} disappeared during the run.",
-                    kind.name()
+                    kind.kind()
                 ))
             })?;
         if let Some(ok) = shape.outcome(&main) {
@@ -552,7 +573,7 @@ struct Observed {
 /// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
 /// are the nodes seen at gang start (the pods may be gone by now).
 async fn observe(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     gang: &[String],
@@ -589,7 +610,7 @@ async fn observe(
     let Some(first) = pods.first() else {
         return Err(RunError::Setup(format!(
             "{} {} finished without a pod to read.",
-            shape.main_kind().name(),
+            shape.main_kind().kind(),
             shape.name
         )));
     };
@@ -715,7 +736,7 @@ async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<
 }
 
 /// Runs the benchmark of `planned` and returns its record.
-pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
+pub async fn run(cluster: &dyn HostObjects, ctx: &Context, planned: &Value) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
@@ -765,7 +786,7 @@ pub async fn run(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> Apply
 
 /// The response of a run that did not finish: nothing of it is kept.
 async fn failed(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     t: &Timeouts,
     e: RunError,
@@ -791,7 +812,7 @@ async fn failed(
 }
 
 async fn execute(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     planned: &Value,
     started: Instant,
@@ -799,7 +820,7 @@ async fn execute(
     limit: Duration,
 ) -> Result<ApplyResponse, RunError> {
     if cluster
-        .get(Kind::Namespace, None, &spec.namespace)
+        .get(ObjectKind::Namespace, None, &spec.namespace)
         .await?
         .is_none()
     {
@@ -813,7 +834,7 @@ async fn execute(
     let pool = pool_info(cluster, spec).await?;
     let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await?;
 
-    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(Kind::MpiJob).await?;
+    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(ObjectKind::MpiJob).await?;
     let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
     let shape = Shape::new(launcher, &spec.name);
     let deadline_seconds = limit.as_secs().max(1);
@@ -834,8 +855,8 @@ async fn execute(
     });
     // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
     let other = match kind {
-        Kind::MpiJob => Some(Kind::Job),
-        _ if serves_mpijob => Some(Kind::MpiJob),
+        ObjectKind::MpiJob => Some(ObjectKind::Job),
+        _ if serves_mpijob => Some(ObjectKind::MpiJob),
         _ => None,
     };
     let mut stray = false;
@@ -877,7 +898,7 @@ async fn execute(
         if launcher == Launcher::Gpufleet
             && cluster
                 .get(
-                    Kind::Secret,
+                    ObjectKind::Secret,
                     Some(&spec.namespace),
                     &launch::ssh_secret_name(&spec.name),
                 )
@@ -900,7 +921,7 @@ async fn execute(
         target: "gpufleet::benchmark",
         "{} {} {} in {} ({} node(s), {:?} launcher)",
         if adopt { "adopted" } else { "created" },
-        kind.name(),
+        kind.kind(),
         name,
         spec.namespace,
         spec.nodes,
@@ -1029,7 +1050,7 @@ async fn execute(
 }
 
 /// Step 6 for destroy: removes whatever the benchmark left, waiting for its pods to go.
-pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
+pub async fn destroy(cluster: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let (Some(namespace), Some(name)) = (
         super::spec::namespace_of(prior),
@@ -1056,8 +1077,7 @@ pub async fn destroy(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> App
             };
         }
         // A namespace that is gone took the objects with it.
-        Some(Ok(Err(ClusterError::Call { source, .. }))) if matches!(&*source, kube::Error::Api(s) if s.code == 404) =>
-        {
+        Some(Ok(Err(e))) if e.is_not_found() => {
             return ApplyResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostics::new(),
