@@ -38,15 +38,13 @@ use gpufleet_engine::{
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
     context::Context,
     kinds::{ApplyResponse, ResourceKind},
-    resources::{
-        benchmark::{
-            Benchmark, Cluster, FromSettings,
-            cluster::{ClusterError, HeldTurn, Kind},
-            render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
-            run,
-        },
-        gpu_node_pool::spec::pool_label,
+    resources::benchmark::{
+        Benchmark, Cluster, FromSettings,
+        cluster::{ClusterError, HeldTurn, Kind},
+        render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
+        run,
     },
+    tenancy::pool_label,
     value::Value,
 };
 use serde_json::{Value as Json, json};

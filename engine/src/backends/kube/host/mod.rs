@@ -2,6 +2,8 @@
 //! `kube::Client`, and implements every host-cluster interface a kind uses, so the kinds
 //! reach the network only through this module.
 
+pub mod nodes;
+
 use std::sync::Arc;
 
 use super::DynamicClient;
@@ -18,6 +20,11 @@ impl KubeHost {
         KubeHost {
             objects: Arc::new(DynamicClient::new(client)),
         }
+    }
+
+    /// API requests made so far.
+    pub fn calls(&self) -> u64 {
+        self.objects.calls()
     }
 
     /// The object calls, counted.
