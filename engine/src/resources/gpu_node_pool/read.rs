@@ -118,7 +118,7 @@ pub(super) async fn read(
         } else {
             configured
         } + wiping;
-        if !state.get("node_count").is_null() {
+        if spec.node_count.is_some() {
             s.set_attr("node_count", Value::int(count as i64));
         }
         if count != spec.target() as usize || configured != held.len() {
