@@ -42,14 +42,12 @@ use gpufleet_engine::{
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
     context::Context,
     kinds::{ApplyResponse, ResourceKind},
-    resources::{
-        benchmark::{
-            Benchmark,
-            render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
-            run,
-        },
-        gpu_node_pool::spec::pool_label,
+    resources::benchmark::{
+        Benchmark,
+        render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
+        run,
     },
+    tenancy::pool_label,
     value::Value,
 };
 use serde_json::{Value as Json, json};

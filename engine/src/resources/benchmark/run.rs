@@ -37,7 +37,7 @@ use crate::{
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
-    resources::gpu_node_pool::spec::pool_label,
+    tenancy::pool_label,
     timeouts::{self, Timeouts},
     value::Value,
 };

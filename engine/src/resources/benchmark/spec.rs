@@ -10,7 +10,7 @@ use crate::{
     benchmark::{self, Suite},
     diag::Diagnostics,
     path::AttrPath,
-    resources::gpu_node_pool::spec::VirtualClusterRef,
+    tenancy::VirtualClusterRef,
     validate::PositiveDuration,
     value::Value,
 };

@@ -4,10 +4,13 @@
 //!
 //! - [`HostObjects`]: objects as JSON values by [`ObjectKind`] (virtual clusters,
 //!   benchmarks), with [`ObjectsBackend`] to connect from the provider's settings.
+//! - [`nodes::HostNodes`]: typed node, pod, ConfigMap and Karpenter calls (GPU node pools).
 
 mod connect;
 mod kinds;
 mod objects;
+
+pub mod nodes;
 
 use std::sync::Arc;
 
