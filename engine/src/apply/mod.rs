@@ -6,13 +6,16 @@
 //! still returns the state of whatever the earlier steps made, so nothing is orphaned:
 //!
 //! - [`StepError`] is why a step stopped, over the kind's own failures ([`KindError`]);
-//! - [`bounded`] runs steps within the operation's timeout and Terraform's stop request;
+//! - [`bounded`] runs steps within the operation's timeout and Terraform's stop request, and
+//!   [`run_steps`] drives an apply written as a state machine of [`Step`]s through it;
 //! - [`failed`] is the apply response for a failure: the diagnostic and the partial state.
 
 mod bounded;
 mod failed;
 mod step_error;
+mod steps;
 
 pub use bounded::bounded;
 pub use failed::failed;
 pub use step_error::{KindError, StepError, stopped_detail, subject};
+pub use steps::{Machine, Step, Stopped, run_steps};

@@ -5,6 +5,7 @@
 pub mod bcm;
 pub mod kube;
 pub mod netris;
+mod shared;
 
 /// `HTTP 503: <message>` for an error status, without saying the status twice when the
 /// message already does (a proxy's "HTTP 503", a body of just "503", or none at all).

@@ -34,12 +34,7 @@ pub mod disk_setup;
 mod error;
 mod types;
 
-use std::{
-    collections::HashMap,
-    fmt,
-    sync::{Arc, Mutex, OnceLock, PoisonError},
-    time::Duration,
-};
+use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use client::BcmClient;
@@ -52,6 +47,7 @@ pub use types::{
 
 pub use crate::backends::netris::{CallStats, RetryPolicy, Secret};
 use crate::{
+    backends::shared::{ClientCache, read_pem},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
@@ -244,31 +240,6 @@ fn settings_error(name: &str, problem: &str) -> Diagnostics {
     d
 }
 
-/// The PEM bytes of a setting: the value itself when it is PEM, else the file it names,
-/// which must hold a PEM block whose label contains `label`.
-fn read_pem(value: &str, label: &str) -> Result<Vec<u8>, String> {
-    if value.trim_start().starts_with("-----BEGIN") {
-        return Ok(value.as_bytes().to_vec());
-    }
-    let path = value.trim();
-    let pem = std::fs::read(path).map_err(|e| {
-        format!(
-            "is neither PEM text (it does not start with -----BEGIN) nor a readable file: \
-             cannot read {path:?}: {e}"
-        )
-    })?;
-    let text = String::from_utf8_lossy(&pem);
-    let has_label = text
-        .lines()
-        .any(|l| l.starts_with("-----BEGIN") && l.contains(label));
-    if !has_label {
-        return Err(format!(
-            "names the file {path:?}, which holds no PEM {label}"
-        ));
-    }
-    Ok(pem)
-}
-
 /// Where a BCM resource or data source gets its client from.
 pub trait BcmBackend: Send + Sync {
     /// The client for this operation, or the diagnostic that says which settings are missing.
@@ -300,15 +271,8 @@ impl<A: BcmApi + 'static> BcmBackend for Arc<A> {
 /// A client for `config`, shared with every other operation that uses the same settings, so
 /// connections and the login are reused across resources.
 pub fn shared_client(config: &BcmConfig) -> Result<Arc<BcmClient>, BcmError> {
-    static CLIENTS: OnceLock<Mutex<HashMap<BcmConfig, Arc<BcmClient>>>> = OnceLock::new();
-    let clients = CLIENTS.get_or_init(Mutex::default);
-    let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(c) = clients.get(config) {
-        return Ok(Arc::clone(c));
-    }
-    let client = Arc::new(BcmClient::new(config)?);
-    clients.insert(config.clone(), Arc::clone(&client));
-    Ok(client)
+    static CLIENTS: ClientCache<BcmConfig, BcmClient> = ClientCache::new();
+    CLIENTS.get_or_make(config, || BcmClient::new(config))
 }
 
 #[cfg(test)]
@@ -355,14 +319,6 @@ mod tests {
         assert_eq!(c.endpoint, "https://h:8081");
         assert!(matches!(c.auth, Auth::Password { .. }));
         assert!(!format!("{c:?}").contains("hunter2"));
-    }
-
-    #[test]
-    fn pem_is_text_or_a_path() {
-        let pem = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n";
-        assert_eq!(read_pem(pem, "CERTIFICATE"), Ok(pem.as_bytes().to_vec()));
-        let err = read_pem("/nonexistent/ca.pem", "CERTIFICATE").expect_err("missing file");
-        assert!(err.contains("neither PEM text"), "{err}");
     }
 
     #[test]

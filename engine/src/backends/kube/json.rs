@@ -35,12 +35,6 @@ pub fn annotation<'a>(o: &'a Json, key: &str) -> Option<&'a str> {
     )
 }
 
-/// The time now, written as Kubernetes writes an object's timestamps (`creationTimestamp`):
-/// RFC 3339 in UTC, to the second.
-pub fn timestamp_now() -> String {
-    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -57,12 +51,5 @@ mod tests {
         assert_eq!(annotation(&o, "a/b"), Some("c"));
         assert_eq!(labels_of(&o).len(), 1, "only string values");
         assert_eq!(str_at(&o, "/metadata/missing"), None);
-    }
-
-    #[test]
-    fn the_time_now_reads_like_a_creation_timestamp() {
-        let now = timestamp_now();
-        assert_eq!(now.len(), "2026-03-02T10:00:00Z".len(), "{now}");
-        assert!(now.ends_with('Z') && now.as_bytes()[10] == b'T', "{now}");
     }
 }

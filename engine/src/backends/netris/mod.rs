@@ -34,13 +34,7 @@ mod client;
 mod error;
 mod types;
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    fmt,
-    net::IpAddr,
-    sync::{Arc, Mutex, OnceLock, PoisonError},
-    time::Duration,
-};
+use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use client::{NetrisClient, RetryPolicy};
@@ -51,7 +45,12 @@ pub use types::{
     Vpc,
 };
 
-use crate::{diag::Diagnostics, path::AttrPath, provider_config::ProviderSettings};
+use crate::{
+    backends::shared::{ClientCache, read_pem},
+    diag::Diagnostics,
+    path::AttrPath,
+    provider_config::ProviderSettings,
+};
 
 /// What resources need from a Netris controller. Each method is one logical call; the
 /// implementation may make more HTTP requests (login, retries, a lookup after an ambiguous
@@ -228,7 +227,9 @@ impl NetrisConfig {
         };
         let mut config = NetrisConfig::new(endpoint, username, password);
         if let Some(ca) = settings.get("netris", "ca_certificate") {
-            config.ca_pem = Some(read_ca(ca).map_err(|e| settings_error("ca_certificate", &e))?);
+            config.ca_pem = Some(
+                read_pem(ca, "CERTIFICATE").map_err(|e| settings_error("ca_certificate", &e))?,
+            );
         }
         check_endpoint(&config.endpoint).map_err(|e| settings_error("endpoint", &e))?;
         Ok(config)
@@ -243,27 +244,6 @@ fn settings_error(name: &str, problem: &str) -> Diagnostics {
         format!("netris.{name} {problem}"),
     );
     d
-}
-
-/// The PEM bytes of `ca_certificate`: the value itself when it is PEM, else the file it names.
-fn read_ca(value: &str) -> Result<Vec<u8>, String> {
-    if value.trim_start().starts_with("-----BEGIN") {
-        return Ok(value.as_bytes().to_vec());
-    }
-    let pem = std::fs::read(value.trim()).map_err(|e| {
-        format!(
-            "is neither PEM text (it does not start with -----BEGIN) nor a readable file: \
-             cannot read {:?}: {e}",
-            value.trim()
-        )
-    })?;
-    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(format!(
-            "names the file {:?}, which holds no PEM certificate",
-            value.trim()
-        ));
-    }
-    Ok(pem)
 }
 
 /// `https://` anywhere; `http://` only on loopback, for local emulators.
@@ -318,15 +298,8 @@ pub(crate) fn https_client_builder(
 /// A client for `config`, shared with every other operation that uses the same settings, so
 /// sessions are reused across resources.
 pub fn shared_client(config: &NetrisConfig) -> Result<Arc<NetrisClient>, NetrisError> {
-    static CLIENTS: OnceLock<Mutex<HashMap<NetrisConfig, Arc<NetrisClient>>>> = OnceLock::new();
-    let clients = CLIENTS.get_or_init(Mutex::default);
-    let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(c) = clients.get(config) {
-        return Ok(Arc::clone(c));
-    }
-    let client = Arc::new(NetrisClient::new(config.clone())?);
-    clients.insert(config.clone(), Arc::clone(&client));
-    Ok(client)
+    static CLIENTS: ClientCache<NetrisConfig, NetrisClient> = ClientCache::new();
+    CLIENTS.get_or_make(config, || NetrisClient::new(config.clone()))
 }
 
 #[cfg(test)]
@@ -361,14 +334,6 @@ mod tests {
         assert!(check_endpoint("http://localhost:8080").is_ok());
         assert!(check_endpoint("http://netris.example").is_err());
         assert!(check_endpoint("netris.example").is_err());
-    }
-
-    #[test]
-    fn ca_is_pem_text_or_a_path() {
-        let pem = "-----BEGIN CERTIFICATE-----\nMII\n-----END CERTIFICATE-----\n";
-        assert_eq!(read_ca(pem), Ok(pem.as_bytes().to_vec()));
-        let err = read_ca("/nonexistent/ca.pem").expect_err("missing file");
-        assert!(err.contains("neither PEM text"), "{err}");
     }
 
     #[test]

@@ -33,20 +33,20 @@ use tokio::time::Instant;
 use crate::{
     apply::{self, KindError, bounded, subject},
     backends::kube::{
-        json::{labels_of, str_at, timestamp_now},
-        status_code,
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+        json::{labels_of, str_at},
     },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
-    resources::gpu_node_pool::spec::pool_label,
+    tenancy::pool_label,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    cluster::{Cluster, ClusterError, Kind},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
@@ -62,7 +62,7 @@ use super::{
 pub enum RunError {
     /// A cluster call failed.
     #[error(transparent)]
-    Cluster(#[from] ClusterError),
+    Cluster(#[from] ObjectError),
     /// The objects the run needs are missing or wrong.
     #[error("{0}")]
     Setup(String),
@@ -109,8 +109,8 @@ impl KindError for RunError {
 /// Why a step of a run, or of its cleanup, stopped.
 pub type StepError = apply::StepError<RunError>;
 
-impl From<ClusterError> for StepError {
-    fn from(e: ClusterError) -> StepError {
+impl From<ObjectError> for StepError {
+    fn from(e: ObjectError) -> StepError {
         StepError::Kind(RunError::Cluster(e))
     }
 }
@@ -171,7 +171,7 @@ fn describe_differences(differences: &[(String, BTreeMap<String, String>)]) -> S
 
 /// The record of each node, from the pool's listing (or read, for a node that left it).
 async fn node_records(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     pool: &PoolInfo,
     nodes: &[String],
 ) -> Result<BTreeMap<String, NodeRecord>, StepError> {
@@ -180,7 +180,7 @@ async fn node_records(
         let labels = match pool.nodes.get(n) {
             Some(l) => l.clone(),
             None => cluster
-                .get(Kind::Node, None, n)
+                .get(ObjectKind::Node, None, n)
                 .await?
                 .map(|o| labels_of(&o))
                 .unwrap_or_default(),
@@ -193,11 +193,11 @@ async fn node_records(
 /// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
 /// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
 /// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
-async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String), StepError> {
-    if !cluster.serves(Kind::ClusterPolicy).await? {
+async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, String), StepError> {
+    if !cluster.serves(ObjectKind::ClusterPolicy).await? {
         return Ok(Default::default());
     }
-    let policies = cluster.list(Kind::ClusterPolicy, None, "").await?;
+    let policies = cluster.list(ObjectKind::ClusterPolicy, None, "").await?;
     let [policy] = policies.as_slice() else {
         return Ok(Default::default());
     };
@@ -211,6 +211,10 @@ async fn gpu_operator_versions(cluster: &dyn Cluster) -> Result<(String, String)
     Ok((operator, plugin))
 }
 
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
 /// What the pool lends the run.
 #[derive(Debug, Default)]
 struct PoolInfo {
@@ -220,7 +224,7 @@ struct PoolInfo {
 }
 
 /// The pool's nodes, placement and sharing mode.
-async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolInfo, StepError> {
+async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<PoolInfo, StepError> {
     let Some(pool) = &spec.pool else {
         return Ok(PoolInfo {
             sharing: "none".to_owned(),
@@ -229,7 +233,7 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
     };
     let label = pool_label(&pool.vc.name, &pool.name);
     let selector = format!("{}={label}", crate::backends::kube::POOL);
-    let nodes = cluster.list(Kind::Node, None, &selector).await?;
+    let nodes = cluster.list(ObjectKind::Node, None, &selector).await?;
     if nodes.is_empty() {
         return Err(RunError::Setup(format!(
             "node pool {} has no nodes (none is labelled {selector}).",
@@ -281,14 +285,14 @@ async fn pool_info(cluster: &dyn Cluster, spec: &BenchmarkSpec) -> Result<PoolIn
 
 /// The virtual cluster's vCluster and Kubernetes versions, from its StatefulSet's images.
 async fn vc_versions(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
 ) -> Result<(String, String), StepError> {
     let Some(vc) = &spec.vc else {
         return Ok(Default::default());
     };
     let Some(sts) = cluster
-        .get(Kind::StatefulSet, Some(&vc.namespace), &vc.name)
+        .get(ObjectKind::StatefulSet, Some(&vc.namespace), &vc.name)
         .await?
     else {
         return Ok(Default::default());
@@ -311,25 +315,43 @@ async fn vc_versions(
 }
 
 /// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
-async fn cleanup(cluster: &dyn Cluster, namespace: &str, name: &str) -> Result<(), ClusterError> {
+async fn cleanup(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ObjectError> {
     let job = render::job_name(name);
-    cluster.delete(Kind::Job, namespace, &job).await?;
+    cluster
+        .delete(ObjectKind::Job, Some(namespace), &job)
+        .await?;
     // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
     // launcher Job is deleted here too, so nothing of the run outlives the apply.
-    cluster.delete(Kind::MpiJob, namespace, &job).await?;
     cluster
-        .delete(Kind::Job, namespace, &format!("{job}-launcher"))
+        .delete(ObjectKind::MpiJob, Some(namespace), &job)
         .await?;
-    cluster.delete(Kind::Service, namespace, &job).await?;
     cluster
-        .delete(Kind::Secret, namespace, &launch::ssh_secret_name(name))
+        .delete(ObjectKind::Job, Some(namespace), &format!("{job}-launcher"))
+        .await?;
+    cluster
+        .delete(ObjectKind::Service, Some(namespace), &job)
+        .await?;
+    cluster
+        .delete(
+            ObjectKind::Secret,
+            Some(namespace),
+            &launch::ssh_secret_name(name),
+        )
         .await?;
     for pod in cluster
-        .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+        .list(
+            ObjectKind::Pod,
+            Some(namespace),
+            &render::owner_selector(name),
+        )
         .await?
     {
         if let Some(p) = str_at(&pod, "/metadata/name") {
-            cluster.delete(Kind::Pod, namespace, p).await?;
+            cluster.delete(ObjectKind::Pod, Some(namespace), p).await?;
         }
     }
     Ok(())
@@ -337,15 +359,19 @@ async fn cleanup(cluster: &dyn Cluster, namespace: &str, name: &str) -> Result<(
 
 /// Waits until no pod of the benchmark is left, polling within `limit`.
 async fn wait_pods_gone(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     namespace: &str,
     name: &str,
     limit: Duration,
-) -> Result<(), ClusterError> {
+) -> Result<(), ObjectError> {
     let until = Instant::now() + limit;
     loop {
         let left = cluster
-            .list(Kind::Pod, Some(namespace), &render::owner_selector(name))
+            .list(
+                ObjectKind::Pod,
+                Some(namespace),
+                &render::owner_selector(name),
+            )
             .await?;
         if left.is_empty() || Instant::now() >= until {
             return Ok(());
@@ -380,7 +406,11 @@ async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<
 }
 
 /// Create: runs the benchmark of `planned` and returns its record.
-pub async fn apply_create(cluster: &dyn Cluster, ctx: &Context, planned: &Value) -> ApplyResponse {
+pub async fn apply_create(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    planned: &Value,
+) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
@@ -430,7 +460,7 @@ pub async fn apply_create(cluster: &dyn Cluster, ctx: &Context, planned: &Value)
 
 /// The response of a run that did not finish: nothing of it is kept.
 async fn failed(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     t: &Timeouts,
     e: StepError,
@@ -458,7 +488,7 @@ async fn failed(
 /// Steps 1 to 6 of a run that has its turn (see the module docs); `deadline` ends the create
 /// timeout `limit`, counted from `started`.
 async fn execute(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     planned: &Value,
     started: Instant,
@@ -466,7 +496,7 @@ async fn execute(
     limit: Duration,
 ) -> Result<ApplyResponse, StepError> {
     if cluster
-        .get(Kind::Namespace, None, &spec.namespace)
+        .get(ObjectKind::Namespace, None, &spec.namespace)
         .await?
         .is_none()
     {
@@ -477,7 +507,7 @@ async fn execute(
     let pool = pool_info(cluster, spec).await?;
     let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await?;
 
-    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(Kind::MpiJob).await?;
+    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(ObjectKind::MpiJob).await?;
     let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
     let shape = Shape::new(launcher, &spec.name);
     let deadline_seconds = limit.as_secs().max(1);
@@ -498,8 +528,8 @@ async fn execute(
     });
     // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
     let other = match kind {
-        Kind::MpiJob => Some(Kind::Job),
-        _ if serves_mpijob => Some(Kind::MpiJob),
+        ObjectKind::MpiJob => Some(ObjectKind::Job),
+        _ if serves_mpijob => Some(ObjectKind::MpiJob),
         _ => None,
     };
     let mut stray = false;
@@ -510,10 +540,8 @@ async fn execute(
             .is_some();
     }
     let started_at = match (&existing, adopt) {
-        (Some(j), true) => {
-            str_at(j, "/metadata/creationTimestamp").map_or_else(timestamp_now, str::to_owned)
-        }
-        _ => timestamp_now(),
+        (Some(j), true) => str_at(j, "/metadata/creationTimestamp").map_or_else(now, str::to_owned),
+        _ => now(),
     };
     if !adopt {
         if existing.is_some() || stray {
@@ -546,7 +574,7 @@ async fn execute(
         if launcher == Launcher::Gpufleet
             && cluster
                 .get(
-                    Kind::Secret,
+                    ObjectKind::Secret,
                     Some(&spec.namespace),
                     &launch::ssh_secret_name(&spec.name),
                 )
@@ -569,7 +597,7 @@ async fn execute(
         target: "gpufleet::benchmark",
         "{} {} {} in {} ({} node(s), {:?} launcher)",
         if adopt { "adopted" } else { "created" },
-        kind.name(),
+        kind.kind(),
         name,
         spec.namespace,
         spec.nodes,
@@ -588,7 +616,7 @@ async fn execute(
     }
     let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
     let observed = observe(cluster, spec, &shape, &gang).await?;
-    let finished_at = timestamp_now();
+    let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
     let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
@@ -642,7 +670,11 @@ async fn execute(
 }
 
 /// Destroy (step 6): removes whatever the benchmark left, waiting for its pods to go.
-pub async fn apply_delete(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -> ApplyResponse {
+pub async fn apply_delete(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    prior: &Value,
+) -> ApplyResponse {
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let RecordedRun {
         namespace: Some(namespace),
@@ -669,9 +701,7 @@ pub async fn apply_delete(cluster: &dyn Cluster, ctx: &Context, prior: &Value) -
             };
         }
         // A namespace that is gone took the objects with it.
-        Err(StepError::Kind(RunError::Cluster(ClusterError::Call { source, .. })))
-            if status_code(&source) == Some(404) =>
-        {
+        Err(StepError::Kind(RunError::Cluster(e))) if e.is_not_found() => {
             return ApplyResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostics::new(),

@@ -11,9 +11,10 @@
 //!   how a multi-node MPI run starts; [`commands`]: the single-node suites' default commands;
 //!   [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
-//! - [`cluster`]: the host cluster behind a trait; [`apply`]: create (one run, cleanup
-//!   included), the in-place update and destroy, with `wait` (the gang's start and the Job's
-//!   end) and `results` (the log, the verdict and the record); `read`: refresh and import.
+//! - [`apply`]: create (one run, cleanup included), the in-place update and destroy, against
+//!   the host cluster's [`HostObjects`](crate::backends::kube::host::HostObjects), with `wait`
+//!   (the gang's start and the Job's end) and `results` (the log, the verdict and the record);
+//!   `read`: refresh and import.
 //!
 //! # Life cycle
 //!
@@ -28,7 +29,6 @@
 //! the state and taints it, so the next apply runs the benchmark again.
 
 pub mod apply;
-pub mod cluster;
 pub mod commands;
 pub mod environment;
 pub mod launch;
@@ -51,8 +51,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use cluster::{Backend, Cluster, FromSettings, KubeCluster};
-
 use self::{
     apply::{apply_create, apply_delete, apply_update},
     plan::plan_benchmark,
@@ -61,6 +59,7 @@ use self::{
     validate::validate_benchmark,
 };
 use crate::{
+    backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
     diag::Diagnostics,
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -80,13 +79,13 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(5 * 60),
 };
 
-/// The `gpufleet_benchmark` resource kind over a cluster [`Backend`]. The registry uses
+/// The `gpufleet_benchmark` resource kind over a host-objects [`ObjectsBackend`]. The registry uses
 /// `Benchmark(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Benchmark<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: Backend> ResourceKind for Benchmark<B> {
+impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
     fn type_name(&self) -> &'static str {
         TYPE_NAME
     }
@@ -108,7 +107,7 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
             // Only thresholds, on_failure and timeouts change in place: no cluster needed.
             return apply_update(&req.prior, &req.planned);
         }
-        let cluster = match self.0.connect(ctx).await {
+        let cluster = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(c) => c,
             Err(diagnostics) => {
                 return ApplyResponse {

@@ -12,7 +12,7 @@ use crate::{
     benchmark::{self, Suite},
     diag::Diagnostics,
     path::AttrPath,
-    resources::gpu_node_pool::spec::VirtualClusterRef,
+    tenancy::VirtualClusterRef,
     validate::PositiveDuration,
     value::Value,
 };
@@ -115,11 +115,6 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The virtual cluster of an id `<host namespace>/<name>`; `None` when it is not one.
-pub fn virtual_cluster_of(id: &str) -> Option<VirtualClusterRef> {
-    VirtualClusterRef::parse(id)
 }
 
 /// The namespace a benchmark runs in: `namespace`, else the namespace of

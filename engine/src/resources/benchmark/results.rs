@@ -7,7 +7,7 @@ use bigdecimal::BigDecimal;
 use serde_json::Value as Json;
 
 use crate::{
-    backends::kube::json::str_at,
+    backends::kube::{host::HostObjects, json::str_at},
     benchmark::{Details, Parsed},
     diag::{Diagnostic, Diagnostics},
     value::Value,
@@ -16,7 +16,6 @@ use crate::{
 use super::{
     TYPE_NAME,
     apply::{RunError, StepError},
-    cluster::Cluster,
     environment::Environment,
     launch::{self, Launcher},
     model::{BenchmarkSpec, OnFailure, verdict},
@@ -42,7 +41,7 @@ pub(super) struct Observed {
 /// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
 /// are the nodes seen at gang start (the pods may be gone by now).
 pub(super) async fn observe(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     gang: &[String],
@@ -79,7 +78,7 @@ pub(super) async fn observe(
     let Some(first) = pods.first() else {
         return Err(RunError::Setup(format!(
             "{} {} finished without a pod to read.",
-            shape.main_kind().name(),
+            shape.main_kind().kind(),
             shape.name
         ))
         .into());

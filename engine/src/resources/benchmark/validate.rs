@@ -1,13 +1,11 @@
 //! The plan-time checks of a `gpufleet_benchmark` configuration across attributes; the
 //! per-attribute rules are validators in the schema.
 
-use crate::{benchmark, diag::Diagnostics, path::AttrPath, value::Value};
-
-use super::{
-    model::{PoolRef, virtual_cluster_of},
-    schema::NODE_FIELDS,
-    suite_params, thresholds,
+use crate::{
+    benchmark, diag::Diagnostics, path::AttrPath, tenancy::VirtualClusterRef, value::Value,
 };
+
+use super::{model::PoolRef, schema::NODE_FIELDS, suite_params, thresholds};
 
 /// The checks across attributes.
 pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
@@ -21,7 +19,7 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
              namespace.",
         );
     }
-    let vc_ref = vc.as_str().map(|s| (s, virtual_cluster_of(s)));
+    let vc_ref = vc.as_str().map(|s| (s, VirtualClusterRef::parse(s)));
     if let Some((s, None)) = vc_ref {
         d.error_at(
             AttrPath::attr("virtual_cluster_id"),

@@ -7,13 +7,16 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
-    backends::kube::json::str_at,
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+        json::str_at,
+    },
     timeouts::{self, Operation},
 };
 
 use super::{
     apply::{RunError, StepError},
-    cluster::{Cluster, ClusterError, Kind},
     model::BenchmarkSpec,
     shape::{Shape, index_of},
 };
@@ -47,12 +50,12 @@ fn pending_reason(pod: &Json) -> String {
 /// The run's pods matching `selector`, in index order. Pods being deleted are left out: they
 /// belong to a run this one replaced (or to the run's own cleanup) and carry the same names.
 pub(super) async fn run_pods(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     selector: &str,
-) -> Result<Vec<Json>, ClusterError> {
+) -> Result<Vec<Json>, ObjectError> {
     let mut pods: Vec<Json> = cluster
-        .list(Kind::Pod, Some(&spec.namespace), selector)
+        .list(ObjectKind::Pod, Some(&spec.namespace), selector)
         .await?
         .into_iter()
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
@@ -117,7 +120,7 @@ pub(super) fn nodes_of(pods: &[Json]) -> Vec<String> {
 /// they run on, in index order (MPI workers are gone once the launcher is done, so this is
 /// when they are known); empty when the run failed before the gang formed.
 pub(super) async fn wait_gang(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     started: Instant,
@@ -180,7 +183,7 @@ pub(super) async fn wait_gang(
 
 /// Step 4: the run's final condition, `true` when it succeeded.
 pub(super) async fn wait_done(
-    cluster: &dyn Cluster,
+    cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     shape: &Shape,
     deadline: Instant,
@@ -194,7 +197,7 @@ pub(super) async fn wait_done(
             .ok_or_else(|| {
                 RunError::Setup(format!(
                     "{} {name} disappeared during the run.",
-                    kind.name()
+                    kind.kind()
                 ))
             })?;
         if let Some(ok) = shape.outcome(&main) {

@@ -2,6 +2,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{
@@ -13,7 +14,7 @@ use super::{
     plan::REMOTE_ATTRIBUTES,
 };
 use crate::{
-    apply::{self, KindError, bounded, failed},
+    apply::{self, KindError, Machine, Step, Stopped, bounded, failed, run_steps},
     backends::netris::{IpamNode, NetrisApi, NetrisError, VNet},
     context::Context,
     diag::Diagnostics,
@@ -107,6 +108,26 @@ pub(super) enum UpdateStep {
     Wait,
     /// Nothing left to do.
     Done,
+}
+
+impl Step for CreateStep {
+    const DONE: Self = CreateStep::Done;
+    fn doing(self) -> &'static str {
+        match self {
+            CreateStep::Wait => "waiting for the V-Net to finish provisioning",
+            _ => "creating the segment's objects",
+        }
+    }
+}
+
+impl Step for UpdateStep {
+    const DONE: Self = UpdateStep::Done;
+    fn doing(self) -> &'static str {
+        match self {
+            UpdateStep::Wait => "waiting for the V-Net to finish provisioning",
+            _ => "updating the segment",
+        }
+    }
 }
 
 /// What apply has achieved so far; becomes the (partial) state.
@@ -248,6 +269,39 @@ pub(super) async fn wait_provisioned(
         tokio::time::sleep(poll_delay(n)).await;
     }
     Ok(())
+}
+
+/// A create as a state machine: the segment to make and what is made so far.
+struct Creating<'a> {
+    api: &'a dyn NetrisApi,
+    seg: &'a Segment,
+    p: Progress,
+}
+
+#[async_trait]
+impl Machine for Creating<'_> {
+    type Step = CreateStep;
+    type Error = SegmentError;
+    async fn step(&mut self, step: CreateStep) -> Result<CreateStep, StepError> {
+        create_step(self.api, self.seg, step, &mut self.p).await
+    }
+}
+
+/// An update as a state machine: the settings to reach from `prior`, and what is done so far.
+struct Updating<'a> {
+    api: &'a dyn NetrisApi,
+    seg: &'a Segment,
+    prior: &'a Value,
+    p: Progress,
+}
+
+#[async_trait]
+impl Machine for Updating<'_> {
+    type Step = UpdateStep;
+    type Error = SegmentError;
+    async fn step(&mut self, step: UpdateStep) -> Result<UpdateStep, StepError> {
+        update_step(self.api, self.seg, self.prior, step, &mut self.p).await
+    }
 }
 
 pub(super) async fn create_step(
@@ -423,39 +477,41 @@ pub(super) async fn apply_create(
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let deadline = started + t.create;
-    let mut p = Progress {
-        ids,
-        ..Progress::default()
+    let mut creating = Creating {
+        api,
+        seg: &seg,
+        p: Progress {
+            ids,
+            ..Progress::default()
+        },
     };
-    let mut step = CreateStep::Resolve;
-    while step != CreateStep::Done {
-        let doing = match step {
-            CreateStep::Wait => "waiting for the V-Net to finish provisioning",
-            _ => "creating the segment's objects",
+    let steps = run_steps(
+        ctx,
+        Operation::Create,
+        started,
+        deadline,
+        CreateStep::Resolve,
+        &mut creating,
+    )
+    .await;
+    if let Err(Stopped { error, doing }) = steps {
+        let p = creating.p;
+        let nothing = p.ids == Ids::default();
+        let state = if nothing {
+            Value::Null
+        } else {
+            p.state(planned)
         };
-        match bounded(
-            ctx,
-            Operation::Create,
-            started,
-            deadline,
-            create_step(api, &seg, step, &mut p),
-        )
-        .await
-        {
-            Ok(next) => step = next,
-            Err(e) => {
-                let nothing = p.ids == Ids::default();
-                let state = if nothing {
-                    Value::Null
-                } else {
-                    p.state(planned)
-                };
-                return failed("Network Segment Create Failed", &seg.name, doing, &e, state);
-            }
-        }
+        return failed(
+            "Network Segment Create Failed",
+            &seg.name,
+            doing,
+            &error,
+            state,
+        );
     }
     ApplyResponse {
-        new_state: p.state(planned),
+        new_state: creating.p.state(planned),
         diagnostics: Diagnostics::new(),
     }
 }
@@ -499,40 +555,42 @@ pub(super) async fn apply_update(
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let deadline = started + t.update;
-    let mut p = Progress {
-        ids,
-        attached: attached_of(planned.get("attached_ports")),
-        ..Progress::default()
+    let mut updating = Updating {
+        api,
+        seg: &seg,
+        prior,
+        p: Progress {
+            ids,
+            attached: attached_of(planned.get("attached_ports")),
+            ..Progress::default()
+        },
     };
-    let mut step = UpdateStep::Observe;
-    while step != UpdateStep::Done {
-        let doing = match step {
-            UpdateStep::Wait => "waiting for the V-Net to finish provisioning",
-            _ => "updating the segment",
-        };
-        match bounded(
-            ctx,
-            Operation::Update,
-            started,
-            deadline,
-            update_step(api, &seg, prior, step, &mut p),
-        )
-        .await
-        {
-            Ok(next) => step = next,
-            Err(e) => {
-                // The controller may hold the old or the new settings: keep the prior state
-                // with the ids, so the next plan shows what is still to do.
-                let mut state = prior.clone();
-                if let Some(v) = &p.observed {
-                    state.set_attr("status", Value::string(status_of(v)));
-                }
-                return failed("Network Segment Update Failed", &seg.name, doing, &e, state);
-            }
+    let steps = run_steps(
+        ctx,
+        Operation::Update,
+        started,
+        deadline,
+        UpdateStep::Observe,
+        &mut updating,
+    )
+    .await;
+    if let Err(Stopped { error, doing }) = steps {
+        // The controller may hold the old or the new settings: keep the prior state with the
+        // ids, so the next plan shows what is still to do.
+        let mut state = prior.clone();
+        if let Some(v) = &updating.p.observed {
+            state.set_attr("status", Value::string(status_of(v)));
         }
+        return failed(
+            "Network Segment Update Failed",
+            &seg.name,
+            doing,
+            &error,
+            state,
+        );
     }
     ApplyResponse {
-        new_state: p.state(planned),
+        new_state: updating.p.state(planned),
         diagnostics: Diagnostics::new(),
     }
 }

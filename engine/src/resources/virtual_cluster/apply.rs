@@ -35,8 +35,7 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    host::{HostApi, HostError},
-    objects::{Names, ObjectKind},
+    objects::Names,
     pause,
     persistence::{self, Persistence},
     read::owned_by,
@@ -46,6 +45,10 @@ use super::{
 };
 use crate::{
     apply,
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+    },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -64,7 +67,7 @@ const NAMESPACE_POLL: Duration = Duration::from_secs(1);
 pub enum StepError {
     /// A host call failed.
     #[error(transparent)]
-    Host(#[from] HostError),
+    Host(#[from] ObjectError),
     /// Waiting for the control plane stopped.
     #[error(transparent)]
     Wait(#[from] WaitError),
@@ -95,7 +98,7 @@ impl StepError {
 
 /// Waits until `namespace` does not exist, or exists and is not terminating.
 async fn settle_namespace(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     namespace: &str,
     deadline: Instant,
@@ -127,7 +130,7 @@ async fn settle_namespace(
 
 /// Writes every object of `rendered`, and removes the optional ones it lacks.
 async fn write_objects(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     spec: &Spec,
     rendered: &Rendered,
 ) -> Result<(), StepError> {
@@ -217,7 +220,7 @@ impl Phase {
 /// for its pods to be gone, then deletes the synced pods (a running syncer would recreate
 /// them). Runs on every apply of a paused cluster, so an interrupted pause finishes.
 async fn finish_pause(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     spec: &Spec,
     names: &Names,
@@ -261,7 +264,7 @@ fn check_claim(spec: &Spec, live: &serde_json::Value) -> Result<(), StepError> {
 
 /// The steps of a create or update, recording in `phase` how far they got.
 async fn upsert(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     spec: &Spec,
     deadline: Instant,
@@ -313,7 +316,7 @@ async fn upsert(
 
 /// Create (`prior` null) or update.
 pub async fn apply_upsert(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     prior: &Value,
     planned: &Value,
@@ -384,7 +387,7 @@ pub async fn apply_upsert(
 }
 
 /// A warning naming the fields this apply left to the controllers that own them, if any.
-fn left_to_others(host: &dyn HostApi) -> Option<Diagnostic> {
+fn left_to_others(host: &dyn HostObjects) -> Option<Diagnostic> {
     let left = host.left_to_others();
     (!left.is_empty()).then(|| {
         Diagnostic::warning(
@@ -401,7 +404,7 @@ fn left_to_others(host: &dyn HostApi) -> Option<Diagnostic> {
 }
 
 /// Deletes the objects of `names` that live outside the namespace.
-async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), StepError> {
+async fn delete_cluster_scoped(host: &dyn HostObjects, names: &Names) -> Result<(), StepError> {
     for r in names.all().iter().rev() {
         if r.kind.cluster_scoped() {
             host.delete(r.kind, None, &r.name).await?;
@@ -413,11 +416,19 @@ async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), 
 /// Deletes the volume claims the StatefulSet of virtual cluster `name` made in `namespace`:
 /// `data-<name>-<ordinal>`, labelled with the StatefulSet's selector. A claim still mounted is
 /// removed once its pod is gone.
-async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Result<(), StepError> {
+async fn delete_claims(
+    host: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+) -> Result<(), StepError> {
     let selector = format!("app=vcluster,release={name}");
     let prefix = persistence::claim_prefix(name);
     let claims = host
-        .list(ObjectKind::PersistentVolumeClaim, namespace, &selector)
+        .list(
+            ObjectKind::PersistentVolumeClaim,
+            Some(namespace),
+            &selector,
+        )
         .await?;
     for claim in claims
         .iter()
@@ -434,7 +445,7 @@ async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Resul
 }
 
 /// Delete: the namespace and everything in it, waiting until it is gone.
-pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
     let name = prior.get("name").as_str().unwrap_or_default().to_owned();
     let namespace = prior
         .get("namespace")

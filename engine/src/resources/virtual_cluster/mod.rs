@@ -10,9 +10,9 @@
 //! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
 //!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
-//!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
-//! - [`host`]: the host cluster behind a trait; [`apply`], [`read`] and [`readiness`]: the
-//!   operations against it; [`pause`]: what `vcluster pause` and `vcluster resume` do;
+//!   rules for the Role and ClusterRole; [`objects`]: the objects and their names.
+//! - [`apply`], [`read`] and [`readiness`]: the operations against the host cluster's
+//!   [`HostObjects`]; [`pause`]: what `vcluster pause` and `vcluster resume` do;
 //!   [`persistence`]: the volume claim that keeps the control plane's data; [`expose`]: how
 //!   the control plane is reached from outside, and the URL its credentials point at.
 //!
@@ -40,7 +40,6 @@
 
 pub mod apply;
 pub mod expose;
-pub mod host;
 pub mod objects;
 pub mod pause;
 pub mod persistence;
@@ -58,9 +57,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use host::{Backend, FromSettings, HostApi, HostError, KubeHost};
-
 use crate::{
+    backends::kube::host::{FromSettings, HostObjects, ObjectsBackend},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -83,7 +81,7 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(10 * 60),
 };
 
-/// The `gpufleet_virtual_cluster` resource kind over a host [`Backend`]. The registry uses
+/// The `gpufleet_virtual_cluster` resource kind over a host [`ObjectsBackend`]. The registry uses
 /// `VirtualCluster(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualCluster<B = FromSettings>(pub B);
@@ -256,7 +254,7 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
 
 /// Refreshes `state` against `host`.
 pub async fn read_virtual_cluster(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     state: &Value,
 ) -> ReadResponse {
@@ -326,7 +324,7 @@ pub async fn read_virtual_cluster(
 }
 
 #[async_trait]
-impl<B: Backend> ResourceKind for VirtualCluster<B> {
+impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     fn type_name(&self) -> &'static str {
         TYPE_NAME
     }
@@ -344,7 +342,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(h) => h,
             Err(diagnostics) => {
                 return ApplyResponse {
@@ -361,7 +359,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx).await {
+        match self.0.connect(ctx, TYPE_NAME).await {
             Ok(host) => read_virtual_cluster(host.as_ref(), ctx, &state).await,
             Err(diagnostics) => ReadResponse {
                 new_state: state,
@@ -371,7 +369,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        self.0.connect(ctx).await?;
+        self.0.connect(ctx, TYPE_NAME).await?;
         import_skeleton(id)
     }
 

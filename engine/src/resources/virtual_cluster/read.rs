@@ -23,8 +23,7 @@ use super::{
     ACCESS,
     apply::access_values,
     expose::Expose,
-    host::{HostApi, HostError},
-    objects::{Names, ObjectKind, ObjectRef},
+    objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
@@ -33,9 +32,11 @@ use super::{
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
+    backends::kube::host::{HostObjects, ObjectKind},
     backends::kube::json::{labels_of, str_at},
     backends::kube::{
-        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership, reserved_label,
+        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, ownership,
+        reserved_label,
     },
     value::Value,
 };
@@ -75,10 +76,10 @@ pub fn owned_by(ns: &Json, name: &str) -> bool {
 /// the objects outside it are read: a delete interrupted after the namespace went leaves
 /// them behind).
 pub async fn observe(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
-) -> Result<Observed, HostError> {
+) -> Result<Observed, ObjectError> {
     let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
     let deleting = |n: &Json| n.pointer("/metadata/deletionTimestamp").is_some();
     let terminating = ns
