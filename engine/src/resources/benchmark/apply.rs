@@ -8,7 +8,8 @@
 //! 2. Find `gfb-<name>`: a Job with the same spec hash is adopted (a re-run after a killed
 //!    provider); one with another hash is deleted first. Then apply the Service and the Job.
 //! 3. Gang start: every pod must be running (or done), together on distinct nodes, within
-//!    `start_timeout`; otherwise everything is deleted and the run fails, naming the pods that did not start and why.
+//!    `start_timeout`; otherwise everything is deleted and the run fails, naming the pods
+//!    that did not start and why.
 //! 4. Wait for the Job to complete or fail, within the create timeout.
 //! 5. Read pod 0's log (the termination message when the log cannot be read), parse it.
 //! 6. Delete the Job, its pods and the Service: the resource is the record.
