@@ -32,6 +32,7 @@
 mod client;
 pub mod disk_setup;
 mod error;
+pub mod lifecycle;
 mod types;
 
 use std::{fmt, sync::Arc, time::Duration};
@@ -39,6 +40,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use async_trait::async_trait;
 pub use client::BcmClient;
 pub use error::{ApiError, BcmError};
+pub use lifecycle::{FREE_POOL, POOL_KEY};
 pub use types::{
     Category, CommitResult, Device, DeviceStatus, DiskInfo, GpuInfo, ImageProxy, Interface,
     PowerOp, PowerResult, RackPosition, SoftwareImage, SysInfo, TENANT_KEY, Validation, ZERO_UUID,

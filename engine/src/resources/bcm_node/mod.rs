@@ -83,7 +83,7 @@ use crate::{
     value::Value,
 };
 
-pub(crate) mod apply;
+mod apply;
 mod model;
 mod plan;
 mod read;
@@ -102,9 +102,6 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     update: Duration::from_secs(30 * 60),
     delete: Duration::from_secs(30 * 60),
 };
-
-/// The category released nodes go back to.
-pub const FREE_POOL: &str = "free-pool";
 
 /// The `gpufleet_bcm_node` resource kind, over a [`BcmBackend`]. The registry uses
 /// `BcmNode(FromSettings)`.

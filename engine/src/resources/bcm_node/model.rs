@@ -2,7 +2,7 @@
 
 use super::TYPE_NAME;
 use crate::{
-    backends::bcm::{BcmApi, BcmError, Device, DeviceStatus, SysInfo},
+    backends::bcm::{Device, DeviceStatus, SysInfo},
     diag::Diagnostics,
     path::AttrPath,
     value::Value,
@@ -67,12 +67,6 @@ pub(super) fn gpu_facts(info: Option<&SysInfo>) -> [(&'static str, Value); 2] {
         ("gpu_product", product.map_or(Value::Null, Value::string)),
         ("gpu_count", count.map_or(Value::Null, Value::int)),
     ]
-}
-
-/// The system information of node `uuid`, if cmdaemon has any.
-pub(super) async fn sysinfo_of(api: &dyn BcmApi, uuid: &str) -> Result<Option<SysInfo>, BcmError> {
-    let all = api.sysinfo(&[uuid.to_owned()]).await?;
-    Ok(all.into_iter().find(|i| i.device == uuid))
 }
 
 /// Fills the computed attributes from what BCM shows; hardware facts already recorded are

@@ -5,12 +5,12 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     apply::StepError,
-    model::{gpu_facts, opt, power_word, sysinfo_of},
+    model::{gpu_facts, opt, power_word},
     schema::node_schema,
 };
 use crate::{
     apply::bounded,
-    backends::bcm::{BcmApi, Device},
+    backends::bcm::{BcmApi, Device, lifecycle::sysinfo_of},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ReadResponse,

@@ -18,7 +18,7 @@ use super::{
 use crate::{
     apply::{self, KindError, bounded, failed},
     backends::{
-        bcm::{BcmApi, BcmError},
+        bcm::{BcmApi, BcmError, lifecycle::LifecycleError},
         kube::{
             GPU_PRODUCT_LABEL, ISOLATION, POOL, VIRTUAL_CLUSTER,
             host::nodes::{HostError, HostNode, HostNodes},
@@ -29,7 +29,6 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
     provider_config::ProviderSettings,
-    resources::bcm_node::apply::{self as bcm_node, NodeError},
     tenancy::VirtualClusterRef,
     timeouts::{self, Operation, Timeouts},
     value::Value,
@@ -71,12 +70,12 @@ impl From<HostError> for StepError {
     }
 }
 
-impl From<bcm_node::StepError> for StepError {
-    fn from(e: bcm_node::StepError) -> StepError {
+impl From<LifecycleError> for StepError {
+    fn from(e: LifecycleError) -> StepError {
         match e {
-            bcm_node::StepError::Kind(NodeError::Bcm(e)) => StepError::Kind(PoolError::Bcm(e)),
-            bcm_node::StepError::Conflict(m) => StepError::Conflict(m),
-            bcm_node::StepError::Kind(NodeError::InstallFailed(s)) => StepError::Conflict(format!(
+            LifecycleError::Bcm(e) => StepError::Kind(PoolError::Bcm(e)),
+            LifecycleError::Conflict(m) => StepError::Conflict(m),
+            LifecycleError::InstallFailed(s) => StepError::Conflict(format!(
                 "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
                      pool; fix the cause (see its provisioning log on the head node) and apply \
                      again.",
@@ -88,8 +87,6 @@ impl From<bcm_node::StepError> for StepError {
                     format!(" ({})", s.message)
                 }
             )),
-            bcm_node::StepError::TimedOut { op, waited } => StepError::TimedOut { op, waited },
-            bcm_node::StepError::Cancelled => StepError::Cancelled,
         }
     }
 }

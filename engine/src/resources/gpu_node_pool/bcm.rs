@@ -20,16 +20,14 @@ use super::{
     model::{PoolSpec, Source},
     placement,
 };
-use crate::{
-    backends::{
-        bcm::{BcmApi, Device, SysInfo},
-        kube::host::nodes::HostNode,
+pub use crate::backends::bcm::POOL_KEY;
+use crate::backends::{
+    bcm::{
+        BcmApi, Device, SysInfo,
+        lifecycle::{self, LifecycleError, Progress},
     },
-    resources::bcm_node::apply::{self as bcm_node, Progress},
+    kube::host::nodes::HostNode,
 };
-
-/// The `extra_values` key that records the pool holding a BCM node.
-pub const POOL_KEY: &str = "gpufleet_pool";
 
 /// The pool a device is marked for.
 fn pool_of(d: &Device) -> Option<&str> {
@@ -74,7 +72,7 @@ async fn free_of<'a>(
     let infos = api
         .sysinfo(&candidates)
         .await
-        .map_err(bcm_node::StepError::from)?;
+        .map_err(LifecycleError::from)?;
     Ok(devices
         .iter()
         .filter(|d| is_free(d, infos.iter().find(|i| i.device == d.uuid), product))
@@ -83,7 +81,7 @@ async fn free_of<'a>(
 
 /// How many BCM nodes of `product` are free.
 pub(super) async fn free_count(api: &dyn BcmApi, product: &str) -> Result<usize, StepError> {
-    let devices = api.devices().await.map_err(bcm_node::StepError::from)?;
+    let devices = api.devices().await.map_err(LifecycleError::from)?;
     Ok(free_of(api, &devices, product).await?.len())
 }
 
@@ -118,7 +116,7 @@ pub(super) async fn provision(
     let tenant = tenant_of(spec);
     let pool = spec.pool_label();
     let product = spec.model.product;
-    let devices = api.devices().await.map_err(bcm_node::StepError::from)?;
+    let devices = api.devices().await.map_err(LifecycleError::from)?;
     let mut mine: Vec<Device> = devices
         .iter()
         .filter(|d| held(d, tenant, &pool))
@@ -153,9 +151,7 @@ pub(super) async fn provision(
                 .insert(POOL_KEY.to_owned(), serde_json::Value::String(pool.clone()));
             // Guarded by the revision read above: a node someone else claimed meanwhile is
             // refused, not taken twice.
-            api.update_device(&n)
-                .await
-                .map_err(bcm_node::StepError::from)?;
+            api.update_device(&n).await.map_err(LifecycleError::from)?;
             tracing::info!(hostname = %n.hostname, %tenant, %pool, "claimed a BCM node");
             claimed.push(n.hostname.clone());
             mine.push(n);
@@ -165,23 +161,19 @@ pub(super) async fn provision(
     // Boot every node first, then wait for all of them: the installs run side by side.
     let mut booting = Vec::with_capacity(mine.len());
     for d in &mine {
-        let Some(s) = api
-            .status(&d.uuid)
-            .await
-            .map_err(bcm_node::StepError::from)?
-        else {
-            return Err(bcm_node::StepError::Conflict(format!(
+        let Some(s) = api.status(&d.uuid).await.map_err(LifecycleError::from)? else {
+            return Err(LifecycleError::Conflict(format!(
                 "node {} has no status in BCM.",
                 d.hostname
             ))
             .into());
         };
         let fresh = claimed.contains(&d.hostname) || s.is_failed();
-        booting.push(bcm_node::boot(api, d, &s, fresh).await?);
+        booting.push(lifecycle::boot(api, d, &s, fresh).await?);
     }
     for (d, booting) in mine.iter().zip(booting) {
         let mut p = Progress::default();
-        bcm_node::wait_up(api, &d.uuid, &d.hostname, booting, &mut p).await?;
+        lifecycle::wait_up(api, &d.uuid, &d.hostname, booting, &mut p).await?;
     }
     Ok(mine.into_iter().map(|d| d.hostname).collect())
 }
@@ -204,14 +196,14 @@ pub(super) async fn release(
 ) -> Result<(), StepError> {
     let tenant = tenant_of(spec);
     let pool = spec.pool_label();
-    let devices = api.devices().await.map_err(bcm_node::StepError::from)?;
+    let devices = api.devices().await.map_err(LifecycleError::from)?;
     for d in devices {
         let named = hostnames.is_none_or(|h| h.contains(&d.hostname));
         if !(wiping(&d, tenant, &pool) || (named && held(&d, tenant, &pool))) {
             continue;
         }
         let mut p = Progress::default();
-        bcm_node::release_node(api, &d.uuid, tenant, true, &mut p).await?;
+        lifecycle::release_node(api, &d.uuid, tenant, true, &mut p).await?;
         tracing::info!(hostname = %d.hostname, %tenant, %pool, "wiped and released a BCM node");
     }
     Ok(())
@@ -221,7 +213,7 @@ pub(super) async fn release(
 pub(super) async fn census(api: &dyn BcmApi, spec: &PoolSpec) -> Result<(usize, usize), StepError> {
     let tenant = tenant_of(spec);
     let pool = spec.pool_label();
-    let devices = api.devices().await.map_err(bcm_node::StepError::from)?;
+    let devices = api.devices().await.map_err(LifecycleError::from)?;
     let held = devices.iter().filter(|d| held(d, tenant, &pool)).count();
     let wiping = devices.iter().filter(|d| wiping(d, tenant, &pool)).count();
     Ok((held, wiping))
