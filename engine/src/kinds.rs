@@ -67,6 +67,42 @@ pub struct ReadResponse {
     pub diagnostics: Diagnostics,
 }
 
+impl ApplyResponse {
+    /// An apply that ended with `new_state` and nothing to report.
+    pub fn done(new_state: Value) -> ApplyResponse {
+        ApplyResponse {
+            new_state,
+            diagnostics: Diagnostics::new(),
+        }
+    }
+
+    /// An apply that stopped with `diagnostics`, leaving `new_state` recorded.
+    pub fn refused(new_state: Value, diagnostics: Diagnostics) -> ApplyResponse {
+        ApplyResponse {
+            new_state,
+            diagnostics,
+        }
+    }
+}
+
+impl ReadResponse {
+    /// A read that observed `new_state`.
+    pub fn observed(new_state: Value) -> ReadResponse {
+        ReadResponse {
+            new_state,
+            diagnostics: Diagnostics::new(),
+        }
+    }
+
+    /// A read that failed with `diagnostics`, keeping `state` as it was.
+    pub fn refused(state: Value, diagnostics: Diagnostics) -> ReadResponse {
+        ReadResponse {
+            new_state: state,
+            diagnostics,
+        }
+    }
+}
+
 /// A managed resource type.
 #[async_trait]
 pub trait ResourceKind: Send + Sync {

@@ -8,14 +8,22 @@
 //! - [`StepError`] is why a step stopped, over the kind's own failures ([`KindError`]);
 //! - [`bounded`] runs steps within the operation's timeout and Terraform's stop request, and
 //!   [`run_steps`] drives an apply written as a state machine of [`Step`]s through it;
-//! - [`failed`] is the apply response for a failure: the diagnostic and the partial state.
+//! - [`failed`] is the apply response for a failure: the diagnostic and the partial state
+//!   ([`read_outcome`] the read response); [`local_update`] answers an update that changes
+//!   nothing the backend holds;
+//! - [`RemoteKind`] is what a kind over one backend client writes; it gets its
+//!   [`ResourceKind`](crate::kinds::ResourceKind) from it.
 
 mod bounded;
 mod failed;
+mod local_update;
+mod remote_kind;
 mod step_error;
 mod steps;
 
 pub use bounded::bounded;
-pub use failed::failed;
+pub use failed::{failed, read_outcome};
+pub use local_update::local_update;
+pub use remote_kind::RemoteKind;
 pub use step_error::{KindError, StepError, stopped_detail, subject};
 pub use steps::{Machine, Step, Stopped, run_steps};

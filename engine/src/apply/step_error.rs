@@ -9,7 +9,7 @@ use crate::{
 
 /// The failures of one kind's steps beyond those every kind has (mostly its backend's errors),
 /// and how the kind words its failures.
-pub trait KindError: fmt::Debug {
+pub trait KindError: fmt::Debug + fmt::Display {
     /// The resource type name that every detail starts with.
     const TYPE_NAME: &'static str;
 
@@ -18,8 +18,10 @@ pub trait KindError: fmt::Debug {
     const KEPT_IN_STATE: &'static str;
 
     /// The detail for this failure; `what` names the resource ([`subject`]), `doing` is what
-    /// the step was doing.
-    fn detail(&self, what: &str, name: &str, doing: &str) -> String;
+    /// the step was doing. By default the failure as it displays, after the resource.
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        format!("{what}: {self}.")
+    }
 
     /// The detail when the operation's timeout passed after `waited`.
     fn timed_out(what: &str, _name: &str, doing: &str, op: Operation, waited: Duration) -> String {
@@ -80,7 +82,8 @@ pub(super) mod tests {
     use super::*;
 
     /// A kind with one failure of its own, worded like the real ones.
-    #[derive(Debug)]
+    #[derive(Debug, thiserror::Error)]
+    #[error("broke")]
     pub(in crate::apply) struct Broken;
 
     impl KindError for Broken {
@@ -90,6 +93,22 @@ pub(super) mod tests {
         fn detail(&self, what: &str, _name: &str, doing: &str) -> String {
             format!("{what}: broke while {doing}.")
         }
+    }
+
+    /// A kind that words its failures the default way.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the controller said no")]
+    struct Refused;
+
+    impl KindError for Refused {
+        const TYPE_NAME: &'static str = "gpufleet_thing";
+        const KEPT_IN_STATE: &'static str = "What was made so far is recorded in state.";
+    }
+
+    #[test]
+    fn by_default_a_failure_reads_as_it_displays_after_the_resource() {
+        let d = StepError::Kind(Refused).diagnostic("Thing Read Failed", "a", "reading the thing");
+        assert_eq!(d.detail, "gpufleet_thing \"a\": the controller said no.");
     }
 
     fn detail(e: &StepError<Broken>) -> String {

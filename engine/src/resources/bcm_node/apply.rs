@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{
@@ -10,24 +11,25 @@ use super::{
     plan::REMOTE_ATTRIBUTES,
 };
 use crate::{
-    apply::{self, KindError, bounded, failed},
+    apply::{self, KindError, Machine, Step, Stopped, bounded, failed, local_update, run_steps},
     backends::bcm::{
         BcmApi, BcmError, Device, DeviceStatus, PowerOp,
         lifecycle::{LifecycleError, Progress, boot, release_node, sysinfo_of, wait_up},
     },
     context::Context,
-    diag::Diagnostics,
     kinds::ApplyResponse,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
 
 /// A BCM node's own reasons for a step of apply, read or import to stop.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum NodeError {
     /// A BCM call failed.
+    #[error("{0}")]
     Bcm(BcmError),
     /// The install stopped in a failure state.
+    #[error("node {} stopped in {}", .0.hostname, .0.status)]
     InstallFailed(DeviceStatus),
 }
 
@@ -135,6 +137,15 @@ pub(super) fn state_of(p: &Progress, planned: &Value) -> Value {
     s.with_unknowns_nulled()
 }
 
+/// The state to keep when an update or destroy stopped: `prior`, with the last status seen.
+fn prior_with_status(prior: &Value, p: &Progress) -> Value {
+    let mut state = prior.clone();
+    if let Some(s) = &p.status {
+        state.set_attr("status", Value::string(s.status.clone()));
+    }
+    state
+}
+
 /// The create's steps, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CreateStep {
@@ -146,6 +157,36 @@ pub(super) enum CreateStep {
     Wait { booting: bool },
     /// Nothing left to do.
     Done,
+}
+
+impl Step for CreateStep {
+    const DONE: Self = CreateStep::Done;
+    fn doing(self) -> &'static str {
+        match self {
+            CreateStep::Claim => "claiming the node",
+            CreateStep::Power => "powering the node",
+            CreateStep::Wait { .. } => "waiting for the node to be provisioned and UP",
+            CreateStep::Done => "finishing",
+        }
+    }
+}
+
+/// A create as a state machine: the node to reach, what is done so far, and whether the
+/// claim changed the node (which then boots into its new settings).
+struct Creating<'a> {
+    api: &'a dyn BcmApi,
+    want: &'a Desired,
+    p: Progress,
+    changed: bool,
+}
+
+#[async_trait]
+impl Machine for Creating<'_> {
+    type Step = CreateStep;
+    type Error = NodeError;
+    async fn step(&mut self, step: CreateStep) -> Result<CreateStep, StepError> {
+        create_step(self.api, self.want, step, &mut self.p, &mut self.changed).await
+    }
 }
 
 /// The node as `want` has it, from `d` as read (whole object, same revision).
@@ -254,50 +295,41 @@ pub(super) async fn apply_create(
 ) -> ApplyResponse {
     let want = match Desired::from_value(planned) {
         Ok(w) => w,
-        Err(d) => {
-            return ApplyResponse {
-                new_state: Value::Null,
-                diagnostics: d,
-            };
-        }
+        Err(d) => return ApplyResponse::refused(Value::Null, d),
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
-    let deadline = started + t.create;
-    let mut p = Progress::default();
-    let mut changed = false;
-    let mut step = CreateStep::Claim;
-    while step != CreateStep::Done {
-        let doing = match step {
-            CreateStep::Claim => "claiming the node",
-            CreateStep::Power => "powering the node",
-            CreateStep::Wait { .. } => "waiting for the node to be provisioned and UP",
-            CreateStep::Done => "finishing",
+    let mut creating = Creating {
+        api,
+        want: &want,
+        p: Progress::default(),
+        changed: false,
+    };
+    let steps = run_steps(
+        ctx,
+        Operation::Create,
+        started,
+        started + t.create,
+        CreateStep::Claim,
+        &mut creating,
+    )
+    .await;
+    let p = creating.p;
+    if let Err(Stopped { error, doing }) = steps {
+        let state = if p.device.is_some() {
+            state_of(&p, planned)
+        } else {
+            Value::Null
         };
-        let r = bounded(
-            ctx,
-            Operation::Create,
-            started,
-            deadline,
-            create_step(api, &want, step, &mut p, &mut changed),
-        )
-        .await;
-        match r {
-            Ok(next) => step = next,
-            Err(e) => {
-                let state = if p.device.is_some() {
-                    state_of(&p, planned)
-                } else {
-                    Value::Null
-                };
-                return failed("BCM Node Create Failed", &want.hostname, doing, &e, state);
-            }
-        }
+        return failed(
+            "BCM Node Create Failed",
+            &want.hostname,
+            doing,
+            &error,
+            state,
+        );
     }
-    ApplyResponse {
-        new_state: state_of(&p, planned),
-        diagnostics: Diagnostics::new(),
-    }
+    ApplyResponse::done(state_of(&p, planned))
 }
 
 /// Reads the node in `prior` and checks it is still held by the tenant.
@@ -389,28 +421,11 @@ pub(super) async fn apply_update(
     }
     let want = match Desired::from_value(planned) {
         Ok(w) => w,
-        Err(d) => {
-            return ApplyResponse {
-                new_state: prior.clone(),
-                diagnostics: d,
-            };
-        }
+        Err(d) => return ApplyResponse::refused(prior.clone(), d),
     };
-    let remote_same = REMOTE_ATTRIBUTES
-        .iter()
-        .all(|a| planned.get(a) == prior.get(a));
-    if remote_same {
-        // Only local settings changed (wipe_on_destroy, timeouts): nothing to tell BCM.
-        let mut s = planned.clone();
-        for a in ["status", "ip"] {
-            if s.get(a).is_unknown() {
-                s.set_attr(a, prior.get(a).clone());
-            }
-        }
-        return ApplyResponse {
-            new_state: s.with_unknowns_nulled(),
-            diagnostics: Diagnostics::new(),
-        };
+    // Only local settings changed (wipe_on_destroy, timeouts): nothing to tell BCM.
+    if let Some(r) = local_update(prior, planned, REMOTE_ATTRIBUTES, &["status", "ip"]) {
+        return r;
     }
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
@@ -430,24 +445,17 @@ pub(super) async fn apply_update(
             for a in ["mac", "rack", "gpu_product", "gpu_count"] {
                 s.set_attr(a, prior.get(a).clone());
             }
-            ApplyResponse {
-                new_state: s,
-                diagnostics: Diagnostics::new(),
-            }
+            ApplyResponse::done(s)
         }
         Err(e) => {
             // BCM may hold the old or the new settings: keep the prior state, so the next plan
             // shows what is still to do.
-            let mut state = prior.clone();
-            if let Some(s) = &p.status {
-                state.set_attr("status", Value::string(s.status.clone()));
-            }
             failed(
                 "BCM Node Update Failed",
                 &want.hostname,
                 "updating the node",
                 &e,
-                state,
+                prior_with_status(prior, &p),
             )
         }
     }
@@ -460,10 +468,7 @@ pub(super) async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value)
         .unwrap_or_default()
         .to_owned();
     let Some(uuid) = prior.get("id").as_str().map(str::to_owned) else {
-        return ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        };
+        return ApplyResponse::done(Value::Null);
     };
     let tenant = prior.get("tenant").as_str().unwrap_or_default().to_owned();
     let wipe = prior.get("wipe_on_destroy").as_bool().unwrap_or(true);
@@ -475,26 +480,17 @@ pub(super) async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value)
     })
     .await;
     match r {
-        Ok(()) => ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        },
-        Err(e) => {
-            let mut state = prior.clone();
-            if let Some(s) = &p.status {
-                state.set_attr("status", Value::string(s.status.clone()));
-            }
-            failed(
-                "BCM Node Destroy Failed",
-                &hostname,
-                if wipe {
-                    "wiping and releasing the node"
-                } else {
-                    "releasing the node"
-                },
-                &e,
-                state,
-            )
-        }
+        Ok(()) => ApplyResponse::done(Value::Null),
+        Err(e) => failed(
+            "BCM Node Destroy Failed",
+            &hostname,
+            if wipe {
+                "wiping and releasing the node"
+            } else {
+                "releasing the node"
+            },
+            &e,
+            prior_with_status(prior, &p),
+        ),
     }
 }

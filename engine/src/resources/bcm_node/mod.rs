@@ -74,10 +74,11 @@ use self::{
     validate::validate_node,
 };
 use crate::{
+    apply::RemoteKind,
     backends::bcm::{BcmApi, BcmBackend, FromSettings},
     context::Context,
     diag::Diagnostics,
-    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    kinds::{ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -109,59 +110,49 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 pub struct BcmNode<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: BcmBackend> ResourceKind for BcmNode<B> {
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
+impl<B: BcmBackend> RemoteKind for BcmNode<B> {
+    type Api = dyn BcmApi;
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const IDENTITY: &'static [&'static str] = &["hostname"];
 
-    fn schema(&self) -> Schema {
+    fn schema() -> Schema {
         node_schema()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
+    fn validate(config: &Value) -> Diagnostics {
         validate_node(config)
     }
 
-    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
-        plan_node(&req)
+    fn plan(req: &PlanRequest) -> PlanResponse {
+        plan_node(req)
     }
 
-    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
-            Ok(api) => api,
-            Err(diagnostics) => {
-                return ApplyResponse {
-                    new_state: req.prior,
-                    diagnostics,
-                };
-            }
-        };
-        if req.planned.is_null() {
-            apply_delete(api.as_ref(), ctx, &req.prior).await
-        } else if req.prior.is_null() {
-            apply_create(api.as_ref(), ctx, &req.planned).await
-        } else {
-            apply_update(api.as_ref(), ctx, &req.prior, &req.planned).await
-        }
-    }
-
-    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx) {
-            Ok(api) => read_node(api.as_ref(), ctx, &state).await,
-            Err(diagnostics) => ReadResponse {
-                new_state: state,
-                diagnostics,
-            },
-        }
-    }
-
-    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        // Fail early, with the settings diagnostic, when there is no head node to read from.
-        self.0.connect(ctx)?;
+    fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         import_skeleton(id)
     }
 
-    fn identity_attributes(&self) -> &'static [&'static str] {
-        &["hostname"]
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        self.0.connect(ctx)
+    }
+
+    async fn create(api: &dyn BcmApi, ctx: &Context, planned: &Value) -> ApplyResponse {
+        apply_create(api, ctx, planned).await
+    }
+
+    async fn update(
+        api: &dyn BcmApi,
+        ctx: &Context,
+        prior: &Value,
+        planned: &Value,
+    ) -> ApplyResponse {
+        apply_update(api, ctx, prior, planned).await
+    }
+
+    async fn delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+        apply_delete(api, ctx, prior).await
+    }
+
+    async fn refresh(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
+        read_node(api, ctx, state).await
     }
 }

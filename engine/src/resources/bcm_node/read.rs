@@ -9,7 +9,7 @@ use super::{
     schema::node_schema,
 };
 use crate::{
-    apply::bounded,
+    apply::{bounded, read_outcome},
     backends::bcm::{BcmApi, Device, lifecycle::sysinfo_of},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -99,18 +99,13 @@ pub(super) async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) ->
         observe(api, state, &d).await
     })
     .await;
-    match result {
-        Ok(new_state) => ReadResponse {
-            new_state,
-            diagnostics: Diagnostics::new(),
-        },
-        Err(e) => ReadResponse {
-            new_state: state.clone(),
-            diagnostics: e
-                .diagnostic("BCM Node Read Failed", &hostname, "reading the node")
-                .into(),
-        },
-    }
+    read_outcome(
+        result,
+        state,
+        "BCM Node Read Failed",
+        &hostname,
+        "reading the node",
+    )
 }
 
 /// The state skeleton for an import by hostname: every attribute null but `hostname`; read

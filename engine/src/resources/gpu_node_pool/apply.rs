@@ -38,27 +38,22 @@ use crate::{
 const DRAIN_POLL: Duration = Duration::from_millis(500);
 
 /// A pool's own reasons for a step to stop.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum PoolError {
     /// A host-cluster call failed.
+    #[error("{0}")]
     Host(HostError),
     /// A claim or release failed.
+    #[error("{0}")]
     Claim(ClaimError),
     /// A Base Command Manager call failed.
+    #[error("{0}")]
     Bcm(BcmError),
 }
 
 impl KindError for PoolError {
     const TYPE_NAME: &'static str = TYPE_NAME;
     const KEPT_IN_STATE: &'static str = "The nodes held so far are recorded in state.";
-
-    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
-        match self {
-            PoolError::Host(e) => format!("{what}: {e}."),
-            PoolError::Claim(e) => format!("{what}: {e}."),
-            PoolError::Bcm(e) => format!("{what}: {e}."),
-        }
-    }
 }
 
 /// Why a step stopped.

@@ -14,10 +14,9 @@ use super::{
     plan::REMOTE_ATTRIBUTES,
 };
 use crate::{
-    apply::{self, KindError, Machine, Step, Stopped, bounded, failed, run_steps},
+    apply::{self, KindError, Machine, Step, Stopped, bounded, failed, local_update, run_steps},
     backends::netris::{IpamNode, NetrisApi, NetrisError, VNet},
     context::Context,
-    diag::Diagnostics,
     kinds::ApplyResponse,
     timeouts::{self, Operation, Timeouts},
     value::Value,
@@ -39,21 +38,16 @@ pub(super) fn poll_delay(n: u32) -> Duration {
 }
 
 /// A segment's own reason for a step of apply, read or import to stop.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum SegmentError {
     /// A controller call failed.
+    #[error("{0}")]
     Netris(NetrisError),
 }
 
 impl KindError for SegmentError {
     const TYPE_NAME: &'static str = TYPE_NAME;
     const KEPT_IN_STATE: &'static str = "The objects created so far are recorded in state.";
-
-    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
-        match self {
-            SegmentError::Netris(e) => format!("{what}: {e}."),
-        }
-    }
 
     fn timed_out(what: &str, _name: &str, doing: &str, op: Operation, waited: Duration) -> String {
         format!(
@@ -467,12 +461,7 @@ pub(super) async fn apply_create(
 ) -> ApplyResponse {
     let seg = match Segment::from_value(planned) {
         Ok(s) => s,
-        Err(d) => {
-            return ApplyResponse {
-                new_state: Value::Null,
-                diagnostics: d,
-            };
-        }
+        Err(d) => return ApplyResponse::refused(Value::Null, d),
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
@@ -510,10 +499,7 @@ pub(super) async fn apply_create(
             state,
         );
     }
-    ApplyResponse {
-        new_state: creating.p.state(planned),
-        diagnostics: Diagnostics::new(),
-    }
+    ApplyResponse::done(creating.p.state(planned))
 }
 
 pub(super) async fn apply_update(
@@ -529,28 +515,16 @@ pub(super) async fn apply_update(
     }
     let seg = match Segment::from_value(planned) {
         Ok(s) => s,
-        Err(d) => {
-            return ApplyResponse {
-                new_state: prior.clone(),
-                diagnostics: d,
-            };
-        }
+        Err(d) => return ApplyResponse::refused(prior.clone(), d),
     };
-    let remote_same = REMOTE_ATTRIBUTES
-        .iter()
-        .all(|a| planned.get(a) == prior.get(a));
-    if remote_same {
-        // Only local settings (timeouts) changed: nothing to tell the controller.
-        let mut s = planned.clone();
-        for a in ["status", "attached_ports"] {
-            if s.get(a).is_unknown() {
-                s.set_attr(a, prior.get(a).clone());
-            }
-        }
-        return ApplyResponse {
-            new_state: s.with_unknowns_nulled(),
-            diagnostics: Diagnostics::new(),
-        };
+    // Only local settings (timeouts) changed: nothing to tell the controller.
+    if let Some(r) = local_update(
+        prior,
+        planned,
+        REMOTE_ATTRIBUTES,
+        &["status", "attached_ports"],
+    ) {
+        return r;
     }
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
@@ -589,10 +563,7 @@ pub(super) async fn apply_update(
             state,
         );
     }
-    ApplyResponse {
-        new_state: updating.p.state(planned),
-        diagnostics: Diagnostics::new(),
-    }
+    ApplyResponse::done(updating.p.state(planned))
 }
 
 pub(super) async fn apply_delete(
@@ -628,10 +599,7 @@ pub(super) async fn apply_delete(
     })
     .await;
     match result {
-        Ok(()) => ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        },
+        Ok(()) => ApplyResponse::done(Value::Null),
         Err(e) => {
             let mut state = prior.clone();
             state.set_attr("id", id_value(ids.vnet));

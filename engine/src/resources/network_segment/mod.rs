@@ -73,10 +73,11 @@ use self::{
     validate::validate_segment,
 };
 use crate::{
+    apply::RemoteKind,
     backends::netris::{NetrisApi, NetrisConfig, shared_client},
     context::Context,
     diag::{Diagnostic, Diagnostics},
-    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    kinds::{ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -136,59 +137,49 @@ impl<A: NetrisApi + 'static> Backend for Arc<A> {
 pub struct NetworkSegment<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: Backend> ResourceKind for NetworkSegment<B> {
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
+impl<B: Backend> RemoteKind for NetworkSegment<B> {
+    type Api = dyn NetrisApi;
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const IDENTITY: &'static [&'static str] = &["name"];
 
-    fn schema(&self) -> Schema {
+    fn schema() -> Schema {
         segment_schema()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
+    fn validate(config: &Value) -> Diagnostics {
         validate_segment(config)
     }
 
-    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
-        plan_segment(&req)
+    fn plan(req: &PlanRequest) -> PlanResponse {
+        plan_segment(req)
     }
 
-    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let api = match self.0.connect(ctx) {
-            Ok(api) => api,
-            Err(diagnostics) => {
-                return ApplyResponse {
-                    new_state: req.prior,
-                    diagnostics,
-                };
-            }
-        };
-        if req.planned.is_null() {
-            apply_delete(api.as_ref(), ctx, &req.prior).await
-        } else if req.prior.is_null() {
-            apply_create(api.as_ref(), ctx, &req.planned, Ids::default()).await
-        } else {
-            apply_update(api.as_ref(), ctx, &req.prior, &req.planned).await
-        }
-    }
-
-    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx) {
-            Ok(api) => read_segment(api.as_ref(), ctx, &state).await,
-            Err(diagnostics) => ReadResponse {
-                new_state: state,
-                diagnostics,
-            },
-        }
-    }
-
-    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        // Fail early, with the settings diagnostic, when there is no controller to read from.
-        self.0.connect(ctx)?;
+    fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         import_skeleton(id)
     }
 
-    fn identity_attributes(&self) -> &'static [&'static str] {
-        &["name"]
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        self.0.connect(ctx)
+    }
+
+    async fn create(api: &dyn NetrisApi, ctx: &Context, planned: &Value) -> ApplyResponse {
+        apply_create(api, ctx, planned, Ids::default()).await
+    }
+
+    async fn update(
+        api: &dyn NetrisApi,
+        ctx: &Context,
+        prior: &Value,
+        planned: &Value,
+    ) -> ApplyResponse {
+        apply_update(api, ctx, prior, planned).await
+    }
+
+    async fn delete(api: &dyn NetrisApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+        apply_delete(api, ctx, prior).await
+    }
+
+    async fn refresh(api: &dyn NetrisApi, ctx: &Context, state: &Value) -> ReadResponse {
+        read_segment(api, ctx, state).await
     }
 }

@@ -17,7 +17,7 @@ use super::{
     schema::segment_schema,
 };
 use crate::{
-    apply::bounded,
+    apply::{bounded, read_outcome},
     backends::netris::{IpamNode, NetrisApi, VNet},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -297,18 +297,13 @@ pub(super) async fn read_segment(
         }
     })
     .await;
-    match result {
-        Ok(new_state) => ReadResponse {
-            new_state,
-            diagnostics: Diagnostics::new(),
-        },
-        Err(e) => ReadResponse {
-            new_state: state.clone(),
-            diagnostics: e
-                .diagnostic("Network Segment Read Failed", &name, "reading the segment")
-                .into(),
-        },
-    }
+    read_outcome(
+        result,
+        state,
+        "Network Segment Read Failed",
+        &name,
+        "reading the segment",
+    )
 }
 
 /// The state skeleton for an import by name: every attribute null but `name`; read finds the
