@@ -53,7 +53,7 @@ pub use self::dispatch::{ApiConfig, Outcome, Profile, Request, Response};
 pub use self::inventory::BcmInventory;
 pub use self::store::{BcmStore, StoreError};
 pub use self::tls::TlsError;
-use crate::emulator::start::{RunningServer, create_state_dir};
+use crate::emulator::start::{create_state_dir, serve};
 pub use crate::emulator::{Clock, ManualClock, SystemClock};
 use crate::emulator::{Running, Service, StartError};
 
@@ -208,13 +208,7 @@ impl BcmEmulator {
         };
         let server_config = tls::server_config(&ca_cert, &ca_key, &config.extra_names)?;
         let controller = Controller::new(Arc::new(store), config.api.clone());
-        let server = RunningServer::start(config.bind, server_config, controller.clone()).await?;
-        tracing::info!(
-            "bcm emulator on https://{} (state in {})",
-            server.addr(),
-            dir.display()
-        );
-        Ok(Running::new(server, ca_cert, dir, controller))
+        Ok(serve("bcm", config.bind, server_config, controller, ca_cert, dir).await?)
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) fn create_state_dir(dir: &Path) -> Result<(), StartError> {
 /// A server task answering HTTPS on a bound address. Dropping it stops it too (without
 /// waiting).
 #[derive(Debug)]
-pub(crate) struct RunningServer {
+struct RunningServer {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -54,7 +54,7 @@ pub(crate) struct RunningServer {
 impl RunningServer {
     /// Listens on `bind` and serves `service` with `tls` in a task of the current tokio
     /// runtime.
-    pub(crate) async fn start<S: Service>(
+    async fn start<S: Service>(
         bind: SocketAddr,
         tls: Arc<ServerConfig>,
         service: S,
@@ -79,13 +79,13 @@ impl RunningServer {
     }
 
     /// The address it listens on.
-    pub(crate) fn addr(&self) -> SocketAddr {
+    fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// The base URL, `https://127.0.0.1:<port>` (a wildcard bind is reported as
     /// loopback).
-    pub(crate) fn url(&self) -> String {
+    fn url(&self) -> String {
         match self.addr.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() => {
                 format!("https://127.0.0.1:{}", self.addr.port())
@@ -97,7 +97,7 @@ impl RunningServer {
     }
 
     /// Stops accepting, closes every connection and waits for the server task.
-    pub(crate) async fn shutdown(mut self) {
+    async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -114,6 +114,31 @@ impl Drop for RunningServer {
     }
 }
 
+/// Serves `controller` on `bind` with `tls` in a task of the current tokio runtime, and logs
+/// where the emulator `name` (with its state in `state_dir`) answers; clients trust the CA at
+/// `ca_path`.
+pub(crate) async fn serve<C: Service>(
+    name: &str,
+    bind: SocketAddr,
+    tls: Arc<ServerConfig>,
+    controller: C,
+    ca_path: PathBuf,
+    state_dir: PathBuf,
+) -> Result<Running<C>, StartError> {
+    let server = RunningServer::start(bind, tls, controller.clone()).await?;
+    tracing::info!(
+        "{name} emulator on https://{} (state in {})",
+        server.addr(),
+        state_dir.display()
+    );
+    Ok(Running {
+        server,
+        ca_path,
+        state_dir,
+        controller,
+    })
+}
+
 /// A running emulator: its server, its CA and state, and the controller it serves.
 /// Dropping it stops it too (without waiting).
 #[derive(Debug)]
@@ -125,21 +150,6 @@ pub struct Running<C> {
 }
 
 impl<C> Running<C> {
-    /// The handle of `server`, which serves `controller` with the CA at `ca_path`.
-    pub(crate) fn new(
-        server: RunningServer,
-        ca_path: PathBuf,
-        state_dir: PathBuf,
-        controller: C,
-    ) -> Self {
-        Self {
-            server,
-            ca_path,
-            state_dir,
-            controller,
-        }
-    }
-
     /// The base URL, `https://127.0.0.1:<port>` (a wildcard bind is reported as
     /// loopback).
     #[must_use]

@@ -53,7 +53,7 @@ pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
 pub use self::inventory::NetrisInventory;
 pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
-use crate::emulator::start::{RunningServer, create_state_dir};
+use crate::emulator::start::{create_state_dir, serve};
 use crate::emulator::{Running, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
@@ -212,14 +212,15 @@ impl NetrisEmulator {
             None => tls.ca_path.clone(),
         };
         let controller = Controller::new(Arc::new(store), config.api.clone());
-        let server =
-            RunningServer::start(config.bind, tls.server_config, controller.clone()).await?;
-        tracing::info!(
-            "netris emulator on https://{} (state in {})",
-            server.addr(),
-            dir.display()
-        );
-        Ok(Running::new(server, ca_path, dir, controller))
+        Ok(serve(
+            "netris",
+            config.bind,
+            tls.server_config,
+            controller,
+            ca_path,
+            dir,
+        )
+        .await?)
     }
 }
 
