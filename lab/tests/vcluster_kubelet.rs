@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpufleet_engine::backends::kube::{DynamicClient, Gvk};
+use gpufleet_engine::resources::virtual_cluster::model::Spec;
 use gpufleet_engine::resources::virtual_cluster::objects::ObjectKind;
 use gpufleet_engine::resources::virtual_cluster::render::render;
-use gpufleet_engine::resources::virtual_cluster::spec::Spec;
 use gpufleet_engine::value::Value;
 use gpufleet_lab::Lab;
 use gpufleet_lab::process::PidRecord;

@@ -36,13 +36,13 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     host::{HostApi, HostError},
+    model::Spec,
     objects::{Names, ObjectKind},
     pause,
     persistence::{self, Persistence},
     read::owned_by,
     readiness::{self, Access, Readiness, WaitError},
     render::{self, Rendered},
-    spec::Spec,
 };
 use crate::{
     apply,
@@ -439,7 +439,7 @@ pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> A
     let namespace = prior
         .get("namespace")
         .as_str()
-        .map_or_else(|| super::spec::default_namespace(&name), str::to_owned);
+        .map_or_else(|| super::model::default_namespace(&name), str::to_owned);
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.delete;
     let calls_before = host.calls();

@@ -3,7 +3,7 @@
 //!
 //! # Modules
 //!
-//! - [`schema`]: the attributes; [`spec`]: the model read from a value, and the offline checks
+//! - [`schema`]: the attributes; [`model`]: the model read from a value, and the offline checks
 //!   across attributes (reserved labels, `values_override` keys gpufleet manages);
 //!   [`versions`]: the pinned vCluster release and its Kubernetes versions; [`quantity`]:
 //!   Kubernetes quantities.
@@ -41,6 +41,7 @@
 pub mod apply;
 pub mod expose;
 pub mod host;
+pub mod model;
 pub mod objects;
 pub mod pause;
 pub mod persistence;
@@ -50,7 +51,6 @@ pub mod read;
 pub mod readiness;
 pub mod render;
 pub mod schema;
-pub mod spec;
 pub mod values;
 pub mod versions;
 
@@ -123,7 +123,7 @@ pub fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
     let name = planned.get("name").as_str().map(str::to_owned);
     if req.config.get("namespace").is_null() {
         let ns = name.as_deref().map_or_else(Value::unknown, |n| {
-            Value::string(spec::default_namespace(n))
+            Value::string(model::default_namespace(n))
         });
         planned.set_attr("namespace", ns);
     }
@@ -220,7 +220,7 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     let id = id.trim();
     let (namespace, name) = match id.split_once('/') {
         Some((ns, n)) => (ns.to_owned(), n.to_owned()),
-        None => (spec::default_namespace(id), id.to_owned()),
+        None => (model::default_namespace(id), id.to_owned()),
     };
     let mut d = Diagnostics::new();
     DnsLabel::new(schema::NAME_MAX).validate(
@@ -264,7 +264,7 @@ pub async fn read_virtual_cluster(
     let namespace = state
         .get("namespace")
         .as_str()
-        .map_or_else(|| spec::default_namespace(&name), str::to_owned);
+        .map_or_else(|| model::default_namespace(&name), str::to_owned);
     let names = objects::Names::new(&name, &namespace);
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let calls_before = host.calls();
@@ -336,7 +336,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     fn validate(&self, config: &Value) -> Diagnostics {
-        spec::validate(config)
+        model::validate(config)
     }
 
     async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {

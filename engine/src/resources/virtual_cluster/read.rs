@@ -24,12 +24,12 @@ use super::{
     apply::access_values,
     expose::Expose,
     host::{HostApi, HostError},
+    model::Spec,
     objects::{Names, ObjectKind, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{ISOLATIONS, POD_SECURITY_LEVELS},
-    spec::Spec,
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{

@@ -30,9 +30,9 @@ use base64::Engine as _;
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    model::Spec,
     objects::{Names, ObjectKind, ObjectRef},
     pause, rbac,
-    spec::Spec,
     values::{self, at, is_true, text, truthy},
 };
 use crate::backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER};
