@@ -36,12 +36,12 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     host::{HostApi, HostError},
-    model::Spec,
+    model::{Address, Spec, access_values},
     objects::{Names, ObjectKind},
     pause,
     persistence::{self, Persistence},
     read::owned_by,
-    readiness::{self, Access, Readiness, WaitError},
+    readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
 };
 use crate::{
@@ -168,19 +168,6 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     }
     fill(&mut s, "drift", Value::List(Vec::new()));
     s.with_unknowns_nulled()
-}
-
-/// The credentials attributes ([`ACCESS`](super::ACCESS)) of `access`, null without one.
-pub(super) fn access_values(access: Option<&Access>) -> [(&'static str, Value); 6] {
-    let text = |f: fn(&Access) -> Option<String>| -> Value { access.and_then(f).into() };
-    [
-        ("kubeconfig", text(|a| Some(a.kubeconfig.clone()))),
-        ("endpoint", text(|a| a.endpoint.clone())),
-        ("host", text(|a| a.endpoint.clone())),
-        ("cluster_ca_certificate", text(|a| a.ca.clone())),
-        ("client_certificate", text(|a| a.client_certificate.clone())),
-        ("client_key", text(|a| a.client_key.clone())),
-    ]
 }
 
 /// How far a create or update got, for the failure's wording and what state to record.
@@ -435,11 +422,7 @@ async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Resul
 
 /// Delete: the namespace and everything in it, waiting until it is gone.
 pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
-    let name = prior.get("name").as_str().unwrap_or_default().to_owned();
-    let namespace = prior
-        .get("namespace")
-        .as_str()
-        .map_or_else(|| super::model::default_namespace(&name), str::to_owned);
+    let Address { name, namespace } = Address::of_state(prior);
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.delete;
     let calls_before = host.calls();

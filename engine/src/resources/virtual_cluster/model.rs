@@ -1,16 +1,13 @@
-//! The virtual cluster as gpufleet understands it: the model read from a configuration or
-//! state value, and the offline checks across attributes.
+//! The virtual cluster as gpufleet understands it, decoded once from a configuration or
+//! state value: the [`Spec`] that apply renders, the [`Address`] that read and delete look
+//! for, and how the credentials are written back to state.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::{
-    expose::{Expose, ServiceType},
-    persistence::Persistence,
-    values, versions,
-};
-use crate::{backends::kube::reserved_label, diag::Diagnostics, path::AttrPath, value::Value};
+use super::{expose::Expose, persistence::Persistence, readiness::Access, versions};
+use crate::{diag::Diagnostics, path::AttrPath, value::Value};
 
 /// The tenancy tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +105,48 @@ pub struct Spec {
 /// The namespace a virtual cluster called `name` lives in by default.
 pub fn default_namespace(name: &str) -> String {
     format!("vc-{name}")
+}
+
+/// Where a virtual cluster lives: what read and delete need of a stored state, which may
+/// hold nothing else (an import's skeleton) or be from an older schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    /// `name`; empty when the state has none.
+    pub name: String,
+    /// The host namespace: `namespace`, or the default for `name`.
+    pub namespace: String,
+}
+
+impl Address {
+    /// The address recorded in `state`.
+    pub fn of_state(state: &Value) -> Address {
+        let name = text(state.get("name")).unwrap_or_default();
+        let namespace = text(state.get("namespace")).unwrap_or_else(|| default_namespace(&name));
+        Address { name, namespace }
+    }
+}
+
+/// Computed attributes read from Secret `vc-<name>` and the address `expose` gives.
+pub(super) const ACCESS: &[&str] = &[
+    "kubeconfig",
+    "endpoint",
+    "host",
+    "cluster_ca_certificate",
+    "client_certificate",
+    "client_key",
+];
+
+/// The credentials attributes ([`ACCESS`]) of `access`, null without one.
+pub(super) fn access_values(access: Option<&Access>) -> [(&'static str, Value); 6] {
+    let text = |f: fn(&Access) -> Option<String>| -> Value { access.and_then(f).into() };
+    [
+        ("kubeconfig", text(|a| Some(a.kubeconfig.clone()))),
+        ("endpoint", text(|a| a.endpoint.clone())),
+        ("host", text(|a| a.endpoint.clone())),
+        ("cluster_ca_certificate", text(|a| a.ca.clone())),
+        ("client_certificate", text(|a| a.client_certificate.clone())),
+        ("client_key", text(|a| a.client_key.clone())),
+    ]
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -210,266 +249,4 @@ pub fn parse_override(s: &str) -> Result<Option<Json>, String> {
                 .to_owned(),
         ),
     }
-}
-
-/// Who decides a vcluster.yaml key that `values_override` may not set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Managed {
-    /// An attribute of the resource.
-    Attribute(&'static str),
-    /// gpufleet itself, for the reason given.
-    Fixed(&'static str),
-}
-
-/// Why `values_override` cannot change the control plane's volume claim.
-const CLAIM_FIXED: &str = "gpufleet keeps the control plane's data on the chart's volume claim \
-                           `data` (ReadWriteOnce, retained when the StatefulSet goes); set its \
-                           size and StorageClass with the `persistence` attribute";
-
-/// The vcluster.yaml keys gpufleet decides, with who decides each (the first match counts).
-pub const MANAGED_KEYS: &[(&str, Managed)] = &[
-    (
-        "controlPlane.distro",
-        Managed::Attribute("kubernetes_version"),
-    ),
-    ("sync.fromHost.nodes", Managed::Attribute("isolation")),
-    (
-        "sync.toHost.pods.enforceTolerations",
-        Managed::Attribute("isolation"),
-    ),
-    ("policies.resourceQuota", Managed::Attribute("quota")),
-    ("policies.limitRange", Managed::Attribute("limit_range")),
-    (
-        "policies.networkPolicy",
-        Managed::Attribute("network_isolation"),
-    ),
-    (
-        "policies.podSecurityStandard",
-        Managed::Attribute("pod_security"),
-    ),
-    (
-        "controlPlane.backingStore",
-        Managed::Fixed("gpufleet runs the embedded database (SQLite through kine)"),
-    ),
-    (
-        "controlPlane.statefulSet.persistence.volumeClaim.size",
-        Managed::Attribute("persistence"),
-    ),
-    (
-        "controlPlane.statefulSet.persistence.volumeClaim.storageClass",
-        Managed::Attribute("persistence"),
-    ),
-    (
-        "controlPlane.statefulSet.persistence.volumeClaim",
-        Managed::Fixed(CLAIM_FIXED),
-    ),
-    (
-        "controlPlane.statefulSet.persistence.volumeClaimTemplates",
-        Managed::Fixed(CLAIM_FIXED),
-    ),
-    (
-        "controlPlane.statefulSet.persistence.dataVolume",
-        Managed::Fixed(
-            "the control plane's data is on the volume claim `data` (set its size and class \
-             with the `persistence` attribute); the chart uses dataVolume only without a claim",
-        ),
-    ),
-    (
-        "controlPlane.statefulSet.image.repository",
-        Managed::Fixed("gpufleet runs vCluster's OSS image of the release it pins"),
-    ),
-    (
-        "controlPlane.statefulSet.image.tag",
-        Managed::Fixed("gpufleet runs vCluster's OSS image of the release it pins"),
-    ),
-    (
-        "controlPlane.advanced.serviceAccount.enabled",
-        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-<name>"),
-    ),
-    (
-        "controlPlane.advanced.serviceAccount.name",
-        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-<name>"),
-    ),
-    (
-        "controlPlane.advanced.workloadServiceAccount.enabled",
-        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
-    ),
-    (
-        "controlPlane.advanced.workloadServiceAccount.name",
-        Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
-    ),
-    (
-        "controlPlane.service.spec.type",
-        Managed::Attribute("expose"),
-    ),
-    ("controlPlane.proxy.extraSANs", Managed::Attribute("expose")),
-    (
-        "controlPlane.service.enabled",
-        Managed::Fixed("gpufleet always writes the Service <name> of the API server"),
-    ),
-    (
-        "rbac.role.enabled",
-        Managed::Fixed("the control plane needs its Role vc-<name>"),
-    ),
-    (
-        "rbac.clusterRole.enabled",
-        Managed::Fixed("the control plane needs its ClusterRole to read the host's nodes"),
-    ),
-    (
-        "sleepMode",
-        Managed::Fixed(
-            "sleepMode is no vcluster.yaml key of this vCluster release; its successor, \
-             sleep, is a vCluster Platform feature",
-        ),
-    ),
-];
-
-/// The keys of `override` that reach into what gpufleet manages, as
-/// `(dotted key, who manages it)`.
-pub fn override_conflicts(over: &Json) -> Vec<(String, Managed)> {
-    let mut leaves = Vec::new();
-    collect_leaves(over, &mut Vec::new(), &mut leaves);
-    let mut out = Vec::new();
-    for leaf in leaves {
-        let dotted = leaf.join(".");
-        for (key, managed) in MANAGED_KEYS {
-            let managed_path: Vec<&str> = key.split('.').collect();
-            let n = managed_path.len().min(leaf.len());
-            if managed_path[..n] == leaf.iter().map(String::as_str).collect::<Vec<_>>()[..n] {
-                out.push((dotted.clone(), *managed));
-                break;
-            }
-        }
-    }
-    out
-}
-
-/// Paths of the values that an override would put in place: non-mappings and empty mappings.
-fn collect_leaves(v: &Json, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    match v {
-        Json::Object(m) if !m.is_empty() => {
-            for (k, x) in m {
-                path.push(k.clone());
-                collect_leaves(x, path, out);
-                path.pop();
-            }
-        }
-        _ if !path.is_empty() => out.push(path.clone()),
-        _ => {}
-    }
-}
-
-/// The chart's settings that put a fixed node port on the Service's ports.
-const NODE_PORT_SETTINGS: &[&str] = &[
-    "controlPlane.service.httpsNodePort",
-    "controlPlane.service.kubeletNodePort",
-];
-
-/// Refuses a fixed node port in `over` unless `expose.type` makes the Service one that has
-/// node ports: Kubernetes refuses `nodePort` on a ClusterIP Service (the chart would render it
-/// regardless), so every apply would fail.
-fn node_ports_need_a_node_port_service(
-    config: &Value,
-    over: &Json,
-    path: &AttrPath,
-    d: &mut Diagnostics,
-) {
-    let expose = config.get("expose");
-    if expose.is_unknown() || expose.get("type").is_unknown() {
-        return;
-    }
-    if Expose::from_value(expose).service_type != ServiceType::ClusterIp {
-        return;
-    }
-    for key in NODE_PORT_SETTINGS {
-        let set = values::at(over, key).is_some_and(|n| !n.is_null() && n.as_i64() != Some(0));
-        if set {
-            d.error_at(
-                path.clone(),
-                "Node Port Needs expose.type NodePort Or LoadBalancer",
-                format!(
-                    "values_override sets {key}, a fixed node port, but the Service of the API \
-                     server is a ClusterIP Service, which Kubernetes refuses node ports on. Set \
-                     expose = {{ type = \"NodePort\" }} (or \"LoadBalancer\"), or remove {key} \
-                     from values_override."
-                ),
-            );
-        }
-    }
-}
-
-/// Checks across attributes and inside strings that the schema's validators cannot see.
-/// Unknown values are skipped.
-pub fn validate(config: &Value) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    if let Some(labels) = config.get("labels").as_map() {
-        for (k, v) in labels {
-            let path = AttrPath::attr("labels").push_key(k.clone());
-            if reserved_label(k) {
-                d.error_at(
-                    path,
-                    "Reserved Label",
-                    format!("labels[{k:?}] is a label gpufleet sets itself; choose another key."),
-                );
-            } else if let Some(s) = v.as_str()
-                && (s.len() > 63
-                    || !s
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-            {
-                d.error_at(
-                    path,
-                    "Invalid Label Value",
-                    format!(
-                        "labels[{k:?}] = {s:?} is not a Kubernetes label value: at most 63 \
-                         letters, digits, '-', '_' and '.'."
-                    ),
-                );
-            }
-        }
-    }
-    if let Some(s) = config.get("values_override").as_str() {
-        let path = AttrPath::attr("values_override");
-        match parse_override(s) {
-            Err(why) => d.error_at(path, "Invalid values_override", why),
-            Ok(Some(over)) => {
-                for (key, managed) in override_conflicts(&over) {
-                    let detail = match managed {
-                        Managed::Attribute(attr) => format!(
-                            "values_override sets {key}, which gpufleet manages from the \
-                             `{attr}` attribute. Remove {key} from values_override and set \
-                             `{attr}` instead."
-                        ),
-                        Managed::Fixed(why) => format!(
-                            "values_override sets {key}, which gpufleet decides itself: \
-                             {why}. Remove {key} from values_override."
-                        ),
-                    };
-                    d.error_at(
-                        path.clone(),
-                        "values_override Conflicts With gpufleet",
-                        detail,
-                    );
-                }
-                node_ports_need_a_node_port_service(config, &over, &path, &mut d);
-                let merged = values::coalesce(&over, values::chart_defaults());
-                for feature in values::pro_features(&merged) {
-                    d.error_at(
-                        path.clone(),
-                        "values_override Needs A vCluster Licence",
-                        format!(
-                            "values_override turns on {key}, a {needs} feature. gpufleet \
-                             renders open-source vCluster {version}, whose control plane \
-                             refuses to start with it. Remove {key} from values_override.",
-                            key = feature.key,
-                            needs = feature.needs,
-                            version = versions::VCLUSTER_VERSION,
-                        ),
-                    );
-                }
-            }
-            Ok(None) => {}
-        }
-    }
-    d
 }
