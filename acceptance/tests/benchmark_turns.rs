@@ -21,7 +21,7 @@ use gpufleet_engine::{
         HISTORY_ANNOTATION, LeaseRef, Turn, TurnGuard, TurnLease, history, holder_identity,
     },
     context::Context,
-    resources::benchmark::{spec::PoolRef, turn_name::turn_lease},
+    resources::benchmark::{model::PoolRef, turn_name::turn_lease},
 };
 use gpufleet_lab::Lab;
 use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};

@@ -11,13 +11,12 @@ use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
 use gpufleet_acceptance::Session;
 use gpufleet_engine::{
+    backends::kube::host::KubeHost,
     consistency::{assert_object_compatible, proposed_new},
     context::Context,
     kinds::{ApplyRequest, ResourceKind},
     plan::plan_resource,
-    resources::gpu_node_pool::{
-        GpuNodePool, kube_api::KubeHost, node_config::ORIGINALS_ANNOTATION,
-    },
+    resources::gpu_node_pool::{GpuNodePool, node_config::ORIGINALS_ANNOTATION},
     value::Value,
 };
 use gpufleet_lab::Lab;

@@ -22,6 +22,7 @@ pub mod provider_config;
 pub mod registry;
 pub mod resources;
 pub mod schema;
+pub mod tenancy;
 pub mod timeouts;
 pub mod validate;
 pub mod value;

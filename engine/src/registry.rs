@@ -4,6 +4,7 @@
 //! exactly this, so adding a kind is one line.
 
 use crate::{
+    backends::kube::host,
     data_sources::bcm_nodes::BcmNodes,
     data_sources::fleet_inventory::FleetInventory,
     data_sources::gpu_catalog::GpuCatalog,
@@ -11,10 +12,10 @@ use crate::{
     functions::mig_profiles::MigProfiles,
     kinds::{DataSourceKind, FunctionKind, ResourceKind},
     resources::bcm_node::BcmNode,
-    resources::benchmark::{self as benchmark, Benchmark},
+    resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
     resources::network_segment::{FromSettings, NetworkSegment},
-    resources::virtual_cluster::{self as virtual_cluster, VirtualCluster},
+    resources::virtual_cluster::VirtualCluster,
 };
 
 /// Prefix of every resource and data source type name.
@@ -24,16 +25,16 @@ pub const TYPE_PREFIX: &str = "gpufleet_";
 pub const RESOURCES: &[&dyn ResourceKind] = &[
     &NetworkSegment(FromSettings),
     &BcmNode(crate::backends::bcm::FromSettings),
-    &VirtualCluster(virtual_cluster::FromSettings),
+    &VirtualCluster(host::FromSettings),
     &GpuNodePool(gpu_node_pool::FromSettings),
-    &Benchmark(benchmark::FromSettings),
+    &Benchmark(host::FromSettings),
 ];
 
 /// Data source types.
 pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[
     &GpuCatalog,
     &BcmNodes(crate::backends::bcm::FromSettings),
-    &VirtualClusterData(virtual_cluster::FromSettings),
+    &VirtualClusterData(host::FromSettings),
     &FleetInventory(gpu_node_pool::FromSettings),
 ];
 

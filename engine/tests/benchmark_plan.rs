@@ -8,12 +8,8 @@ mod support;
 use std::collections::BTreeMap;
 
 use gpufleet_engine::{
-    consistency::assert_object_compatible,
-    context::Context,
-    kinds::ResourceKind,
-    path::AttrPath,
-    resources::benchmark::{Benchmark, FromSettings},
-    value::Value,
+    backends::kube::host::FromSettings, consistency::assert_object_compatible, context::Context,
+    kinds::ResourceKind, path::AttrPath, resources::benchmark::Benchmark, value::Value,
 };
 use support::{Action, config, plan, show};
 

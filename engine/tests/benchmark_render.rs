@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use gpufleet_engine::{
     resources::benchmark::{
         launch::{self, Launcher},
+        model::BenchmarkSpec,
         render::{self, Placement, Toleration},
-        spec::BenchmarkSpec,
     },
     value::Value,
 };

@@ -1,6 +1,7 @@
-//! `gpufleet_benchmark` runs end to end against an in-memory host cluster: `run::run` and
-//! `run::destroy` driven against [`FakeCluster`], a small Kubernetes that keeps Jobs,
-//! Services, pods, nodes and namespaces and plays the controllers a run depends on.
+//! `gpufleet_benchmark` runs end to end against an in-memory host cluster:
+//! `apply::apply_create` and `apply::apply_delete` driven against [`FakeCluster`], a small
+//! Kubernetes that keeps Jobs, Services, pods, nodes and namespaces and plays the controllers
+//! a run depends on.
 //!
 //! The fake runs on tokio's clock (the tests start it paused, so the run's 500 ms polls and
 //! the 2 s gang deadlines cost nothing) and moves in 50 ms ticks:
@@ -34,19 +35,19 @@ use std::{
 
 use async_trait::async_trait;
 use gpufleet_engine::{
-    backends::kube::{POOL, TENANT, lease::LeaseRef},
+    backends::kube::{
+        ObjectError, POOL, TENANT,
+        host::{FromSettings, HeldTurn, HostObjects, ObjectKind},
+        lease::LeaseRef,
+    },
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
     context::Context,
     kinds::{ApplyResponse, ResourceKind},
-    resources::{
-        benchmark::{
-            Benchmark, Cluster, FromSettings,
-            cluster::{ClusterError, HeldTurn, Kind},
-            render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
-            run,
-        },
-        gpu_node_pool::spec::pool_label,
+    resources::benchmark::{
+        Benchmark, apply,
+        render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
     },
+    tenancy::pool_label,
     value::Value,
 };
 use serde_json::{Value as Json, json};
@@ -216,7 +217,7 @@ fn labels_match(labels: &Json, wanted: &[(String, String)]) -> bool {
         .all(|(k, v)| labels.get(k).and_then(Json::as_str) == Some(v.as_str()))
 }
 
-fn parse_selector(selector: &str) -> Result<Vec<(String, String)>, ClusterError> {
+fn parse_selector(selector: &str) -> Result<Vec<(String, String)>, ObjectError> {
     selector
         .split(',')
         .filter(|s| !s.is_empty())
@@ -225,7 +226,7 @@ fn parse_selector(selector: &str) -> Result<Vec<(String, String)>, ClusterError>
                 .filter(|(k, _)| !k.ends_with('!'))
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .ok_or_else(|| {
-                    ClusterError::Other(format!("the fake reads equality selectors, not {term:?}"))
+                    ObjectError::Other(format!("the fake reads equality selectors, not {term:?}"))
                 })
         })
         .collect()
@@ -254,11 +255,11 @@ struct World {
 impl World {
     /// Counts a call against the budget; a spent budget fails it, as when the API server
     /// goes away.
-    fn enter(&mut self) -> Result<(), ClusterError> {
+    fn enter(&mut self) -> Result<(), ObjectError> {
         if self.budget.spend() {
             Ok(())
         } else {
-            Err(ClusterError::Other("connection refused".to_owned()))
+            Err(ObjectError::Other("connection refused".to_owned()))
         }
     }
 
@@ -589,16 +590,11 @@ impl World {
         })
     }
 
-    fn apply_job(
-        &mut self,
-        object: &Json,
-        namespace: &str,
-        name: &str,
-    ) -> Result<(), ClusterError> {
+    fn apply_job(&mut self, object: &Json, namespace: &str, name: &str) -> Result<(), ObjectError> {
         let key = (namespace.to_owned(), name.to_owned());
         if let Some(j) = self.jobs.get_mut(&key) {
             if j.object["spec"] != object["spec"] {
-                return Err(ClusterError::Other(format!(
+                return Err(ObjectError::Other(format!(
                     "Job.batch {name:?} is invalid: spec.template: Invalid value: field is immutable"
                 )));
             }
@@ -810,8 +806,8 @@ impl HeldTurn for NoLease {
 }
 
 #[async_trait]
-impl Cluster for FakeCluster {
-    async fn server_version(&self) -> Result<String, ClusterError> {
+impl HostObjects for FakeCluster {
+    async fn server_version(&self) -> Result<String, ObjectError> {
         self.world().enter()?;
         Ok("v1.36.0".to_owned())
     }
@@ -820,7 +816,7 @@ impl Cluster for FakeCluster {
         &self,
         lease: LeaseRef,
         _cancel: &CancellationToken,
-    ) -> Result<Box<dyn HeldTurn>, ClusterError> {
+    ) -> Result<Box<dyn HeldTurn>, ObjectError> {
         // One provider process: the in-process turn already orders the runs.
         let mut w = self.world();
         w.enter()?;
@@ -828,13 +824,13 @@ impl Cluster for FakeCluster {
         Ok(Box::new(NoLease))
     }
 
-    async fn serves(&self, _kind: Kind) -> Result<bool, ClusterError> {
+    async fn serves(&self, _kind: ObjectKind) -> Result<bool, ObjectError> {
         // No MPI Operator and no GPU Operator: multi-node runs take gpufleet's own launcher.
         self.world().enter()?;
         Ok(false)
     }
 
-    async fn apply(&self, object: &Json) -> Result<(), ClusterError> {
+    async fn apply(&self, object: &Json) -> Result<(), ObjectError> {
         let mut w = self.world();
         w.enter()?;
         let kind = object["kind"].as_str().unwrap_or_default();
@@ -844,7 +840,7 @@ impl Cluster for FakeCluster {
             .objects
             .contains_key(&("Namespace", String::new(), namespace.to_owned()))
         {
-            return Err(ClusterError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "namespaces {namespace:?} not found"
             )));
         }
@@ -863,7 +859,7 @@ impl Cluster for FakeCluster {
                 w.events.push(format!("apply {kind} {name}"));
                 Ok(())
             }
-            other => Err(ClusterError::Other(format!(
+            other => Err(ObjectError::Other(format!(
                 "cannot apply an object of kind {other:?}"
             ))),
         }
@@ -871,38 +867,38 @@ impl Cluster for FakeCluster {
 
     async fn get(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Json>, ClusterError> {
+    ) -> Result<Option<Json>, ObjectError> {
         let mut w = self.world();
         w.enter()?;
         let ns = namespace.unwrap_or_default().to_owned();
         Ok(match kind {
-            Kind::Job => w.jobs.get(&(ns, name.to_owned())).map(|j| w.job_json(j)),
-            Kind::Pod => w.pods.get(&(ns, name.to_owned())).map(World::pod_json),
-            other => w.objects.get(&(other.name(), ns, name.to_owned())).cloned(),
+            ObjectKind::Job => w.jobs.get(&(ns, name.to_owned())).map(|j| w.job_json(j)),
+            ObjectKind::Pod => w.pods.get(&(ns, name.to_owned())).map(World::pod_json),
+            other => w.objects.get(&(other.kind(), ns, name.to_owned())).cloned(),
         })
     }
 
     async fn list(
         &self,
-        kind: Kind,
+        kind: ObjectKind,
         namespace: Option<&str>,
         selector: &str,
-    ) -> Result<Vec<Json>, ClusterError> {
+    ) -> Result<Vec<Json>, ObjectError> {
         let wanted = parse_selector(selector)?;
         let mut w = self.world();
         w.enter()?;
         let in_ns = |ns: &str| namespace.is_none_or(|want| want == ns);
         let found: Vec<Json> = match kind {
-            Kind::Job => w
+            ObjectKind::Job => w
                 .jobs
                 .iter()
                 .filter(|((ns, _), _)| in_ns(ns))
                 .map(|(_, j)| w.job_json(j))
                 .collect(),
-            Kind::Pod => w
+            ObjectKind::Pod => w
                 .pods
                 .iter()
                 .filter(|((ns, _), _)| in_ns(ns))
@@ -911,7 +907,7 @@ impl Cluster for FakeCluster {
             other => w
                 .objects
                 .iter()
-                .filter(|((k, ns, _), _)| *k == other.name() && in_ns(ns))
+                .filter(|((k, ns, _), _)| *k == other.kind() && in_ns(ns))
                 .map(|(_, o)| o.clone())
                 .collect(),
         };
@@ -921,13 +917,19 @@ impl Cluster for FakeCluster {
             .collect())
     }
 
-    async fn delete(&self, kind: Kind, namespace: &str, name: &str) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), ObjectError> {
         let mut w = self.world();
         w.enter()?;
         let now = w.clock;
+        let namespace = namespace.unwrap_or_default();
         let key = (namespace.to_owned(), name.to_owned());
         match kind {
-            Kind::Job => {
+            ObjectKind::Job => {
                 if let Some(j) = w.jobs.remove(&key) {
                     w.events.push(format!("delete Job {name}"));
                     // Background propagation: the garbage collector deletes the pods.
@@ -940,7 +942,7 @@ impl Cluster for FakeCluster {
                     }
                 }
             }
-            Kind::Pod => {
+            ObjectKind::Pod => {
                 if let Some(p) = w.pods.get_mut(&key) {
                     if p.deleted.is_none() {
                         p.deleted = Some(now);
@@ -950,10 +952,10 @@ impl Cluster for FakeCluster {
             }
             other => {
                 if w.objects
-                    .remove(&(other.name(), namespace.to_owned(), name.to_owned()))
+                    .remove(&(other.kind(), namespace.to_owned(), name.to_owned()))
                     .is_some()
                 {
-                    w.events.push(format!("delete {} {name}", other.name()));
+                    w.events.push(format!("delete {} {name}", other.kind()));
                 }
             }
         }
@@ -961,30 +963,44 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
+    async fn merge_patch(
+        &self,
+        kind: ObjectKind,
+        _namespace: Option<&str>,
+        name: &str,
+        _patch: &Json,
+    ) -> Result<(), ObjectError> {
+        // A benchmark only applies and deletes; a patch here is a change to notice.
+        Err(ObjectError::Other(format!(
+            "a benchmark does not patch {} {name}",
+            kind.kind()
+        )))
+    }
+
     async fn logs(
         &self,
         namespace: &str,
         pod: &str,
         container: &str,
-    ) -> Result<String, ClusterError> {
+    ) -> Result<String, ObjectError> {
         let mut w = self.world();
         w.enter()?;
         let p = w
             .pods
             .get(&(namespace.to_owned(), pod.to_owned()))
-            .ok_or_else(|| ClusterError::Other(format!("pods {pod:?} not found")))?;
+            .ok_or_else(|| ObjectError::Other(format!("pods {pod:?} not found")))?;
         if p.spec.pointer("/containers/0/name").and_then(Json::as_str) != Some(container) {
-            return Err(ClusterError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "container {container} is not valid for pod {pod}"
             )));
         }
         if p.started.is_none() {
-            return Err(ClusterError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "container {container:?} in pod {pod:?} is waiting to start: ContainerCreating"
             )));
         }
         match &p.script.log_error {
-            Some(why) => Err(ClusterError::Other(why.clone())),
+            Some(why) => Err(ObjectError::Other(why.clone())),
             None => Ok(p.script.output.clone()),
         }
     }
@@ -1129,7 +1145,7 @@ fn expected_results() -> BTreeMap<String, String> {
 async fn a_passing_run_is_recorded_with_its_environment_and_leaves_nothing() {
     let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
     let planned = planned("solo", "solo", &[]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1195,7 +1211,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
     let ctx = Context::default();
 
     // The provider dies while the pods run: nothing cleans up.
-    tokio::time::timeout(ms(1200), run::run(fake.as_ref(), &ctx, &planned))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
         .await
         .expect_err("the run is killed while its pods run");
     let job = fake
@@ -1206,7 +1222,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
         .expect("a creation time")
         .to_owned();
 
-    let r = run::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1240,14 +1256,14 @@ async fn a_leftover_job_of_another_configuration_is_deleted_before_the_new_one()
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), run::run(fake.as_ref(), &ctx, &old))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
         .await
         .expect_err("the old run is killed while its pod runs");
     assert!(fake.job("gfb-replace").is_some());
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("replace", "replace", &[]).await;
-    let r = run::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1298,13 +1314,13 @@ async fn the_pods_of_a_replaced_leftover_are_not_taken_for_the_new_run() {
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), run::run(fake.as_ref(), &ctx, &old))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
         .await
         .expect_err("the old run is killed while its pod runs");
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("linger", "linger", &[]).await;
-    let r = run::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1333,7 +1349,7 @@ async fn a_gang_that_cannot_start_within_start_timeout_fails_and_leaves_nothing(
     // Another workload holds every GPU of the second node.
     fake.occupy("gpu-gang-02", 8);
     let planned = planned("gang", "gang", &[("nodes", Value::int(2))]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1372,7 +1388,7 @@ async fn a_gang_whose_pods_ran_one_after_another_on_one_node_fails() {
         ],
     );
     let planned = planned("serial", "serial", &[("nodes", Value::int(2))]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1404,7 +1420,7 @@ async fn a_gang_whose_pod_crashes_at_once_is_recorded_with_the_crash() {
         ],
     )
     .await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1434,7 +1450,7 @@ async fn an_unreadable_log_falls_back_to_the_termination_message() {
         ],
     );
     let planned = planned("msg", "msg", &[("on_failure", Value::string("record"))]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1463,7 +1479,7 @@ async fn an_unreadable_log_without_a_termination_message_fails_the_run() {
         vec![PodScript::prints(LOG).log_unreadable("the node gpu-nolog-01 is gone")],
     );
     let planned = planned("nolog", "nolog", &[]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1493,7 +1509,7 @@ async fn a_failed_dcgm_diagnostic_is_recorded_with_its_failed_test_not_its_exit_
         ],
     )
     .await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1529,7 +1545,7 @@ async fn a_broken_threshold_fails_the_apply_and_still_records_the_run() {
         Value::object([("min", Value::int(2000)), ("max", Value::Null)]),
     )]));
     let planned = planned("slow", "slow", &[("thresholds", thresholds)]).await;
-    let r = run::run(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
 
     let e = the_error(&r);
     assert!(
@@ -1568,12 +1584,12 @@ async fn destroy_removes_what_an_interrupted_run_left() {
     );
     let planned = planned("left", "left", &[("nodes", Value::int(2))]).await;
     let ctx = Context::default();
-    tokio::time::timeout(ms(1200), run::run(fake.as_ref(), &ctx, &planned))
+    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
         .await
         .expect_err("the run is killed while its pods run");
     assert_eq!(fake.left().len(), 4, "{:?}", fake.left());
 
-    let r = run::destroy(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_delete(fake.as_ref(), &ctx, &planned).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1583,7 +1599,7 @@ async fn destroy_removes_what_an_interrupted_run_left() {
     assert_eq!(fake.left(), Vec::<String>::new());
 
     // Nothing left: destroy has nothing to do and does not fail.
-    let again = run::destroy(fake.as_ref(), &ctx, &planned).await;
+    let again = apply::apply_delete(fake.as_ref(), &ctx, &planned).await;
     assert!(
         again.diagnostics.is_empty(),
         "{}",
@@ -1602,7 +1618,7 @@ async fn a_stop_request_ends_the_run_and_removes_what_it_created() {
         tokio::time::sleep(ms(1200)).await;
         cancel.cancel();
     });
-    let r = run::run(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
     stopper.await.expect("the stopper ran");
 
     assert_eq!(r.new_state, Value::Null);
@@ -1618,8 +1634,8 @@ async fn runs_on_one_pool_take_turns() {
     let second = planned("turn-b", "turns", &[]).await;
     let ctx = Context::default();
     let (a, b) = tokio::join!(
-        run::run(fake.as_ref(), &ctx, &first),
-        run::run(fake.as_ref(), &ctx, &second),
+        apply::apply_create(fake.as_ref(), &ctx, &first),
+        apply::apply_create(fake.as_ref(), &ctx, &second),
     );
     for r in [&a, &b] {
         assert!(

@@ -18,7 +18,7 @@ use std::{
 };
 
 use gpufleet_engine::{
-    resources::gpu_node_pool::{spec::validate_pool, time_slicing_config},
+    resources::gpu_node_pool::{time_slicing_config, validate_pool},
     value::Value,
 };
 use serde_json::Value as Json;

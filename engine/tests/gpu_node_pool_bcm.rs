@@ -10,14 +10,12 @@ mod support;
 use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
-    backends::kube::{POOL, TENANT},
-    kinds::ResourceKind,
-    resources::gpu_node_pool::{
-        GpuNodePool, WithBcm,
-        api::{HostNode, NodeWrite},
-        bcm::POOL_KEY,
-        memory::MemoryHost,
+    backends::kube::{
+        POOL, TENANT,
+        host::nodes::{HostNode, NodeWrite},
     },
+    kinds::ResourceKind,
+    resources::gpu_node_pool::{GpuNodePool, WithBcm, bcm::POOL_KEY, memory::MemoryHost},
     value::Value,
 };
 use support::{A_NODES, Action, B_NODES, FakeBcm, Terraform, config, show};

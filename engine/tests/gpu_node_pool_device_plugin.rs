@@ -11,14 +11,12 @@ mod support;
 use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
-    backends::kube::POOL,
+    backends::kube::{POOL, host::nodes::NodeWrite},
     diag::{Diagnostics, Severity},
     kinds::ResourceKind,
     path::AttrPath,
     provider_config::ProviderSettings,
-    resources::gpu_node_pool::{
-        DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, api::NodeWrite, memory::MemoryHost,
-    },
+    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, memory::MemoryHost},
     value::Value,
 };
 use serde_json::{Value as Json, json};

@@ -9,16 +9,15 @@ mod support;
 use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
-    backends::kube::{POOL, TENANT},
+    backends::kube::{
+        POOL, TENANT,
+        host::nodes::{HostNode, NodeWrite},
+    },
     context::Context,
     gpu_products::Declared,
     kinds::ResourceKind,
     provider_config::ProviderSettings,
-    resources::gpu_node_pool::{
-        DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool,
-        api::{HostNode, NodeWrite},
-        memory::MemoryHost,
-    },
+    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, memory::MemoryHost},
     value::Value,
 };
 use support::{Action, Terraform, config, show, sweep};

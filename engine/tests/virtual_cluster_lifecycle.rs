@@ -23,12 +23,16 @@ use std::{
 use async_trait::async_trait;
 use base64::Engine as _;
 use gpufleet_engine::{
+    backends::kube::{
+        ObjectError,
+        host::{HeldTurn, HostObjects, ObjectKind},
+        lease::LeaseRef,
+    },
     context::Context,
     data_sources::virtual_cluster::VirtualClusterData,
     kinds::DataSourceKind,
     resources::virtual_cluster::{
-        HostApi, HostError, VirtualCluster,
-        objects::ObjectKind,
+        VirtualCluster,
         pause::{PAUSED, PAUSED_DATE, PAUSED_REPLICAS, SYNCED_BY},
         persistence::Persistence,
     },
@@ -36,6 +40,7 @@ use gpufleet_engine::{
 };
 use serde_json::{Value as Json, json};
 use support::{Action, Terraform, config, show, sweep};
+use tokio_util::sync::CancellationToken;
 
 type Key = (ObjectKind, String, String);
 
@@ -71,12 +76,12 @@ struct State {
 }
 
 /// Counts a call and fails it when the budget is spent, as when the API server goes away.
-fn enter(s: &mut State) -> Result<(), HostError> {
+fn enter(s: &mut State) -> Result<(), ObjectError> {
     s.calls += 1;
     if s.budget.spend() {
         Ok(())
     } else {
-        Err(HostError::Other("connection refused".to_owned()))
+        Err(ObjectError::Other("connection refused".to_owned()))
     }
 }
 
@@ -258,7 +263,7 @@ fn apply_service(
     name: &str,
     old: Option<&Json>,
     o: &mut Json,
-) -> Result<(), HostError> {
+) -> Result<(), ObjectError> {
     if o["spec"]["clusterIP"].is_null() {
         o["spec"]["clusterIP"] = match old.map(|x| x["spec"]["clusterIP"].clone()) {
             Some(ip @ Json::String(_)) => ip,
@@ -293,7 +298,7 @@ fn apply_service(
         }
     }
     if !has_node_ports(&new_type) && !node_ports(o).is_empty() {
-        return Err(HostError::Other(format!(
+        return Err(ObjectError::Other(format!(
             "Service {name:?} is invalid: spec.ports[0].nodePort: Forbidden: may not be used \
              when `type` is '{new_type}'"
         )));
@@ -390,15 +395,15 @@ fn merge(target: &mut Json, patch: &Json) {
 }
 
 #[async_trait]
-impl HostApi for FakeHost {
-    async fn apply(&self, object: &Json) -> Result<(), HostError> {
+impl HostObjects for FakeHost {
+    async fn apply(&self, object: &Json) -> Result<(), ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
         let kind =
             ObjectKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("kind");
         if s.fail_apply == Some(kind) {
             s.fail_apply = None;
-            return Err(HostError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "connection lost applying a {}",
                 kind.kind()
             )));
@@ -438,7 +443,7 @@ impl HostApi for FakeHost {
             && let Some(old) = s.objects.get(&key)
             && !same_claims(old, &o)
         {
-            return Err(HostError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "StatefulSet.apps {name:?} is invalid: spec: Forbidden: updates to statefulset \
                  spec for fields other than 'replicas', 'ordinals', 'template', \
                  'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' \
@@ -470,7 +475,7 @@ impl HostApi for FakeHost {
         kind: ObjectKind,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Json>, HostError> {
+    ) -> Result<Option<Json>, ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
         if kind == ObjectKind::StatefulSet {
@@ -505,7 +510,7 @@ impl HostApi for FakeHost {
         kind: ObjectKind,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<(), HostError> {
+    ) -> Result<(), ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
         let key = (
@@ -544,7 +549,7 @@ impl HostApi for FakeHost {
         namespace: Option<&str>,
         name: &str,
         patch: &Json,
-    ) -> Result<(), HostError> {
+    ) -> Result<(), ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
         let key = (
@@ -553,7 +558,7 @@ impl HostApi for FakeHost {
             name.to_owned(),
         );
         let Some(o) = s.objects.get_mut(&key) else {
-            return Err(HostError::Other(format!(
+            return Err(ObjectError::Other(format!(
                 "{} {name} not found",
                 kind.kind()
             )));
@@ -570,9 +575,9 @@ impl HostApi for FakeHost {
     async fn list(
         &self,
         kind: ObjectKind,
-        namespace: &str,
+        namespace: Option<&str>,
         selector: &str,
-    ) -> Result<Vec<Json>, HostError> {
+    ) -> Result<Vec<Json>, ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
         let want: Vec<(&str, &str)> = selector
@@ -583,7 +588,7 @@ impl HostApi for FakeHost {
             .iter()
             .filter(|(k, o)| {
                 k.0 == kind
-                    && k.1 == namespace
+                    && namespace.is_none_or(|ns| k.1 == ns)
                     && want
                         .iter()
                         .all(|(lk, lv)| o["metadata"]["labels"][*lk] == *lv)
@@ -592,9 +597,34 @@ impl HostApi for FakeHost {
             .collect())
     }
 
+    async fn server_version(&self) -> Result<String, ObjectError> {
+        Err(unused("the server version"))
+    }
+
+    async fn serves(&self, kind: ObjectKind) -> Result<bool, ObjectError> {
+        Err(unused(&format!("discovery of {}", kind.kind())))
+    }
+
+    async fn logs(&self, _ns: &str, pod: &str, _container: &str) -> Result<String, ObjectError> {
+        Err(unused(&format!("the log of {pod}")))
+    }
+
+    async fn take_turn(
+        &self,
+        lease: LeaseRef,
+        _cancel: &CancellationToken,
+    ) -> Result<Box<dyn HeldTurn>, ObjectError> {
+        Err(unused(&format!("a turn on {lease}")))
+    }
+
     fn calls(&self) -> u64 {
         self.lock().calls
     }
+}
+
+/// A host call a virtual cluster never makes: failing it shows in the test that made it.
+fn unused(what: &str) -> ObjectError {
+    ObjectError::Other(format!("a virtual cluster does not ask for {what}"))
 }
 
 fn setup() -> (Arc<FakeHost>, VirtualCluster<Arc<FakeHost>>) {

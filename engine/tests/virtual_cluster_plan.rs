@@ -6,12 +6,13 @@
 mod support;
 
 use gpufleet_engine::{
+    backends::kube::host::FromSettings,
     consistency::assert_object_compatible,
     context::Context,
     diag::Severity,
     kinds::ResourceKind,
     path::{AttrPath, PathStep},
-    resources::virtual_cluster::{FromSettings, VirtualCluster},
+    resources::virtual_cluster::VirtualCluster,
     value::Value,
 };
 use support::{Action, config, plan, show};

@@ -9,9 +9,9 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gpufleet_engine::backends::kube::{DynamicClient, Gvk};
+use gpufleet_engine::backends::kube::DynamicClient;
+use gpufleet_engine::backends::kube::host::ObjectKind;
 use gpufleet_engine::resources::virtual_cluster::model::Spec;
-use gpufleet_engine::resources::virtual_cluster::objects::ObjectKind;
 use gpufleet_engine::resources::virtual_cluster::render::render;
 use gpufleet_engine::value::Value;
 use gpufleet_lab::Lab;
@@ -76,11 +76,10 @@ async fn apply_virtual_cluster(host: &Client, name: &str, extra: &[(&str, Value)
             if !kind.cluster_scoped() {
                 object["metadata"]["namespace"] = json!(ns);
             }
-            let (group, version, name, plural) = kind.gvk();
             dynamic
-                .apply(&Gvk::new(group, version, name, plural), &object)
+                .apply(&kind.gvk(), &object)
                 .await
-                .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+                .unwrap_or_else(|e| panic!("apply {}: {e}", kind.kind()));
         }
     };
     apply(ObjectKind::Namespace, rendered.namespace.clone()).await;

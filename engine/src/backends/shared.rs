@@ -92,6 +92,10 @@ mod tests {
         };
         assert!(Arc::ptr_eq(&a, &again));
         assert_eq!(CACHE.get_or_make(&"b", || Err("refused")), Err("refused"));
-        assert!(CACHE.get_or_make(&"b", || Ok::<_, ()>("made".to_owned())).is_ok());
+        assert!(
+            CACHE
+                .get_or_make(&"b", || Ok::<_, ()>("made".to_owned()))
+                .is_ok()
+        );
     }
 }

@@ -14,15 +14,16 @@ use std::{collections::BTreeMap, sync::Arc};
 use async_trait::async_trait;
 
 use crate::{
-    backends::kube::{NODE_ISOLATION, POOL, TENANT},
+    backends::kube::{
+        GPU_PRODUCT_LABEL, NODE_ISOLATION, POOL, TENANT,
+        host::nodes::{HostNode, HostNodes},
+    },
     catalog,
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
-    resources::gpu_node_pool::{
-        Backend, FromSettings, api::HostNode, node_config::is_free, spec::GPU_PRODUCT_LABEL,
-    },
+    resources::gpu_node_pool::{Backend, FromSettings, node_config::is_free},
     schema::{Attribute, Block, Schema},
     value::{Type, Value},
 };
@@ -272,9 +273,7 @@ impl<B: Backend> DataSourceKind for FleetInventory<B> {
 }
 
 /// A host given directly, for tests.
-pub fn with_host<A: crate::resources::gpu_node_pool::api::HostApi + 'static>(
-    host: Arc<A>,
-) -> FleetInventory<Arc<A>> {
+pub fn with_host<A: HostNodes + 'static>(host: Arc<A>) -> FleetInventory<Arc<A>> {
     FleetInventory(host)
 }
 

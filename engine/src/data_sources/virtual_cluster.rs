@@ -5,18 +5,19 @@
 use async_trait::async_trait;
 
 use crate::{
+    backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{DataSourceKind, ReadResponse},
     resources::virtual_cluster::{
-        self as vc, Backend, FromSettings, import_skeleton, read_virtual_cluster, schema::NAME_MAX,
+        self as vc, import_skeleton, read_virtual_cluster, schema::NAME_MAX,
     },
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     validate::DnsLabel,
     value::{Type, Value},
 };
 
-/// The `gpufleet_virtual_cluster` data source over a host [`Backend`].
+/// The `gpufleet_virtual_cluster` data source over a host [`ObjectsBackend`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualClusterData<B = FromSettings>(pub B);
 
@@ -124,7 +125,7 @@ fn data_schema() -> Schema {
 }
 
 #[async_trait]
-impl<B: Backend> DataSourceKind for VirtualClusterData<B> {
+impl<B: ObjectsBackend> DataSourceKind for VirtualClusterData<B> {
     fn type_name(&self) -> &'static str {
         vc::TYPE_NAME
     }
@@ -147,7 +148,7 @@ impl<B: Backend> DataSourceKind for VirtualClusterData<B> {
             Ok(s) => s,
             Err(d) => return fail(d),
         };
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, vc::TYPE_NAME).await {
             Ok(h) => h,
             Err(d) => return fail(d),
         };

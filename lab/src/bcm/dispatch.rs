@@ -34,7 +34,7 @@ use super::entities::{self, Kind};
 use super::model::Db;
 use super::store::{BcmStore, CallError, JournalEntry};
 use super::uuid::random_uuid;
-pub use crate::emulator::{Outcome, Response};
+pub use crate::emulator::{Outcome, Request, Response};
 
 /// The login cookie's name.
 pub const TOKEN_COOKIE: &str = "cm-login-token";
@@ -65,56 +65,12 @@ impl Default for ApiConfig {
     }
 }
 
-/// A request, as the transport read it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Request {
-    /// `POST`, `GET`, … (upper case).
-    pub method: String,
-    /// The path.
-    pub path: String,
-    /// The `Cookie` header, if any.
-    pub cookie: Option<String>,
-    /// The common name of the verified client certificate, if one was presented.
-    pub client_cn: Option<String>,
-    /// The body.
-    pub body: Vec<u8>,
-}
-
+/// BCM's calls on the emulators' shared request.
 impl Request {
     /// A `POST /json` request with this body, as client `cn` (`None`: no certificate).
     #[must_use]
     pub fn json_call(cn: Option<&str>, body: &Value) -> Self {
-        Self {
-            method: "POST".into(),
-            path: "/json".into(),
-            cookie: None,
-            client_cn: cn.map(str::to_string),
-            body: body.to_string().into_bytes(),
-        }
-    }
-
-    /// A request for `path` with no body and no certificate.
-    #[must_use]
-    pub fn new(method: &str, path: &str) -> Self {
-        Self {
-            method: method.to_ascii_uppercase(),
-            path: path.into(),
-            ..Self::default()
-        }
-    }
-
-    /// With a raw body.
-    #[must_use]
-    pub fn raw(mut self, body: impl Into<Vec<u8>>) -> Self {
-        self.body = body.into();
-        self
-    }
-
-    /// With a `Cookie` header.
-    #[must_use]
-    pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
-        self.cookie = Some(cookie.into());
-        self
+        Request::new("POST", "/json").client_cn(cn).json(body)
     }
 }
 

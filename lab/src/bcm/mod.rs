@@ -46,7 +46,7 @@ pub mod tls;
 pub mod uuid;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use self::dispatch::{ApiConfig, Outcome, Profile, Request, Response};
@@ -55,7 +55,7 @@ pub use self::store::{BcmStore, StoreError};
 pub use self::tls::TlsError;
 use crate::emulator::start::{RunningServer, create_state_dir};
 pub use crate::emulator::{Clock, ManualClock, SystemClock};
-use crate::emulator::{Received, Service, StartError};
+use crate::emulator::{Running, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -106,15 +106,9 @@ impl Controller {
 impl Service for Controller {
     const BODY_LIMIT: usize = 16 << 20;
 
-    fn answer(&self, received: Received) -> Outcome {
+    fn answer(&self, request: Request) -> Outcome {
         // BCM has no query parameters; the certificate's name picks the profile.
-        self.handle(&Request {
-            method: received.method,
-            path: received.path,
-            cookie: received.cookie,
-            client_cn: received.client_cn,
-            body: received.body,
-        })
+        self.handle(&request)
     }
 
     fn internal_error() -> Response {
@@ -220,57 +214,9 @@ impl BcmEmulator {
             server.addr(),
             dir.display()
         );
-        Ok(RunningBcm {
-            server,
-            ca_path: ca_cert,
-            state_dir: dir,
-            controller,
-        })
+        Ok(Running::new(server, ca_cert, dir, controller))
     }
 }
 
-/// A running emulator. Dropping it stops it too (without waiting).
-#[derive(Debug)]
-pub struct RunningBcm {
-    server: RunningServer,
-    ca_path: PathBuf,
-    state_dir: PathBuf,
-    controller: Controller,
-}
-
-impl RunningBcm {
-    /// The base URL, `https://127.0.0.1:<port>`.
-    #[must_use]
-    pub fn url(&self) -> String {
-        self.server.url()
-    }
-
-    /// The address it listens on.
-    #[must_use]
-    pub fn addr(&self) -> SocketAddr {
-        self.server.addr()
-    }
-
-    /// The CA certificate clients should trust (and that issues client certificates).
-    #[must_use]
-    pub fn ca_pem_path(&self) -> &Path {
-        &self.ca_path
-    }
-
-    /// The state directory.
-    #[must_use]
-    pub fn state_dir(&self) -> &Path {
-        &self.state_dir
-    }
-
-    /// The controller it serves, for in-process access to the store and admin plane.
-    #[must_use]
-    pub fn controller(&self) -> &Controller {
-        &self.controller
-    }
-
-    /// Stops accepting, closes every connection and waits for the server task.
-    pub async fn shutdown(self) {
-        self.server.shutdown().await;
-    }
-}
+/// A running BCM emulator.
+pub type RunningBcm = Running<Controller>;

@@ -13,36 +13,22 @@
 //! `--inventory` (the fleet's nodes as JSON, written by the lab) and
 //! `--reseed-if-changed`.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use gpufleet_lab::bcm::{BcmConfig, BcmEmulator, BcmInventory};
-use gpufleet_lab::fleet::{Fleet, FleetSpec};
+use gpufleet_lab::emulator::cli::SeedArgs;
 
 /// Runs the BCM (cmdaemon) emulator.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// State directory (state file; the CA when it has its own).
     #[arg(long, env = "BCM_EMULATOR_DIR", default_value = ".lab/bcm")]
     dir: PathBuf,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: SocketAddr,
-    /// Fleet spec (TOML) to take the nodes from; default: the lab's default fleet.
-    #[arg(long)]
-    fleet: Option<PathBuf>,
-    /// Replicate racks until the fleet has at least this many nodes.
-    #[arg(long)]
-    scale: Option<usize>,
-    /// Inventory (a `BcmInventory` JSON) to seed with; overrides `--fleet`.
-    #[arg(long)]
-    inventory: Option<PathBuf>,
-    /// When the saved state was seeded from another inventory, start over from this one.
-    #[arg(long)]
-    reseed_if_changed: bool,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// The CA certificate (PEM) that issues the server certificate and verifies client
     /// certificates; needs `--ca-key`.
     #[arg(long, requires = "ca_key")]
@@ -65,20 +51,11 @@ struct Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     gpufleet_lab::emulator::cli::init_logging("BCM_EMULATOR_LOG");
     let args = Args::parse();
-    let inventory = match &args.inventory {
-        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
-        None => {
-            let spec = match &args.fleet {
-                Some(path) => FleetSpec::from_file(path)?,
-                None => FleetSpec::default_fleet(),
-            };
-            BcmInventory::from_fleet(&Fleet::new(spec, args.scale)?)
-        }
-    };
+    let inventory = args.seed.inventory(BcmInventory::from_fleet)?;
     let mut config = BcmConfig::new(&args.dir);
-    config.bind = args.listen;
+    config.bind = args.seed.listen;
     config.inventory = inventory;
-    config.reseed_if_changed = args.reseed_if_changed;
+    config.reseed_if_changed = args.seed.reseed_if_changed;
     config.ca = args.ca_cert.clone().zip(args.ca_key.clone());
     config.api.user = args.user.clone();
     config.api.password = args.password.clone();

@@ -13,39 +13,23 @@
 //! fleet's inventory as JSON, written by the lab), `--reseed-if-changed` and one
 //! `--tenant` per tenant the lab provides.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use gpufleet_lab::fleet::{Fleet, FleetSpec};
+use gpufleet_lab::emulator::cli::SeedArgs;
 use gpufleet_lab::netris::model::{Db, Kind, Tenant};
 use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory, Store};
 
 /// Runs the Netris controller emulator.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// State directory (state file and CA).
     #[arg(long, env = "NETRIS_EMULATOR_DIR", default_value = ".lab/netris")]
     dir: PathBuf,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: SocketAddr,
-    /// Fleet spec (TOML) to take the inventory from; default: the lab's default fleet.
-    #[arg(long)]
-    fleet: Option<PathBuf>,
-    /// Replicate racks until the fleet has at least this many nodes.
-    #[arg(long)]
-    scale: Option<usize>,
-    /// Inventory (a `NetrisInventory` JSON, as `POST /_admin/seed` takes) to seed with;
-    /// overrides `--fleet`.
-    #[arg(long)]
-    inventory: Option<PathBuf>,
-    /// When the saved state was seeded from another inventory, start over from this one
-    /// (instead of keeping the saved state).
-    #[arg(long)]
-    reseed_if_changed: bool,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// A tenant to create at start when missing (repeatable).
     #[arg(long = "tenant")]
     tenants: Vec<String>,
@@ -70,16 +54,9 @@ struct Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     gpufleet_lab::emulator::cli::init_logging("NETRIS_EMULATOR_LOG");
     let args = Args::parse();
-    let spec = match &args.fleet {
-        Some(path) => FleetSpec::from_file(path)?,
-        None => FleetSpec::default_fleet(),
-    };
-    let inventory = match &args.inventory {
-        Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
-        None => NetrisInventory::from_fleet(&Fleet::new(spec, args.scale)?),
-    };
+    let inventory = args.seed.inventory(NetrisInventory::from_fleet)?;
     let mut config = NetrisConfig::new(&args.dir);
-    config.bind = args.listen;
+    config.bind = args.seed.listen;
     config.inventory = inventory;
     config.api.user = args.user.clone();
     config.api.password = args.password.clone();
@@ -89,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let inventory = config.inventory.clone();
     let emu = NetrisEmulator::start(config).await?;
     let store = emu.controller().store();
-    if args.reseed_if_changed && store.snapshot().inventory != inventory {
+    if args.seed.reseed_if_changed && store.snapshot().inventory != inventory {
         tracing::info!("the inventory changed; seeding afresh");
         store.replace(Db::seeded(inventory, store.now_ms()))?;
     }

@@ -1,7 +1,8 @@
 //! What the lab's API emulators ([`crate::bcm`], [`crate::netris`]) share: everything
 //! around their APIs that has nothing to do with which API it is.
 //!
-//! - [`answer`]: the answer a handler gives ([`Response`], [`Outcome`]).
+//! - [`request`] and [`answer`]: what a handler is asked ([`Request`]) and what it gives
+//!   ([`Response`], [`Outcome`]).
 //! - `server`: TLS and HTTP/1.1 around a synchronous handler (the `Service` an emulator
 //!   implements), the `down` fault as a dropped connection, latency as a sleep.
 //! - `start`: the state directory, the listener, and the handle that stops the server.
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod clock;
 pub(crate) mod fault_rules;
 pub(crate) mod persisted;
+pub mod request;
 pub(crate) mod server;
 pub(crate) mod start;
 pub(crate) mod tls;
@@ -31,8 +33,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub use self::answer::{Outcome, Response};
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::persisted::StoreError;
-pub(crate) use self::server::{Received, Service};
-pub use self::start::StartError;
+pub use self::request::Request;
+pub(crate) use self::server::Service;
+pub use self::start::{Running, StartError};
 
 /// Locks a mutex, carrying on past poisoning: every critical section of the emulators'
 /// stores leaves its data consistent (commits are a single assignment), so a panic

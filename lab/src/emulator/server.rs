@@ -1,5 +1,5 @@
 //! The transport: TLS (tokio-rustls) and HTTP/1.1 (hyper) around an axum router whose
-//! only handler turns the request into a [`Received`] value (with the verified client
+//! only handler turns the request into a [`Request`] value (with the verified client
 //! certificate's common name, when the emulator asks for certificates), asks the
 //! emulator's [`Service`], and turns the [`Outcome`] back into HTTP.
 //!
@@ -23,27 +23,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use super::{Outcome, Response};
+use super::{Outcome, Request, Response};
 
 /// How long a client gets to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One HTTP request as the transport read it; each emulator takes what its API uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Received {
-    /// `GET`, `POST`, … (upper case).
-    pub(crate) method: String,
-    /// The path, percent-encoded as sent.
-    pub(crate) path: String,
-    /// The query string without `?`, empty when none.
-    pub(crate) query: String,
-    /// The `Cookie` headers, joined with `; `, if any.
-    pub(crate) cookie: Option<String>,
-    /// The common name of the verified client certificate, if one was presented.
-    pub(crate) client_cn: Option<String>,
-    /// The body.
-    pub(crate) body: Vec<u8>,
-}
 
 /// An emulator as the transport sees it.
 pub(crate) trait Service: Clone + Send + Sync + 'static {
@@ -52,7 +35,7 @@ pub(crate) trait Service: Clone + Send + Sync + 'static {
 
     /// Answers one request. Synchronous, since it may write the state file; the server
     /// runs it off the async workers.
-    fn answer(&self, received: Received) -> Outcome;
+    fn answer(&self, request: Request) -> Outcome;
 
     /// What a request gets when [`Service::answer`] panicked, in the emulator's error
     /// shape.
@@ -89,7 +72,7 @@ async fn handler<S: Service>(
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    let req = Received {
+    let req = Request {
         method: method.as_str().to_string(),
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),

@@ -1,5 +1,5 @@
 //! The steps of starting an emulator that do not depend on which one it is: its state
-//! directory, its listener, the server task, and the handle that stops it.
+//! directory, its listener, the server task, and the handle ([`Running`]) that stops it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -111,5 +111,68 @@ impl Drop for RunningServer {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// A running emulator: its server, its CA and state, and the controller it serves.
+/// Dropping it stops it too (without waiting).
+#[derive(Debug)]
+pub struct Running<C> {
+    server: RunningServer,
+    ca_path: PathBuf,
+    state_dir: PathBuf,
+    controller: C,
+}
+
+impl<C> Running<C> {
+    /// The handle of `server`, which serves `controller` with the CA at `ca_path`.
+    pub(crate) fn new(
+        server: RunningServer,
+        ca_path: PathBuf,
+        state_dir: PathBuf,
+        controller: C,
+    ) -> Self {
+        Self {
+            server,
+            ca_path,
+            state_dir,
+            controller,
+        }
+    }
+
+    /// The base URL, `https://127.0.0.1:<port>` (a wildcard bind is reported as
+    /// loopback).
+    #[must_use]
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The address it listens on.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The CA certificate clients should trust (PEM file).
+    #[must_use]
+    pub fn ca_pem_path(&self) -> &Path {
+        &self.ca_path
+    }
+
+    /// The state directory.
+    #[must_use]
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The controller it serves, for in-process access to the store and admin plane.
+    #[must_use]
+    pub fn controller(&self) -> &C {
+        &self.controller
+    }
+
+    /// Stops accepting, closes every connection and waits for the server task.
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }

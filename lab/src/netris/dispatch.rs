@@ -34,7 +34,7 @@ use super::model::Db;
 use super::store::{FaultHit, Store};
 use super::vnet::Timing;
 use super::{ipam, objects, vnet};
-pub use crate::emulator::{Outcome, Response};
+pub use crate::emulator::{Outcome, Request, Response};
 
 /// The API version every envelope reports.
 pub const API_VERSION: &str = "v2";
@@ -67,57 +67,6 @@ impl Default for ApiConfig {
             session_ttl: Duration::from_secs(30 * 60),
             provisioning_delay: Duration::from_secs(1),
         }
-    }
-}
-
-/// A request, as the transport read it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Request {
-    /// `GET`, `POST`, … (upper case).
-    pub method: String,
-    /// The path, percent-encoded as sent (`/api/v2/vnet/3`).
-    pub path: String,
-    /// The query string without `?` (`filterByVpc=1,2`), empty when none.
-    pub query: String,
-    /// The `Cookie` header, if any.
-    pub cookie: Option<String>,
-    /// The body.
-    pub body: Vec<u8>,
-}
-
-impl Request {
-    /// A request for `target` (a path with an optional `?query`).
-    #[must_use]
-    pub fn new(method: &str, target: &str) -> Self {
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        Self {
-            method: method.to_ascii_uppercase(),
-            path: path.to_string(),
-            query: query.to_string(),
-            cookie: None,
-            body: Vec::new(),
-        }
-    }
-
-    /// With a JSON body.
-    #[must_use]
-    pub fn json(mut self, body: &Value) -> Self {
-        self.body = body.to_string().into_bytes();
-        self
-    }
-
-    /// With a raw body.
-    #[must_use]
-    pub fn raw(mut self, body: impl Into<Vec<u8>>) -> Self {
-        self.body = body.into();
-        self
-    }
-
-    /// With a `Cookie` header.
-    #[must_use]
-    pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
-        self.cookie = Some(cookie.into());
-        self
     }
 }
 

@@ -46,7 +46,7 @@ pub mod vnet;
 mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
@@ -54,7 +54,7 @@ pub use self::inventory::NetrisInventory;
 pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
 use crate::emulator::start::{RunningServer, create_state_dir};
-use crate::emulator::{Received, Service, StartError};
+use crate::emulator::{Running, Service, StartError};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).
@@ -106,15 +106,9 @@ impl Service for Controller {
     /// A seed of a very large fleet fits.
     const BODY_LIMIT: usize = 64 << 20;
 
-    fn answer(&self, received: Received) -> Outcome {
+    fn answer(&self, request: Request) -> Outcome {
         // Netris asks for no client certificate: sessions are cookies.
-        self.handle(&Request {
-            method: received.method,
-            path: received.path,
-            query: received.query,
-            cookie: received.cookie,
-            body: received.body,
-        })
+        self.handle(&request)
     }
 
     fn internal_error() -> Response {
@@ -225,73 +219,18 @@ impl NetrisEmulator {
             server.addr(),
             dir.display()
         );
-        Ok(RunningEmulator {
-            server,
-            ca_path,
-            ca_pem: tls.ca_pem,
-            state_dir: dir,
-            controller,
-        })
+        Ok(Running::new(server, ca_path, dir, controller))
     }
 }
 
-/// A running emulator. Dropping it stops it too (without waiting).
-#[derive(Debug)]
-pub struct RunningEmulator {
-    server: RunningServer,
-    ca_path: PathBuf,
-    ca_pem: String,
-    state_dir: PathBuf,
-    controller: Controller,
-}
+/// A running Netris emulator.
+pub type RunningEmulator = Running<Controller>;
 
 impl RunningEmulator {
-    /// The base URL, `https://127.0.0.1:<port>` (a wildcard bind is reported as
-    /// loopback).
-    #[must_use]
-    pub fn url(&self) -> String {
-        self.server.url()
-    }
-
-    /// The address it listens on.
-    #[must_use]
-    pub fn addr(&self) -> SocketAddr {
-        self.server.addr()
-    }
-
-    /// The CA certificate clients should trust (PEM file).
-    #[must_use]
-    pub fn ca_pem_path(&self) -> &Path {
-        &self.ca_path
-    }
-
-    /// The CA certificate, PEM.
-    #[must_use]
-    pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
-    }
-
-    /// The state directory.
-    #[must_use]
-    pub fn state_dir(&self) -> &Path {
-        &self.state_dir
-    }
-
-    /// The controller it serves, for in-process access to the store and admin plane.
-    #[must_use]
-    pub fn controller(&self) -> &Controller {
-        &self.controller
-    }
-
     /// Sets the `down` fault (same as `POST /_admin/fault {"down": …}`).
     pub fn set_down(&self, down: bool) {
-        self.controller
+        self.controller()
             .store()
             .update_faults(&mut |f| f.down = down);
-    }
-
-    /// Stops accepting, closes every connection and waits for the server task.
-    pub async fn shutdown(self) {
-        self.server.shutdown().await;
     }
 }

@@ -1,5 +1,6 @@
-//! Label, annotation and taint keys gpufleet sets on host-cluster objects. One list, so the
-//! resources that write them and the data sources that read them agree.
+//! Label, annotation and taint keys gpufleet sets on host-cluster objects, and the GPU
+//! Operator's node labels it reads and sets. One list, so the resources that write them and
+//! the data sources that read them agree.
 
 /// The well-known label naming the tool that manages an object.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -36,3 +37,18 @@ pub fn reserved_label(key: &str) -> bool {
         .iter()
         .any(|r| key == *r || (r.ends_with('/') && key.starts_with(r)))
 }
+
+/// The GPU Operator's node label selecting a device-plugin config.
+pub const DEVICE_PLUGIN_CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
+/// The MIG manager's node label selecting a MIG profile.
+pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
+/// The node label GFD writes the GPU product into. Under time-slicing without renaming GFD
+/// appends `-SHARED`, under the MIG `single` strategy `-MIG-<profile>`: match it with
+/// [`crate::catalog::lookup`], never by equality.
+pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// The node label GFD writes the number of physical GPUs into (MIG devices under the MIG
+/// `single` strategy).
+pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// The node label GFD writes the time-slicing replicas per GPU into (`0` or `1` when
+/// unshared).
+pub const GPU_REPLICAS_LABEL: &str = "nvidia.com/gpu.replicas";

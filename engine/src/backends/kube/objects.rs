@@ -97,6 +97,11 @@ impl ObjectError {
         }
     }
 
+    /// Whether the API server answered that the object (or its namespace) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ObjectError::Call { source, .. } if status_code(source) == Some(404))
+    }
+
     /// The cause alone, without `what`, for callers that name the operation their own way.
     pub fn cause(&self) -> String {
         match self {
@@ -316,4 +321,27 @@ fn to_json(o: &DynamicObject, what: &str) -> Result<Json, ObjectError> {
         what: what.to_owned(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16) -> ObjectError {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure",
+            "code": code,
+            "reason": "NotFound",
+            "message": "namespaces \"vc-a\" not found",
+        }))
+        .expect("status");
+        ObjectError::call("delete Job a in vc-a")(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn only_an_api_404_is_not_found() {
+        assert!(refused(404).is_not_found());
+        assert!(!refused(403).is_not_found());
+        assert!(!ObjectError::Other("not found".to_owned()).is_not_found());
+    }
 }

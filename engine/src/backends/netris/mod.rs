@@ -34,13 +34,7 @@ mod client;
 mod error;
 mod types;
 
-use std::{
-    collections::BTreeMap,
-    fmt,
-    net::IpAddr,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use client::{NetrisClient, RetryPolicy};
@@ -233,7 +227,9 @@ impl NetrisConfig {
         };
         let mut config = NetrisConfig::new(endpoint, username, password);
         if let Some(ca) = settings.get("netris", "ca_certificate") {
-            config.ca_pem = Some(read_pem(ca, "CERTIFICATE").map_err(|e| settings_error("ca_certificate", &e))?);
+            config.ca_pem = Some(
+                read_pem(ca, "CERTIFICATE").map_err(|e| settings_error("ca_certificate", &e))?,
+            );
         }
         check_endpoint(&config.endpoint).map_err(|e| settings_error("endpoint", &e))?;
         Ok(config)

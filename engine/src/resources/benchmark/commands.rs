@@ -11,7 +11,7 @@
 //! Values that go through `sh -c` are read from the `GPUFLEET_PARAM_*` environment inside
 //! the script, never spliced into it, so a parameter cannot change the script.
 
-use super::spec::BenchmarkSpec;
+use super::model::BenchmarkSpec;
 
 /// `parameters.host_engine` value that starts a host engine inside the container.
 pub const EMBEDDED_HOST_ENGINE: &str = "embedded";

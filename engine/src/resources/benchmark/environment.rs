@@ -52,7 +52,7 @@ impl NodeRecord {
         let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
         // The catalog's name: GFD suffixes the label under sharing (`-SHARED`, `-MIG-…`),
         // which `sharing` records on its own.
-        let raw = label(crate::resources::gpu_node_pool::spec::GPU_PRODUCT_LABEL);
+        let raw = label(crate::backends::kube::GPU_PRODUCT_LABEL);
         NodeRecord {
             driver_version: version_from_labels(labels, DRIVER_MAJOR_LABEL),
             cuda_version: version_from_labels(labels, CUDA_MAJOR_LABEL),

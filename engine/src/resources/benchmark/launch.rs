@@ -18,8 +18,8 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value as Json, json};
 
 use super::{
+    model::BenchmarkSpec,
     render::{self, Placement},
-    spec::BenchmarkSpec,
 };
 
 /// The MPI Operator's label of the MPIJob a pod belongs to.
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn the_mpirun_of_two_eight_gpu_nodes_has_sixteen_ranks_eight_per_node() {
-        let spec = super::super::spec::tests::nccl_spec(2, 8);
+        let spec = super::super::model::tests::nccl_spec(2, 8);
         let argv = mpirun(&spec, None).join(" ");
         assert!(argv.starts_with("mpirun --allow-run-as-root -np 16 --map-by ppr:8:node"));
         assert!(
@@ -320,13 +320,13 @@ mod tests {
         );
         assert_eq!(choose(&spec, true), Ok(Launcher::MpiOperator));
         assert_eq!(choose(&spec, false), Ok(Launcher::Gpufleet));
-        let one = super::super::spec::tests::nccl_spec(1, 8);
+        let one = super::super::model::tests::nccl_spec(1, 8);
         assert_eq!(choose(&one, true), Ok(Launcher::Pods));
     }
 
     #[test]
     fn the_gpufleet_launcher_writes_every_pod_into_the_hostfile() {
-        let spec = super::super::spec::tests::nccl_spec(3, 4);
+        let spec = super::super::model::tests::nccl_spec(3, 4);
         let script = gpufleet_script(&spec);
         assert!(
             script.contains("gfb-allreduce-0.gfb-allreduce slots=4\\ngfb-allreduce-1.gfb-allreduce slots=4\\ngfb-allreduce-2.gfb-allreduce slots=4\\n"),

@@ -3,17 +3,22 @@
 //!
 //! # Modules
 //!
-//! - [`schema`]: the attributes; [`spec`]: the model read from a value and the offline checks;
-//!   [`thresholds`]: metric names and bounds.
-//! - [`render`]: pure, configuration and placement → Job and headless Service; [`commands`]:
-//!   the single-node suites' default commands; [`suite_params`]: their parameters' checks.
+//! - [`schema`]: the attributes; [`model`]: the configuration decoded once from a value, and
+//!   the run a state records; `validate`: the plan-time checks across attributes;
+//!   [`thresholds`]: metric names and bounds; `plan`: the namespace, id and re-checked
+//!   verdict at plan.
+//! - [`render`]: pure, configuration and placement → Job and headless Service; [`launch`]:
+//!   how a multi-node MPI run starts; [`commands`]: the single-node suites' default commands;
+//!   [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
-//! - [`cluster`]: the host cluster behind a trait; [`run`]: create, gang start, logs,
-//!   cleanup; [`read`]: the record after the run.
+//! - [`apply`]: create (one run, cleanup included), the in-place update and destroy, against
+//!   the host cluster's [`HostObjects`](crate::backends::kube::host::HostObjects), with `wait`
+//!   (the gang's start and the Job's end) and `results` (the log, the verdict and the record);
+//!   `read`: refresh and import.
 //!
 //! # Life cycle
 //!
-//! Create runs the benchmark (see [`run`]) and records it; the Job, its pods and the Service
+//! Create runs the benchmark (see [`apply`]) and records it; the Job, its pods and the Service
 //! are removed when the run ends, so a refresh returns the record unchanged. Everything that
 //! decides what runs forces a replacement, that is a new run; `triggers` exist for reruns on
 //! demand. `thresholds` and `on_failure` change in place: the plan already shows the new
@@ -23,31 +28,40 @@
 //! A failed run with `on_failure = "fail"` returns its record *and* an error: Terraform keeps
 //! the state and taints it, so the next apply runs the benchmark again.
 
-pub mod cluster;
+pub mod apply;
 pub mod commands;
 pub mod environment;
 pub mod launch;
+pub mod model;
+mod plan;
 pub mod ranks;
-pub mod read;
+mod read;
 pub mod render;
-pub mod run;
+mod results;
 pub mod schema;
 pub mod shape;
-pub mod spec;
 pub mod ssh_keys;
 pub mod suite_params;
 pub mod thresholds;
 pub mod turn_name;
+mod validate;
+mod wait;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use cluster::{Backend, Cluster, FromSettings, KubeCluster};
-
+use self::{
+    apply::{apply_create, apply_delete, apply_update},
+    plan::plan_benchmark,
+    read::{import_refused, read_record},
+    schema::benchmark_schema,
+    validate::validate_benchmark,
+};
 use crate::{
+    backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostics,
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
     schema::Schema,
     timeouts::Timeouts,
@@ -65,65 +79,23 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(5 * 60),
 };
 
-/// The `gpufleet_benchmark` resource kind over a cluster [`Backend`]. The registry uses
+/// The `gpufleet_benchmark` resource kind over a host-objects [`ObjectsBackend`]. The registry uses
 /// `Benchmark(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Benchmark<B = FromSettings>(pub B);
 
-/// The kind's part of planning; see the module docs.
-pub fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
-    let mut planned = req.proposed.clone();
-    if req.config.get("namespace").is_null() {
-        let ns = spec::namespace_of(&req.config).map_or_else(Value::unknown, Value::string);
-        planned.set_attr("namespace", ns);
-    }
-    let id = match (
-        planned.get("namespace").as_str(),
-        planned.get("name").as_str(),
-    ) {
-        (Some(ns), Some(n)) => Value::string(format!("{ns}/{n}")),
-        _ => Value::unknown(),
-    };
-    planned.set_attr("id", id);
-    if !req.prior.is_null() {
-        match read::re_checked(&req.prior, &planned) {
-            Some(failures) => {
-                let status = if failures.is_empty() {
-                    "passed"
-                } else {
-                    "failed"
-                };
-                planned.set_attr("status", Value::string(status));
-                planned.set_attr(
-                    "failures",
-                    Value::List(failures.into_iter().map(Value::string).collect()),
-                );
-            }
-            None => {
-                planned.set_attr("status", Value::unknown());
-                planned.set_attr("failures", Value::unknown());
-            }
-        }
-    }
-    PlanResponse {
-        planned,
-        requires_replace: Vec::new(),
-        diagnostics: Diagnostics::new(),
-    }
-}
-
 #[async_trait]
-impl<B: Backend> ResourceKind for Benchmark<B> {
+impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
     fn type_name(&self) -> &'static str {
         TYPE_NAME
     }
 
     fn schema(&self) -> Schema {
-        schema::benchmark_schema()
+        benchmark_schema()
     }
 
     fn validate(&self, config: &Value) -> Diagnostics {
-        spec::validate(config)
+        validate_benchmark(config)
     }
 
     async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
@@ -133,13 +105,9 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
         if !req.prior.is_null() && !req.planned.is_null() {
             // Only thresholds, on_failure and timeouts change in place: no cluster needed.
-            let (new_state, diagnostics) = read::apply_update(&req.prior, &req.planned);
-            return ApplyResponse {
-                new_state,
-                diagnostics,
-            };
+            return apply_update(&req.prior, &req.planned);
         }
-        let cluster = match self.0.connect(ctx).await {
+        let cluster = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(c) => c,
             Err(diagnostics) => {
                 return ApplyResponse {
@@ -149,28 +117,18 @@ impl<B: Backend> ResourceKind for Benchmark<B> {
             }
         };
         if req.planned.is_null() {
-            run::destroy(cluster.as_ref(), ctx, &req.prior).await
+            apply_delete(cluster.as_ref(), ctx, &req.prior).await
         } else {
-            run::run(cluster.as_ref(), ctx, &req.planned).await
+            apply_create(cluster.as_ref(), ctx, &req.planned).await
         }
     }
 
     async fn read(&self, _ctx: &Context, state: Value) -> ReadResponse {
-        ReadResponse {
-            new_state: state,
-            diagnostics: Diagnostics::new(),
-        }
+        read_record(state)
     }
 
     async fn import(&self, _ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        Err(Diagnostic::error(
-            "Import Not Supported",
-            format!(
-                "{TYPE_NAME} is the record of a run made by Terraform and cannot be imported \
-                 ({id:?}); declare it and apply to run it."
-            ),
-        )
-        .into())
+        Err(import_refused(id))
     }
 
     fn identity_attributes(&self) -> &'static [&'static str] {

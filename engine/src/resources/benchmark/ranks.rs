@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::benchmark::nccl::NcclDetails;
 
-use super::{launch::Launcher, render, spec::BenchmarkSpec};
+use super::{launch::Launcher, model::BenchmarkSpec, render};
 
 /// `0-7`, `0-3,8-11`: sorted ranks as ranges.
 pub fn ranges(ranks: &[u32]) -> String {

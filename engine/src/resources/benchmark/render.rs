@@ -14,7 +14,7 @@ use serde_json::{Value as Json, json};
 
 use crate::backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL};
 
-use super::spec::BenchmarkSpec;
+use super::model::BenchmarkSpec;
 
 /// On every object of a benchmark: the benchmark's name.
 pub const BENCHMARK_LABEL: &str = "gpufleet.dev/benchmark";

@@ -4,10 +4,12 @@
 
 use serde_json::Value as Json;
 
-use crate::backends::kube::json::{annotation, label, str_at};
+use crate::backends::kube::{
+    host::ObjectKind,
+    json::{annotation, label, str_at},
+};
 
 use super::{
-    cluster::Kind,
     launch::{Launcher, MPI_JOB_NAME_LABEL, MPI_JOB_ROLE_LABEL, MPI_REPLICA_INDEX_LABEL},
     render::{self, COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL},
 };
@@ -40,10 +42,10 @@ impl Shape {
     }
 
     /// The kind of the object whose conditions end the run.
-    pub fn main_kind(&self) -> Kind {
+    pub fn main_kind(&self) -> ObjectKind {
         match self.launcher {
-            Launcher::MpiOperator => Kind::MpiJob,
-            Launcher::Pods | Launcher::Gpufleet => Kind::Job,
+            Launcher::MpiOperator => ObjectKind::MpiJob,
+            Launcher::Pods | Launcher::Gpufleet => ObjectKind::Job,
         }
     }
 
@@ -137,7 +139,7 @@ mod tests {
         );
         let job = Shape::new(Launcher::Pods, "x");
         assert_eq!(job.outcome(&cond("Complete")), Some(true));
-        assert_eq!(job.main_kind(), Kind::Job);
+        assert_eq!(job.main_kind(), ObjectKind::Job);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use crate::backends::kube::lease::LeaseRef;
 
-use super::{environment::sha256_hex, spec::PoolRef};
+use super::{environment::sha256_hex, model::PoolRef};
 
 /// The start of every turn Lease's name.
 pub const PREFIX: &str = "gpufleet-turn-";

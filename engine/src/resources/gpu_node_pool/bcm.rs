@@ -16,13 +16,15 @@
 use std::collections::BTreeMap;
 
 use super::{
-    api::HostNode,
-    ops::StepError,
+    apply::StepError,
+    model::{PoolSpec, Source},
     placement,
-    spec::{PoolSpec, Source},
 };
 use crate::{
-    backends::bcm::{BcmApi, Device, SysInfo},
+    backends::{
+        bcm::{BcmApi, Device, SysInfo},
+        kube::host::nodes::HostNode,
+    },
     resources::bcm_node::apply::{self as bcm_node, Progress},
 };
 

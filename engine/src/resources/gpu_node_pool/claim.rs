@@ -11,12 +11,14 @@
 //! already claimed are released again before the error is returned.
 
 use super::{
-    api::{HostApi, HostError, HostNode, NodeWrite, WriteOutcome},
+    model::Policy,
     node_config::{Desired, held_write, is_free, release_write},
     placement,
-    spec::Policy,
 };
-use crate::backends::kube::POOL;
+use crate::backends::kube::{
+    POOL,
+    host::nodes::{HostError, HostNode, HostNodes, NodeWrite, WriteOutcome},
+};
 
 /// How many times one node write is retried after conflicts before giving up.
 const MAX_RETRIES: u32 = 50;
@@ -80,7 +82,7 @@ pub struct ClaimRequest<'a> {
 /// Claims `need` more nodes out of `candidates` (nodes of the product, as listed), next to
 /// the `held` ones. All or nothing.
 pub async fn claim(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     req: ClaimRequest<'_>,
     candidates: Vec<HostNode>,
     held: &[HostNode],
@@ -160,7 +162,7 @@ pub async fn claim(
 
 /// Releases what a failed claim took; failures are logged (the nodes stay labelled for the
 /// pool and a later apply or destroy finds them by label).
-async fn rollback(api: &dyn HostApi, pool: &str, nodes: &[HostNode]) {
+async fn rollback(api: &dyn HostNodes, pool: &str, nodes: &[HostNode]) {
     for n in nodes {
         if let Err(e) = rewrite(api, &n.name, pool, release_write).await {
             tracing::warn!(node = %n.name, "could not release a node after a failed claim: {e}");
@@ -171,7 +173,7 @@ async fn rollback(api: &dyn HostApi, pool: &str, nodes: &[HostNode]) {
 /// Reads `name` and writes `f(node)` on it, retrying on conflicts, while the node is held by
 /// `pool`. `Ok(None)` when the node is gone or no longer the pool's.
 pub async fn rewrite(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     name: &str,
     pool: &str,
     f: impl Fn(&HostNode) -> NodeWrite,
@@ -200,7 +202,7 @@ pub async fn rewrite(
 
 /// Writes `f(node)` on a node already read, retrying through [`rewrite`] on a conflict.
 pub async fn write_held(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     node: &HostNode,
     pool: &str,
     f: impl Fn(&HostNode) -> NodeWrite,

@@ -22,8 +22,8 @@
 
 use serde_json::Value as Json;
 
-use super::api::{HostApi, HostError};
 use crate::{
+    backends::kube::host::nodes::{HostError, HostNodes},
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
 };
@@ -274,7 +274,7 @@ pub fn needs_wiring(home: &ConfigHome) -> Result<bool, DevicePluginError> {
 
 /// Finds where the config goes, without changing anything.
 pub async fn locate(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     setting: Option<&str>,
 ) -> Result<ConfigHome, DevicePluginError> {
     let policies = api
@@ -287,7 +287,7 @@ pub async fn locate(
 /// Finds where the config goes and points the GPU Operator's device plugin at it; fails
 /// before anything is written when the ClusterPolicy is set up for something else.
 pub async fn prepare(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     setting: Option<&str>,
 ) -> Result<ConfigHome, DevicePluginError> {
     let home = locate(api, setting).await?;
@@ -308,7 +308,7 @@ pub async fn prepare(
 /// The plan-time check of a pool that starts time-slicing: what [`prepare`] would fail on,
 /// as an error on `sharing.strategy`. Skipped when the cluster cannot be asked (apply checks
 /// again).
-pub async fn plan_check(api: &dyn HostApi, setting: Option<&str>) -> Diagnostics {
+pub async fn plan_check(api: &dyn HostNodes, setting: Option<&str>) -> Diagnostics {
     let mut d = Diagnostics::new();
     let ready = match locate(api, setting).await {
         Ok(home) => needs_wiring(&home).map(|_| ()),

@@ -28,12 +28,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value as Json, json};
 
-use super::{
-    node_config::Desired,
-    spec::{GPU_PRODUCT_LABEL, PoolSpec},
-};
+use super::{model::PoolSpec, node_config::Desired};
 use crate::{
-    backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL},
+    backends::kube::{GPU_PRODUCT_LABEL, MANAGED_BY, MANAGED_BY_VALUE, POOL},
     catalog::GpuModel,
     diag::{Diagnostic, Diagnostics},
     gpu_products,
@@ -590,7 +587,7 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
     if let Some(p) = problem {
         d.error_at(path.push_attr("values"), "Invalid Requirement", p);
     }
-    if !super::spec::valid_label_key(&req.key) {
+    if !super::validate::valid_label_key(&req.key) {
         d.error_at(
             path.push_attr("key"),
             "Invalid Requirement",
@@ -704,8 +701,8 @@ pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
 mod tests {
     use super::*;
     use crate::resources::gpu_node_pool::{
+        model::PoolSpec,
         node_config::{Tier, desired},
-        spec::PoolSpec,
     };
 
     fn config(product: &str, karpenter: Value, class: Option<&str>) -> Value {

@@ -1,4 +1,4 @@
-//! An in-memory host cluster behind [`HostApi`], for tests and dry runs: nodes with resource
+//! An in-memory host cluster behind [`HostNodes`], for tests and dry runs: nodes with resource
 //! versions that every write bumps (so guarded writes conflict exactly as on an API server),
 //! namespaces, pods, ConfigMaps and Karpenter NodePools, and a count of calls.
 
@@ -12,11 +12,10 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::{
-    api::{HostApi, HostError, HostNode, NodeWrite, PodRef, WriteOutcome},
-    spec::{GPU_COUNT_LABEL, GPU_PRODUCT_LABEL},
+use crate::backends::kube::{
+    GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, POOL,
+    host::nodes::{HostError, HostNode, HostNodes, NodeWrite, PodRef, WriteOutcome},
 };
-use crate::backends::kube::POOL;
 
 #[derive(Debug, Default)]
 struct State {
@@ -262,7 +261,7 @@ fn matches(node: &HostNode, selector: &str) -> bool {
 }
 
 #[async_trait]
-impl HostApi for MemoryHost {
+impl HostNodes for MemoryHost {
     async fn namespace_labels(
         &self,
         name: &str,

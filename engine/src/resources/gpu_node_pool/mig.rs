@@ -15,15 +15,14 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use crate::{
+    backends::kube::{
+        GPU_PRODUCT_LABEL,
+        host::nodes::{HostError, HostNode, HostNodes},
+    },
     catalog::{self, MigConfig},
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
     value::Value,
-};
-
-use super::{
-    api::{HostApi, HostError, HostNode},
-    spec::GPU_PRODUCT_LABEL,
 };
 
 /// The label the MIG manager reports its progress in: `pending`, `success` or `failed`.
@@ -197,7 +196,7 @@ pub enum WaitError {
 /// [`WaitError::Mig`] as soon as a node reports `failed`, or when the strategy cannot
 /// carry the layout; [`WaitError::Host`] when listing the nodes fails.
 pub async fn wait_applied(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     pool_selector: &str,
     config: &MigConfig,
     held: &[HostNode],
@@ -255,7 +254,7 @@ pub fn describe_waiting(waiting: &[(String, Option<String>)]) -> String {
 /// The plan-time strategy check: a mixed layout (`all-balanced`) for a product whose every
 /// node runs the `single` strategy is refused on `sharing.mig_config`. Only when the sharing
 /// changes, and skipped when the cluster cannot be asked: apply checks the nodes it holds.
-pub async fn check_plan(host: &dyn HostApi, prior: &Value, config: &Value) -> Diagnostics {
+pub async fn check_plan(host: &dyn HostNodes, prior: &Value, config: &Value) -> Diagnostics {
     let mut d = Diagnostics::new();
     let sharing = config.get("sharing");
     if sharing.get("strategy").as_str() != Some("mig")
@@ -302,8 +301,8 @@ pub async fn check_plan(host: &dyn HostApi, prior: &Value, config: &Value) -> Di
 mod tests {
     use super::*;
     use crate::{
+        backends::kube::{GPU_COUNT_LABEL, GPU_PRODUCT_LABEL},
         catalog::{self, mig_config},
-        resources::gpu_node_pool::spec::{GPU_COUNT_LABEL, GPU_PRODUCT_LABEL},
     };
 
     fn node(name: &str, labels: &[(&str, &str)]) -> HostNode {

@@ -12,7 +12,7 @@
 //! The nodes a pool holds are found by `gpufleet.dev/pool` alone, and free nodes are matched
 //! to the product through [`crate::catalog::lookup`]: once the GPU operator applies sharing,
 //! GFD rewrites `nvidia.com/gpu.product` (`-SHARED`, `-MIG-<profile>`) and drops it while it
-//! restarts. `gpus` counts physical GPUs ([`api::HostNode::physical_gpus`]), not the capacity
+//! restarts. `gpus` counts physical GPUs ([`HostNode::physical_gpus`](crate::backends::kube::host::nodes::HostNode::physical_gpus)), not the capacity
 //! the device plugin advertises, which time-slicing multiplies and MIG empties.
 //!
 //! The nodes get the labels and taints of the virtual cluster's tier (read from its host
@@ -58,48 +58,52 @@
 //! # Boundaries
 //!
 //! The planner, placement, node configuration and claim logic see the cluster only through
-//! [`api::HostApi`]; [`kube_api`] implements it on the API server and [`memory`] in memory.
+//! [`HostNodes`]; [`KubeHost`] implements it on the API server and [`memory`] in memory.
+//!
+//! The kind is laid out as `schema`, `model` (the pool decoded once), `validate`, `plan`,
+//! `apply` and `read`, beside its domain modules.
 
-pub mod api;
+mod apply;
 pub mod bcm;
 pub mod claim;
 pub mod device_plugin;
+mod gpus;
 pub mod karpenter;
-pub mod kube_api;
 pub mod memory;
 pub mod mig;
+mod model;
 pub mod node_config;
-mod ops;
 pub mod placement;
+mod plan;
 mod product;
+mod read;
 pub mod schema;
-pub mod spec;
+mod validate;
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 
 pub use device_plugin::{CONFIG_MAP as DEVICE_PLUGIN_CONFIG_MAP, time_slicing_config};
-pub use ops::allocatable;
+pub use model::allocatable;
+pub use validate::validate_pool;
 
+use self::{
+    apply::{apply_delete, apply_upsert},
+    plan::plan_pool,
+    read::{import_skeleton, read},
+};
 use crate::{
-    backends::bcm::{BcmApi, BcmBackend},
-    catalog,
+    backends::{
+        bcm::{BcmApi, BcmBackend},
+        kube::host::{KubeHost, nodes::HostNodes},
+    },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
-    path::AttrPath,
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
-};
-
-use self::{
-    api::HostApi,
-    kube_api::KubeHost,
-    node_config::Tier,
-    ops::refuse_private_host,
-    spec::{Source, VirtualClusterRef},
 };
 
 /// The resource type name.
@@ -117,7 +121,7 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// The host cluster for this operation, or the diagnostic naming the missing settings.
-    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics>;
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics>;
 
     /// The BCM head node for a `bcm` pool, or the diagnostic naming the missing settings.
     fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
@@ -135,7 +139,7 @@ pub struct FromSettings;
 
 #[async_trait]
 impl Backend for FromSettings {
-    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics> {
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
         let client = crate::backends::kube::client(&ctx.settings, TYPE_NAME).await?;
         Ok(Arc::new(KubeHost::new(client)))
     }
@@ -155,9 +159,9 @@ pub struct WithBcm<H, M> {
 }
 
 #[async_trait]
-impl<H: HostApi + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
-    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics> {
-        Ok(Arc::clone(&self.host) as Arc<dyn HostApi>)
+impl<H: HostNodes + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
+    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::clone(&self.host) as Arc<dyn HostNodes>)
     }
 
     fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
@@ -167,169 +171,15 @@ impl<H: HostApi + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
 
 /// A given host, for tests and tools that bring their own.
 #[async_trait]
-impl<A: HostApi + 'static> Backend for Arc<A> {
-    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostApi>, Diagnostics> {
-        Ok(Arc::clone(self) as Arc<dyn HostApi>)
+impl<A: HostNodes + 'static> Backend for Arc<A> {
+    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::clone(self) as Arc<dyn HostNodes>)
     }
 }
 
 /// The `gpufleet_gpu_node_pool` resource kind; the registry uses `GpuNodePool(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GpuNodePool<B = FromSettings>(pub B);
-
-/// Attributes whose change needs the cluster to be told.
-const REMOTE_ATTRIBUTES: &[&str] = &[
-    "node_count",
-    "autoscaling",
-    "sharing",
-    "placement",
-    "node_labels",
-    "node_taints",
-    "karpenter_node_class",
-    "karpenter",
-];
-
-/// Attributes whose change changes which nodes the pool holds.
-const COUNT_ATTRIBUTES: &[&str] = &["node_count", "autoscaling"];
-
-fn same(a: &Value, b: &Value, attrs: &[&str]) -> bool {
-    attrs.iter().all(|x| a.get(x) == b.get(x))
-}
-
-fn plan_pool(req: &PlanRequest) -> PlanResponse {
-    let mut planned = req.proposed.clone();
-    if let (Some(vc), Some(name)) = (
-        planned.get("virtual_cluster_id").as_str(),
-        planned.get("name").as_str(),
-    ) {
-        let id = format!("{vc}/{name}");
-        planned.set_attr("id", Value::string(id));
-    }
-    let prior = &req.prior;
-    if !prior.is_null() {
-        let keep = |planned: &mut Value, attrs: &[&str]| {
-            for a in attrs {
-                if planned.get(a).is_unknown() {
-                    planned.set_attr(a, prior.get(a).clone());
-                }
-            }
-        };
-        if same(&planned, prior, REMOTE_ATTRIBUTES) {
-            keep(&mut planned, &["nodes", "gpus", "allocatable", "status"]);
-        } else if same(&planned, prior, COUNT_ATTRIBUTES) {
-            keep(&mut planned, &["nodes", "gpus"]);
-            if planned.get("sharing") == prior.get("sharing") {
-                keep(&mut planned, &["allocatable"]);
-            }
-        }
-    }
-    PlanResponse {
-        planned,
-        requires_replace: Vec::new(),
-        diagnostics: Diagnostics::new(),
-    }
-}
-
-/// The plan-time tier check: a `host` pool for a `private` virtual cluster is refused on
-/// `source`. Skipped when the cluster cannot be asked (settings not known yet, namespace not
-/// created yet, cluster unreachable): apply checks again.
-async fn check_tier(host: &dyn HostApi, config: &Value) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    let source = match config.get("source").as_str() {
-        Some("auto") => Source::Auto,
-        Some("host") | None if !config.get("source").is_unknown() => Source::Host,
-        _ => return d,
-    };
-    let Some(vc) = config
-        .get("virtual_cluster_id")
-        .as_str()
-        .and_then(VirtualClusterRef::parse)
-    else {
-        return d;
-    };
-    let tier = match host.namespace_labels(&vc.namespace).await {
-        Ok(Some(labels)) => labels
-            .get(crate::backends::kube::ISOLATION)
-            .and_then(|t| Tier::parse(t)),
-        _ => None,
-    };
-    if let Some(why) = tier.and_then(|t| refuse_private_host(t, source)) {
-        d.push(
-            Diagnostic::error("Host Nodes Not Allowed For Private Tier", why)
-                .with_path(AttrPath::attr("source")),
-        );
-    }
-    d
-}
-
-/// The plan-time BCM check: a `bcm` pool that needs more free BCM nodes than there are is
-/// refused on `node_count`. Skipped when BCM cannot be asked: apply checks again.
-async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    if config.get("source").as_str() != Some("bcm") {
-        return d;
-    }
-    let (Some(want), Some(model)) = (
-        config.get("node_count").as_i64(),
-        config.get("gpu_product").as_str().and_then(catalog::lookup),
-    ) else {
-        return d;
-    };
-    let had = if prior.get("source").as_str() == Some("bcm") {
-        prior.get("node_count").as_i64().unwrap_or(0)
-    } else {
-        0
-    };
-    let need = usize::try_from(want - had).unwrap_or(0);
-    if need == 0 {
-        return d;
-    }
-    if let Ok(free) = bcm::free_count(bcm, model.product).await
-        && free < need
-    {
-        d.push(
-            Diagnostic::error(
-                "Not Enough Free BCM Nodes",
-                format!(
-                    "the pool needs {need} more BCM node(s) of {}, but only {free} {} free in \
-                     Base Command Manager (held by no tenant and not being wiped). Lower \
-                     node_count, or release nodes held by other tenants.",
-                    model.product,
-                    if free == 1 { "is" } else { "are" }
-                ),
-            )
-            .with_path(AttrPath::attr("node_count")),
-        );
-    }
-    d
-}
-
-/// The state skeleton for an import by `<namespace>/<virtual cluster>/<pool>`.
-fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
-    let parts: Vec<&str> = id.trim().split('/').collect();
-    let ok = parts.len() == 3
-        && VirtualClusterRef::parse(&format!("{}/{}", parts[0], parts[1])).is_some()
-        && !parts[2].is_empty();
-    if !ok {
-        return Err(Diagnostic::error(
-            "Invalid Import ID",
-            format!(
-                "import a {TYPE_NAME} by `<host namespace>/<virtual cluster>/<pool>`, e.g. \
-                 `terraform import gpufleet_gpu_node_pool.train vc-team-a/team-a/train`; got \
-                 {id:?}."
-            ),
-        )
-        .into());
-    }
-    Ok(schema::pool_schema().block.complete(&Value::object([
-        ("id", Value::string(id.trim())),
-        ("name", Value::string(parts[2])),
-        (
-            "virtual_cluster_id",
-            Value::string(format!("{}/{}", parts[0], parts[1])),
-        ),
-    ])))
-}
 
 #[async_trait]
 impl<B: Backend> ResourceKind for GpuNodePool<B> {
@@ -342,50 +192,13 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     fn validate(&self, config: &Value) -> Diagnostics {
-        let mut d = spec::validate_pool(config);
+        let mut d = validate_pool(config);
         d.extend(karpenter::validate(config));
         d
     }
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
-        let mut resp = plan_pool(&req);
-        resp.diagnostics
-            .extend(product::check(&ctx.settings.gpu_products, &req.config));
-        // The tier only matters when the pool is created or its virtual cluster changes.
-        let vc_changed =
-            req.prior.get("virtual_cluster_id") != req.config.get("virtual_cluster_id");
-        if (req.prior.is_null() || vc_changed)
-            && let Ok(host) = self.0.connect(ctx).await
-        {
-            resp.diagnostics
-                .extend(check_tier(host.as_ref(), &req.config).await);
-        }
-        // A pool that starts time-slicing needs the device plugin set up for it.
-        let time_slicing =
-            |v: &Value| v.get("sharing").get("strategy").as_str() == Some("time-slicing");
-        if time_slicing(&req.config)
-            && !time_slicing(&req.prior)
-            && let Ok(host) = self.0.connect(ctx).await
-        {
-            let setting = ctx
-                .settings
-                .get("kubernetes", device_plugin::NAMESPACE_SETTING);
-            resp.diagnostics
-                .extend(device_plugin::plan_check(host.as_ref(), setting).await);
-        }
-        if req.config.get("sharing").get("strategy").as_str() == Some("mig")
-            && let Ok(host) = self.0.connect(ctx).await
-        {
-            resp.diagnostics
-                .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
-        }
-        if req.config.get("source").as_str() == Some("bcm")
-            && let Ok(bcm) = self.0.bcm(ctx)
-        {
-            resp.diagnostics
-                .extend(check_bcm_free(bcm.as_ref(), &req.prior, &req.config).await);
-        }
-        resp
+        plan_pool(&self.0, ctx, &req).await
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
@@ -419,9 +232,9 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         };
         let bcm = bcm.as_deref();
         if req.planned.is_null() {
-            ops::apply_delete(host.as_ref(), bcm, ctx, &req.prior).await
+            apply_delete(host.as_ref(), bcm, ctx, &req.prior).await
         } else {
-            ops::apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await
+            apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await
         }
     }
 
@@ -449,7 +262,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         } else {
             None
         };
-        ops::read(host.as_ref(), bcm.as_deref(), ctx, &state).await
+        read(host.as_ref(), bcm.as_deref(), ctx, &state).await
     }
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
@@ -459,19 +272,5 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
 
     fn identity_attributes(&self) -> &'static [&'static str] {
         &["virtual_cluster_id", "name"]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn import_ids_name_namespace_cluster_and_pool() {
-        let s = import_skeleton("vc-a/a/train").expect("skeleton");
-        assert_eq!(s.get("virtual_cluster_id"), &Value::string("vc-a/a"));
-        assert_eq!(s.get("name"), &Value::string("train"));
-        assert!(s.conforms_to(&schema::pool_schema().value_type()));
-        assert!(import_skeleton("train").is_err());
     }
 }

@@ -12,12 +12,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backends::kube::{NODE_ISOLATION, POOL, TENANT};
+use crate::backends::kube::{
+    DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, NODE_ISOLATION, POOL, TENANT,
+    host::nodes::{HostNode, NodeTaint, NodeWrite},
+};
 
 use super::{
-    api::{HostNode, NodeTaint, NodeWrite},
     mig::MIG_CONFIG_STATE_LABEL,
-    spec::{DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, PoolSpec, Sharing},
+    model::{PoolSpec, Sharing},
 };
 
 /// The annotation that records what a pool overwrote on a node.

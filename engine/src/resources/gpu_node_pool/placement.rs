@@ -14,7 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{api::HostNode, spec::Policy};
+use super::model::Policy;
+use crate::backends::kube::host::nodes::HostNode;
 
 /// The node labels that name a topology domain on production GPU clusters, tried in this
 /// order when `placement.topology_key` is not set; the first one every candidate node

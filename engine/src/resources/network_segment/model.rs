@@ -71,6 +71,38 @@ pub(super) struct Refs {
     pub(super) site: i64,
 }
 
+/// The segment's addresses as far as a configuration, plan or state gives them (any of them
+/// may be unknown or invalid yet): the one place `cidr` and `gateway` are parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Addressing {
+    /// `cidr`, when known and valid.
+    pub(super) cidr: Option<Ipv4Net>,
+    /// `gateway` as set, when known and valid.
+    pub(super) gateway: Option<Ipv4Addr>,
+    /// Whether `gateway` is null (left to its default) rather than set or unknown.
+    pub(super) gateway_default: bool,
+}
+
+impl Addressing {
+    /// Reads `cidr` and `gateway` of `v`.
+    pub(super) fn of(v: &Value) -> Addressing {
+        Addressing {
+            cidr: v.get("cidr").as_str().and_then(|s| s.parse().ok()),
+            gateway: v.get("gateway").as_str().and_then(|s| s.parse().ok()),
+            gateway_default: v.get("gateway").is_null(),
+        }
+    }
+
+    /// The gateway apply uses: the one set, or else the first host address of `cidr`.
+    pub(super) fn effective_gateway(&self) -> Option<Ipv4Addr> {
+        if self.gateway_default {
+            self.cidr.map(|n| n.first_host())
+        } else {
+            self.gateway
+        }
+    }
+}
+
 impl Segment {
     pub(super) fn from_value(v: &Value) -> Result<Segment, Diagnostics> {
         let mut d = Diagnostics::new();
@@ -88,10 +120,9 @@ impl Segment {
             }
         };
         let (name, tenant, vpc, site) = (text("name"), text("tenant"), text("vpc"), text("site"));
-        let (cidr, gateway, state) = (text("cidr"), text("gateway"), text("state"));
-        let cidr = cidr.parse::<Ipv4Net>().ok();
-        let gateway = gateway.parse::<Ipv4Addr>().ok();
-        let (Some(cidr), Some(gateway)) = (cidr, gateway) else {
+        let state = text("state");
+        let addressing = Addressing::of(v);
+        let (Some(cidr), Some(gateway)) = (addressing.cidr, addressing.gateway) else {
             d.error_at(
                 AttrPath::attr("cidr"),
                 "Invalid Network",

@@ -1,9 +1,9 @@
 //! Planning a `gpufleet_network_segment`: what a change keeps of what the controller showed.
 
+use super::model::Addressing;
 use crate::{
     diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
-    validate::Ipv4Net,
     value::Value,
 };
 
@@ -17,10 +17,8 @@ pub(super) fn plan_segment(req: &PlanRequest) -> PlanResponse {
     // The gateway defaults to the first host address, whatever state says: it is a function
     // of the configuration, known as soon as cidr is.
     if req.config.get("gateway").is_null() {
-        let gateway = planned
-            .get("cidr")
-            .as_str()
-            .and_then(|s| s.parse::<Ipv4Net>().ok())
+        let gateway = Addressing::of(&planned)
+            .cidr
             .map_or_else(Value::unknown, |net| {
                 Value::string(net.first_host().to_string())
             });

@@ -2,6 +2,7 @@
 
 use std::{collections::BTreeSet, net::Ipv4Addr};
 
+use super::model::Addressing;
 use crate::{diag::Diagnostics, path::AttrPath, validate::Ipv4Net, value::Value};
 
 /// The cross-attribute checks; per-attribute rules are validators in the schema.
@@ -20,13 +21,9 @@ pub(super) fn validate_segment(config: &Value) -> Diagnostics {
             );
         }
     }
-    let cidr = config
-        .get("cidr")
-        .as_str()
-        .and_then(|s| s.parse::<Ipv4Net>().ok());
-    let gateway_set = config.get("gateway").as_str();
-    let gateway = gateway_set.and_then(|s| s.parse::<Ipv4Addr>().ok());
-    if let (Some(net), Some(gw)) = (cidr, gateway)
+    let addressing = Addressing::of(config);
+    let cidr = addressing.cidr;
+    if let (Some(net), Some(gw)) = (cidr, addressing.gateway)
         && !net.is_host(gw)
     {
         let why = if !net.contains(gw) {
@@ -42,12 +39,7 @@ pub(super) fn validate_segment(config: &Value) -> Diagnostics {
             format!("gateway {gw} {why}; it must be a host address of {net}."),
         );
     }
-    // The gateway that apply will use: configured, or the default.
-    let effective_gw = match gateway_set {
-        Some(_) => gateway,
-        None if config.get("gateway").is_null() => cidr.map(|n| n.first_host()),
-        None => None,
-    };
+    let effective_gw = addressing.effective_gateway();
     validate_dhcp(config.get("dhcp"), cidr, effective_gw, &mut d);
     validate_members(config.get("members"), &mut d);
     d

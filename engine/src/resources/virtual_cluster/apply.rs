@@ -40,9 +40,8 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    host::{HostApi, HostError},
     model::{Address, Spec, access_values},
-    objects::{Names, ObjectKind},
+    objects::Names,
     pause,
     persistence::{self, Persistence},
     read::owned_by,
@@ -51,6 +50,10 @@ use super::{
 };
 use crate::{
     apply::{self, KindError},
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+    },
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ApplyResponse,
@@ -66,7 +69,7 @@ const NAMESPACE_POLL: Duration = Duration::from_secs(1);
 pub enum ClusterError {
     /// A host call failed.
     #[error(transparent)]
-    Host(#[from] HostError),
+    Host(#[from] ObjectError),
     /// The control plane cannot start.
     #[error("the control plane cannot start: {0}")]
     CannotStart(String),
@@ -108,8 +111,8 @@ impl KindError for ClusterError {
 /// Why a step stopped.
 pub type StepError = apply::StepError<ClusterError>;
 
-impl From<HostError> for StepError {
-    fn from(e: HostError) -> StepError {
+impl From<ObjectError> for StepError {
+    fn from(e: ObjectError) -> StepError {
         StepError::Kind(ClusterError::Host(e))
     }
 }
@@ -128,7 +131,7 @@ fn from_wait(op: Operation) -> impl FnOnce(WaitError) -> StepError {
 
 /// Waits until `namespace` does not exist, or exists and is not terminating.
 async fn settle_namespace(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     namespace: &str,
     op: Operation,
@@ -161,7 +164,7 @@ async fn settle_namespace(
 
 /// Writes every object of `rendered`, and removes the optional ones it lacks.
 async fn write_objects(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     spec: &Spec,
     rendered: &Rendered,
 ) -> Result<(), StepError> {
@@ -238,7 +241,7 @@ impl Phase {
 /// for its pods to be gone, then deletes the synced pods (a running syncer would recreate
 /// them). Runs on every apply of a paused cluster, so an interrupted pause finishes.
 async fn finish_pause(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     spec: &Spec,
     names: &Names,
@@ -286,7 +289,7 @@ fn check_claim(spec: &Spec, live: &serde_json::Value) -> Result<(), StepError> {
 /// The steps of operation `op` (a create or update) until `deadline`, recording in `phase`
 /// how far they got.
 async fn upsert(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     spec: &Spec,
     op: Operation,
@@ -341,7 +344,7 @@ async fn upsert(
 
 /// Create (`prior` null) or update.
 pub async fn apply_upsert(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     prior: &Value,
     planned: &Value,
@@ -408,7 +411,7 @@ pub async fn apply_upsert(
 }
 
 /// A warning naming the fields this apply left to the controllers that own them, if any.
-fn left_to_others(host: &dyn HostApi) -> Option<Diagnostic> {
+fn left_to_others(host: &dyn HostObjects) -> Option<Diagnostic> {
     let left = host.left_to_others();
     (!left.is_empty()).then(|| {
         Diagnostic::warning(
@@ -425,7 +428,7 @@ fn left_to_others(host: &dyn HostApi) -> Option<Diagnostic> {
 }
 
 /// Deletes the objects of `names` that live outside the namespace.
-async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), StepError> {
+async fn delete_cluster_scoped(host: &dyn HostObjects, names: &Names) -> Result<(), StepError> {
     for r in names.all().iter().rev() {
         if r.kind.cluster_scoped() {
             host.delete(r.kind, None, &r.name).await?;
@@ -437,11 +440,19 @@ async fn delete_cluster_scoped(host: &dyn HostApi, names: &Names) -> Result<(), 
 /// Deletes the volume claims the StatefulSet of virtual cluster `name` made in `namespace`:
 /// `data-<name>-<ordinal>`, labelled with the StatefulSet's selector. A claim still mounted is
 /// removed once its pod is gone.
-async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Result<(), StepError> {
+async fn delete_claims(
+    host: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+) -> Result<(), StepError> {
     let selector = format!("app=vcluster,release={name}");
     let prefix = persistence::claim_prefix(name);
     let claims = host
-        .list(ObjectKind::PersistentVolumeClaim, namespace, &selector)
+        .list(
+            ObjectKind::PersistentVolumeClaim,
+            Some(namespace),
+            &selector,
+        )
         .await?;
     for claim in claims
         .iter()
@@ -458,7 +469,7 @@ async fn delete_claims(host: &dyn HostApi, namespace: &str, name: &str) -> Resul
 }
 
 /// Delete: the namespace and everything in it, waiting until it is gone.
-pub async fn apply_delete(host: &dyn HostApi, ctx: &Context, prior: &Value) -> ApplyResponse {
+pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
     let Address { name, namespace } = Address::of_state(prior);
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.delete;
@@ -530,7 +541,7 @@ mod tests {
     #[test]
     fn every_failure_says_what_the_step_was_doing() {
         assert_eq!(
-            detail(&HostError::Other("connection refused".to_owned()).into()),
+            detail(&ObjectError::Other("connection refused".to_owned()).into()),
             "gpufleet_virtual_cluster \"team-a\": connection refused (while writing the host \
              objects)."
         );

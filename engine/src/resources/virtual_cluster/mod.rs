@@ -10,12 +10,14 @@
 //! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
 //!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
-//!   rules for the Role and ClusterRole; [`objects`]: the kinds and names.
-//! - [`host`]: the host cluster behind a trait; [`apply`] (create, update, delete), [`read`]
-//!   (refresh, import) and [`readiness`]: the operations against it; [`pause`]: what
-//!   `vcluster pause` and `vcluster resume` do; [`persistence`]: the volume claim that keeps
-//!   the control plane's data; [`expose`]: how the control plane is reached from outside, and
-//!   the URL its credentials point at.
+//!   rules for the Role and ClusterRole; [`objects`]: the objects and their names.
+//! - [`apply`] (create, update, delete), [`read`] (refresh, import) and [`readiness`]: the
+//!   operations against the host cluster's [`HostObjects`]; [`pause`]: what `vcluster pause`
+//!   and `vcluster resume` do; [`persistence`]: the volume claim that keeps the control
+//!   plane's data; [`expose`]: how the control plane is reached from outside, and the URL its
+//!   credentials point at.
+//!
+//! [`HostObjects`]: crate::backends::kube::host::HostObjects
 //!
 //! # Identity
 //!
@@ -41,7 +43,6 @@
 
 pub mod apply;
 pub mod expose;
-pub mod host;
 pub mod model;
 pub mod objects;
 pub mod pause;
@@ -61,12 +62,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use host::{Backend, FromSettings, HostApi, HostError, KubeHost};
-
 pub use read::{import_skeleton, read_virtual_cluster};
 
 use self::{plan::plan_virtual_cluster, validate::validate_virtual_cluster};
 use crate::{
+    backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
     diag::Diagnostics,
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -86,13 +86,13 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(10 * 60),
 };
 
-/// The `gpufleet_virtual_cluster` resource kind over a host [`Backend`]. The registry uses
+/// The `gpufleet_virtual_cluster` resource kind over a host [`ObjectsBackend`]. The registry uses
 /// `VirtualCluster(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualCluster<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: Backend> ResourceKind for VirtualCluster<B> {
+impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     fn type_name(&self) -> &'static str {
         TYPE_NAME
     }
@@ -110,7 +110,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(h) => h,
             Err(diagnostics) => {
                 return ApplyResponse {
@@ -127,7 +127,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx).await {
+        match self.0.connect(ctx, TYPE_NAME).await {
             Ok(host) => read_virtual_cluster(host.as_ref(), ctx, &state).await,
             Err(diagnostics) => ReadResponse {
                 new_state: state,
@@ -137,7 +137,7 @@ impl<B: Backend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        self.0.connect(ctx).await?;
+        self.0.connect(ctx, TYPE_NAME).await?;
         import_skeleton(id)
     }
 

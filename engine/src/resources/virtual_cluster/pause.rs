@@ -15,9 +15,9 @@ use std::time::SystemTime;
 
 use serde_json::{Value as Json, json};
 
-use super::{
-    host::{HostApi, HostError},
-    objects::ObjectKind,
+use crate::backends::kube::{
+    ObjectError,
+    host::{HostObjects, ObjectKind},
 };
 
 /// `"true"` on the StatefulSet of a paused virtual cluster; `vcluster list` shows it as
@@ -66,12 +66,14 @@ pub fn resume_patch() -> Json {
 /// Deletes the pods virtual cluster `name` synced into `namespace`, returning how many there
 /// were. Call it only once the control plane has stopped: a running syncer recreates them.
 pub async fn delete_synced_pods(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     namespace: &str,
     name: &str,
-) -> Result<usize, HostError> {
+) -> Result<usize, ObjectError> {
     let selector = format!("{SYNCED_BY}={name}");
-    let pods = host.list(ObjectKind::Pod, namespace, &selector).await?;
+    let pods = host
+        .list(ObjectKind::Pod, Some(namespace), &selector)
+        .await?;
     for pod in pods
         .iter()
         .filter_map(|p| p.pointer("/metadata/name").and_then(Json::as_str))

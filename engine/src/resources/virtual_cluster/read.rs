@@ -25,9 +25,8 @@ use serde_json::Value as Json;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     expose::Expose,
-    host::{HostApi, HostError},
     model::{ACCESS, Address, Spec, access_values, default_namespace},
-    objects::{Names, ObjectKind, ObjectRef},
+    objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
@@ -35,9 +34,11 @@ use super::{
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
+    backends::kube::host::{HostObjects, ObjectKind},
     backends::kube::json::{labels_of, str_at},
     backends::kube::{
-        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, ownership, reserved_label,
+        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, ownership,
+        reserved_label,
     },
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -84,10 +85,10 @@ pub fn owned_by(ns: &Json, name: &str) -> bool {
 /// the objects outside it are read: a delete interrupted after the namespace went leaves
 /// them behind).
 pub async fn observe(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
-) -> Result<Observed, HostError> {
+) -> Result<Observed, ObjectError> {
     let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
     let deleting = |n: &Json| n.pointer("/metadata/deletionTimestamp").is_some();
     let terminating = ns
@@ -535,7 +536,7 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
 
 /// Refreshes `state` against `host`.
 pub async fn read_virtual_cluster(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     state: &Value,
 ) -> ReadResponse {

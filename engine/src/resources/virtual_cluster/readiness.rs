@@ -17,10 +17,15 @@ use tokio::time::Instant;
 
 use super::{
     expose::{self, Expose},
-    host::{HostApi, HostError},
-    objects::{Names, ObjectKind},
+    objects::Names,
 };
-use crate::context::Context;
+use crate::{
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+    },
+    context::Context,
+};
 
 /// How often the control plane is looked at, as vCluster's CLI does.
 const POLL: Duration = Duration::from_secs(1);
@@ -110,7 +115,7 @@ impl Readiness {
 pub enum WaitError {
     /// A host call failed.
     #[error(transparent)]
-    Host(#[from] HostError),
+    Host(#[from] ObjectError),
     /// The control plane cannot start.
     #[error("the control plane cannot start: {0}")]
     Failed(String),
@@ -256,11 +261,11 @@ fn newest(pods: &[Json]) -> Option<&Json> {
 
 /// The Service `<name>`, when the address depends on it.
 async fn service_for(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
     expose: &Expose,
-) -> Result<Option<Json>, HostError> {
+) -> Result<Option<Json>, ObjectError> {
     if !expose.needs_service() {
         return Ok(None);
     }
@@ -271,11 +276,11 @@ async fn service_for(
 /// One look at the control plane of the virtual cluster `names` in `namespace`, reached as
 /// `expose` says.
 pub async fn observe(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
     expose: &Expose,
-) -> Result<Readiness, HostError> {
+) -> Result<Readiness, ObjectError> {
     let ns = Some(namespace);
     let Some(sts) = host.get(ObjectKind::StatefulSet, ns, &names.name).await? else {
         return Ok(Readiness::Waiting(format!(
@@ -314,7 +319,9 @@ pub async fn observe(
         )));
     }
     let selector = format!("app=vcluster,release={}", names.name);
-    let pods = host.list(ObjectKind::Pod, namespace, &selector).await?;
+    let pods = host
+        .list(ObjectKind::Pod, Some(namespace), &selector)
+        .await?;
     let Some(pod) = newest(&pods) else {
         return Ok(Readiness::Waiting(format!(
             "no control-plane pod ({selector}) yet"
@@ -419,7 +426,7 @@ where
 /// Waits until the control plane is ready and has its address (or is paused, when it is meant
 /// to be), polling every second until `deadline`, and stops at once when Terraform cancels.
 pub async fn wait_ready(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     namespace: &str,
     names: &Names,
@@ -456,7 +463,7 @@ fn still_running(sts: &Json, name: &str) -> Option<String> {
 /// Waits until the control plane's StatefulSet has no pods left (`status.replicas` 0), as
 /// `vcluster pause` does before it deletes the synced pods, polling like [`wait_ready`].
 pub async fn wait_stopped(
-    host: &dyn HostApi,
+    host: &dyn HostObjects,
     ctx: &Context,
     namespace: &str,
     names: &Names,

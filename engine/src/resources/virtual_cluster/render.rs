@@ -31,11 +31,13 @@ use serde_json::{Map, Value as Json, json};
 
 use super::{
     model::Spec,
-    objects::{Names, ObjectKind, ObjectRef},
+    objects::{Names, ObjectRef},
     pause, rbac,
     values::{self, at, is_true, text, truthy},
 };
-use crate::backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER};
+use crate::backends::kube::{
+    ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER, host::ObjectKind,
+};
 
 /// Label keys of the pod security admission.
 pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";

@@ -1,8 +1,22 @@
 //! The host cluster as the kinds see it: [`KubeHost`] is the one real client, on the shared
 //! `kube::Client`, and implements every host-cluster interface a kind uses, so the kinds
 //! reach the network only through this module.
+//!
+//! - [`HostObjects`]: objects as JSON values by [`ObjectKind`] (virtual clusters,
+//!   benchmarks), with [`ObjectsBackend`] to connect from the provider's settings.
+//! - [`nodes::HostNodes`]: typed node, pod, ConfigMap and Karpenter calls (GPU node pools).
+
+mod connect;
+mod kinds;
+mod objects;
+
+pub mod nodes;
 
 use std::sync::Arc;
+
+pub use connect::{FromSettings, ObjectsBackend};
+pub use kinds::ObjectKind;
+pub use objects::{HeldTurn, HostObjects, TURN_DURATION};
 
 use super::DynamicClient;
 
@@ -18,6 +32,11 @@ impl KubeHost {
         KubeHost {
             objects: Arc::new(DynamicClient::new(client)),
         }
+    }
+
+    /// How many API calls this host made so far (for the operation's debug log).
+    pub fn calls(&self) -> u64 {
+        self.objects.calls()
     }
 
     /// The object calls, counted.

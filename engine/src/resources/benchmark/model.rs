@@ -1,25 +1,30 @@
-//! The benchmark as configured: decoding a planned value into a [`BenchmarkSpec`], and the
-//! offline checks across attributes. Pure.
+//! The benchmark as configured, decoded once from a planned value into a [`BenchmarkSpec`],
+//! and the run a state records ([`RecordedRun`]). Pure.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
 };
 
+use bigdecimal::BigDecimal;
+
 use crate::{
     benchmark::{self, Suite},
     diag::Diagnostics,
     path::AttrPath,
-    resources::gpu_node_pool::spec::VirtualClusterRef,
+    tenancy::VirtualClusterRef,
     validate::PositiveDuration,
     value::Value,
 };
 
 use super::{
     launch::LauncherSetting,
-    schema::{DEFAULT_START_TIMEOUT, NODE_FIELDS},
+    schema::DEFAULT_START_TIMEOUT,
     thresholds::{self, Bounds},
 };
+
+/// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
+pub const THRESHOLD_PREFIX: &str = "threshold: ";
 
 /// The node pool a benchmark runs on, from its id `<namespace>/<virtual cluster>/<pool>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,103 +200,69 @@ impl BenchmarkSpec {
     }
 }
 
-/// The checks across attributes; per-attribute rules are validators in the schema.
-pub fn validate(config: &Value) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    let (vc, ns) = (config.get("virtual_cluster_id"), config.get("namespace"));
-    if vc.is_null() && ns.is_null() {
-        d.error_at(
-            AttrPath::root(),
-            "Missing Namespace",
-            "set virtual_cluster_id (to run in the virtual cluster's host namespace) or \
-             namespace.",
-        );
-    }
-    let vc_ref = vc.as_str().map(|s| (s, VirtualClusterRef::parse(s)));
-    if let Some((s, None)) = vc_ref {
-        d.error_at(
-            AttrPath::attr("virtual_cluster_id"),
-            "Invalid Virtual Cluster ID",
-            format!("{s:?} is not a virtual cluster id (`<host namespace>/<name>`)."),
-        );
-    }
-    if let (Some((_, Some(vc))), Some(ns)) = (&vc_ref, ns.as_str())
-        && vc.namespace != ns
-    {
-        d.error_at(
-            AttrPath::attr("namespace"),
-            "Namespace Does Not Match",
-            format!(
-                "namespace {ns:?} differs from the host namespace {:?} of virtual_cluster_id; \
-                 leave namespace out.",
-                vc.namespace
-            ),
-        );
-    }
-    if let Some(p) = config.get("node_pool_id").as_str() {
-        match PoolRef::parse(p) {
-            None => d.error_at(
-                AttrPath::attr("node_pool_id"),
-                "Invalid Node Pool ID",
-                format!("{p:?} is not a node pool id (`<namespace>/<virtual cluster>/<pool>`)."),
-            ),
-            Some(pool) => {
-                if let Some((_, Some(vc))) = &vc_ref
-                    && pool.vc != *vc
-                {
-                    d.error_at(
-                        AttrPath::attr("node_pool_id"),
-                        "Pool Of Another Virtual Cluster",
-                        format!(
-                            "node pool {p:?} belongs to virtual cluster {}/{}, not to \
-                             virtual_cluster_id.",
-                            pool.vc.namespace, pool.vc.name
-                        ),
-                    );
-                }
-            }
+/// The run a state records, as refresh, an in-place change and destroy need it.
+#[derive(Debug, Clone, Default)]
+pub struct RecordedRun {
+    /// Name, when recorded.
+    pub name: Option<String>,
+    /// The host namespace it ran in: `namespace`, else that of `virtual_cluster_id`.
+    pub namespace: Option<String>,
+    /// The recorded results; `None` while they are not known.
+    pub results: Option<BTreeMap<String, BigDecimal>>,
+    /// The tool's own verdict: the recorded `failures` that are not thresholds.
+    pub tool_failures: Vec<String>,
+}
+
+impl RecordedRun {
+    /// Decodes the record of a state (or of a prior value at plan).
+    pub fn from_state(state: &Value) -> RecordedRun {
+        let results = state.get("results");
+        RecordedRun {
+            name: state.get("name").as_str().map(str::to_owned),
+            namespace: namespace_of(state),
+            results: results.is_wholly_known().then(|| {
+                results
+                    .as_map()
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }),
+            tool_failures: state
+                .get("failures")
+                .as_seq()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|f| !f.starts_with(THRESHOLD_PREFIX))
+                .map(str::to_owned)
+                .collect(),
         }
     }
-    let suite = config.get("suite").as_str().and_then(benchmark::suite);
-    if let Some(suite) = suite {
-        thresholds::validate(suite, config.get("thresholds"), &mut d);
-        super::suite_params::validate(suite, config, &mut d);
-        if suite.name() == "custom" && config.get("command").is_null() {
-            d.error_at(
-                AttrPath::attr("command"),
-                "Missing Command",
-                "the custom suite has no default command: set command, and make its last line \
-                 of output a JSON object of metrics.",
-            );
-        }
+
+    /// The failures of the recorded run under `bounds`: the tool's verdict, then the broken
+    /// thresholds; `None` while the results are not known.
+    pub fn re_checked(&self, bounds: &BTreeMap<String, Bounds>) -> Option<Vec<String>> {
+        let results = self.results.as_ref()?;
+        Some(verdict(&self.tool_failures, results, bounds))
     }
-    for field in config
-        .get("allow_node_differences")
-        .as_seq()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|f| !NODE_FIELDS.contains(f))
-    {
-        d.error_at(
-            AttrPath::attr("allow_node_differences"),
-            "Unknown Node Field",
-            format!(
-                "{field:?} is not a per-node environment field; the fields are {}.",
-                NODE_FIELDS.join(", ")
-            ),
-        );
-    }
-    if let Some(xs) = config.get("command").as_seq()
-        && xs.is_empty()
-    {
-        d.error_at(
-            AttrPath::attr("command"),
-            "Empty Command",
-            "command must have at least the program; leave it out for the suite's default.",
-        );
-    }
-    d
+}
+
+/// The verdict of a run from its results: tool failures plus broken thresholds.
+pub fn verdict(
+    tool_failures: &[String],
+    results: &BTreeMap<String, BigDecimal>,
+    bounds: &BTreeMap<String, Bounds>,
+) -> Vec<String> {
+    let mut failures = tool_failures.to_vec();
+    failures.extend(
+        thresholds::violations(results, bounds)
+            .iter()
+            .map(|v| format!("{THRESHOLD_PREFIX}{v}")),
+    );
+    failures
 }
 
 #[cfg(test)]

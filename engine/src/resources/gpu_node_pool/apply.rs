@@ -1,37 +1,36 @@
-//! Apply, read and import: the steps against the host cluster.
+//! Create, update and destroy: bringing the pool's nodes (and, for a `bcm` pool, its BCM
+//! servers) in line with its configuration, within the operation's timeout.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME,
-    api::{HostApi, HostError, HostNode},
-    bcm as bcm_pool,
+    DEFAULT_TIMEOUTS, TYPE_NAME, bcm as bcm_pool,
     claim::{self, ClaimError, ClaimRequest},
     device_plugin::{self, CONFIG_MAP, ConfigHome, DevicePluginError},
     karpenter::{self, NODEPOOL_LABEL},
     mig,
-    node_config::{
-        Desired, Tier, cordon_write, desired, held_write, is_configured, is_free, release_write,
-    },
-    spec::{
-        DEVICE_PLUGIN_CONFIG_LABEL, GPU_PRODUCT_LABEL, GPU_REPLICAS_LABEL, MIG_CONFIG_LABEL,
-        PoolSpec, Sharing, Source, VirtualClusterRef, pool_label,
-    },
+    model::{PoolSpec, Sharing, Source, state_of, status_for},
+    node_config::{Tier, cordon_write, desired, held_write, is_free, release_write},
+    validate::refuse_private_host,
 };
 use crate::{
     apply::{self, KindError, bounded, failed},
     backends::{
         bcm::{BcmApi, BcmError},
-        kube::{ISOLATION, POOL, VIRTUAL_CLUSTER},
+        kube::{
+            GPU_PRODUCT_LABEL, ISOLATION, POOL, VIRTUAL_CLUSTER,
+            host::nodes::{HostError, HostNode, HostNodes},
+        },
     },
     catalog::GpuModel,
     context::Context,
     diag::{Diagnostic, Diagnostics},
-    kinds::{ApplyResponse, ReadResponse},
+    kinds::ApplyResponse,
     provider_config::ProviderSettings,
     resources::bcm_node::apply::{self as bcm_node, NodeError},
+    tenancy::VirtualClusterRef,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
@@ -110,58 +109,8 @@ impl From<ClaimError> for StepError {
     }
 }
 
-/// What the tenant can request from `gpus` physical GPUs shared as `sharing`.
-pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
-    match sharing {
-        Sharing::None => [("nvidia.com/gpu".to_owned(), gpus)].into(),
-        Sharing::TimeSlicing(r) => [("nvidia.com/gpu".to_owned(), gpus * u64::from(*r))].into(),
-        // Without the nodes to ask, the device plugin's default MIG strategy.
-        Sharing::Mig(c) => mig::resources(c, mig::Strategy::Mixed, gpus),
-    }
-}
-
-/// The state for `held` nodes, from a planned (or prior) value.
-fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Value {
-    let mut s = v.clone();
-    let mut names: Vec<String> = held.iter().map(|n| n.name.clone()).collect();
-    names.sort();
-    // Physical GPUs: capacity would count time-slicing replicas that `allocatable` adds.
-    let gpus: u64 = held.iter().map(|n| u64::from(n.physical_gpus())).sum();
-    s.set_attr("id", Value::string(spec.id()));
-    s.set_attr(
-        "nodes",
-        Value::List(names.into_iter().map(Value::string).collect()),
-    );
-    s.set_attr("gpus", Value::int(i64::try_from(gpus).unwrap_or(i64::MAX)));
-    // MIG resources depend on each node's strategy.
-    let alloc = match &spec.sharing {
-        Sharing::Mig(c) => mig::allocatable(c, held),
-        other => allocatable(other, gpus),
-    };
-    s.set_attr(
-        "allocatable",
-        Value::Map(
-            alloc
-                .into_iter()
-                .map(|(k, n)| (k, Value::int(i64::try_from(n).unwrap_or(i64::MAX))))
-                .collect(),
-        ),
-    );
-    s.set_attr("status", Value::string(status));
-    s.with_unknowns_nulled()
-}
-
-fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
-    match spec.source {
-        Source::Auto if held == 0 => "pending",
-        Source::Auto => "ready",
-        Source::Host | Source::Bcm if held == spec.target() as usize => "ready",
-        Source::Host | Source::Bcm => "degraded",
-    }
-}
-
 /// The tier of the pool's virtual cluster, from its namespace.
-async fn tier_of(api: &dyn HostApi, vc: &VirtualClusterRef) -> Result<Tier, StepError> {
+async fn tier_of(api: &dyn HostNodes, vc: &VirtualClusterRef) -> Result<Tier, StepError> {
     let Some(labels) = api.namespace_labels(&vc.namespace).await? else {
         return Err(StepError::Conflict(format!(
             "the virtual cluster's namespace {} does not exist. Create the \
@@ -190,17 +139,8 @@ async fn tier_of(api: &dyn HostApi, vc: &VirtualClusterRef) -> Result<Tier, Step
         })
 }
 
-/// The private-tier check plan and apply share.
-pub(super) fn refuse_private_host(tier: Tier, source: Source) -> Option<String> {
-    (tier == Tier::Private && source == Source::Host).then(|| {
-        "the virtual cluster is `private`: its tenants get nodes of their own, never \
-         host-cluster nodes. Use source = \"bcm\" or \"auto\"."
-            .to_owned()
-    })
-}
-
 /// The provider setting naming the device plugin's namespace, if set.
-fn namespace_setting(settings: &ProviderSettings) -> Option<String> {
+pub(super) fn namespace_setting(settings: &ProviderSettings) -> Option<String> {
     settings
         .get("kubernetes", device_plugin::NAMESPACE_SETTING)
         .map(str::to_owned)
@@ -209,7 +149,7 @@ fn namespace_setting(settings: &ProviderSettings) -> Option<String> {
 /// Where the pool's time-slicing config goes: prepared (the GPU Operator pointed at it) when
 /// the pool time-slices, found when it stops doing so (to remove its key), `None` otherwise.
 async fn config_home(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     spec: &PoolSpec,
     had_time_slicing: bool,
     setting: Option<&str>,
@@ -226,7 +166,10 @@ async fn config_home(
 
 /// Where a key being removed is; `None` when that cannot be found any more (the operator was
 /// uninstalled, say): a key nothing reads is harmless, and must not block a destroy.
-async fn home_to_clean(api: &dyn HostApi, setting: Option<&str>) -> Option<ConfigHome> {
+pub(super) async fn home_to_clean(
+    api: &dyn HostNodes,
+    setting: Option<&str>,
+) -> Option<ConfigHome> {
     match device_plugin::locate(api, setting).await {
         Ok(home) => Some(home),
         Err(e) => {
@@ -242,7 +185,7 @@ async fn home_to_clean(api: &dyn HostApi, setting: Option<&str>) -> Option<Confi
 /// Writes the pool's key of the device plugin's ConfigMap, or removes it when the pool no
 /// longer time-slices.
 async fn write_sharing_config(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     spec: &PoolSpec,
     home: Option<&ConfigHome>,
 ) -> Result<(), StepError> {
@@ -266,7 +209,7 @@ async fn write_sharing_config(
 /// Cordons `nodes`, evicts their pods until none is left or `timeout` passes, then releases
 /// them exactly as found. Returns the nodes still held when it stops.
 async fn drain_and_release(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     pool: &str,
     nodes: Vec<HostNode>,
     timeout: Duration,
@@ -319,7 +262,7 @@ async fn drain_and_release(
 /// Brings the pool to `spec` on the cluster; returns the nodes it holds. On failure, also the
 /// nodes held at that point.
 async fn converge(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     bcm: Option<&dyn BcmApi>,
     spec: &PoolSpec,
     prefer: &[String],
@@ -462,7 +405,7 @@ async fn converge(
 /// in a drain; the Eviction API keeps disruption budgets, and a pod a budget protects for now
 /// is left for the next apply.
 async fn evict_foreign_pods(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     held: &[HostNode],
     tenant_namespace: &str,
 ) -> Result<(), HostError> {
@@ -495,20 +438,20 @@ async fn evict_foreign_pods(
 
 /// The nodes holding the pool label now, for a state after a failure (empty when the cluster
 /// cannot say).
-async fn held_now(api: &dyn HostApi, pool: &str) -> Vec<HostNode> {
+async fn held_now(api: &dyn HostNodes, pool: &str) -> Vec<HostNode> {
     list_held(api, pool).await.unwrap_or_default()
 }
 
 /// The nodes the pool holds, found by its label alone: GFD rewrites the product label of
 /// shared nodes (`-SHARED`, `-MIG-<profile>`) and removes it while it restarts.
-async fn list_held(api: &dyn HostApi, pool: &str) -> Result<Vec<HostNode>, HostError> {
+pub(super) async fn list_held(api: &dyn HostNodes, pool: &str) -> Result<Vec<HostNode>, HostError> {
     api.list_nodes(&format!("{POOL}={pool}")).await
 }
 
 /// The nodes of `model`, held or free. A selector only matches the product label exactly, so
 /// every GPU node is listed (one call) and matched through the catalog, which ignores the
 /// suffixes GFD adds to shared nodes.
-async fn list_product(api: &dyn HostApi, model: &GpuModel) -> Result<Vec<HostNode>, HostError> {
+async fn list_product(api: &dyn HostNodes, model: &GpuModel) -> Result<Vec<HostNode>, HostError> {
     let nodes = api.list_nodes(GPU_PRODUCT_LABEL).await?;
     Ok(nodes.into_iter().filter(|n| n.is_product(model)).collect())
 }
@@ -519,7 +462,7 @@ const JOIN_POLL: Duration = Duration::from_secs(2);
 /// Provisions the pool's BCM nodes, then waits until each has a host node that is Ready and
 /// free (or already the pool's). Returns their hostnames.
 async fn provision_bcm(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     bcm: &dyn BcmApi,
     spec: &PoolSpec,
     target: usize,
@@ -571,7 +514,7 @@ fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
 
 /// Create or update.
 pub(super) async fn apply_upsert(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     bcm: Option<&dyn BcmApi>,
     ctx: &Context,
     prior: &Value,
@@ -682,7 +625,7 @@ pub(super) async fn apply_upsert(
 
 /// Destroy.
 pub(super) async fn apply_delete(
-    api: &dyn HostApi,
+    api: &dyn HostNodes,
     bcm: Option<&dyn BcmApi>,
     ctx: &Context,
     prior: &Value,
@@ -740,246 +683,5 @@ pub(super) async fn apply_delete(
                 state,
             )
         }
-    }
-}
-
-/// Refresh: the nodes that hold the pool label, checked against what the pool wants.
-pub(super) async fn read(
-    api: &dyn HostApi,
-    bcm: Option<&dyn BcmApi>,
-    ctx: &Context,
-    state: &Value,
-) -> ReadResponse {
-    let name = state.get("name").as_str().unwrap_or_default().to_owned();
-    let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
-    let started = Instant::now();
-    let mut mig_problems: Vec<mig::MigError> = Vec::new();
-    let result = bounded(ctx, Operation::Read, started, started + t.read, async {
-        if state.get("gpu_product").is_null() {
-            return read_imported(api, state, namespace_setting(&ctx.settings).as_deref()).await;
-        }
-        let spec = PoolSpec::from_value(state)
-            .map_err(|_| StepError::Conflict("the state does not describe a pool".to_owned()))?;
-        if spec.source == Source::Auto {
-            if api.get_node_pool(&spec.node_pool_name()).await?.is_none() {
-                return Ok(Value::Null);
-            }
-            let launched = api
-                .list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
-                .await?;
-            return Ok(state_of(
-                state,
-                &spec,
-                &launched,
-                status_for(&spec, launched.len()),
-            ));
-        }
-        let held = list_held(api, &spec.pool_label()).await?;
-        // A bcm pool's servers still being wiped count as the pool's (its tenant's data is
-        // on them), so the next apply or destroy finishes the wipe.
-        let (bcm_held, wiping) = match (spec.source, bcm) {
-            (Source::Bcm, Some(bcm)) => bcm_pool::census(bcm, &spec).await?,
-            _ => (0, 0),
-        };
-        if held.is_empty() {
-            if bcm_held + wiping > 0 {
-                let mut s = state_of(state, &spec, &[], "degraded");
-                s.set_attr("node_count", Value::int(wiping as i64));
-                return Ok(s);
-            }
-            return Ok(Value::Null);
-        }
-        let tier = match api.namespace_labels(&spec.vc.namespace).await? {
-            Some(l) => l.get(ISOLATION).and_then(|t| Tier::parse(t)),
-            None => None,
-        }
-        // Without its namespace, judge by what the nodes say.
-        .or_else(|| {
-            held.iter()
-                .find_map(|n| n.label(ISOLATION).and_then(Tier::parse))
-        })
-        .unwrap_or(Tier::Shared);
-        let want: Desired = desired(&spec, tier);
-        // Nodes the MIG manager failed on are not configured: the next plan shows them.
-        let mig_failed = match &spec.sharing {
-            Sharing::Mig(_) => mig::failed_nodes(&held),
-            _ => Vec::new(),
-        };
-        let mig_waiting = matches!(spec.sharing, Sharing::Mig(_))
-            && held
-                .iter()
-                .any(|n| matches!(mig::NodeState::of(n), mig::NodeState::Waiting(_)));
-        if let Sharing::Mig(c) = &spec.sharing {
-            if !mig_failed.is_empty() {
-                mig_problems.push(mig::MigError::Failed {
-                    config: c.name.clone(),
-                    nodes: mig_failed.clone(),
-                });
-            }
-            if let Err(e) = mig::check_strategy(c, &held) {
-                mig_problems.push(e);
-            }
-        }
-        let configured = held
-            .iter()
-            .filter(|n| is_configured(n, &want) && !mig_failed.contains(&n.name))
-            .count();
-        let mut s = state_of(state, &spec, &held, "ready");
-        let count = if configured == held.len() {
-            held.len()
-        } else {
-            configured
-        } + wiping;
-        if !state.get("node_count").is_null() {
-            s.set_attr("node_count", Value::int(count as i64));
-        }
-        if count != spec.target() as usize || configured != held.len() {
-            s.set_attr("status", Value::string("degraded"));
-        } else if mig_waiting {
-            s.set_attr("status", Value::string("pending"));
-        }
-        Ok(s)
-    })
-    .await;
-    match result {
-        Ok(new_state) => ReadResponse {
-            new_state,
-            diagnostics: mig_problems
-                .iter()
-                .map(|e| {
-                    Diagnostic::warning(
-                        "GPU Node Pool MIG Not Applied",
-                        format!("{TYPE_NAME} {name:?}: {e}"),
-                    )
-                })
-                .fold(Diagnostics::new(), |mut d, x| {
-                    d.push(x);
-                    d
-                }),
-        },
-        Err(e) => ReadResponse {
-            new_state: state.clone(),
-            diagnostics: e
-                .diagnostic(
-                    "GPU Node Pool Read Failed",
-                    &name,
-                    "reading the pool's nodes",
-                )
-                .into(),
-        },
-    }
-}
-
-/// Fills an import skeleton (name, virtual cluster) from the cluster.
-async fn read_imported(
-    api: &dyn HostApi,
-    state: &Value,
-    setting: Option<&str>,
-) -> Result<Value, StepError> {
-    let name = state.get("name").as_str().unwrap_or_default();
-    let vc_id = state.get("virtual_cluster_id").as_str().unwrap_or_default();
-    let Some(vc) = VirtualClusterRef::parse(vc_id) else {
-        return Ok(Value::Null);
-    };
-    let label = pool_label(&vc.name, name);
-    let mut s = state.clone();
-    s.set_attr(
-        "drain_timeout",
-        Value::string(super::schema::DEFAULT_DRAIN_TIMEOUT),
-    );
-    let np_name = format!("gpufleet-{}-{name}", vc.name);
-    if let Some(np) = api.get_node_pool(&np_name).await? {
-        let product = np["spec"]["template"]["spec"]["requirements"][0]["values"][0]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        s.set_attr("gpu_product", Value::string(product));
-        s.set_attr("source", Value::string("auto"));
-        let max = np["spec"]["limits"]["nodes"]
-            .as_str()
-            .and_then(|n| n.parse::<i64>().ok());
-        s.set_attr(
-            "autoscaling",
-            Value::object([
-                ("min_nodes", Value::int(0)),
-                ("max_nodes", Value::int(max.unwrap_or(1))),
-            ]),
-        );
-    } else {
-        let held = list_held(api, &label).await?;
-        let Some(first) = held.first() else {
-            return Ok(Value::Null);
-        };
-        // Any node GFD labels right now tells the product.
-        let product = held
-            .iter()
-            .find_map(HostNode::gpu_model)
-            .map(|m| m.product)
-            .unwrap_or_default();
-        s.set_attr("gpu_product", Value::string(product));
-        s.set_attr("source", Value::string("host"));
-        s.set_attr("node_count", Value::int(held.len() as i64));
-        let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
-            Some(("mig", Value::Null, Value::string(m)))
-        } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
-            // The pool's key, else what GFD reports the device plugin applied.
-            let cfg = match device_plugin::locate(api, setting).await {
-                Ok(home) => api.config_key(&home.namespace, CONFIG_MAP, &label).await?,
-                Err(_) => None,
-            };
-            let r = cfg
-                .as_deref()
-                .and_then(device_plugin::replicas_in)
-                .or_else(|| first.label(GPU_REPLICAS_LABEL)?.parse().ok())
-                .unwrap_or(1);
-            Some(("time-slicing", Value::int(r), Value::Null))
-        } else {
-            None
-        };
-        if let Some((strategy, replicas, mig)) = sharing {
-            s.set_attr(
-                "sharing",
-                Value::object([
-                    ("strategy", Value::string(strategy)),
-                    ("replicas", replicas),
-                    ("mig_config", mig),
-                ]),
-            );
-        }
-    }
-    let spec = PoolSpec::from_value(&s).map_err(|_| {
-        StepError::Conflict(format!("no pool {name} of virtual cluster {vc_id} found"))
-    })?;
-    // Fill the computed attributes the way a refresh does.
-    Box::pin(read_spec(api, &s, &spec)).await
-}
-
-async fn read_spec(api: &dyn HostApi, s: &Value, spec: &PoolSpec) -> Result<Value, StepError> {
-    let held = if spec.source == Source::Auto {
-        api.list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
-            .await?
-    } else {
-        list_held(api, &spec.pool_label()).await?
-    };
-    Ok(state_of(s, spec, &held, status_for(spec, held.len())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allocatable_counts_what_the_tenant_can_request() {
-        assert_eq!(allocatable(&Sharing::None, 8)["nvidia.com/gpu"], 8);
-        assert_eq!(
-            allocatable(&Sharing::TimeSlicing(4), 8)["nvidia.com/gpu"],
-            32
-        );
-        let a100 = crate::catalog::lookup("NVIDIA-A100-SXM4-80GB").expect("catalog");
-        let c = crate::catalog::mig_config(a100, "all-1g.10gb").expect("config");
-        assert_eq!(
-            allocatable(&Sharing::Mig(c), 16)["nvidia.com/mig-1g.10gb"],
-            16 * 7
-        );
     }
 }

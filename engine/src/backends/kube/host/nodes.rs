@@ -1,15 +1,18 @@
-//! [`HostApi`] on a real API server, through the shared `kube::Client`.
+//! What a node pool needs from the host cluster, as the trait [`HostNodes`]: nodes, their
+//! pods, one key of a ConfigMap, the GPU Operator's ClusterPolicy and Karpenter NodePools.
+//! [`KubeHost`] implements it on the API server; the node pool's in-memory cluster, in tests.
 //!
-//! A node write is a JSON merge patch that carries `metadata.resourceVersion`: the API server
+//! Node writes are guarded: [`HostNodes::write_node`] succeeds only while the node still has
+//! the resource version the caller read, which is what makes a claim atomic. On the API server
+//! a node write is a JSON merge patch that carries `metadata.resourceVersion`: the server
 //! applies it only while the node still has that version and answers `409 Conflict`
-//! otherwise, which is what makes a claim atomic. The patch is computed against the node as
-//! read, so keys to remove are sent as `null`. ConfigMap keys are written with merge patches
-//! too (one key at a time, so pools sharing the device-plugin ConfigMap never drop each
-//! other's keys), and Karpenter NodePools with server-side apply. The GPU Operator's
-//! ClusterPolicy gets one field, `spec.devicePlugin.config.name`, by a server-side apply that
-//! is never forced.
+//! otherwise. The patch is computed against the node as read, so keys to remove are sent as
+//! `null`. ConfigMap keys are written with merge patches too (one key at a time, so pools
+//! sharing the device-plugin ConfigMap never drop each other's keys), and Karpenter NodePools
+//! with server-side apply. The GPU Operator's ClusterPolicy gets one field,
+//! `spec.devicePlugin.config.name`, by a server-side apply that is never forced.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -23,40 +26,224 @@ use kube::{
 };
 use serde_json::{Map, Value as Json, json};
 
-use super::api::{HostApi, HostError, HostNode, NodeTaint, NodeWrite, PodRef, WriteOutcome};
+use super::KubeHost;
 use crate::backends::kube::{
-    DynamicClient, FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
+    FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
 };
+
+/// A taint as Kubernetes spells it on `spec.taints`.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct NodeTaint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value; `None` when the taint has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl NodeTaint {
+    /// Whether `other` is the same taint slot (key and effect), whatever its value.
+    pub fn same_slot(&self, other: &NodeTaint) -> bool {
+        self.key == other.key && self.effect == other.effect
+    }
+}
+
+/// The parts of a Node a pool reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostNode {
+    /// Node name.
+    pub name: String,
+    /// `metadata.resourceVersion` when it was read.
+    pub resource_version: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.taints`.
+    pub taints: Vec<NodeTaint>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// Whether the `Ready` condition is `True`.
+    pub ready: bool,
+    /// `status.capacity["nvidia.com/gpu"]` as the device plugin advertises it: GPUs times
+    /// replicas under time-slicing, without the MIG-enabled GPUs under the MIG `mixed`
+    /// strategy. The node pool counts the GPUs in the machine from the labels.
+    pub gpu_capacity: u32,
+    /// Pods a claim would have to move off the node (not DaemonSet or mirror pods), when
+    /// counted ([`HostNodes::movable_pods`]); 0 otherwise.
+    pub movable_pods: usize,
+}
+
+impl HostNode {
+    /// A node named `name` with only `labels`, for tests of what labels decide.
+    #[cfg(test)]
+    pub(crate) fn labelled(name: &str, labels: &[(&str, &str)]) -> HostNode {
+        HostNode {
+            name: name.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..HostNode::default()
+        }
+    }
+
+    /// A label's value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
+/// The metadata and spec fields a pool writes on a node, as a whole: labels, annotations and
+/// taints are replaced by these.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeWrite {
+    /// The node's labels after the write.
+    pub labels: BTreeMap<String, String>,
+    /// The node's annotations after the write.
+    pub annotations: BTreeMap<String, String>,
+    /// The node's taints after the write.
+    pub taints: Vec<NodeTaint>,
+    /// Whether the node is cordoned after the write.
+    pub unschedulable: bool,
+}
+
+impl NodeWrite {
+    /// What `node` has now, as a write that changes nothing.
+    pub fn of(node: &HostNode) -> NodeWrite {
+        NodeWrite {
+            labels: node.labels.clone(),
+            annotations: node.annotations.clone(),
+            taints: node.taints.clone(),
+            unschedulable: node.unschedulable,
+        }
+    }
+
+    /// Whether writing this to `node` would change nothing.
+    pub fn matches(&self, node: &HostNode) -> bool {
+        *self == NodeWrite::of(node)
+    }
+}
+
+/// How a guarded node write ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Written; the node as it is now.
+    Written(HostNode),
+    /// The node changed since it was read (another writer got there first): re-read it.
+    Conflict,
+    /// The node no longer exists.
+    Gone,
+}
+
+/// A pod that runs on a node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PodRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Owned by a DaemonSet or a mirror pod: draining leaves it alone, as kubectl does.
+    pub stays: bool,
+}
+
+/// A failed host-cluster call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to {what}: {message}")]
+pub struct HostError {
+    /// What was being done, e.g. "patch node gpu-rack-a1-01".
+    pub what: String,
+    /// The server's or client's message.
+    pub message: String,
+}
+
+/// The host-cluster calls a node pool (and the fleet inventory) makes.
+#[async_trait]
+pub trait HostNodes: Send + Sync {
+    /// The labels of namespace `name`, or `None` when it does not exist.
+    async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, HostError>;
+
+    /// Nodes matching a label selector.
+    async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError>;
+
+    /// One node, or `None` when it does not exist.
+    async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError>;
+
+    /// Replaces the node's labels, annotations, taints and cordon with `write`, provided the
+    /// node is still exactly `current` (its resource version has not moved).
+    async fn write_node(
+        &self,
+        current: &HostNode,
+        write: &NodeWrite,
+    ) -> Result<WriteOutcome, HostError>;
+
+    /// The pods bound to a node.
+    async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError>;
+
+    /// For every node that runs any, how many pods a drain would move (those that do not
+    /// [`stay`](PodRef::stays)), from one list of all pods.
+    async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError>;
+
+    /// Evicts a pod (Eviction API, so disruption budgets apply). `Ok(false)` when a budget
+    /// refused it for now.
+    async fn evict(&self, pod: &PodRef) -> Result<bool, HostError>;
+
+    /// One key of a ConfigMap, or `None` when the key or the map is missing.
+    async fn config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, HostError>;
+
+    /// Sets (`Some`) or removes (`None`) one key of a ConfigMap, leaving every other key
+    /// alone; creates the map when it is missing.
+    async fn set_config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), HostError>;
+
+    /// The GPU Operator's ClusterPolicies (`nvidia.com/v1`, cluster-scoped), or `None` when
+    /// the cluster does not serve that kind (no GPU Operator installed).
+    async fn cluster_policies(&self) -> Result<Option<Vec<serde_json::Value>>, HostError>;
+
+    /// Sets `spec.devicePlugin.config.name` of ClusterPolicy `policy` to `config_map` alone,
+    /// without forcing: a value another manager holds is never overwritten.
+    async fn set_device_plugin_config(
+        &self,
+        policy: &str,
+        config_map: &str,
+    ) -> Result<(), HostError>;
+
+    /// Creates or updates a Karpenter NodePool (server-side apply).
+    async fn apply_node_pool(&self, body: &serde_json::Value) -> Result<(), HostError>;
+
+    /// A Karpenter NodePool, or `None` when it does not exist.
+    async fn get_node_pool(&self, name: &str) -> Result<Option<serde_json::Value>, HostError>;
+
+    /// Deletes a Karpenter NodePool; a missing one is not an error.
+    async fn delete_node_pool(&self, name: &str) -> Result<(), HostError>;
+}
 
 /// Karpenter's NodePool, cluster-scoped.
 const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
 /// The GPU Operator's ClusterPolicy, cluster-scoped.
 const CLUSTER_POLICY: Gvk = Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies");
 
-/// The host cluster over a `kube::Client`, counting its calls.
-#[derive(Debug, Clone)]
-pub struct KubeHost {
-    objects: Arc<DynamicClient>,
-}
-
-impl KubeHost {
-    /// A host over `client`.
-    pub fn new(client: kube::Client) -> KubeHost {
-        KubeHost {
-            objects: Arc::new(DynamicClient::new(client)),
-        }
-    }
-
-    /// API requests made so far.
-    pub fn calls(&self) -> u64 {
-        self.objects.calls()
-    }
-
-    /// The client for one typed request, counted.
-    fn client(&self) -> kube::Client {
-        self.objects.count();
-        self.objects.client().clone()
-    }
+/// The client for one typed request, counted.
+fn typed(host: &KubeHost) -> kube::Client {
+    host.objects().count();
+    host.objects().client().clone()
 }
 
 fn err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> HostError {
@@ -67,7 +254,7 @@ fn err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> HostError {
     }
 }
 
-/// Node pool errors name the call in their own words ("Karpenter NodePool") and keep only
+/// Node errors name the call in their own words ("Karpenter NodePool") and keep only
 /// the cause from the shared client's error.
 fn object_err(what: String) -> impl FnOnce(ObjectError) -> HostError {
     move |e| HostError {
@@ -150,12 +337,12 @@ pub fn node_patch(current: &HostNode, write: &NodeWrite) -> Json {
 }
 
 #[async_trait]
-impl HostApi for KubeHost {
+impl HostNodes for KubeHost {
     async fn namespace_labels(
         &self,
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, HostError> {
-        let api: Api<Namespace> = Api::all(self.client());
+        let api: Api<Namespace> = Api::all(typed(self));
         Ok(api
             .get_opt(name)
             .await
@@ -164,7 +351,7 @@ impl HostApi for KubeHost {
     }
 
     async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
-        let api: Api<Node> = Api::all(self.client());
+        let api: Api<Node> = Api::all(typed(self));
         let list = api
             .list(&ListParams::default().labels(selector))
             .await
@@ -173,7 +360,7 @@ impl HostApi for KubeHost {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError> {
-        let api: Api<Node> = Api::all(self.client());
+        let api: Api<Node> = Api::all(typed(self));
         Ok(api
             .get_opt(name)
             .await
@@ -186,7 +373,7 @@ impl HostApi for KubeHost {
         current: &HostNode,
         write: &NodeWrite,
     ) -> Result<WriteOutcome, HostError> {
-        let api: Api<Node> = Api::all(self.client());
+        let api: Api<Node> = Api::all(typed(self));
         let patch = node_patch(current, write);
         match api
             .patch(
@@ -204,7 +391,7 @@ impl HostApi for KubeHost {
     }
 
     async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError> {
-        let api: Api<Pod> = Api::all(self.client());
+        let api: Api<Pod> = Api::all(typed(self));
         let pods = api
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
@@ -213,7 +400,7 @@ impl HostApi for KubeHost {
     }
 
     async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError> {
-        let api: Api<Pod> = Api::all(self.client());
+        let api: Api<Pod> = Api::all(typed(self));
         let pods = api
             .list(&ListParams::default().fields("spec.nodeName!="))
             .await
@@ -228,7 +415,7 @@ impl HostApi for KubeHost {
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
-        let api: Api<Pod> = Api::namespaced(self.client(), &pod.namespace);
+        let api: Api<Pod> = Api::namespaced(typed(self), &pod.namespace);
         match api.evict(&pod.name, &EvictParams::default()).await {
             Ok(_) => Ok(true),
             Err(e) if status_code(&e) == Some(404) => Ok(true),
@@ -248,7 +435,7 @@ impl HostApi for KubeHost {
         name: &str,
         key: &str,
     ) -> Result<Option<String>, HostError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client(), namespace);
+        let api: Api<ConfigMap> = Api::namespaced(typed(self), namespace);
         Ok(api
             .get_opt(name)
             .await
@@ -263,7 +450,7 @@ impl HostApi for KubeHost {
         key: &str,
         value: Option<&str>,
     ) -> Result<(), HostError> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client(), namespace);
+        let api: Api<ConfigMap> = Api::namespaced(typed(self), namespace);
         let what = format!("write key {key} of ConfigMap {namespace}/{name}");
         let patch = json!({"data": {key: value}});
         match api
@@ -273,7 +460,7 @@ impl HostApi for KubeHost {
             Ok(_) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => {
                 let Some(value) = value else { return Ok(()) };
-                self.objects.count();
+                self.objects().count();
                 let cm = ConfigMap {
                     metadata: ObjectMeta {
                         name: Some(name.to_owned()),
@@ -288,7 +475,7 @@ impl HostApi for KubeHost {
                     Ok(_) => Ok(()),
                     // Another pool created it in the meantime: add the key to theirs.
                     Err(e) if status_code(&e) == Some(409) => {
-                        self.objects.count();
+                        self.objects().count();
                         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                             .await
                             .map(|_| ())
@@ -326,7 +513,7 @@ impl HostApi for KubeHost {
             CLUSTER_POLICY.kind,
         );
         let ar = ApiResource::from_gvk_with_plural(&gvk, CLUSTER_POLICY.plural);
-        let api: Api<DynamicObject> = Api::all_with(self.client(), &ar);
+        let api: Api<DynamicObject> = Api::all_with(typed(self), &ar);
         let body = json!({
             "apiVersion": "nvidia.com/v1",
             "kind": "ClusterPolicy",
@@ -357,21 +544,21 @@ impl HostApi for KubeHost {
 
     async fn apply_node_pool(&self, body: &Json) -> Result<(), HostError> {
         let name = body["metadata"]["name"].as_str().unwrap_or_default();
-        self.objects
+        self.objects()
             .apply(&NODE_POOL, body)
             .await
             .map_err(object_err(format!("apply Karpenter NodePool {name}")))
     }
 
     async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
-        self.objects
+        self.objects()
             .get(&NODE_POOL, None, name)
             .await
             .map_err(object_err(format!("read Karpenter NodePool {name}")))
     }
 
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
-        self.objects
+        self.objects()
             .delete(&NODE_POOL, None, name, &DeleteParams::default())
             .await
             .map_err(object_err(format!("delete Karpenter NodePool {name}")))

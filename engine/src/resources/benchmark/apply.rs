@@ -1,0 +1,784 @@
+//! One run against the cluster: create (or adopt) the Job, wait for the gang to start and the
+//! Job to finish, read the log, record the environment, and clean up.
+//!
+//! # Expected flow
+//!
+//! 1. Look up the pool's nodes (for placement and the environment) and the virtual cluster's
+//!    versions.
+//! 2. Find `gfb-<name>`: a Job with the same spec hash is adopted (a re-run after a killed
+//!    provider); one with another hash is deleted first. Then apply the Service and the Job.
+//! 3. Gang start: every pod must be running (or done), together on distinct nodes, within
+//!    `start_timeout`; otherwise everything is deleted and the run fails, naming the pods
+//!    that did not start and why.
+//! 4. Wait for the Job to complete or fail, within the create timeout.
+//! 5. Read pod 0's log (the termination message when the log cannot be read), parse it.
+//! 6. Delete the Job, its pods and the Service: the resource is the record.
+//!
+//! Runs on the same pool take turns within one provider process ([`take_turn`]).
+//!
+//! The waits of steps 3 and 4 are in `wait`, step 5 in `results`.
+//! An in-place change ([`apply_update`]) only re-checks the record; destroy
+//! ([`apply_delete`]) removes whatever a run left.
+//!
+//! Terraform's stop request ends any wait at once; what was created is deleted then too.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, OnceLock, PoisonError},
+    time::Duration,
+};
+
+use serde_json::Value as Json;
+use tokio::time::Instant;
+
+use crate::{
+    apply::{self, KindError, bounded, subject},
+    backends::kube::{
+        ObjectError,
+        host::{HostObjects, ObjectKind},
+        json::{labels_of, str_at},
+    },
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::ApplyResponse,
+    tenancy::pool_label,
+    timeouts::{self, Operation, Timeouts},
+    value::Value,
+};
+
+use super::{
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    environment::{Environment, NodeRecord, node_differences},
+    launch::{self, Launcher},
+    model::{BenchmarkSpec, RecordedRun},
+    render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
+    results::{launcher_name, observe, record, record_run},
+    shape::Shape,
+    wait::{POLL, wait_done, wait_gang},
+};
+
+/// A benchmark's own reasons for a run to stop before it had output to record; the
+/// timeout and Terraform's stop request are [`StepError`]'s.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A cluster call failed.
+    #[error(transparent)]
+    Cluster(#[from] ObjectError),
+    /// The objects the run needs are missing or wrong.
+    #[error("{0}")]
+    Setup(String),
+    /// Not every pod started within the gang deadline.
+    #[error("not every pod was running within start_timeout ({waited}): {pending}")]
+    GangStart {
+        /// How long the run waited.
+        waited: String,
+        /// The pods that did not start, and why.
+        pending: String,
+    },
+    /// The pods of a gang ran one after another instead of together.
+    #[error(
+        "the {nodes} pods did not run together ({detail}); a run of nodes = {nodes} needs {nodes} free nodes of the pool at once"
+    )]
+    GangBroken {
+        /// How many pods the gang has.
+        nodes: u32,
+        /// What showed it.
+        detail: String,
+    },
+    /// The gang's nodes differ in a compared field.
+    #[error(
+        "the run's nodes differ in {0}; a result across them would mix two setups. List the \
+         field in allow_node_differences to run on them anyway"
+    )]
+    MixedNodes(String),
+}
+
+impl KindError for RunError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str =
+        "What the run created is removed, or taken over by the next apply.";
+
+    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+        format!("{what}: {self}.")
+    }
+
+    fn timed_out(what: &str, _name: &str, _doing: &str, op: Operation, waited: Duration) -> String {
+        format!("{what}: {}.", timed_out_reason(op, waited))
+    }
+}
+
+/// Why a step of a run, or of its cleanup, stopped.
+pub type StepError = apply::StepError<RunError>;
+
+impl From<ObjectError> for StepError {
+    fn from(e: ObjectError) -> StepError {
+        StepError::Kind(RunError::Cluster(e))
+    }
+}
+
+impl From<RunError> for StepError {
+    fn from(e: RunError) -> StepError {
+        StepError::Kind(e)
+    }
+}
+
+/// A run's timeout: the create timeout is the Job's, the delete timeout the cleanup's.
+fn timed_out_reason(op: Operation, waited: Duration) -> String {
+    match op {
+        Operation::Delete => format!(
+            "gave up after the delete timeout ({})",
+            timeouts::render(waited)
+        ),
+        op => format!(
+            "the Job did not finish within the {} timeout ({})",
+            op.name(),
+            timeouts::render(waited)
+        ),
+    }
+}
+
+/// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
+/// the run's objects. A benchmark's stop names no step: the run is one.
+fn stop_detail(name: &str, e: &StepError, then: Option<&str>) -> String {
+    let what = subject(TYPE_NAME, name);
+    let said = match e {
+        StepError::Kind(e) => e.detail(&what, name, ""),
+        StepError::Conflict(msg) => format!("{what}: {msg}"),
+        StepError::TimedOut { op, waited } => RunError::timed_out(&what, name, "", *op, *waited),
+        StepError::Cancelled => {
+            format!("{what}: stopped because Terraform asked the provider to stop.")
+        }
+    };
+    match then {
+        Some(then) => format!("{said} {then}"),
+        None => said,
+    }
+}
+
+/// `driver_version (gpu-a: 570.1; gpu-b: 575.2)` for each differing field.
+fn describe_differences(differences: &[(String, BTreeMap<String, String>)]) -> String {
+    differences
+        .iter()
+        .map(|(field, by_node)| {
+            let values: Vec<String> = by_node
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", if v.is_empty() { "unknown" } else { v }))
+                .collect();
+            format!("{field} ({})", values.join("; "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The record of each node, from the pool's listing (or read, for a node that left it).
+async fn node_records(
+    cluster: &dyn HostObjects,
+    pool: &PoolInfo,
+    nodes: &[String],
+) -> Result<BTreeMap<String, NodeRecord>, StepError> {
+    let mut records = BTreeMap::new();
+    for n in nodes {
+        let labels = match pool.nodes.get(n) {
+            Some(l) => l.clone(),
+            None => cluster
+                .get(ObjectKind::Node, None, n)
+                .await?
+                .map(|o| labels_of(&o))
+                .unwrap_or_default(),
+        };
+        records.insert(n.clone(), NodeRecord::from_labels(&labels));
+    }
+    Ok(records)
+}
+
+/// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
+/// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
+/// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
+async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, String), StepError> {
+    if !cluster.serves(ObjectKind::ClusterPolicy).await? {
+        return Ok(Default::default());
+    }
+    let policies = cluster.list(ObjectKind::ClusterPolicy, None, "").await?;
+    let [policy] = policies.as_slice() else {
+        return Ok(Default::default());
+    };
+    let operator = labels_of(policy)
+        .get("app.kubernetes.io/version")
+        .cloned()
+        .unwrap_or_default();
+    let plugin = str_at(policy, "/spec/devicePlugin/version")
+        .unwrap_or_default()
+        .to_owned();
+    Ok((operator, plugin))
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// What the pool lends the run.
+#[derive(Debug, Default)]
+struct PoolInfo {
+    placement: Placement,
+    nodes: BTreeMap<String, BTreeMap<String, String>>,
+    sharing: String,
+}
+
+/// The pool's nodes, placement and sharing mode.
+async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<PoolInfo, StepError> {
+    let Some(pool) = &spec.pool else {
+        return Ok(PoolInfo {
+            sharing: "none".to_owned(),
+            ..PoolInfo::default()
+        });
+    };
+    let label = pool_label(&pool.vc.name, &pool.name);
+    let selector = format!("{}={label}", crate::backends::kube::POOL);
+    let nodes = cluster.list(ObjectKind::Node, None, &selector).await?;
+    if nodes.is_empty() {
+        return Err(RunError::Setup(format!(
+            "node pool {} has no nodes (none is labelled {selector}).",
+            pool.id()
+        ))
+        .into());
+    }
+    let mut extra = Vec::new();
+    for n in &nodes {
+        for t in n
+            .pointer("/spec/taints")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let effect = str_at(t, "/effect").unwrap_or_default();
+            if effect == "NoSchedule" || effect == "NoExecute" {
+                extra.push(Toleration {
+                    key: str_at(t, "/key").unwrap_or_default().to_owned(),
+                    value: str_at(t, "/value").map(str::to_owned),
+                    effect: effect.to_owned(),
+                });
+            }
+        }
+    }
+    let by_name: BTreeMap<String, BTreeMap<String, String>> = nodes
+        .iter()
+        .map(|n| {
+            (
+                str_at(n, "/metadata/name").unwrap_or_default().to_owned(),
+                labels_of(n),
+            )
+        })
+        .collect();
+    let first = by_name.values().next().cloned().unwrap_or_default();
+    let sharing = if let Some(c) = first.get("nvidia.com/mig.config") {
+        format!("mig:{c}")
+    } else if let Some(c) = first.get("nvidia.com/device-plugin.config") {
+        format!("time-slicing:{c}")
+    } else {
+        "none".to_owned()
+    };
+    Ok(PoolInfo {
+        placement: Placement::on_pool(&label, &pool.vc.name, &extra),
+        nodes: by_name,
+        sharing,
+    })
+}
+
+/// The virtual cluster's vCluster and Kubernetes versions, from its StatefulSet's images.
+async fn vc_versions(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+) -> Result<(String, String), StepError> {
+    let Some(vc) = &spec.vc else {
+        return Ok(Default::default());
+    };
+    let Some(sts) = cluster
+        .get(ObjectKind::StatefulSet, Some(&vc.namespace), &vc.name)
+        .await?
+    else {
+        return Ok(Default::default());
+    };
+    let tag = |path: &str, container: &str| {
+        sts.pointer(path)
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| str_at(c, "/name") == Some(container))
+            .and_then(|c| str_at(c, "/image"))
+            .and_then(|i| i.rsplit_once(':'))
+            .map(|(_, t)| t.to_owned())
+            .unwrap_or_default()
+    };
+    Ok((
+        tag("/spec/template/spec/containers", "syncer"),
+        tag("/spec/template/spec/initContainers", "kubernetes"),
+    ))
+}
+
+/// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
+async fn cleanup(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ObjectError> {
+    let job = render::job_name(name);
+    cluster
+        .delete(ObjectKind::Job, Some(namespace), &job)
+        .await?;
+    // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
+    // launcher Job is deleted here too, so nothing of the run outlives the apply.
+    cluster
+        .delete(ObjectKind::MpiJob, Some(namespace), &job)
+        .await?;
+    cluster
+        .delete(ObjectKind::Job, Some(namespace), &format!("{job}-launcher"))
+        .await?;
+    cluster
+        .delete(ObjectKind::Service, Some(namespace), &job)
+        .await?;
+    cluster
+        .delete(
+            ObjectKind::Secret,
+            Some(namespace),
+            &launch::ssh_secret_name(name),
+        )
+        .await?;
+    for pod in cluster
+        .list(
+            ObjectKind::Pod,
+            Some(namespace),
+            &render::owner_selector(name),
+        )
+        .await?
+    {
+        if let Some(p) = str_at(&pod, "/metadata/name") {
+            cluster.delete(ObjectKind::Pod, Some(namespace), p).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until no pod of the benchmark is left, polling within `limit`.
+async fn wait_pods_gone(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+    limit: Duration,
+) -> Result<(), ObjectError> {
+    let until = Instant::now() + limit;
+    loop {
+        let left = cluster
+            .list(
+                ObjectKind::Pod,
+                Some(namespace),
+                &render::owner_selector(name),
+            )
+            .await?;
+        if left.is_empty() || Instant::now() >= until {
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits for this run's turn on its pool. Runs on one pool take turns within a provider
+/// process (one `terraform apply`): at once they would share the pool's GPUs and skew each
+/// other's results, and a gang could not find its nodes free together.
+async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    type Turns = std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>;
+    static TURNS: OnceLock<Turns> = OnceLock::new();
+    let pool = spec.pool.as_ref()?.id();
+    let turn = TURNS
+        .get_or_init(Turns::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(pool.clone())
+        .or_default()
+        .clone();
+    if let Ok(guard) = turn.clone().try_lock_owned() {
+        return Some(guard);
+    }
+    tracing::info!(
+        target: "gpufleet::benchmark",
+        "benchmark {:?} waits for another run on pool {pool} to finish",
+        spec.name
+    );
+    Some(turn.lock_owned().await)
+}
+
+/// Create: runs the benchmark of `planned` and returns its record.
+pub async fn apply_create(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    planned: &Value,
+) -> ApplyResponse {
+    let spec = match BenchmarkSpec::from_value(planned) {
+        Ok(s) => s,
+        Err(diagnostics) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics,
+            };
+        }
+    };
+    let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
+    let done = ctx
+        .cancel
+        .run_until_cancelled(async {
+            // Within this process first (no polling), then across processes on the pool's
+            // Lease.
+            let _turn = take_turn(&spec).await;
+            let held = match &spec.pool {
+                Some(pool) => match cluster
+                    .take_turn(super::turn_name::turn_lease(pool), &ctx.cancel)
+                    .await
+                {
+                    Ok(held) => Some(held),
+                    Err(e) => return failed(cluster, &spec, &t, e.into()).await,
+                },
+                None => None,
+            };
+            // The create timeout counts from the run's turn, not from the wait for it.
+            let started = Instant::now();
+            let deadline = started + t.create;
+            let response = match execute(cluster, &spec, planned, started, deadline, t.create).await
+            {
+                Ok(response) => response,
+                // Cleaned up before the turn passes on: the next run finds the nodes free.
+                Err(e) => failed(cluster, &spec, &t, e).await,
+            };
+            if let Some(held) = held {
+                held.release().await;
+            }
+            response
+        })
+        .await;
+    match done {
+        Some(response) => response,
+        None => failed(cluster, &spec, &t, StepError::Cancelled).await,
+    }
+}
+
+/// The response of a run that did not finish: nothing of it is kept.
+async fn failed(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    t: &Timeouts,
+    e: StepError,
+) -> ApplyResponse {
+    let removed = match cleanup(cluster, &spec.namespace, &spec.name).await {
+        Ok(()) => {
+            let _ = wait_pods_gone(cluster, &spec.namespace, &spec.name, t.delete).await;
+            "Everything the run created was removed.".to_owned()
+        }
+        Err(c) => format!(
+            "What the run created could not be removed ({c}); the next apply takes it over \
+             or removes it."
+        ),
+    };
+    ApplyResponse {
+        new_state: Value::Null,
+        diagnostics: Diagnostic::error(
+            "Benchmark Run Failed",
+            stop_detail(&spec.name, &e, Some(&removed)),
+        )
+        .into(),
+    }
+}
+
+/// Steps 1 to 6 of a run that has its turn (see the module docs); `deadline` ends the create
+/// timeout `limit`, counted from `started`.
+async fn execute(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    planned: &Value,
+    started: Instant,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<ApplyResponse, StepError> {
+    if cluster
+        .get(ObjectKind::Namespace, None, &spec.namespace)
+        .await?
+        .is_none()
+    {
+        return Err(RunError::Setup(format!("namespace {} does not exist", spec.namespace)).into());
+    }
+    let kubernetes_version = cluster.server_version().await?;
+    let (vcluster_version, vc_kubernetes_version) = vc_versions(cluster, spec).await?;
+    let pool = pool_info(cluster, spec).await?;
+    let (gpu_operator_version, device_plugin_version) = gpu_operator_versions(cluster).await?;
+
+    let serves_mpijob = launch::is_mpi(spec) && cluster.serves(ObjectKind::MpiJob).await?;
+    let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
+    let shape = Shape::new(launcher, &spec.name);
+    let deadline_seconds = limit.as_secs().max(1);
+    let mut main = match launcher {
+        Launcher::Pods => render::job(spec, &pool.placement, deadline_seconds),
+        Launcher::Gpufleet => launch::gpufleet_job(spec, &pool.placement, deadline_seconds),
+        Launcher::MpiOperator => launch::mpijob(spec, &pool.placement, deadline_seconds),
+    };
+    let hash = super::environment::sha256_hex(main.to_string().as_bytes());
+    main["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
+    let (kind, name) = (shape.main_kind(), shape.name.clone());
+    let existing = cluster.get(kind, Some(&spec.namespace), &name).await?;
+    let adopt = existing.as_ref().is_some_and(|j| {
+        j.pointer("/metadata/annotations")
+            .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+            .and_then(Json::as_str)
+            == Some(hash.as_str())
+    });
+    // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
+    let other = match kind {
+        ObjectKind::MpiJob => Some(ObjectKind::Job),
+        _ if serves_mpijob => Some(ObjectKind::MpiJob),
+        _ => None,
+    };
+    let mut stray = false;
+    if let Some(other) = other {
+        stray = cluster
+            .get(other, Some(&spec.namespace), &name)
+            .await?
+            .is_some();
+    }
+    let started_at = match (&existing, adopt) {
+        (Some(j), true) => str_at(j, "/metadata/creationTimestamp").map_or_else(now, str::to_owned),
+        _ => now(),
+    };
+    if !adopt {
+        if existing.is_some() || stray {
+            // A leftover of another configuration: a template cannot change in place.
+            cleanup(cluster, &spec.namespace, &spec.name).await?;
+            for k in std::iter::once(kind).chain(other) {
+                while cluster
+                    .get(k, Some(&spec.namespace), &name)
+                    .await?
+                    .is_some()
+                {
+                    if Instant::now() >= deadline {
+                        return Err(StepError::TimedOut {
+                            op: Operation::Create,
+                            waited: limit,
+                        });
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+            // Its pods outlive it by their grace period, with the same names.
+            wait_pods_gone(
+                cluster,
+                &spec.namespace,
+                &spec.name,
+                deadline.saturating_duration_since(Instant::now()),
+            )
+            .await?;
+        }
+        if launcher == Launcher::Gpufleet
+            && cluster
+                .get(
+                    ObjectKind::Secret,
+                    Some(&spec.namespace),
+                    &launch::ssh_secret_name(&spec.name),
+                )
+                .await?
+                .is_none()
+        {
+            let keys =
+                super::ssh_keys::generate(&name).map_err(|e| RunError::Setup(e.to_string()))?;
+            cluster.apply(&launch::ssh_secret(spec, &keys)).await?;
+        }
+        // The MPI Operator makes the workers' Service itself.
+        if launcher != Launcher::MpiOperator
+            && let Some(svc) = render::service(spec)
+        {
+            cluster.apply(&svc).await?;
+        }
+        cluster.apply(&main).await?;
+    }
+    tracing::info!(
+        target: "gpufleet::benchmark",
+        "{} {} {} in {} ({} node(s), {:?} launcher)",
+        if adopt { "adopted" } else { "created" },
+        kind.kind(),
+        name,
+        spec.namespace,
+        spec.nodes,
+        launcher
+    );
+
+    // The gang deadline counts from the creation, not from waiting out a leftover.
+    let gang_deadline = (Instant::now() + spec.start_timeout).min(deadline);
+    let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
+    let gang = wait_gang(cluster, spec, &shape, started, gang_deadline, pool_size).await?;
+    // A gang of mixed setups would report a result neither setup has: stop it now.
+    let gang_records = node_records(cluster, &pool, &gang).await?;
+    let differences = node_differences(&gang_records, &spec.allow_node_differences);
+    if !differences.is_empty() {
+        return Err(RunError::MixedNodes(describe_differences(&differences)).into());
+    }
+    let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
+    let observed = observe(cluster, spec, &shape, &gang).await?;
+    let finished_at = now();
+    // The run is recorded either way; what could not be removed waits for destroy (or the
+    // next run of the same name, which takes it over), and the user is told.
+    let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
+
+    // Environment: GPU facts from the nodes the pods ran on.
+    // The gang's nodes, unless it was not seen forming (an adopted run that had finished).
+    let per_node = if observed.nodes == gang {
+        gang_records
+    } else {
+        node_records(cluster, &pool, &observed.nodes).await?
+    };
+    let mut env = Environment {
+        kubernetes_version,
+        vcluster_version,
+        virtual_cluster_kubernetes_version: vc_kubernetes_version,
+        nodes: observed.nodes.clone(),
+        image: spec.image.clone(),
+        image_digest: observed.image_digest.clone(),
+        suite: spec.suite.name().to_owned(),
+        command: render::command(spec),
+        parameters: spec.parameters.clone(),
+        node_count: spec.nodes,
+        gpus_per_node: spec.gpus_per_node,
+        node_pool_id: spec.pool.as_ref().map(|p| p.id()).unwrap_or_default(),
+        sharing: pool.sharing,
+        started_at,
+        finished_at,
+        gpu_operator_version,
+        device_plugin_version,
+        launcher: launcher_name(launcher).to_owned(),
+        per_node,
+        ..Environment::default()
+    };
+    env.summarise_nodes();
+
+    let (state, mut diagnostics) = record_run(planned, spec, launcher, &observed, completed, env);
+    if let Some(e) = left {
+        diagnostics.push(Diagnostic::warning(
+            "Benchmark Objects Left Behind",
+            format!(
+                "{TYPE_NAME} {:?}: the run is recorded, but its Job, Service or pods in {} \
+                 could not be removed ({e}). Destroy removes them.",
+                spec.name, spec.namespace
+            ),
+        ));
+    }
+    Ok(ApplyResponse {
+        new_state: state,
+        diagnostics,
+    })
+}
+
+/// Destroy (step 6): removes whatever the benchmark left, waiting for its pods to go.
+pub async fn apply_delete(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    prior: &Value,
+) -> ApplyResponse {
+    let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let RecordedRun {
+        namespace: Some(namespace),
+        name: Some(name),
+        ..
+    } = RecordedRun::from_state(prior)
+    else {
+        return ApplyResponse {
+            new_state: Value::Null,
+            diagnostics: Diagnostics::new(),
+        };
+    };
+    let work = async {
+        cleanup(cluster, &namespace, &name).await?;
+        wait_pods_gone(cluster, &namespace, &name, t.delete).await?;
+        Ok(())
+    };
+    let started = Instant::now();
+    let e = match bounded(ctx, Operation::Delete, started, started + t.delete, work).await {
+        Ok(()) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostics::new(),
+            };
+        }
+        // A namespace that is gone took the objects with it.
+        Err(StepError::Kind(RunError::Cluster(e))) if e.is_not_found() => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: Diagnostics::new(),
+            };
+        }
+        // Reported as the timeout that was set, not the moment the wait noticed it.
+        Err(StepError::TimedOut { op, .. }) => StepError::TimedOut {
+            op,
+            waited: t.delete,
+        },
+        Err(e) => e,
+    };
+    ApplyResponse {
+        new_state: prior.clone(),
+        diagnostics: Diagnostic::error("Benchmark Cleanup Failed", stop_detail(&name, &e, None))
+            .into(),
+    }
+}
+
+/// Update: only `thresholds`, `on_failure` and `timeouts` change in place, so the recorded
+/// run is re-checked, without a cluster.
+pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
+    let spec = match BenchmarkSpec::from_value(planned) {
+        Ok(s) => s,
+        Err(diagnostics) => {
+            return ApplyResponse {
+                new_state: prior.clone(),
+                diagnostics,
+            };
+        }
+    };
+    let recorded = RecordedRun::from_state(prior);
+    let failures = recorded
+        .re_checked(&spec.thresholds)
+        .unwrap_or_else(|| recorded.tool_failures.clone());
+    let results = recorded.results.unwrap_or_default();
+    let (new_state, diagnostics) = record(planned, &spec, &results, &failures);
+    ApplyResponse {
+        new_state,
+        diagnostics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_names_the_run_then_says_what_became_of_its_objects() {
+        let removed = Some("Everything the run created was removed.");
+        assert_eq!(
+            stop_detail(
+                "solo",
+                &RunError::Setup("namespace vc-a does not exist".to_owned()).into(),
+                removed
+            ),
+            "gpufleet_benchmark \"solo\": namespace vc-a does not exist. Everything the run \
+             created was removed."
+        );
+        assert_eq!(
+            stop_detail("solo", &StepError::Cancelled, removed),
+            "gpufleet_benchmark \"solo\": stopped because Terraform asked the provider to stop. \
+             Everything the run created was removed."
+        );
+        let timed_out = |op| StepError::TimedOut {
+            op,
+            waited: Duration::from_secs(90),
+        };
+        assert_eq!(
+            stop_detail("solo", &timed_out(Operation::Create), removed),
+            "gpufleet_benchmark \"solo\": the Job did not finish within the create timeout \
+             (1m 30s). Everything the run created was removed."
+        );
+        assert_eq!(
+            stop_detail("solo", &timed_out(Operation::Delete), None),
+            "gpufleet_benchmark \"solo\": gave up after the delete timeout (1m 30s)."
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! Collecting a run's results (step 5): the result pod's log, the exit codes that count, the
+//! tool's verdict and facts, and the state that records them.
+
+use std::collections::BTreeMap;
+
+use bigdecimal::BigDecimal;
+use serde_json::Value as Json;
+
+use crate::{
+    backends::kube::{host::HostObjects, json::str_at},
+    benchmark::{Details, Parsed},
+    diag::{Diagnostic, Diagnostics},
+    value::Value,
+};
+
+use super::{
+    TYPE_NAME,
+    apply::{RunError, StepError},
+    environment::Environment,
+    launch::{self, Launcher},
+    model::{BenchmarkSpec, OnFailure, verdict},
+    ranks,
+    schema::RAW_OUTPUT_MAX,
+    shape::Shape,
+    wait::{nodes_of, run_pods},
+};
+
+/// What step 5 read from the pods.
+#[derive(Debug, Default)]
+pub(super) struct Observed {
+    /// The result pod's log (its termination message when the log cannot be read).
+    pub(super) log: String,
+    /// The nodes the gang ran on, in index order.
+    pub(super) nodes: Vec<String>,
+    /// The image the pods ran, by digest.
+    pub(super) image_digest: String,
+    /// The exit codes that count, by pod.
+    pub(super) exit_codes: Vec<(String, i64)>,
+}
+
+/// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
+/// are the nodes seen at gang start (the pods may be gone by now).
+pub(super) async fn observe(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    shape: &Shape,
+    gang: &[String],
+) -> Result<Observed, StepError> {
+    let pods = run_pods(cluster, spec, &shape.log_selector()).await?;
+    let mut o = Observed {
+        nodes: gang.to_vec(),
+        ..Observed::default()
+    };
+    if o.nodes.is_empty() {
+        o.nodes = nodes_of(&run_pods(cluster, spec, &shape.gang_selector()).await?);
+    }
+    for p in &pods {
+        let status = p
+            .pointer("/status/containerStatuses/0")
+            .cloned()
+            .unwrap_or_default();
+        if o.image_digest.is_empty() {
+            o.image_digest = str_at(&status, "/imageID").unwrap_or_default().to_owned();
+        }
+        if !shape.exit_code_counts(p) {
+            continue;
+        }
+        if let Some(code) = status
+            .pointer("/state/terminated/exitCode")
+            .and_then(Json::as_i64)
+        {
+            o.exit_codes.push((
+                str_at(p, "/metadata/name").unwrap_or_default().to_owned(),
+                code,
+            ));
+        }
+    }
+    let Some(first) = pods.first() else {
+        return Err(RunError::Setup(format!(
+            "{} {} finished without a pod to read.",
+            shape.main_kind().kind(),
+            shape.name
+        ))
+        .into());
+    };
+    let pod = str_at(first, "/metadata/name").unwrap_or_default();
+    let message = str_at(
+        first,
+        "/status/containerStatuses/0/state/terminated/message",
+    )
+    .unwrap_or_default()
+    .to_owned();
+    o.log = match cluster.logs(&spec.namespace, pod, spec.suite.name()).await {
+        Ok(log) if !log.trim().is_empty() => log,
+        Ok(_) if !message.is_empty() => message,
+        Err(e) if !message.is_empty() => {
+            tracing::info!(target: "gpufleet::benchmark", "{e}; using the termination message");
+            message
+        }
+        Ok(log) => log,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(o)
+}
+
+/// The end of `log`, at most [`RAW_OUTPUT_MAX`] bytes, cut at a character boundary.
+pub(super) fn tail(log: &str) -> String {
+    if log.len() <= RAW_OUTPUT_MAX {
+        return log.to_owned();
+    }
+    let mut start = log.len() - RAW_OUTPUT_MAX;
+    while !log.is_char_boundary(start) {
+        start += 1;
+    }
+    log[start..].to_owned()
+}
+
+/// Step 5's verdict and record: the state of a run that produced `observed` (`completed`:
+/// whether its Job succeeded) in `env`, with what the output adds to it, and the error
+/// `on_failure = "fail"` asks for.
+pub(super) fn record_run(
+    planned: &Value,
+    spec: &BenchmarkSpec,
+    launcher: Launcher,
+    observed: &Observed,
+    completed: bool,
+    mut env: Environment,
+) -> (Value, Diagnostics) {
+    let mut tool_failures: Vec<String> = observed
+        .exit_codes
+        .iter()
+        .filter_map(|(pod, code)| Some(format!("pod {pod} {}", spec.suite.exit_failure(*code)?)))
+        .collect();
+    let results = match spec.suite.parse(&observed.log) {
+        Ok(parsed) => {
+            tool_failures.extend(parsed.failures.iter().cloned());
+            record_tool_facts(
+                &mut env,
+                spec,
+                launcher,
+                &observed.nodes,
+                &parsed,
+                &mut tool_failures,
+            );
+            parsed.metrics
+        }
+        Err(e) => {
+            tool_failures.push(e.to_string());
+            BTreeMap::new()
+        }
+    };
+    // A failed Job whose exit codes and report explain nothing still failed.
+    if !completed && tool_failures.is_empty() {
+        tool_failures.push("the Job failed".to_owned());
+    }
+    let failures = verdict(&tool_failures, &results, &spec.thresholds);
+    let (mut state, diagnostics) = record(planned, spec, &results, &failures);
+    state.set_attr(
+        "environment",
+        Value::Map(
+            env.to_map()
+                .into_iter()
+                .map(|(k, v)| (k, Value::string(v)))
+                .collect(),
+        ),
+    );
+    state.set_attr("environment_hash", Value::string(env.hash()));
+    state.set_attr(
+        "node_environments",
+        Value::Map(
+            env.node_environments()
+                .into_iter()
+                .map(|(n, m)| {
+                    (
+                        n,
+                        Value::Map(m.into_iter().map(|(k, v)| (k, Value::string(v))).collect()),
+                    )
+                })
+                .collect(),
+        ),
+    );
+    state.set_attr("raw_output", Value::string(tail(&observed.log)));
+    state.set_attr("started_at", Value::string(env.started_at));
+    state.set_attr("finished_at", Value::string(env.finished_at));
+    (state, diagnostics)
+}
+
+/// The state of a recorded run, and the error `on_failure = "fail"` asks for.
+pub(super) fn record(
+    planned: &Value,
+    spec: &BenchmarkSpec,
+    results: &BTreeMap<String, BigDecimal>,
+    failures: &[String],
+) -> (Value, Diagnostics) {
+    let mut s = planned.clone();
+    s.set_attr("id", Value::string(spec.id()));
+    s.set_attr(
+        "results",
+        Value::Map(
+            results
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::Number(v.clone())))
+                .collect(),
+        ),
+    );
+    s.set_attr(
+        "failures",
+        Value::List(failures.iter().map(Value::string).collect()),
+    );
+    let passed = failures.is_empty();
+    s.set_attr(
+        "status",
+        Value::string(if passed { "passed" } else { "failed" }),
+    );
+    let mut d = Diagnostics::new();
+    if !passed {
+        let text = format!(
+            "{TYPE_NAME} {:?} ({}) failed:\n- {}",
+            spec.name,
+            spec.suite.name(),
+            failures.join("\n- ")
+        );
+        match spec.on_failure {
+            OnFailure::Fail => d.push(Diagnostic::error(
+                "Benchmark Failed",
+                format!(
+                    "{text}\nThe run is recorded; the next apply runs it again. Set on_failure = \
+                     \"record\" to keep failed runs without an error."
+                ),
+            )),
+            OnFailure::Record => {}
+        }
+    }
+    (s, d)
+}
+
+/// What the tool's own output adds to the record: its versions and, for an MPI run, the world
+/// it shows (a world that is not the run's is a failure: its numbers are not the gang's).
+fn record_tool_facts(
+    env: &mut Environment,
+    spec: &BenchmarkSpec,
+    launcher: Launcher,
+    gang: &[String],
+    parsed: &Parsed,
+    failures: &mut Vec<String>,
+) {
+    let taken = env.to_map();
+    for (k, v) in &parsed.versions {
+        // The node's driver and CUDA come from its labels; the tool's own say are kept apart.
+        let key = if taken.contains_key(k) {
+            format!("reported_{k}")
+        } else {
+            k.clone()
+        };
+        env.tool_versions.insert(key, v.clone());
+    }
+    let Details::NcclAllReduce(details) = &parsed.details else {
+        return;
+    };
+    if details.ranks.is_empty() {
+        return;
+    }
+    env.ranks = details.ranks.len().to_string();
+    env.ranks_by_host = ranks::by_host(details)
+        .iter()
+        .map(|(h, r)| format!("{h}: {}", ranks::ranges(r)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if launch::is_mpi(spec) {
+        if let Some(problem) = ranks::world_problem(spec, details) {
+            failures.push(problem);
+        }
+        for (node, r) in ranks::per_node(details, &spec.name, launcher, gang) {
+            if let Some(record) = env.per_node.get_mut(&node) {
+                record.ranks = r;
+            }
+        }
+    }
+}
+
+pub(super) fn launcher_name(launcher: Launcher) -> &'static str {
+    match launcher {
+        Launcher::Pods => "pods",
+        Launcher::MpiOperator => "mpi-operator",
+        Launcher::Gpufleet => "gpufleet",
+    }
+}

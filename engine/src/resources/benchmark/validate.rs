@@ -1,0 +1,107 @@
+//! The plan-time checks of a `gpufleet_benchmark` configuration across attributes; the
+//! per-attribute rules are validators in the schema.
+
+use crate::{
+    benchmark, diag::Diagnostics, path::AttrPath, tenancy::VirtualClusterRef, value::Value,
+};
+
+use super::{model::PoolRef, schema::NODE_FIELDS, suite_params, thresholds};
+
+/// The checks across attributes.
+pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let (vc, ns) = (config.get("virtual_cluster_id"), config.get("namespace"));
+    if vc.is_null() && ns.is_null() {
+        d.error_at(
+            AttrPath::root(),
+            "Missing Namespace",
+            "set virtual_cluster_id (to run in the virtual cluster's host namespace) or \
+             namespace.",
+        );
+    }
+    let vc_ref = vc.as_str().map(|s| (s, VirtualClusterRef::parse(s)));
+    if let Some((s, None)) = vc_ref {
+        d.error_at(
+            AttrPath::attr("virtual_cluster_id"),
+            "Invalid Virtual Cluster ID",
+            format!("{s:?} is not a virtual cluster id (`<host namespace>/<name>`)."),
+        );
+    }
+    if let (Some((_, Some(vc))), Some(ns)) = (&vc_ref, ns.as_str())
+        && vc.namespace != ns
+    {
+        d.error_at(
+            AttrPath::attr("namespace"),
+            "Namespace Does Not Match",
+            format!(
+                "namespace {ns:?} differs from the host namespace {:?} of virtual_cluster_id; \
+                 leave namespace out.",
+                vc.namespace
+            ),
+        );
+    }
+    if let Some(p) = config.get("node_pool_id").as_str() {
+        match PoolRef::parse(p) {
+            None => d.error_at(
+                AttrPath::attr("node_pool_id"),
+                "Invalid Node Pool ID",
+                format!("{p:?} is not a node pool id (`<namespace>/<virtual cluster>/<pool>`)."),
+            ),
+            Some(pool) => {
+                if let Some((_, Some(vc))) = &vc_ref
+                    && pool.vc != *vc
+                {
+                    d.error_at(
+                        AttrPath::attr("node_pool_id"),
+                        "Pool Of Another Virtual Cluster",
+                        format!(
+                            "node pool {p:?} belongs to virtual cluster {}/{}, not to \
+                             virtual_cluster_id.",
+                            pool.vc.namespace, pool.vc.name
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    let suite = config.get("suite").as_str().and_then(benchmark::suite);
+    if let Some(suite) = suite {
+        thresholds::validate(suite, config.get("thresholds"), &mut d);
+        suite_params::validate(suite, config, &mut d);
+        if suite.name() == "custom" && config.get("command").is_null() {
+            d.error_at(
+                AttrPath::attr("command"),
+                "Missing Command",
+                "the custom suite has no default command: set command, and make its last line \
+                 of output a JSON object of metrics.",
+            );
+        }
+    }
+    for field in config
+        .get("allow_node_differences")
+        .as_seq()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| !NODE_FIELDS.contains(f))
+    {
+        d.error_at(
+            AttrPath::attr("allow_node_differences"),
+            "Unknown Node Field",
+            format!(
+                "{field:?} is not a per-node environment field; the fields are {}.",
+                NODE_FIELDS.join(", ")
+            ),
+        );
+    }
+    if let Some(xs) = config.get("command").as_seq()
+        && xs.is_empty()
+    {
+        d.error_at(
+            AttrPath::attr("command"),
+            "Empty Command",
+            "command must have at least the program; leave it out for the suite's default.",
+        );
+    }
+    d
+}
