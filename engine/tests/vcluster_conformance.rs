@@ -26,8 +26,8 @@ use std::{
 use base64::Engine as _;
 use gpufleet_engine::{
     resources::virtual_cluster::{
+        model::Spec,
         render::{Rendered, render},
-        spec::Spec,
         values, versions,
     },
     value::Value,

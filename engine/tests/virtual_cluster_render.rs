@@ -6,8 +6,8 @@
 
 use gpufleet_engine::{
     resources::virtual_cluster::{
+        model::Spec,
         render::{Rendered, render},
-        spec::Spec,
         values,
     },
     value::Value,

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpufleet_engine::backends::kube::DynamicClient;
 use gpufleet_engine::backends::kube::host::ObjectKind;
+use gpufleet_engine::resources::virtual_cluster::model::Spec;
 use gpufleet_engine::resources::virtual_cluster::render::render;
-use gpufleet_engine::resources::virtual_cluster::spec::Spec;
 use gpufleet_engine::value::Value;
 use gpufleet_lab::Lab;
 use gpufleet_lab::process::PidRecord;

@@ -23,6 +23,11 @@ pub trait KindError: fmt::Debug + fmt::Display {
         format!("{what}: {self}.")
     }
 
+    /// The detail when the remote objects do not allow the step, `msg` saying why.
+    fn conflict(what: &str, _name: &str, _doing: &str, msg: &str) -> String {
+        format!("{what}: {msg}")
+    }
+
     /// The detail when the operation's timeout passed after `waited`.
     fn timed_out(what: &str, _name: &str, doing: &str, op: Operation, waited: Duration) -> String {
         format!(
@@ -58,7 +63,7 @@ impl<E: KindError> StepError<E> {
         let what = subject(E::TYPE_NAME, name);
         let detail = match self {
             StepError::Kind(e) => e.detail(&what, name, doing),
-            StepError::Conflict(msg) => format!("{what}: {msg}"),
+            StepError::Conflict(msg) => E::conflict(&what, name, doing, msg),
             StepError::TimedOut { op, waited } => E::timed_out(&what, name, doing, *op, *waited),
             StepError::Cancelled => stopped_detail(&what, doing, E::KEPT_IN_STATE),
         };
@@ -109,6 +114,34 @@ pub(super) mod tests {
     fn by_default_a_failure_reads_as_it_displays_after_the_resource() {
         let d = StepError::Kind(Refused).diagnostic("Thing Read Failed", "a", "reading the thing");
         assert_eq!(d.detail, "gpufleet_thing \"a\": the controller said no.");
+    }
+
+    /// A kind that words its conflicts with what the step was doing.
+    #[derive(Debug, thiserror::Error)]
+    #[error("broke")]
+    struct Verbose;
+
+    impl KindError for Verbose {
+        const TYPE_NAME: &'static str = "gpufleet_other";
+        const KEPT_IN_STATE: &'static str = "Apply again to finish.";
+
+        fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
+            format!("{what}: broke.")
+        }
+
+        fn conflict(what: &str, _name: &str, doing: &str, msg: &str) -> String {
+            format!("{what}: {msg} (while {doing}).")
+        }
+    }
+
+    #[test]
+    fn a_kind_may_word_its_conflicts_itself() {
+        let e = StepError::<Verbose>::Conflict("it is taken".to_owned());
+        let d = e.diagnostic("Other Update Failed", "b", "writing the objects");
+        assert_eq!(
+            d.detail,
+            "gpufleet_other \"b\": it is taken (while writing the objects)."
+        );
     }
 
     fn detail(e: &StepError<Broken>) -> String {

@@ -12,6 +12,11 @@
 //! apply that was interrupted, even by killing the provider, converges when run again,
 //! without duplicates.
 //!
+//! A step that fails stops the apply with the shared [`StepError`](crate::apply::StepError)
+//! over [`ClusterError`], whose details all say what the step was doing: a create that wrote
+//! objects records them in state, an update keeps the prior state, and a wait that runs out of
+//! time also says what it last saw.
+//!
 //! A StatefulSet's volume claims cannot change: when the live StatefulSet has another claim
 //! than the planned one (a plan made without a refresh), apply writes nothing and says so
 //! rather than meet the API server's immutability error; the plan replaces the virtual
@@ -35,16 +40,16 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
+    model::{Address, Spec, access_values},
     objects::Names,
     pause,
     persistence::{self, Persistence},
     read::owned_by,
-    readiness::{self, Access, Readiness, WaitError},
+    readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
-    spec::Spec,
 };
 use crate::{
-    apply,
+    apply::{self, KindError},
     backends::kube::{
         ObjectError,
         host::{HostObjects, ObjectKind},
@@ -59,40 +64,68 @@ use crate::{
 /// How often a terminating namespace is looked at.
 const NAMESPACE_POLL: Duration = Duration::from_secs(1);
 
-/// Why an apply step stopped.
-///
-/// Unlike the other kinds' [`apply::StepError`], a virtual cluster's waits report what they
-/// last saw, and every detail says what the step was doing.
+/// A virtual cluster's own reasons for a step to stop, beyond those every kind has.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub enum ClusterError {
     /// A host call failed.
     #[error(transparent)]
     Host(#[from] ObjectError),
-    /// Waiting for the control plane stopped.
-    #[error(transparent)]
-    Wait(#[from] WaitError),
-    /// The namespace belongs to something else.
-    #[error("{0}")]
-    Conflict(String),
+    /// The control plane cannot start.
+    #[error("the control plane cannot start: {0}")]
+    CannotStart(String),
+    /// A wait for the host ran into the operation's timeout; unlike a plain timeout, it says
+    /// what the wait last saw.
+    #[error("gave up after {}: {last}", timeouts::render(*.waited))]
+    GaveUp {
+        /// The operation whose timeout it was.
+        op: Operation,
+        /// How long the step had waited.
+        waited: Duration,
+        /// The last reason the wait was not over.
+        last: String,
+    },
 }
 
-impl StepError {
-    fn diagnostic(&self, summary: &str, name: &str, op: Operation, doing: &str) -> Diagnostic {
-        let what = apply::subject(TYPE_NAME, name);
-        let detail = match self {
-            StepError::Wait(WaitError::TimedOut { waited, last }) => format!(
+impl KindError for ClusterError {
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const KEPT_IN_STATE: &'static str = "Apply again to finish.";
+
+    fn detail(&self, what: &str, _name: &str, doing: &str) -> String {
+        match self {
+            ClusterError::GaveUp { op, waited, last } => format!(
                 "{what}: gave up after {} while {doing} (the {op} timeout); last seen: {last}. \
                  Raise timeouts.{op} if the host cluster is slow; what was created is recorded \
                  in state.",
                 timeouts::render(*waited),
                 op = op.name(),
             ),
-            StepError::Wait(WaitError::Cancelled) => {
-                apply::stopped_detail(&what, doing, "Apply again to finish.")
-            }
             other => format!("{what}: {other} (while {doing})."),
-        };
-        Diagnostic::error(summary, detail)
+        }
+    }
+
+    fn conflict(what: &str, _name: &str, doing: &str, msg: &str) -> String {
+        format!("{what}: {msg} (while {doing}).")
+    }
+}
+
+/// Why a step stopped.
+pub type StepError = apply::StepError<ClusterError>;
+
+impl From<ObjectError> for StepError {
+    fn from(e: ObjectError) -> StepError {
+        StepError::Kind(ClusterError::Host(e))
+    }
+}
+
+/// The step error of a wait that stopped during operation `op`.
+fn from_wait(op: Operation) -> impl FnOnce(WaitError) -> StepError {
+    move |e| match e {
+        WaitError::Host(e) => e.into(),
+        WaitError::Failed(why) => StepError::Kind(ClusterError::CannotStart(why)),
+        WaitError::TimedOut { waited, last } => {
+            StepError::Kind(ClusterError::GaveUp { op, waited, last })
+        }
+        WaitError::Cancelled => StepError::Cancelled,
     }
 }
 
@@ -101,6 +134,7 @@ async fn settle_namespace(
     host: &dyn HostObjects,
     ctx: &Context,
     namespace: &str,
+    op: Operation,
     deadline: Instant,
 ) -> Result<Option<serde_json::Value>, StepError> {
     let started = Instant::now();
@@ -111,11 +145,11 @@ async fn settle_namespace(
             other => return Ok(other),
         }
         if Instant::now() + NAMESPACE_POLL > deadline {
-            return Err(WaitError::TimedOut {
+            return Err(StepError::Kind(ClusterError::GaveUp {
+                op,
                 waited: started.elapsed(),
                 last: format!("namespace {namespace} is still terminating"),
-            }
-            .into());
+            }));
         }
         if ctx
             .cancel
@@ -123,7 +157,7 @@ async fn settle_namespace(
             .await
             .is_none()
         {
-            return Err(WaitError::Cancelled.into());
+            return Err(StepError::Cancelled);
         }
     }
 }
@@ -173,19 +207,6 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     s.with_unknowns_nulled()
 }
 
-/// The credentials attributes ([`ACCESS`](super::ACCESS)) of `access`, null without one.
-pub(super) fn access_values(access: Option<&Access>) -> [(&'static str, Value); 6] {
-    let text = |f: fn(&Access) -> Option<String>| -> Value { access.and_then(f).into() };
-    [
-        ("kubeconfig", text(|a| Some(a.kubeconfig.clone()))),
-        ("endpoint", text(|a| a.endpoint.clone())),
-        ("host", text(|a| a.endpoint.clone())),
-        ("cluster_ca_certificate", text(|a| a.ca.clone())),
-        ("client_certificate", text(|a| a.client_certificate.clone())),
-        ("client_key", text(|a| a.client_key.clone())),
-    ]
-}
-
 /// How far a create or update got, for the failure's wording and what state to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Phase {
@@ -224,11 +245,14 @@ async fn finish_pause(
     ctx: &Context,
     spec: &Spec,
     names: &Names,
+    op: Operation,
     deadline: Instant,
     phase: &mut Phase,
 ) -> Result<Readiness, StepError> {
     *phase = Phase::Stop;
-    readiness::wait_stopped(host, ctx, &spec.namespace, names, deadline).await?;
+    readiness::wait_stopped(host, ctx, &spec.namespace, names, deadline)
+        .await
+        .map_err(from_wait(op))?;
     *phase = Phase::DeleteSynced;
     let deleted = pause::delete_synced_pods(host, &spec.namespace, &spec.name).await?;
     tracing::info!(
@@ -262,16 +286,18 @@ fn check_claim(spec: &Spec, live: &serde_json::Value) -> Result<(), StepError> {
     )))
 }
 
-/// The steps of a create or update, recording in `phase` how far they got.
+/// The steps of operation `op` (a create or update) until `deadline`, recording in `phase`
+/// how far they got.
 async fn upsert(
     host: &dyn HostObjects,
     ctx: &Context,
     spec: &Spec,
+    op: Operation,
     deadline: Instant,
     phase: &mut Phase,
 ) -> Result<Readiness, StepError> {
     let names = Names::new(&spec.name, &spec.namespace);
-    let existing = settle_namespace(host, ctx, &spec.namespace, deadline).await?;
+    let existing = settle_namespace(host, ctx, &spec.namespace, op, deadline).await?;
     let live = match &existing {
         Some(ns) if !owned_by(ns, &spec.name) => {
             return Err(StepError::Conflict(format!(
@@ -298,7 +324,7 @@ async fn upsert(
     *phase = Phase::Write;
     write_objects(host, spec, &rendered).await?;
     if spec.paused {
-        return finish_pause(host, ctx, spec, &names, deadline, phase).await;
+        return finish_pause(host, ctx, spec, &names, op, deadline, phase).await;
     }
     // Resuming what the vCluster CLI paused: our apply does not own its annotations.
     if live.as_ref().is_some_and(pause::has_annotations) {
@@ -311,7 +337,9 @@ async fn upsert(
         .await?;
     }
     *phase = Phase::Ready;
-    Ok(readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline).await?)
+    readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline)
+        .await
+        .map_err(from_wait(op))
 }
 
 /// Create (`prior` null) or update.
@@ -340,7 +368,7 @@ pub async fn apply_upsert(
     let deadline = Instant::now() + t.get(op);
     let mut phase = Phase::Namespace;
     let calls_before = host.calls();
-    let result = upsert(host, ctx, &spec, deadline, &mut phase).await;
+    let result = upsert(host, ctx, &spec, op, deadline, &mut phase).await;
     tracing::info!(
         target: "gpufleet::virtual_cluster",
         "{} {}: {} host API calls",
@@ -375,13 +403,9 @@ pub async fn apply_upsert(
                 (true, false) => Value::Null,
                 (false, _) => prior.clone(),
             };
-            let mut diagnostics: Diagnostics =
-                e.diagnostic(summary, &spec.name, op, phase.doing()).into();
-            diagnostics.0.extend(left);
-            ApplyResponse {
-                new_state: state,
-                diagnostics,
-            }
+            let mut failed = apply::failed(summary, &spec.name, phase.doing(), &e, state);
+            failed.diagnostics.0.extend(left);
+            failed
         }
     }
 }
@@ -446,11 +470,7 @@ async fn delete_claims(
 
 /// Delete: the namespace and everything in it, waiting until it is gone.
 pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
-    let name = prior.get("name").as_str().unwrap_or_default().to_owned();
-    let namespace = prior
-        .get("namespace")
-        .as_str()
-        .map_or_else(|| super::spec::default_namespace(&name), str::to_owned);
+    let Address { name, namespace } = Address::of_state(prior);
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.delete;
     let calls_before = host.calls();
@@ -476,7 +496,7 @@ pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) 
             }
         }
         delete_cluster_scoped(host, &names).await?;
-        match settle_namespace(host, ctx, &namespace, deadline).await? {
+        match settle_namespace(host, ctx, &namespace, Operation::Delete, deadline).await? {
             None => Ok(()),
             Some(_) => Err(StepError::Conflict(format!(
                 "namespace {namespace} was created again while it was being deleted"
@@ -494,16 +514,70 @@ pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) 
             new_state: Value::Null,
             diagnostics: Diagnostics::new(),
         },
-        Err(e) => ApplyResponse {
-            new_state: prior.clone(),
-            diagnostics: e
-                .diagnostic(
-                    "Virtual Cluster Delete Failed",
-                    &name,
-                    Operation::Delete,
-                    "deleting the namespace",
-                )
-                .into(),
-        },
+        Err(e) => apply::failed(
+            "Virtual Cluster Delete Failed",
+            &name,
+            "deleting the namespace",
+            &e,
+            prior.clone(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail(e: &StepError) -> String {
+        let d = e.diagnostic(
+            "Virtual Cluster Create Failed",
+            "team-a",
+            "writing the host objects",
+        );
+        assert_eq!(d.summary, "Virtual Cluster Create Failed");
+        d.detail
+    }
+
+    #[test]
+    fn every_failure_says_what_the_step_was_doing() {
+        assert_eq!(
+            detail(&ObjectError::Other("connection refused".to_owned()).into()),
+            "gpufleet_virtual_cluster \"team-a\": connection refused (while writing the host \
+             objects)."
+        );
+        assert_eq!(
+            detail(&StepError::Conflict(
+                "namespace vc-team-a is taken".to_owned()
+            )),
+            "gpufleet_virtual_cluster \"team-a\": namespace vc-team-a is taken (while writing \
+             the host objects)."
+        );
+        assert_eq!(
+            detail(&from_wait(Operation::Create)(WaitError::Failed(
+                "pod team-a-0 is in CrashLoopBackOff".to_owned()
+            ))),
+            "gpufleet_virtual_cluster \"team-a\": the control plane cannot start: pod team-a-0 \
+             is in CrashLoopBackOff (while writing the host objects)."
+        );
+        assert_eq!(
+            detail(&from_wait(Operation::Create)(WaitError::Cancelled)),
+            "gpufleet_virtual_cluster \"team-a\": stopped while writing the host objects, \
+             because Terraform asked the provider to stop. Apply again to finish."
+        );
+    }
+
+    #[test]
+    fn a_wait_that_times_out_says_what_it_last_saw_and_which_timeout_to_raise() {
+        let e = from_wait(Operation::Update)(WaitError::TimedOut {
+            waited: Duration::from_secs(600),
+            last: "pod team-a-0 is not ready".to_owned(),
+        });
+        assert_eq!(
+            detail(&e),
+            "gpufleet_virtual_cluster \"team-a\": gave up after 10m while writing the host \
+             objects (the update timeout); last seen: pod team-a-0 is not ready. Raise \
+             timeouts.update if the host cluster is slow; what was created is recorded in \
+             state."
+        );
     }
 }

@@ -1,10 +1,13 @@
-//! Refresh: observe the host objects of a virtual cluster, reflect what the user can see in
-//! the attributes (quota, limit range, network isolation, paused, the volume claim), and list
+//! Refresh and import.
+//!
+//! Refresh observes the host objects of a virtual cluster, reflects what the user can see in
+//! the attributes (quota, limit range, network isolation, paused, the volume claim), and lists
 //! every other difference from the rendered objects in `drift`, so the next plan shows it and
 //! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is
 //! gone once its cluster-scoped objects are gone too; a terminating one, or one whose
 //! cluster-scoped objects remain, reads as half deleted, so that destroy finishes the delete
-//! and apply puts the virtual cluster back.
+//! and apply puts the virtual cluster back. Import starts from a skeleton holding only the
+//! name and namespace, and takes every configurable attribute from the host objects.
 //!
 //! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
 //! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size; one
@@ -20,15 +23,14 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 
 use super::{
-    ACCESS,
-    apply::access_values,
+    DEFAULT_TIMEOUTS, TYPE_NAME,
     expose::Expose,
+    model::{ACCESS, Address, Spec, access_values, default_namespace},
     objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
-    schema::{ISOLATIONS, POD_SECURITY_LEVELS},
-    spec::Spec,
+    schema::{self as attrs, ISOLATIONS, POD_SECURITY_LEVELS},
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
@@ -38,6 +40,13 @@ use crate::{
         ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, ownership,
         reserved_label,
     },
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
+    kinds::ReadResponse,
+    path::AttrPath,
+    schema::Validator,
+    timeouts::{Operation, Timeouts},
+    validate::DnsLabel,
     value::Value,
 };
 
@@ -484,4 +493,110 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     };
     s.set_attr("drift", Value::List(found));
     s.with_unknowns_nulled()
+}
+
+/// The state skeleton for `terraform import`: `<namespace>/<name>` or `<name>`.
+pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
+    let id = id.trim();
+    let (namespace, name) = match id.split_once('/') {
+        Some((ns, n)) => (ns.to_owned(), n.to_owned()),
+        None => (default_namespace(id), id.to_owned()),
+    };
+    let mut d = Diagnostics::new();
+    DnsLabel::new(attrs::NAME_MAX).validate(
+        &AttrPath::attr("name"),
+        &Value::string(&*name),
+        &mut d,
+    );
+    DnsLabel::new(63).validate(
+        &AttrPath::attr("namespace"),
+        &Value::string(&*namespace),
+        &mut d,
+    );
+    if d.has_error() {
+        return Err(Diagnostic::error(
+            "Invalid Import ID",
+            format!(
+                "import a {TYPE_NAME} by `<namespace>/<name>` or by `<name>` (namespace \
+                 vc-<name>), e.g. `terraform import {TYPE_NAME}.a vc-tenant-a/tenant-a`; {id:?} \
+                 is neither: {}",
+                d.iter()
+                    .map(|x| x.detail.clone())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        )
+        .into());
+    }
+    Ok(attrs::resource_schema().block.complete(&Value::object([
+        ("name", Value::string(name)),
+        ("namespace", Value::string(namespace)),
+    ])))
+}
+
+/// Refreshes `state` against `host`.
+pub async fn read_virtual_cluster(
+    host: &dyn HostObjects,
+    ctx: &Context,
+    state: &Value,
+) -> ReadResponse {
+    let Address { name, namespace } = Address::of_state(state);
+    let names = Names::new(&name, &namespace);
+    let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
+    let calls_before = host.calls();
+    let look = ctx
+        .cancel
+        .run_until_cancelled(tokio::time::timeout(
+            t.read,
+            observe(host, &namespace, &names),
+        ))
+        .await;
+    tracing::info!(
+        target: "gpufleet::virtual_cluster",
+        "read {name}: {} host API calls",
+        host.calls().saturating_sub(calls_before)
+    );
+    let problem = match look {
+        Some(Ok(Ok(observed))) => {
+            // A namespace that another owner took over is not this virtual cluster any more.
+            let ours = observed
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| owned_by(ns, &name));
+            // Without its namespace, it is gone once nothing it made outside is left.
+            let new_state = if ours {
+                observed_state(state, &observed, &names)
+            } else if observed.namespace.is_none()
+                && (observed.terminating || !observed.objects.is_empty())
+            {
+                half_deleted(state, &observed, &names)
+            } else {
+                Value::Null
+            };
+            let mut diagnostics = Diagnostics::new();
+            if ours && let Some(why) = observed.readiness.as_ref().and_then(|r| r.not_ready()) {
+                // A plan that shows `status` going back to Running says why it is not now.
+                tracing::info!(target: "gpufleet::virtual_cluster", "read {name}: {why}");
+                diagnostics.push(Diagnostic::warning(
+                    "Control Plane Not Ready",
+                    format!("{TYPE_NAME} {name:?} reads as Pending: {why}."),
+                ));
+            }
+            return ReadResponse {
+                new_state,
+                diagnostics,
+            };
+        }
+        Some(Ok(Err(e))) => e.to_string(),
+        Some(Err(_)) => format!("gave up after the {} timeout", Operation::Read.name()),
+        None => "stopped because Terraform asked the provider to stop".to_owned(),
+    };
+    ReadResponse {
+        new_state: state.clone(),
+        diagnostics: Diagnostic::error(
+            "Virtual Cluster Read Failed",
+            format!("{TYPE_NAME} {name:?}: {problem}."),
+        )
+        .into(),
+    }
 }

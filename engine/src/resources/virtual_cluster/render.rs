@@ -30,9 +30,9 @@ use base64::Engine as _;
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    model::Spec,
     objects::{Names, ObjectRef},
     pause, rbac,
-    spec::Spec,
     values::{self, at, is_true, text, truthy},
 };
 use crate::backends::kube::{

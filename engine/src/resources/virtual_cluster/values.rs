@@ -22,8 +22,8 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    model::{Isolation, Limits, Quota, Spec},
     persistence::Persistence,
-    spec::{Isolation, Limits, Quota, Spec},
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::backends::kube::{ISOLATION, TENANT, VIRTUAL_CLUSTER};
