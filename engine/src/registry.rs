@@ -14,7 +14,7 @@ use crate::{
     resources::bcm_node::BcmNode,
     resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
-    resources::network_segment::{FromSettings, NetworkSegment},
+    resources::network_segment::NetworkSegment,
     resources::virtual_cluster::VirtualCluster,
 };
 
@@ -23,7 +23,7 @@ pub const TYPE_PREFIX: &str = "gpufleet_";
 
 /// Managed resource types.
 pub const RESOURCES: &[&dyn ResourceKind] = &[
-    &NetworkSegment(FromSettings),
+    &NetworkSegment(crate::backends::netris::FromSettings),
     &BcmNode(crate::backends::bcm::FromSettings),
     &VirtualCluster(host::FromSettings),
     &GpuNodePool(gpu_node_pool::FromSettings),

@@ -9,7 +9,7 @@ mod support;
 use gpufleet_engine::{
     kinds::{ApplyRequest, ResourceKind},
     path::AttrPath,
-    resources::network_segment::{FromSettings, NetworkSegment},
+    resources::network_segment::NetworkSegment,
     value::Value,
 };
 use support::{
@@ -495,7 +495,7 @@ async fn timeouts_only_change_calls_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn missing_settings_fail_apply_not_plan() {
-    let k = NetworkSegment(FromSettings);
+    let k = NetworkSegment(gpufleet_engine::backends::netris::FromSettings);
     let mut tf = Terraform::new(&k);
     let c = segment(&k, &[]);
     let p = tf.plan(&c).await;

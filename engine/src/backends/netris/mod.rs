@@ -47,7 +47,8 @@ pub use types::{
 
 use crate::{
     backends::shared::{ClientCache, read_pem},
-    diag::Diagnostics,
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
     path::AttrPath,
     provider_config::ProviderSettings,
 };
@@ -293,6 +294,34 @@ pub(crate) fn https_client_builder(
         }
     }
     Ok(builder)
+}
+
+/// Where a Netris resource gets its client from.
+pub trait NetrisBackend: Send + Sync {
+    /// The client for this operation, or the diagnostic that says which settings are missing.
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics>;
+}
+
+/// The production backend: a client built from the provider's `netris` settings, shared by
+/// every operation with the same settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromSettings;
+
+impl NetrisBackend for FromSettings {
+    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        let config = NetrisConfig::from_settings(&ctx.settings)?;
+        match shared_client(&config) {
+            Ok(client) => Ok(client),
+            Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
+        }
+    }
+}
+
+/// A given client, for tests and tools that bring their own.
+impl<A: NetrisApi + 'static> NetrisBackend for Arc<A> {
+    fn connect(&self, _ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        Ok(Arc::clone(self) as Arc<dyn NetrisApi>)
+    }
 }
 
 /// A client for `config`, shared with every other operation that uses the same settings, so

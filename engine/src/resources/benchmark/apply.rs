@@ -98,10 +98,6 @@ impl KindError for RunError {
     const KEPT_IN_STATE: &'static str =
         "What the run created is removed, or taken over by the next apply.";
 
-    fn detail(&self, what: &str, _name: &str, _doing: &str) -> String {
-        format!("{what}: {self}.")
-    }
-
     fn timed_out(what: &str, _name: &str, _doing: &str, op: Operation, waited: Duration) -> String {
         format!("{what}: {}.", timed_out_reason(op, waited))
     }

@@ -74,9 +74,9 @@ use self::{
 };
 use crate::{
     apply::RemoteKind,
-    backends::netris::{NetrisApi, NetrisConfig, shared_client},
+    backends::netris::{FromSettings, NetrisApi, NetrisBackend},
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostics,
     kinds::{ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
@@ -103,41 +103,13 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(10 * 60),
 };
 
-/// Where a segment's kind gets its Netris client from.
-pub trait Backend: Send + Sync {
-    /// The client for this operation, or the diagnostic that says which settings are missing.
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics>;
-}
-
-/// The production backend: a client built from the provider's `netris` settings, shared by
-/// every operation with the same settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FromSettings;
-
-impl Backend for FromSettings {
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
-        let config = NetrisConfig::from_settings(&ctx.settings)?;
-        match shared_client(&config) {
-            Ok(client) => Ok(client),
-            Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
-        }
-    }
-}
-
-/// A given client, for tests and tools that bring their own.
-impl<A: NetrisApi + 'static> Backend for Arc<A> {
-    fn connect(&self, _ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
-        Ok(Arc::clone(self) as Arc<dyn NetrisApi>)
-    }
-}
-
-/// The `gpufleet_network_segment` resource kind, over a [`Backend`]. The registry uses
+/// The `gpufleet_network_segment` resource kind, over a [`NetrisBackend`]. The registry uses
 /// `NetworkSegment(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NetworkSegment<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: Backend> RemoteKind for NetworkSegment<B> {
+impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
     type Api = dyn NetrisApi;
     const TYPE_NAME: &'static str = TYPE_NAME;
     const IDENTITY: &'static [&'static str] = &["name"];
