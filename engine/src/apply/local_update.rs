@@ -12,15 +12,11 @@ pub fn local_update(
     remote: &[&str],
     carried: &[&str],
 ) -> Option<ApplyResponse> {
-    if remote.iter().any(|a| planned.get(a) != prior.get(a)) {
+    if !planned.same_attrs(prior, remote) {
         return None;
     }
     let mut s = planned.clone();
-    for a in carried {
-        if s.get(a).is_unknown() {
-            s.set_attr(a, prior.get(a).clone());
-        }
-    }
+    s.keep_from(prior, carried);
     Some(ApplyResponse::done(s.with_unknowns_nulled()))
 }
 

@@ -206,6 +206,23 @@ impl Value {
         }
     }
 
+    /// Whether this object and `other` agree on every attribute of `names` (an update that
+    /// changes none of a backend's attributes need not ask the backend).
+    #[must_use]
+    pub fn same_attrs(&self, other: &Value, names: &[&str]) -> bool {
+        names.iter().all(|n| self.get(n) == other.get(n))
+    }
+
+    /// Takes each attribute of `names` that is unknown here from `prior`: what a change the
+    /// backend never sees leaves as it was observed.
+    pub fn keep_from(&mut self, prior: &Value, names: &[&str]) {
+        for n in names {
+            if self.get(n).is_unknown() {
+                self.set_attr(n, prior.get(n).clone());
+            }
+        }
+    }
+
     /// Sets attribute `name` of an object to `x`; leaves anything but a known object alone.
     pub fn set_attr(&mut self, name: &str, x: Value) {
         if let Some(m) = self.as_object_mut() {
@@ -334,6 +351,35 @@ mod tests {
         let mut null = Value::Null;
         null.set_attr("a", Value::int(1));
         assert_eq!(null, Value::Null);
+    }
+
+    #[test]
+    fn same_attrs_compares_only_the_names_given() {
+        let a = Value::object([("size", Value::int(1)), ("note", Value::string("x"))]);
+        let b = Value::object([("size", Value::int(1)), ("note", Value::string("y"))]);
+        assert!(a.same_attrs(&b, &["size"]));
+        assert!(!a.same_attrs(&b, &["size", "note"]));
+        assert!(!a.same_attrs(&Value::Null, &["size"]));
+    }
+
+    #[test]
+    fn keep_from_fills_only_unknowns() {
+        let prior = Value::object([
+            ("status", Value::string("up")),
+            ("ip", Value::string("10.0.0.1")),
+        ]);
+        let mut planned = Value::object([
+            ("status", Value::unknown()),
+            ("ip", Value::string("10.0.0.2")),
+        ]);
+        planned.keep_from(&prior, &["status", "ip"]);
+        assert_eq!(
+            planned,
+            Value::object([
+                ("status", Value::string("up")),
+                ("ip", Value::string("10.0.0.2"))
+            ])
+        );
     }
 
     #[test]

@@ -13,15 +13,8 @@ pub(super) fn plan_node(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
     if !req.prior.is_null() {
         // A change BCM never sees (wipe_on_destroy, timeouts) keeps what was observed.
-        let remote_same = REMOTE_ATTRIBUTES
-            .iter()
-            .all(|a| planned.get(a) == req.prior.get(a));
-        if remote_same {
-            for a in ["status", "ip"] {
-                if planned.get(a).is_unknown() {
-                    planned.set_attr(a, req.prior.get(a).clone());
-                }
-            }
+        if planned.same_attrs(&req.prior, REMOTE_ATTRIBUTES) {
+            planned.keep_from(&req.prior, &["status", "ip"]);
         }
     }
     PlanResponse {

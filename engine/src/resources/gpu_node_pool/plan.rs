@@ -77,10 +77,6 @@ const REMOTE_ATTRIBUTES: &[&str] = &[
 /// Attributes whose change changes which nodes the pool holds.
 const COUNT_ATTRIBUTES: &[&str] = &["node_count", "autoscaling"];
 
-fn same(a: &Value, b: &Value, attrs: &[&str]) -> bool {
-    attrs.iter().all(|x| a.get(x) == b.get(x))
-}
-
 /// What a change keeps of what the cluster showed, and the id.
 fn plan_values(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
@@ -93,19 +89,12 @@ fn plan_values(req: &PlanRequest) -> PlanResponse {
     }
     let prior = &req.prior;
     if !prior.is_null() {
-        let keep = |planned: &mut Value, attrs: &[&str]| {
-            for a in attrs {
-                if planned.get(a).is_unknown() {
-                    planned.set_attr(a, prior.get(a).clone());
-                }
-            }
-        };
-        if same(&planned, prior, REMOTE_ATTRIBUTES) {
-            keep(&mut planned, &["nodes", "gpus", "allocatable", "status"]);
-        } else if same(&planned, prior, COUNT_ATTRIBUTES) {
-            keep(&mut planned, &["nodes", "gpus"]);
+        if planned.same_attrs(prior, REMOTE_ATTRIBUTES) {
+            planned.keep_from(prior, &["nodes", "gpus", "allocatable", "status"]);
+        } else if planned.same_attrs(prior, COUNT_ATTRIBUTES) {
+            planned.keep_from(prior, &["nodes", "gpus"]);
             if planned.get("sharing") == prior.get("sharing") {
-                keep(&mut planned, &["allocatable"]);
+                planned.keep_from(prior, &["allocatable"]);
             }
         }
     }

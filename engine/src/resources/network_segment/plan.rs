@@ -35,11 +35,8 @@ pub(super) fn plan_segment(req: &PlanRequest) -> PlanResponse {
             planned.set_attr("attached_ports", prior_ports.clone());
         }
         // A change the controller never sees (only timeouts) keeps the status.
-        let remote_same = REMOTE_ATTRIBUTES
-            .iter()
-            .all(|a| planned.get(a) == req.prior.get(a));
-        if remote_same && planned.get("status").is_unknown() {
-            planned.set_attr("status", req.prior.get("status").clone());
+        if planned.same_attrs(&req.prior, REMOTE_ATTRIBUTES) {
+            planned.keep_from(&req.prior, &["status"]);
         }
         if req.prior.get("id").is_null() {
             // A partial state: the V-Net is gone (or was never made). Apply finishes the
