@@ -10,12 +10,13 @@ mod support;
 use std::{collections::BTreeMap, sync::Arc};
 
 use gpufleet_engine::{
+    backends::bcm::POOL_KEY,
     backends::kube::{
         POOL, TENANT,
         host::nodes::{HostNode, NodeWrite},
     },
     kinds::ResourceKind,
-    resources::gpu_node_pool::{GpuNodePool, WithBcm, bcm::POOL_KEY, memory::MemoryHost},
+    resources::gpu_node_pool::{GpuNodePool, WithBcm, memory::MemoryHost},
     value::Value,
 };
 use support::{A_NODES, Action, B_NODES, FakeBcm, Terraform, config, show};

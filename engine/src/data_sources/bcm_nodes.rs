@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings, SysInfo},
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostic,
     kinds::{DataSourceKind, ReadResponse},
     schema::{Attribute, Block, Schema},
     value::{Type, Value},
@@ -247,17 +247,11 @@ impl<B: BcmBackend> DataSourceKind for BcmNodes<B> {
         let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
             Ok(api) => api,
             Err(diagnostics) => {
-                return ReadResponse {
-                    new_state: Value::Null,
-                    diagnostics,
-                };
+                return ReadResponse::refused(Value::Null, diagnostics);
             }
         };
         match list_nodes(api.as_ref(), &config).await {
-            Ok(new_state) => ReadResponse {
-                new_state,
-                diagnostics: Diagnostics::new(),
-            },
+            Ok(new_state) => ReadResponse::observed(new_state),
             Err(e) => ReadResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostic::error(

@@ -20,7 +20,7 @@ use crate::{
     },
     catalog,
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostic,
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
     resources::gpu_node_pool::{Backend, FromSettings, node_config::is_free},
@@ -247,19 +247,13 @@ impl<B: Backend> DataSourceKind for FleetInventory<B> {
         let host = match self.0.connect(ctx).await {
             Ok(h) => h,
             Err(diagnostics) => {
-                return ReadResponse {
-                    new_state: Value::Null,
-                    diagnostics,
-                };
+                return ReadResponse::refused(Value::Null, diagnostics);
             }
         };
         // The product filter cannot go into the selector, which matches labels exactly while
         // GFD suffixes those of shared nodes: `inventory` filters through the catalog.
         match host.list_nodes(GPU_PRODUCT_LABEL).await {
-            Ok(nodes) => ReadResponse {
-                new_state: inventory(&config, &nodes),
-                diagnostics: Diagnostics::new(),
-            },
+            Ok(nodes) => ReadResponse::observed(inventory(&config, &nodes)),
             Err(e) => ReadResponse {
                 new_state: Value::Null,
                 diagnostics: Diagnostic::error(

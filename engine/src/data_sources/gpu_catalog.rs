@@ -139,10 +139,7 @@ impl DataSourceKind for GpuCatalog {
             "products".to_owned(),
             Value::List(models.iter().map(|m| Value::string(m.product)).collect()),
         );
-        ReadResponse {
-            new_state: Value::Object(state),
-            diagnostics: Diagnostics::new(),
-        }
+        ReadResponse::observed(Value::Object(state))
     }
 }
 

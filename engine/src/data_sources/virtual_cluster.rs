@@ -140,10 +140,7 @@ impl<B: ObjectsBackend> DataSourceKind for VirtualClusterData<B> {
             Some(ns) => format!("{ns}/{name}"),
             None => name.clone(),
         };
-        let fail = |diagnostics: Diagnostics| ReadResponse {
-            new_state: config.clone(),
-            diagnostics,
-        };
+        let fail = |diagnostics: Diagnostics| ReadResponse::refused(config.clone(), diagnostics);
         let skeleton = match import_skeleton(&id) {
             Ok(s) => s,
             Err(d) => return fail(d),

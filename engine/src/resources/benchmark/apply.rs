@@ -39,7 +39,7 @@ use crate::{
         json::{labels_of, str_at},
     },
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostic,
     kinds::ApplyResponse,
     tenancy::pool_label,
     timeouts::{self, Operation, Timeouts},
@@ -411,10 +411,7 @@ pub async fn apply_create(
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
-            return ApplyResponse {
-                new_state: Value::Null,
-                diagnostics,
-            };
+            return ApplyResponse::refused(Value::Null, diagnostics);
         }
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
@@ -679,10 +676,7 @@ pub async fn apply_delete(
         ..
     } = RecordedRun::from_state(prior)
     else {
-        return ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        };
+        return ApplyResponse::done(Value::Null);
     };
     let work = async {
         cleanup(cluster, &namespace, &name).await?;
@@ -692,17 +686,11 @@ pub async fn apply_delete(
     let started = Instant::now();
     let e = match bounded(ctx, Operation::Delete, started, started + t.delete, work).await {
         Ok(()) => {
-            return ApplyResponse {
-                new_state: Value::Null,
-                diagnostics: Diagnostics::new(),
-            };
+            return ApplyResponse::done(Value::Null);
         }
         // A namespace that is gone took the objects with it.
         Err(StepError::Kind(RunError::Cluster(e))) if e.is_not_found() => {
-            return ApplyResponse {
-                new_state: Value::Null,
-                diagnostics: Diagnostics::new(),
-            };
+            return ApplyResponse::done(Value::Null);
         }
         // Reported as the timeout that was set, not the moment the wait noticed it.
         Err(StepError::TimedOut { op, .. }) => StepError::TimedOut {
@@ -724,10 +712,7 @@ pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
-            return ApplyResponse {
-                new_state: prior.clone(),
-                diagnostics,
-            };
+            return ApplyResponse::refused(prior.clone(), diagnostics);
         }
     };
     let recorded = RecordedRun::from_state(prior);

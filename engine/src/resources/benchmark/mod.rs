@@ -110,10 +110,7 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
         let cluster = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(c) => c,
             Err(diagnostics) => {
-                return ApplyResponse {
-                    new_state: req.prior,
-                    diagnostics,
-                };
+                return ApplyResponse::refused(req.prior, diagnostics);
             }
         };
         if req.planned.is_null() {

@@ -13,10 +13,7 @@ use super::TYPE_NAME;
 
 /// The refreshed state: the record as stored.
 pub(super) fn read_record(state: Value) -> ReadResponse {
-    ReadResponse {
-        new_state: state,
-        diagnostics: Diagnostics::new(),
-    }
+    ReadResponse::observed(state)
 }
 
 /// Import is refused: the record is of a run made by Terraform.

@@ -26,7 +26,7 @@ use crate::{
     },
     catalog::GpuModel,
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostic,
     kinds::ApplyResponse,
     provider_config::ProviderSettings,
     tenancy::VirtualClusterRef,
@@ -498,10 +498,8 @@ async fn provision_bcm(
 }
 
 fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
-    PoolSpec::from_value(v).map_err(|diagnostics| ApplyResponse {
-        new_state: state.clone(),
-        diagnostics,
-    })
+    PoolSpec::from_value(v)
+        .map_err(|diagnostics| ApplyResponse::refused(state.clone(), diagnostics))
 }
 
 /// Create or update.
@@ -578,10 +576,7 @@ pub(super) async fn apply_upsert(
     let mut response = match result {
         Ok(held) => {
             let status = status_for(&spec, held.len());
-            ApplyResponse {
-                new_state: state_of(planned, &spec, &held, status),
-                diagnostics: Diagnostics::new(),
-            }
+            ApplyResponse::done(state_of(planned, &spec, &held, status))
         }
         Err(e) => {
             // A create that holds nothing, in the cluster or in BCM, leaves no state.
@@ -657,10 +652,7 @@ pub(super) async fn apply_delete(
     })
     .await;
     match result {
-        Ok(()) => ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        },
+        Ok(()) => ApplyResponse::done(Value::Null),
         Err(e) => {
             let state = if still.is_empty() {
                 prior.clone()

@@ -20,10 +20,9 @@ use super::{
     model::{PoolSpec, Source},
     placement,
 };
-pub use crate::backends::bcm::POOL_KEY;
 use crate::backends::{
     bcm::{
-        BcmApi, Device, SysInfo,
+        BcmApi, Device, POOL_KEY, SysInfo,
         lifecycle::{self, LifecycleError, Progress},
     },
     kube::host::nodes::HostNode,

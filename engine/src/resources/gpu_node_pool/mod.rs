@@ -205,10 +205,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         let host = match self.0.connect(ctx).await {
             Ok(h) => h,
             Err(diagnostics) => {
-                return ApplyResponse {
-                    new_state: req.prior,
-                    diagnostics,
-                };
+                return ApplyResponse::refused(req.prior, diagnostics);
             }
         };
         let value = if req.planned.is_null() {
@@ -221,10 +218,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             match self.0.bcm(ctx) {
                 Ok(b) => Some(b),
                 Err(diagnostics) => {
-                    return ApplyResponse {
-                        new_state: req.prior,
-                        diagnostics,
-                    };
+                    return ApplyResponse::refused(req.prior, diagnostics);
                 }
             }
         } else {
@@ -242,10 +236,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         let host = match self.0.connect(ctx).await {
             Ok(host) => host,
             Err(diagnostics) => {
-                return ReadResponse {
-                    new_state: state,
-                    diagnostics,
-                };
+                return ReadResponse::refused(state, diagnostics);
             }
         };
         // A bcm pool whose host nodes are gone may still hold servers (a wipe to finish).
@@ -253,10 +244,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             match self.0.bcm(ctx) {
                 Ok(b) => Some(b),
                 Err(diagnostics) => {
-                    return ReadResponse {
-                        new_state: state,
-                        diagnostics,
-                    };
+                    return ReadResponse::refused(state, diagnostics);
                 }
             }
         } else {

@@ -352,10 +352,7 @@ pub async fn apply_upsert(
     let spec = match Spec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
-            return ApplyResponse {
-                new_state: prior.clone(),
-                diagnostics,
-            };
+            return ApplyResponse::refused(prior.clone(), diagnostics);
         }
     };
     let creating = prior.is_null();
@@ -510,10 +507,7 @@ pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) 
         host.calls().saturating_sub(calls_before)
     );
     match result {
-        Ok(()) => ApplyResponse {
-            new_state: Value::Null,
-            diagnostics: Diagnostics::new(),
-        },
+        Ok(()) => ApplyResponse::done(Value::Null),
         Err(e) => apply::failed(
             "Virtual Cluster Delete Failed",
             &name,

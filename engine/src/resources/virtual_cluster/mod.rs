@@ -113,10 +113,7 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
         let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(h) => h,
             Err(diagnostics) => {
-                return ApplyResponse {
-                    new_state: req.prior,
-                    diagnostics,
-                };
+                return ApplyResponse::refused(req.prior, diagnostics);
             }
         };
         if req.planned.is_null() {
@@ -129,10 +126,7 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
         match self.0.connect(ctx, TYPE_NAME).await {
             Ok(host) => read_virtual_cluster(host.as_ref(), ctx, &state).await,
-            Err(diagnostics) => ReadResponse {
-                new_state: state,
-                diagnostics,
-            },
+            Err(diagnostics) => ReadResponse::refused(state, diagnostics),
         }
     }
 
