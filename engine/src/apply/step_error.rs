@@ -60,14 +60,18 @@ pub enum StepError<E> {
 impl<E: KindError> StepError<E> {
     /// The error diagnostic for resource `name`, stopped while `doing`.
     pub fn diagnostic(&self, summary: &str, name: &str, doing: &str) -> Diagnostic {
+        Diagnostic::error(summary, self.detail(name, doing))
+    }
+
+    /// The diagnostic's detail: the kind's wording of each way a step stops.
+    pub fn detail(&self, name: &str, doing: &str) -> String {
         let what = subject(E::TYPE_NAME, name);
-        let detail = match self {
+        match self {
             StepError::Kind(e) => e.detail(&what, name, doing),
             StepError::Conflict(msg) => E::conflict(&what, name, doing, msg),
             StepError::TimedOut { op, waited } => E::timed_out(&what, name, doing, *op, *waited),
             StepError::Cancelled => stopped_detail(&what, doing, E::KEPT_IN_STATE),
-        };
-        Diagnostic::error(summary, detail)
+        }
     }
 }
 

@@ -136,14 +136,13 @@ fn timed_out_reason(op: Operation, waited: Duration) -> String {
 /// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
 /// the run's objects. A benchmark's stop names no step: the run is one.
 fn stop_detail(name: &str, e: &StepError, then: Option<&str>) -> String {
-    let what = subject(TYPE_NAME, name);
+    // A run's stop names no step: it says what stopped and what cleanup did.
     let said = match e {
-        StepError::Kind(e) => e.detail(&what, name, ""),
-        StepError::Conflict(msg) => format!("{what}: {msg}"),
-        StepError::TimedOut { op, waited } => RunError::timed_out(&what, name, "", *op, *waited),
-        StepError::Cancelled => {
-            format!("{what}: stopped because Terraform asked the provider to stop.")
-        }
+        StepError::Cancelled => format!(
+            "{}: stopped because Terraform asked the provider to stop.",
+            subject(TYPE_NAME, name)
+        ),
+        other => other.detail(name, ""),
     };
     match then {
         Some(then) => format!("{said} {then}"),
