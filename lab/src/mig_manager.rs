@@ -3,7 +3,8 @@
 //! real node.
 //!
 //! Like the real one it acts only when the label changes (or, as a restarted MIG manager pod
-//! does, on the label it finds when it first sees the node): it sets
+//! does, on the label it finds when it first sees the node; and, since it polls, on a label
+//! without any state, which a change it missed between two passes leaves): it sets
 //! `nvidia.com/mig.config.state=pending`, repartitions, then sets `success` or `failed`. Nothing
 //! else moves it: a node whose label is removed, or that loses its pool's labels and taints,
 //! keeps its partitions, and a `failed` node stays failed until the label changes again.
@@ -221,9 +222,13 @@ fn advertised(
 #[must_use]
 pub fn step(node: &Node, seen: Option<&Option<String>>, configs: &ConfigFile) -> Step {
     let config = label(node, MIG_CONFIG_LABEL);
+    // A pass may miss a change that came and went between two passes (the real one watches
+    // every update); a config without any state is one the MIG manager has not taken up yet.
     let changed = match seen {
         None => config.is_some(),
-        Some(before) => before.as_deref() != config,
+        Some(before) => {
+            before.as_deref() != config || label(node, MIG_CONFIG_STATE_LABEL).is_none()
+        }
     };
     let Some(config) = config else {
         // No label: nothing to apply, and nothing undone.
@@ -549,9 +554,6 @@ mod tests {
             (MIG_CONFIG_LABEL, "all-1g.10gb"),
             (MIG_CONFIG_STATE_LABEL, "success"),
         ]);
-        assert!(step(&n, Some(&some("all-1g.10gb")), &c).is_empty());
-        // A state removed by someone else is no change of the label either.
-        let n = partitioned(&[(MIG_CONFIG_LABEL, "all-1g.10gb")]);
         assert!(step(&n, Some(&some("all-1g.10gb")), &c).is_empty());
         // A new value is; so is the label it finds when it starts.
         let n = partitioned(&[
