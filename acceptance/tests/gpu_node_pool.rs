@@ -393,10 +393,14 @@ fn allocatable_of(state: &Value, resource: &str) -> Option<i64> {
     state.get("allocatable").as_map()?.get(resource)?.as_i64()
 }
 
+/// The A100 rack is the MIG tests' own; they take turns on it.
+static A100_RACK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The lab's nodes play the MIG manager: apply returns once the state is `success`, counts by
 /// the node's MIG strategy, and fails naming the node when the MIG manager fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mig_pool_waits_for_the_mig_manager_and_counts_by_strategy() {
+    let _rack = A100_RACK.lock().await;
     let lab = Lab::shared();
     let client = lab.client();
     let vc = virtual_cluster(&client, "gnp-mig", "dedicated").await;
@@ -477,22 +481,113 @@ async fn mig_pool_waits_for_the_mig_manager_and_counts_by_strategy() {
     let (gone, err) = apply(&kind, &state, &Value::Null).await;
     assert!(err.is_empty(), "{err}");
     assert!(gone.is_null());
-    // Released: the lab's node gets its whole GPUs back.
-    let started = Instant::now();
-    loop {
-        let node = nodes.get(&name).await.expect("node");
-        if capacity_of(&node, "nvidia.com/gpu").as_deref() == Some("8")
-            && label_of(&node, "nvidia.com/mig.config.state").is_none()
-        {
-            break;
-        }
-        assert!(
-            started.elapsed().as_secs() < 30,
-            "whole GPUs back on {name}: {:?}",
-            node.status
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
+    // Released only once the MIG manager turned MIG off: whole GPUs again, free.
+    let node = nodes.get(&name).await.expect("node");
+    assert_eq!(
+        label_of(&node, "nvidia.com/mig.config"),
+        Some("all-disabled")
+    );
+    assert_eq!(
+        label_of(&node, "nvidia.com/mig.config.state"),
+        Some("success")
+    );
+    assert_eq!(capacity_of(&node, "nvidia.com/gpu").as_deref(), Some("8"));
+    assert_eq!(capacity_of(&node, "nvidia.com/mig-1g.10gb"), None);
+    assert_eq!(label_of(&node, "gpufleet.dev/pool"), None);
+}
+
+/// Every A100 node of the lab's fleet (one rack of 16): a pool of them all is pinned to
+/// whichever node a MIG pool had.
+const A100_NODES: u32 = 16;
+
+/// A MIG pool destroyed with the real CLI, then a whole-GPU pool on the same node: the node
+/// went back to `all-disabled` before it was free, so the new pool gets whole GPUs, not the
+/// partitions the MIG pool left.
+#[test]
+fn terraform_a_node_a_mig_pool_let_go_comes_back_with_whole_gpus() {
+    let _rack = A100_RACK.blocking_lock();
+    let lab = Lab::shared();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, "gnp-migrel", "dedicated"));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mig = format!(
+        r#"
+resource "gpufleet_gpu_node_pool" "mig" {{
+  name               = "mig"
+  virtual_cluster_id = "vc-gnp-migrel/gnp-migrel"
+  gpu_product        = "{A100}"
+  node_count         = 1
+  sharing            = {{ strategy = "mig", mig_config = "all-1g.10gb" }}
+}}
+
+output "nodes" {{ value = gpufleet_gpu_node_pool.mig.nodes }}
+output "allocatable" {{ value = gpufleet_gpu_node_pool.mig.allocatable }}
+"#
+    );
+    let tf = Tf::new(&mig);
+    let _cleanup = tf.destroy_on_panic();
+    tf.apply();
+    let out = tf.ok(&["output", "-json"]).json();
+    assert_eq!(out["allocatable"]["value"]["nvidia.com/mig-1g.10gb"], 56);
+    let name = out["nodes"]["value"][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!name.is_empty(), "{out}");
+
+    // The MIG pool goes.
+    tf.write("");
+    tf.apply();
+    let node = rt.block_on(nodes.get(&name)).expect("node");
+    assert_eq!(label_of(&node, "gpufleet.dev/pool"), None, "free again");
+    assert_eq!(
+        label_of(&node, "nvidia.com/mig.config"),
+        Some("all-disabled")
+    );
+    assert_eq!(
+        label_of(&node, "nvidia.com/mig.config.state"),
+        Some("success")
+    );
+
+    // A whole-GPU pool of every A100 node gets that one too, with whole GPUs.
+    tf.write(&format!(
+        r#"
+resource "gpufleet_gpu_node_pool" "whole" {{
+  name               = "whole"
+  virtual_cluster_id = "vc-gnp-migrel/gnp-migrel"
+  gpu_product        = "{A100}"
+  node_count         = {A100_NODES}
+}}
+
+output "nodes" {{ value = gpufleet_gpu_node_pool.whole.nodes }}
+output "allocatable" {{ value = gpufleet_gpu_node_pool.whole.allocatable }}
+"#
+    ));
+    tf.apply();
+    let out = tf.ok(&["output", "-json"]).json();
+    let held: Vec<&str> = out["nodes"]["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(held.contains(&name.as_str()), "{out}");
+    let allocatable = &out["allocatable"]["value"];
+    assert_eq!(allocatable["nvidia.com/gpu"], 8 * A100_NODES, "{out}");
+    assert!(
+        allocatable
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| !k.starts_with("nvidia.com/mig-"))),
+        "no MIG resources: {out}"
+    );
+    let node = rt.block_on(nodes.get(&name)).expect("node");
+    assert_eq!(capacity_of(&node, "nvidia.com/gpu").as_deref(), Some("8"));
+    assert_eq!(capacity_of(&node, "nvidia.com/mig-1g.10gb"), None);
+    tf.destroy();
 }
 
 #[test]

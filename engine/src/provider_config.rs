@@ -92,6 +92,11 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
                 "GPUFLEET_KUBE_DEVICE_PLUGIN_NAMESPACE",
                 "Namespace of the NVIDIA device plugin, where time-slicing pools write their config (ConfigMap `gpufleet-device-plugin-config`). Defaults to the namespace the GPU Operator reports in its ClusterPolicy (`status.namespace`); must match it when both are known. Needed for a device plugin deployed without the GPU Operator.",
             ),
+            setting(
+                DEFAULT_MIG_CONFIG,
+                "GPUFLEET_KUBE_DEFAULT_MIG_CONFIG",
+                "The MIG config (`nvidia.com/mig.config`, a name of the MIG manager's mig-parted config) a MIG node gets back when a pool lets it go: destroy, scale-in, replacement. The node counts as free only once the MIG manager reports `nvidia.com/mig.config.state=success` for it. Defaults to `all-disabled` (whole GPUs).",
+            ),
         ],
     ),
     (
@@ -175,9 +180,44 @@ pub fn schema() -> Schema {
     Schema::new(block)
 }
 
+/// The `kubernetes` setting naming the MIG config released nodes get back.
+pub const DEFAULT_MIG_CONFIG: &str = "default_mig_config";
+
+/// The MIG config released nodes get back when the provider names none: MIG off.
+pub const FALLBACK_MIG_CONFIG: &str = "all-disabled";
+
+/// Why a [`DEFAULT_MIG_CONFIG`] value cannot be a MIG config name, if it cannot: it is
+/// written as the value of the node label `nvidia.com/mig.config`.
+pub fn mig_config_name_problem(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    (!ok).then(|| {
+        format!(
+            "{name:?} cannot be a MIG config name: it becomes the value of the node label \
+             nvidia.com/mig.config, so it needs 1 to 63 letters, digits, '-', '_' or '.', \
+             starting and ending with a letter or digit (for example {FALLBACK_MIG_CONFIG})."
+        )
+    })
+}
+
 /// The provider block's offline checks beyond its attribute validators.
 pub fn check(config: &Value) -> Diagnostics {
-    gpu_products::check(config.get(gpu_products::BLOCK))
+    let mut d = gpu_products::check(config.get(gpu_products::BLOCK));
+    if let Some(name) = config.get("kubernetes").get(DEFAULT_MIG_CONFIG).as_str()
+        && let Some(problem) = mig_config_name_problem(name)
+    {
+        d.error_at(
+            AttrPath::attr("kubernetes").push_attr(DEFAULT_MIG_CONFIG),
+            "Invalid Default MIG Config",
+            problem,
+        );
+    }
+    d
 }
 
 /// A setting's resolved value.
@@ -285,6 +325,24 @@ impl ProviderSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_mig_config_must_be_a_label_value() {
+        let with = |name: &str| {
+            check(&Value::object([(
+                "kubernetes",
+                Value::object([(DEFAULT_MIG_CONFIG, Value::string(name))]),
+            )]))
+        };
+        assert!(!with("all-disabled").has_error());
+        assert!(!with("custom-1g.10gb").has_error());
+        let d = with("all disabled");
+        assert!(d.has_error());
+        let text = format!("{d:?}");
+        assert!(text.contains(DEFAULT_MIG_CONFIG), "{text}");
+        assert!(mig_config_name_problem("-x").is_some());
+        assert!(mig_config_name_problem("").is_some());
+    }
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: BTreeMap<String, String> = vars

@@ -380,6 +380,96 @@ async fn mig_pool_fails_with_the_mig_managers_state_and_read_reports_it() {
     manager.abort();
 }
 
+/// Letting MIG nodes go hands them to the MIG manager with the fleet's default config, and
+/// frees them only on `success`: scale-in frees a node with MIG off; a destroy whose MIG
+/// manager fails leaves the node held, cordoned and marked releasing, names it, and a destroy
+/// re-run once the MIG manager recovers finishes without a duplicate or an orphan.
+#[tokio::test(start_paused = true)]
+async fn mig_nodes_are_free_only_once_the_mig_manager_applied_the_default() {
+    let h = host();
+    let manager = play_mig_manager(&h, &[]);
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let mig = |n: i64| {
+        pool(
+            &k,
+            &[
+                ("node_count", Value::int(n)),
+                ("sharing", sharing("mig", None, Some("all-1g.10gb"))),
+            ],
+        )
+    };
+    tf.apply_ok(&mig(3)).await;
+    // Scale-in: the node let go gets all-disabled, applied, before it is free.
+    tf.apply_ok(&mig(2)).await;
+    let freed: Vec<HostNode> = h
+        .nodes_now()
+        .into_iter()
+        .filter(|n| n.label(POOL).is_none() && n.label(MIG_CONFIG).is_some())
+        .collect();
+    assert_eq!(freed.len(), 1, "{freed:?}");
+    assert_eq!(freed[0].label(MIG_CONFIG), Some("all-disabled"));
+    assert_eq!(freed[0].label(MIG_STATE), Some("success"));
+    assert_eq!(freed[0].label("gpufleet.dev/releasing"), None);
+    assert!(!freed[0].unschedulable);
+
+    // Destroy, and the MIG manager fails on one node.
+    let victim = held(&h, "a.train")[0].name.clone();
+    manager.abort();
+    let manager = play_mig_manager(&h, &[&victim]);
+    let d = tf.destroy().await;
+    let text = show(&d);
+    assert!(d.has_error(), "{text}");
+    assert!(text.contains(&victim), "{text}");
+    assert!(
+        text.contains("nvidia.com/mig.config.state=failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nvidia.com/mig.config=all-disabled"),
+        "{text}"
+    );
+    let stuck = h.node(&victim).expect("node");
+    assert_eq!(stuck.label(POOL), Some("a.train"), "still the pool's");
+    assert_eq!(stuck.label("gpufleet.dev/releasing"), Some("a.train"));
+    assert_eq!(stuck.label(MIG_CONFIG), Some("all-disabled"));
+    assert!(stuck.unschedulable);
+    assert_eq!(tf.state.get("nodes").strings(), vec![victim.clone()]);
+    // Out of the free pool: another pool cannot have it.
+    let mut other = Terraform::new(&k);
+    let all = config(
+        &k,
+        &[
+            ("name", Value::string("all")),
+            ("virtual_cluster_id", Value::string("vc-s/s")),
+            ("gpu_product", Value::string(H100)),
+            ("node_count", Value::int(8)),
+        ],
+    );
+    let (_, d) = other.apply(&all).await;
+    assert!(show(&d).contains("only 7 are free"), "{}", show(&d));
+    // Still failed: the re-run says so again and changes nothing.
+    let d = tf.destroy().await;
+    assert!(show(&d).contains(&victim), "{}", show(&d));
+    assert_eq!(held(&h, "a.train").len(), 1);
+    // Fixed, and its MIG manager restarted: it applies the node's config again.
+    manager.abort();
+    let manager = play_mig_manager(&h, &[]);
+    h.edit_node(&victim, |n| {
+        n.labels.insert(MIG_STATE.to_owned(), "pending".to_owned());
+    });
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert!(tf.state.is_null());
+    let freed = h.node(&victim).expect("node");
+    assert_eq!(freed.label(POOL), None);
+    assert_eq!(freed.label("gpufleet.dev/releasing"), None);
+    assert_eq!(freed.label(MIG_CONFIG), Some("all-disabled"));
+    assert!(!freed.unschedulable);
+    assert!(held(&h, "a.train").is_empty());
+    manager.abort();
+}
+
 #[tokio::test(start_paused = true)]
 async fn mig_allocatable_follows_each_nodes_strategy() {
     let h = host();

@@ -79,6 +79,9 @@ pub const MANAGED_BY: &str = "gpufleet-lab";
 pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// The node's (simulated) BMC MAC address.
 pub const MAC_ANNOTATION: &str = "gpufleet.dev/mac-address";
+/// The node's GPUs as the hardware has them (`<count>x<product>`), which GPU feature discovery
+/// relabels under MIG: the lab's MIG manager reads it where a real one asks the driver.
+pub const HARDWARE_ANNOTATION: &str = "gpufleet.dev/lab-gpus";
 /// The Kubernetes extended resource for whole GPUs (NVIDIA device plugin).
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Pods per node, as on a default kubelet.
@@ -414,6 +417,10 @@ impl FleetNode {
                     (KWOK_ANNOTATION.to_string(), "fake".to_string()),
                     ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
                     (MAC_ANNOTATION.to_string(), self.mac.clone()),
+                    (
+                        HARDWARE_ANNOTATION.to_string(),
+                        format!("{}x{}", self.gpus, self.model.product),
+                    ),
                 ])),
                 ..ObjectMeta::default()
             },

@@ -43,6 +43,7 @@ pub mod gobuild;
 pub mod kubeconfig;
 pub mod lock;
 pub mod mig_manager;
+pub mod mig_parted;
 pub mod mpi_operator;
 pub mod netris;
 pub mod nodes;

@@ -133,6 +133,7 @@ async fn configure_provider_with_an_unknown_kubernetes_block_succeeds() {
         ("client_certificate", Value::Null),
         ("client_key", Value::Null),
         ("device_plugin_namespace", Value::Null),
+        ("default_mig_config", Value::Null),
     ]);
     let diags = configure(&h, &provider_config(known, Value::Null)).await;
     assert!(diags.is_empty(), "{diags:?}");

@@ -19,6 +19,10 @@ pub const POOL: &str = "gpufleet.dev/pool";
 pub const TENANT: &str = "gpufleet.dev/tenant";
 /// On nodes a pool holds: the isolation tier of the pool's virtual cluster.
 pub const NODE_ISOLATION: &str = "gpufleet.dev/isolation";
+/// On nodes a pool is letting go but that are not free yet (the MIG manager is returning them
+/// to the fleet's default MIG config): the pool, as [`POOL`] has it. Such a node keeps
+/// [`POOL`], its cordon and its record, and serves the pool no more.
+pub const RELEASING: &str = "gpufleet.dev/releasing";
 
 /// Label keys (or prefixes, ending in `/`) gpufleet sets itself on a virtual cluster's
 /// objects: its own marks, pod security, and the selector labels of the control plane's

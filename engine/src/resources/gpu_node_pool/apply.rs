@@ -12,7 +12,10 @@ use super::{
     karpenter::{self, NODEPOOL_LABEL},
     mig,
     model::{PoolSpec, Sharing, Source, state_of, status_for},
-    node_config::{Tier, cordon_write, desired, held_write, is_free, release_write},
+    node_config::{
+        Tier, cordon_write, desired, held_write, is_free, is_releasing, release_write,
+        releasing_write,
+    },
     validate::refuse_private_host,
 };
 use crate::{
@@ -21,7 +24,7 @@ use crate::{
         bcm::{BcmApi, BcmError, lifecycle::LifecycleError},
         kube::{
             GPU_PRODUCT_LABEL, ISOLATION, POOL, VIRTUAL_CLUSTER,
-            host::nodes::{HostError, HostNode, HostNodes},
+            host::nodes::{HostError, HostNode, HostNodes, NodeWrite},
         },
     },
     catalog::GpuModel,
@@ -198,13 +201,15 @@ async fn write_sharing_config(
     Ok(())
 }
 
-/// Cordons `nodes`, evicts their pods until none is left or `timeout` passes, then releases
-/// them exactly as found. Returns the nodes still held when it stops.
+/// Cordons `nodes`, evicts their pods until none is left or `timeout` passes, returns MIG
+/// nodes to the fleet's default MIG config and waits for their MIG manager, then releases
+/// them as found. Returns the nodes still held when it stops.
 async fn drain_and_release(
     api: &dyn HostNodes,
     pool: &str,
     nodes: Vec<HostNode>,
     timeout: Duration,
+    release: &mut mig::Release,
 ) -> Result<(), (Vec<HostNode>, StepError)> {
     let mut cordoned = Vec::new();
     for n in &nodes {
@@ -243,12 +248,45 @@ async fn drain_and_release(
         }
         tokio::time::sleep(DRAIN_POLL).await;
     }
+    // A MIG manager keeps a layout until its label changes: the next tenant would get this
+    // one's partitions. The nodes stay the pool's until the fleet's default is applied.
+    let mut releasing = Vec::new();
     for n in &cordoned {
-        claim::rewrite(api, &n.name, pool, release_write)
-            .await
-            .map_err(|e| (nodes.clone(), e.into()))?;
+        let config = release.config.clone();
+        match claim::rewrite(api, &n.name, pool, |x| releasing_write(x, &config, pool)).await {
+            Ok(Some(x)) if is_releasing(&x) => releasing.push(x.name),
+            Ok(_) => {}
+            Err(e) => return Err((nodes.clone(), e.into())),
+        }
     }
-    Ok(())
+    let config = release.config.clone();
+    let waited = if releasing.is_empty() {
+        Ok(())
+    } else {
+        mig::wait_released(api, &releasing, &config, &mut release.waiting).await
+    };
+    // Every node the MIG manager is done with (or that needed none) is free again; those it
+    // failed on stay held.
+    let mut still = Vec::new();
+    for n in &cordoned {
+        let released = claim::rewrite(api, &n.name, pool, |x| {
+            if mig::needs_release(x, &config) {
+                NodeWrite::of(x)
+            } else {
+                release_write(x)
+            }
+        })
+        .await
+        .map_err(|e| (nodes.clone(), e.into()))?;
+        if let Some(x) = released.filter(|x| x.label(POOL) == Some(pool)) {
+            still.push(x);
+        }
+    }
+    match waited {
+        Ok(()) => Ok(()),
+        Err(mig::WaitError::Host(e)) => Err((still, e.into())),
+        Err(mig::WaitError::Mig(e)) => Err((still, StepError::Conflict(e.to_string()))),
+    }
 }
 
 /// Brings the pool to `spec` on the cluster; returns the nodes it holds. On failure, also the
@@ -260,6 +298,7 @@ async fn converge(
     prefer: &[String],
     plugin: Option<&ConfigHome>,
     bcm_held: &mut usize,
+    release: &mut mig::Release,
 ) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
     let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
     if let Some(why) = refuse_private_host(tier, spec.source) {
@@ -298,9 +337,20 @@ async fn converge(
         }
         _ => None,
     };
-    let mut held = list_held(api, &pool)
+    let (releasing, mut held): (Vec<HostNode>, Vec<HostNode>) = list_held(api, &pool)
         .await
-        .map_err(|e| (Vec::new(), e.into()))?;
+        .map_err(|e| (Vec::new(), e.into()))?
+        .into_iter()
+        .partition(is_releasing);
+    // Nodes an earlier apply began to let go are finished first: they serve the pool no more.
+    if !releasing.is_empty() {
+        let all: Vec<HostNode> = releasing.iter().chain(&held).cloned().collect();
+        if let Err((_, e)) =
+            drain_and_release(api, &pool, releasing, spec.drain_timeout, release).await
+        {
+            return Err((all, e));
+        }
+    }
     // Repair drift on what is held.
     let mut repaired = Vec::with_capacity(held.len());
     for n in &held {
@@ -311,6 +361,7 @@ async fn converge(
         }
     }
     held = repaired;
+    let release_config = release.config.clone();
     if held.len() < target {
         let mut others = list_product(api, spec.model)
             .await
@@ -329,6 +380,7 @@ async fn converge(
             topology_key: spec.topology_key.as_deref(),
             policy: spec.policy,
             prefer,
+            release: &release_config,
         };
         let got = match claim::claim(api, req, others, &held, target - held.len()).await {
             Ok(got) => got,
@@ -357,10 +409,10 @@ async fn converge(
             .take(held.len() - target)
             .map(|(_, n)| n)
             .collect();
-        let (release, keep): (Vec<HostNode>, Vec<HostNode>) =
+        let (going, keep): (Vec<HostNode>, Vec<HostNode>) =
             held.into_iter().partition(|n| going.contains(&n.name));
         if let Err((mut still, e)) =
-            drain_and_release(api, &pool, release, spec.drain_timeout).await
+            drain_and_release(api, &pool, going, spec.drain_timeout, release).await
         {
             still.extend(keep);
             return Err((still, e));
@@ -502,6 +554,23 @@ fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
         .map_err(|diagnostics| ApplyResponse::refused(state.clone(), diagnostics))
 }
 
+/// The MIG config the pool's released nodes get back; a setting that cannot be one refuses
+/// the operation (before anything changes) for a product that has MIG.
+fn release_or_fail(
+    ctx: &Context,
+    spec: &PoolSpec,
+    state: &Value,
+) -> Result<mig::Release, ApplyResponse> {
+    match mig::release_config(&ctx.settings) {
+        Ok(config) => Ok(mig::Release::to(config)),
+        Err(_) if !spec.model.mig_capable() => Ok(mig::Release::default()),
+        Err(why) => Err(ApplyResponse::refused(
+            state.clone(),
+            Diagnostic::error("Invalid Default MIG Config", why).into(),
+        )),
+    }
+}
+
 /// Create or update.
 pub(super) async fn apply_upsert(
     api: &dyn HostNodes,
@@ -512,6 +581,10 @@ pub(super) async fn apply_upsert(
 ) -> ApplyResponse {
     let spec = match spec_or_fail(planned, prior) {
         Ok(s) => s,
+        Err(r) => return r,
+    };
+    let mut release = match release_or_fail(ctx, &spec, prior) {
+        Ok(r) => r,
         Err(r) => return r,
     };
     let creating = prior.is_null();
@@ -539,7 +612,17 @@ pub(super) async fn apply_upsert(
             }
         };
         warning = home.as_ref().and_then(ConfigHome::warning);
-        let held = match converge(api, bcm, &spec, &prefer, home.as_ref(), &mut bcm_held).await {
+        let held = match converge(
+            api,
+            bcm,
+            &spec,
+            &prefer,
+            home.as_ref(),
+            &mut bcm_held,
+            &mut release,
+        )
+        .await
+        {
             Ok(held) => held,
             Err((held, e)) => {
                 held_at_failure = held;
@@ -593,7 +676,9 @@ pub(super) async fn apply_upsert(
                     Err(_) => prior.clone(),
                 }
             };
-            let doing = if mig_waiting.is_empty() {
+            let doing = if let Some(doing) = release.doing() {
+                doing
+            } else if mig_waiting.is_empty() {
                 "bringing the pool's nodes in line".to_owned()
             } else {
                 format!(
@@ -621,6 +706,10 @@ pub(super) async fn apply_delete(
         Ok(s) => s,
         Err(r) => return r,
     };
+    let mut release = match release_or_fail(ctx, &spec, prior) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let pool = spec.pool_label();
@@ -631,7 +720,9 @@ pub(super) async fn apply_delete(
             api.delete_node_pool(&spec.node_pool_name()).await?;
         } else {
             let held = list_held(api, &pool).await?;
-            if let Err((left, e)) = drain_and_release(api, &pool, held, spec.drain_timeout).await {
+            if let Err((left, e)) =
+                drain_and_release(api, &pool, held, spec.drain_timeout, &mut release).await
+            {
                 still = left;
                 return Err(e);
             }
@@ -659,13 +750,10 @@ pub(super) async fn apply_delete(
             } else {
                 state_of(prior, &spec, &still, "degraded")
             };
-            failed(
-                "GPU Node Pool Delete Failed",
-                &spec.name,
-                "draining and releasing the pool's nodes",
-                &e,
-                state,
-            )
+            let doing = release
+                .doing()
+                .unwrap_or_else(|| "draining and releasing the pool's nodes".to_owned());
+            failed("GPU Node Pool Delete Failed", &spec.name, &doing, &e, state)
         }
     }
 }

@@ -8,11 +8,14 @@
 //! (a status heartbeat bumps the resource version too) is retried on the fresh copy.
 //!
 //! A claim of `n` nodes is all or nothing: when the free nodes run out part-way, the nodes
-//! already claimed are released again before the error is returned.
+//! already claimed are released again before the error is returned. A node the claim gave a
+//! MIG config is not free again at once: it gets the fleet's default MIG config and stays the
+//! pool's, marked releasing, for the pool's next apply or destroy to finish
+//! ([`super::mig`]).
 
 use super::{
     model::Policy,
-    node_config::{Desired, held_write, is_free, release_write},
+    node_config::{Desired, held_write, is_free, is_releasing, release_write, releasing_write},
     placement,
 };
 use crate::backends::kube::{
@@ -77,6 +80,8 @@ pub struct ClaimRequest<'a> {
     pub policy: Policy,
     /// Nodes to take first when they are free (nodes the pool held before they drifted).
     pub prefer: &'a [String],
+    /// The MIG config a node the claim gives back gets ([`super::mig::release_config`]).
+    pub release: &'a str,
 }
 
 /// Claims `need` more nodes out of `candidates` (nodes of the product, as listed), next to
@@ -123,7 +128,7 @@ pub async fn claim(
             });
         let Some(name) = pick else {
             let got = out.nodes.len();
-            rollback(api, req.pool, &out.nodes).await;
+            rollback(api, req, &out.nodes).await;
             return Err(ClaimError::NotEnough {
                 product: req.product.to_owned(),
                 need,
@@ -146,13 +151,13 @@ pub async fn claim(
                         tracing::debug!(node = %node.name, "lost the node to another claim");
                     }
                     Err(e) => {
-                        rollback(api, req.pool, &out.nodes).await;
+                        rollback(api, req, &out.nodes).await;
                         return Err(e.into());
                     }
                 }
             }
             Err(e) => {
-                rollback(api, req.pool, &out.nodes).await;
+                rollback(api, req, &out.nodes).await;
                 return Err(e.into());
             }
         }
@@ -161,10 +166,21 @@ pub async fn claim(
 }
 
 /// Releases what a failed claim took; failures are logged (the nodes stay labelled for the
-/// pool and a later apply or destroy finds them by label).
-async fn rollback(api: &dyn HostNodes, pool: &str, nodes: &[HostNode]) {
+/// pool and a later apply or destroy finds them by label). A node given a MIG config gets the
+/// fleet's default instead and stays the pool's, marked releasing: waiting for its MIG
+/// manager is the next apply's or destroy's.
+async fn rollback(api: &dyn HostNodes, req: ClaimRequest<'_>, nodes: &[HostNode]) {
     for n in nodes {
-        if let Err(e) = rewrite(api, &n.name, pool, release_write).await {
+        let result = match rewrite(api, &n.name, req.pool, |x| {
+            releasing_write(x, req.release, req.pool)
+        })
+        .await
+        {
+            Ok(Some(x)) if is_releasing(&x) => continue,
+            Ok(_) => rewrite(api, &n.name, req.pool, release_write).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
             tracing::warn!(node = %n.name, "could not release a node after a failed claim: {e}");
         }
     }
@@ -240,6 +256,7 @@ mod tests {
             topology_key: None,
             policy: Policy::Pack,
             prefer: &[],
+            release: "all-disabled",
         }
     }
 

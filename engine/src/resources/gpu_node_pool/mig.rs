@@ -7,6 +7,14 @@
 //! `failed`. Apply waits for `success` on every node ([`wait_applied`]) and fails on
 //! `failed`, naming the nodes.
 //!
+//! A MIG node a pool lets go (destroy, scale-in, replacement, a claim rolled back) keeps its
+//! partitions: the MIG manager changes a layout only when the label changes. So the pool
+//! first sets the label to the fleet's default ([`release_config`]: the provider's
+//! `kubernetes.default_mig_config`, else `all-disabled`) and marks the node
+//! `gpufleet.dev/releasing`; the node stays cordoned and the pool's until the MIG manager
+//! reports `success` for that config ([`wait_released`]). `failed`, or the operation's
+//! timeout, leaves it so, out of the free pool, and the error names the node and the state.
+//!
 //! What the device plugin advertises depends on the MIG strategy, which GFD writes into
 //! `nvidia.com/mig.strategy`: under `mixed` one resource per profile
 //! (`nvidia.com/mig-<profile>`), under `single` every instance as `nvidia.com/gpu`, which
@@ -16,12 +24,15 @@ use std::{collections::BTreeMap, time::Duration};
 
 use crate::{
     backends::kube::{
-        GPU_PRODUCT_LABEL,
+        GPU_PRODUCT_LABEL, MIG_CONFIG_LABEL,
         host::nodes::{HostError, HostNode, HostNodes},
     },
     catalog::{self, MigConfig},
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
+    provider_config::{
+        DEFAULT_MIG_CONFIG, FALLBACK_MIG_CONFIG, ProviderSettings, mig_config_name_problem,
+    },
     value::Value,
 };
 
@@ -91,6 +102,26 @@ pub enum MigError {
     )]
     Failed {
         /// The config the pool asked for.
+        config: String,
+        /// The nodes it failed on, sorted.
+        nodes: Vec<String>,
+    },
+    /// The MIG manager reported `failed` for the release config on nodes being let go.
+    #[error(
+        "the MIG manager failed to return {} to nvidia.com/mig.config={config} \
+         (nvidia.com/mig.config.state=failed) while the pool let {} go. {} stay{} cordoned, \
+         held by the pool and marked gpufleet.dev/releasing, out of the free pool, so no \
+         tenant gets partitions it did not ask for. See the nvidia-mig-manager pod's log on \
+         {}, fix the cause, restart that pod (it applies the node's config when it starts), \
+         then apply again.",
+        nodes.join(", "),
+        if nodes.len() == 1 { "it" } else { "them" },
+        if nodes.len() == 1 { "It" } else { "They" },
+        if nodes.len() == 1 { "s" } else { "" },
+        if nodes.len() == 1 { "it" } else { "each" },
+    )]
+    ReleaseFailed {
+        /// The config the nodes were to get back.
         config: String,
         /// The nodes it failed on, sorted.
         nodes: Vec<String>,
@@ -234,6 +265,120 @@ pub async fn wait_applied(
             waiting = waiting.len(),
             "waiting for the MIG manager to apply {}",
             config.name
+        );
+        tokio::time::sleep(STATE_POLL).await;
+    }
+}
+
+/// The MIG config nodes get back when a pool lets them go: the provider's
+/// `kubernetes.default_mig_config` (or `GPUFLEET_KUBE_DEFAULT_MIG_CONFIG`), else
+/// `all-disabled`.
+///
+/// # Errors
+/// The message for a setting that cannot be a MIG config name (a variable is not checked
+/// when the provider is configured).
+pub fn release_config(settings: &ProviderSettings) -> Result<String, String> {
+    match settings
+        .get("kubernetes", DEFAULT_MIG_CONFIG)
+        .map(str::trim)
+    {
+        None => Ok(FALLBACK_MIG_CONFIG.to_owned()),
+        Some(name) => match mig_config_name_problem(name) {
+            None => Ok(name.to_owned()),
+            Some(problem) => Err(format!(
+                "the provider setting kubernetes.{DEFAULT_MIG_CONFIG} \
+                 (GPUFLEET_KUBE_DEFAULT_MIG_CONFIG) is not usable: {problem}"
+            )),
+        },
+    }
+}
+
+/// Nodes a pool is letting go: the MIG config they get back, and those still waiting for the
+/// MIG manager to apply it.
+#[derive(Debug, Clone, Default)]
+pub struct Release {
+    /// The MIG config released nodes get back ([`release_config`]).
+    pub config: String,
+    /// The nodes not done yet, with the state they showed.
+    pub waiting: Vec<(String, Option<String>)>,
+}
+
+impl Release {
+    /// A release to `config`, nothing waiting yet.
+    pub fn to(config: String) -> Release {
+        Release {
+            config,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// What an operation stopped doing, when it stopped waiting for released nodes.
+    pub fn doing(&self) -> Option<String> {
+        (!self.waiting.is_empty()).then(|| {
+            format!(
+                "waiting for the MIG manager to return the nodes being released to \
+                 nvidia.com/mig.config={}: {}",
+                self.config,
+                describe_waiting(&self.waiting)
+            )
+        })
+    }
+}
+
+/// Whether letting `node` go needs the MIG manager first: it carries a MIG config that is not
+/// `release` applied with success.
+pub fn needs_release(node: &HostNode, release: &str) -> bool {
+    match node.label(MIG_CONFIG_LABEL) {
+        None => false,
+        Some(c) => c != release || NodeState::of(node) != NodeState::Success,
+    }
+}
+
+/// Waits until the MIG manager reports `success` for `release` on every node of `names` (a
+/// node gone counts as done). `waiting` is kept up to date with the nodes not done yet and
+/// their state, for a timeout to name them. Bounded by the caller.
+///
+/// # Errors
+/// [`WaitError::Mig`] as soon as a node reports `failed`; [`WaitError::Host`] when reading a
+/// node fails.
+pub async fn wait_released(
+    api: &dyn HostNodes,
+    names: &[String],
+    release: &str,
+    waiting: &mut Vec<(String, Option<String>)>,
+) -> Result<(), WaitError> {
+    loop {
+        let mut failed = Vec::new();
+        waiting.clear();
+        for name in names {
+            let Some(n) = api.get_node(name).await.map_err(WaitError::Host)? else {
+                continue;
+            };
+            match NodeState::of(&n) {
+                _ if n.label(MIG_CONFIG_LABEL) != Some(release) => waiting.push((
+                    n.name.clone(),
+                    n.label(MIG_CONFIG_STATE_LABEL).map(str::to_owned),
+                )),
+                NodeState::Success => {}
+                NodeState::Failed => failed.push(n.name.clone()),
+                NodeState::Waiting(s) => waiting.push((n.name.clone(), s)),
+            }
+        }
+        if !failed.is_empty() {
+            failed.sort();
+            return Err(WaitError::Mig(MigError::ReleaseFailed {
+                config: release.to_owned(),
+                nodes: failed,
+            }));
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        waiting.sort();
+        tracing::debug!(
+            target: "gpufleet::gpu_node_pool",
+            waiting = waiting.len(),
+            "waiting for the MIG manager to return released nodes to {release}"
         );
         tokio::time::sleep(STATE_POLL).await;
     }

@@ -242,6 +242,18 @@ pub fn allocatable(sharing: &Sharing, gpus: u64) -> BTreeMap<String, u64> {
     }
 }
 
+/// The GPU resources `nodes` advertise, added up: `nvidia.com/gpu`, and any MIG resources.
+fn advertised(nodes: &[HostNode]) -> BTreeMap<String, u64> {
+    let mut total = BTreeMap::from([("nvidia.com/gpu".to_owned(), 0)]);
+    for n in nodes {
+        *total.entry("nvidia.com/gpu".to_owned()).or_insert(0) += u64::from(n.gpu_capacity);
+        for (k, v) in n.mig_capacity.iter().filter(|(_, v)| **v > 0) {
+            *total.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    total
+}
+
 /// The state for `held` nodes, from a planned (or prior) value.
 pub(super) fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &str) -> Value {
     let mut s = v.clone();
@@ -258,6 +270,9 @@ pub(super) fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &s
     // MIG resources depend on each node's strategy.
     let alloc = match &spec.sharing {
         Sharing::Mig(c) => mig::allocatable(c, held),
+        // What the device plugin advertises: a node whose GPUs are still partitioned has no
+        // whole GPU to give, whatever it has in it.
+        Sharing::None => advertised(held),
         other => allocatable(other, gpus),
     };
     s.set_attr(

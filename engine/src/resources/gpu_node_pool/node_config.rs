@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::backends::kube::{
-    DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, NODE_ISOLATION, POOL, TENANT,
+    DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, NODE_ISOLATION, POOL, RELEASING, TENANT,
     host::nodes::{HostNode, NodeTaint, NodeWrite},
 };
 
 use super::{
-    mig::MIG_CONFIG_STATE_LABEL,
+    mig::{self, MIG_CONFIG_STATE_LABEL},
     model::{PoolSpec, Sharing},
 };
 
@@ -223,13 +223,44 @@ pub fn cordon_write(node: &HostNode) -> NodeWrite {
     w
 }
 
-/// The write that gives a node back exactly as the pool found it.
+/// The write that starts letting a MIG node go: `nvidia.com/mig.config` set to `release`
+/// (the fleet's default), and the node marked [`RELEASING`] for `pool`. Everything else stays
+/// (the pool label, the cordon, the record), so the node is neither free nor the pool's to
+/// use until the MIG manager has applied the config. A node that needs no MIG manager is left
+/// as it is.
+pub fn releasing_write(node: &HostNode, release: &str, pool: &str) -> NodeWrite {
+    let mut w = NodeWrite::of(node);
+    if !mig::needs_release(node, release) {
+        return w;
+    }
+    // The state speaks of the config the node had: drop it, so that waiting waits for this one.
+    if node.label(MIG_CONFIG_LABEL) != Some(release) {
+        w.labels.remove(MIG_CONFIG_STATE_LABEL);
+    }
+    w.labels
+        .insert(MIG_CONFIG_LABEL.to_owned(), release.to_owned());
+    w.labels.insert(RELEASING.to_owned(), pool.to_owned());
+    w
+}
+
+/// Whether a pool is letting `node` go ([`releasing_write`]) and waits for its MIG manager.
+pub fn is_releasing(node: &HostNode) -> bool {
+    node.label(RELEASING).is_some()
+}
+
+/// The write that gives a node back as the pool found it, except its MIG config: that stays
+/// what [`releasing_write`] set, the layout the node now has (a MIG manager does not undo a
+/// layout when its label goes).
 pub fn release_write(node: &HostNode) -> NodeWrite {
     let o = originals_of(node);
     let mut w = NodeWrite::of(node);
     for (k, before) in &o.labels {
+        if k == MIG_CONFIG_LABEL {
+            continue;
+        }
         restore_label(&mut w, k, before.as_ref());
     }
+    w.labels.remove(RELEASING);
     // The pool label goes even when the record was lost.
     if !o.labels.contains_key(POOL) {
         w.labels.remove(POOL);
@@ -295,6 +326,7 @@ mod tests {
             unschedulable: false,
             ready: true,
             gpu_capacity: 8,
+            mig_capacity: BTreeMap::new(),
             movable_pods: 0,
         }
     }
@@ -369,6 +401,36 @@ mod tests {
         let w = want(("team", "ml"), "pool");
         let n1 = apply(&n0, held_write(&n0, &w));
         assert!(held_write(&n1, &w).matches(&n1));
+    }
+
+    #[test]
+    fn letting_a_mig_node_go_hands_it_to_the_mig_manager_before_it_is_free() {
+        let n0 = found();
+        let mut w = want(("team", "ml"), "pool");
+        w.labels
+            .insert(MIG_CONFIG_LABEL.to_owned(), "all-balanced".to_owned());
+        let mut n1 = apply(&n0, held_write(&n0, &w));
+        n1.labels
+            .insert(MIG_CONFIG_STATE_LABEL.to_owned(), "success".to_owned());
+        // The fleet's default, and the node still the pool's, marked releasing.
+        let n2 = apply(&n1, releasing_write(&n1, "all-disabled", "a.p"));
+        assert_eq!(n2.label(MIG_CONFIG_LABEL), Some("all-disabled"));
+        assert_eq!(n2.label(MIG_CONFIG_STATE_LABEL), None);
+        assert!(is_releasing(&n2));
+        assert_eq!(n2.label(POOL), Some("a.p"));
+        assert!(!is_free(&n2));
+        // Applied: nothing more to write, and the release keeps the config the node has.
+        let mut n3 = n2.clone();
+        n3.labels
+            .insert(MIG_CONFIG_STATE_LABEL.to_owned(), "success".to_owned());
+        assert!(releasing_write(&n3, "all-disabled", "a.p").matches(&n3));
+        let n4 = apply(&n3, release_write(&n3));
+        assert_eq!(n4.label(MIG_CONFIG_LABEL), Some("all-disabled"));
+        assert_eq!(n4.label("team"), Some("infra"));
+        assert!(!is_releasing(&n4));
+        assert!(is_free(&n4));
+        // A node without a MIG config needs no MIG manager.
+        assert!(releasing_write(&n0, "all-disabled", "a.p").matches(&n0));
     }
 
     #[test]

@@ -53,6 +53,19 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         resp.diagnostics
             .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
     }
+    // Nodes of a MIG product go back to the fleet's default MIG config when they are let go.
+    let mig_product = req
+        .config
+        .get("gpu_product")
+        .as_str()
+        .and_then(crate::catalog::lookup)
+        .is_some_and(|m| m.mig_capable());
+    if mig_product && let Err(why) = mig::release_config(&ctx.settings) {
+        resp.diagnostics.push(crate::diag::Diagnostic::error(
+            "Invalid Default MIG Config",
+            why,
+        ));
+    }
     if req.config.get("source").as_str() == Some("bcm")
         && let Ok(bcm) = backend.bcm(ctx)
     {

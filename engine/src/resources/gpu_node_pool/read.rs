@@ -11,7 +11,7 @@ use super::{
     karpenter::NODEPOOL_LABEL,
     mig,
     model::{PoolSpec, Sharing, Source, state_of, status_for},
-    node_config::{Desired, Tier, desired, is_configured},
+    node_config::{Desired, Tier, desired, is_configured, is_releasing},
     schema,
 };
 use crate::{
@@ -42,6 +42,7 @@ pub(super) async fn read(
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let mut mig_problems: Vec<mig::MigError> = Vec::new();
+    let mut releasing_note: Option<String> = None;
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         if state.get("gpu_product").is_null() {
             return read_imported(api, state, namespace_setting(&ctx.settings).as_deref()).await;
@@ -62,7 +63,33 @@ pub(super) async fn read(
                 status_for(&spec, launched.len()),
             ));
         }
-        let held = list_held(api, &spec.pool_label()).await?;
+        // Nodes being let go (waiting for their MIG manager) serve the pool no more, but are
+        // still its own: they count, so the next plan shows a change and its apply (or a
+        // destroy) finishes releasing them.
+        let (releasing, held): (Vec<HostNode>, Vec<HostNode>) = list_held(api, &spec.pool_label())
+            .await?
+            .into_iter()
+            .partition(is_releasing);
+        if !releasing.is_empty() {
+            let waiting: Vec<(String, Option<String>)> = releasing
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        n.label(mig::MIG_CONFIG_STATE_LABEL).map(str::to_owned),
+                    )
+                })
+                .collect();
+            releasing_note = Some(format!(
+                "{} {} being released and {} for the MIG manager to apply \
+                 nvidia.com/mig.config={}; the next apply or destroy finishes releasing {}.",
+                mig::describe_waiting(&waiting),
+                if waiting.len() == 1 { "is" } else { "are" },
+                if waiting.len() == 1 { "waits" } else { "wait" },
+                releasing[0].label(MIG_CONFIG_LABEL).unwrap_or_default(),
+                if waiting.len() == 1 { "it" } else { "them" },
+            ));
+        }
         // A bcm pool's servers still being wiped count as the pool's (its tenant's data is
         // on them), so the next apply or destroy finishes the wipe.
         let (bcm_held, wiping) = match (spec.source, bcm) {
@@ -70,6 +97,11 @@ pub(super) async fn read(
             _ => (0, 0),
         };
         if held.is_empty() {
+            if !releasing.is_empty() {
+                let mut s = state_of(state, &spec, &releasing, "degraded");
+                s.set_attr("node_count", Value::int((releasing.len() + wiping) as i64));
+                return Ok(s);
+            }
             if bcm_held + wiping > 0 {
                 let mut s = state_of(state, &spec, &[], "degraded");
                 s.set_attr("node_count", Value::int(wiping as i64));
@@ -117,11 +149,12 @@ pub(super) async fn read(
             held.len()
         } else {
             configured
-        } + wiping;
+        } + wiping
+            + releasing.len();
         if spec.node_count.is_some() {
             s.set_attr("node_count", Value::int(count as i64));
         }
-        if count != spec.target() as usize || configured != held.len() {
+        if count != spec.target() as usize || configured != held.len() || !releasing.is_empty() {
             s.set_attr("status", Value::string("degraded"));
         } else if mig_waiting {
             s.set_attr("status", Value::string("pending"));
@@ -140,6 +173,12 @@ pub(super) async fn read(
                         format!("{TYPE_NAME} {name:?}: {e}"),
                     )
                 })
+                .chain(releasing_note.map(|note| {
+                    Diagnostic::warning(
+                        "GPU Node Pool Nodes Still Being Released",
+                        format!("{TYPE_NAME} {name:?}: {note}"),
+                    )
+                }))
                 .fold(Diagnostics::new(), |mut d, x| {
                     d.push(x);
                     d

@@ -41,7 +41,9 @@ fn sharing_attributes() -> Vec<Attribute> {
              off). The profiles must exist for `gpu_product` (see \
              `provider::gpufleet::mig_profiles`). Apply waits until the MIG manager reports \
              `nvidia.com/mig.config.state=success` on every node, and fails naming the nodes \
-             where it reports `failed`.",
+             where it reports `failed`. A node the pool lets go gets the provider's \
+             `kubernetes.default_mig_config` (`all-disabled` by default) and is free again \
+             only once the MIG manager reports `success` for it.",
         ),
     ]
 }
@@ -232,8 +234,9 @@ pub fn pool_schema() -> Schema {
         )
         .attr(
             Attribute::computed("allocatable", Type::map(Type::Number)).describe(
-                "What the tenant can request, by resource name: `nvidia.com/gpu` (GPUs × \
-                 `replicas` with time-slicing) or, with MIG, by each node's MIG strategy (GFD's \
+                "What the tenant can request, by resource name: `nvidia.com/gpu` (with whole \
+                 GPUs, as the nodes' device plugin advertises them; GPUs × `replicas` with \
+                 time-slicing) or, with MIG, by each node's MIG strategy (GFD's \
                  `nvidia.com/mig.strategy` label; `mixed` when it is missing): \
                  `nvidia.com/mig-<profile>` per profile under `mixed` (GPUs × instances of \
                  that profile per GPU), `nvidia.com/gpu` under `single` (GPUs × instances per \

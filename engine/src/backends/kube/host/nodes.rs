@@ -73,6 +73,9 @@ pub struct HostNode {
     /// replicas under time-slicing, without the MIG-enabled GPUs under the MIG `mixed`
     /// strategy. The node pool counts the GPUs in the machine from the labels.
     pub gpu_capacity: u32,
+    /// `status.capacity` of the MIG resources the device plugin advertises under the MIG
+    /// `mixed` strategy (`nvidia.com/mig-<profile>`), by resource name.
+    pub mig_capacity: BTreeMap<String, u64>,
     /// Pods a claim would have to move off the node (not DaemonSet or mirror pods), when
     /// counted ([`HostNodes::movable_pods`]); 0 otherwise.
     pub movable_pods: usize,
@@ -271,12 +274,16 @@ fn host_node(n: Node) -> HostNode {
         .unwrap_or_default()
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let gpu_capacity = status
-        .capacity
-        .unwrap_or_default()
+    let capacity = status.capacity.unwrap_or_default();
+    let gpu_capacity = capacity
         .get("nvidia.com/gpu")
         .and_then(|q| q.0.parse::<u32>().ok())
         .unwrap_or(0);
+    let mig_capacity = capacity
+        .iter()
+        .filter(|(k, _)| k.starts_with("nvidia.com/mig-"))
+        .filter_map(|(k, q)| Some((k.clone(), q.0.parse::<u64>().ok()?)))
+        .collect();
     HostNode {
         name: n.metadata.name.unwrap_or_default(),
         resource_version: n.metadata.resource_version.unwrap_or_default(),
@@ -295,6 +302,7 @@ fn host_node(n: Node) -> HostNode {
         unschedulable: spec.unschedulable.unwrap_or(false),
         ready,
         gpu_capacity,
+        mig_capacity,
         movable_pods: 0,
     }
 }
