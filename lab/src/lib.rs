@@ -52,6 +52,7 @@ pub mod pod_logs;
 pub mod ports;
 pub mod process;
 pub mod rest;
+pub mod service_accounts;
 pub mod settings;
 pub mod status;
 pub mod vcluster;
@@ -347,8 +348,12 @@ impl Lab {
             Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
         let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
         crds::install(&client).await?;
+        // The provider runs as its own ServiceAccount, with only the rights it ships with.
+        let server = kubeconfig::server_url(ports.apiserver);
+        service_accounts::provider(&client, &paths, &server).await?;
         let ports = if options.mpi_operator {
             mpi_operator::install_crd(&client).await?;
+            service_accounts::mpi_operator(&client, &paths, &server).await?;
             let ports = mpi_operator::ensure(&paths, ports).await?;
             LabState {
                 ports,

@@ -12,8 +12,9 @@
 //! server forwarded in. It serves its health check on port 8080 of every interface, a port
 //! the operator fixes; inside its own namespace that port is its own, so every lab on a
 //! machine runs one, and the lab reaches the health check through a loopback port of its
-//! own ([`Ports::mpi_operator`]). It talks to the API server with the lab's admin
-//! kubeconfig (the release's ClusterRole grants it about as much). A lab started with
+//! own ([`Ports::mpi_operator`]). It talks to the API server as the ServiceAccount
+//! `mpi-operator/mpi-operator`, bound to the ClusterRole of the release's own manifests
+//! ([`crate::service_accounts`]), as its install would. A lab started with
 //! [`crate::LabOptions::mpi_operator`] off goes without.
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -39,8 +40,8 @@ pub const HEALTH_PORT: u16 = 8080;
 /// The name of the MPIJob CRD.
 pub const CRD_NAME: &str = "mpijobs.kubeflow.org";
 
-/// Where the controller keeps its leader-election Lease.
-const LOCK_NAMESPACE: &str = "kube-system";
+/// Where the controller keeps its leader-election Lease: its own namespace.
+const LOCK_NAMESPACE: &str = crate::service_accounts::MPI_OPERATOR_NAMESPACE;
 
 /// The controller's binary in the build directory.
 #[must_use]
@@ -62,7 +63,10 @@ pub fn args(paths: &LabPaths, ports: &Ports) -> Vec<String> {
         format!("--inner-port={HEALTH_PORT}"),
         "--".into(),
         binary().display().to_string(),
-        format!("--kubeConfig={}", paths.kubeconfig().display()),
+        format!(
+            "--kubeConfig={}",
+            crate::service_accounts::mpi_operator_kubeconfig(paths).display()
+        ),
         format!("--lock-namespace={LOCK_NAMESPACE}"),
         // Its defaults (5 queries a second, burst 10) are for a shared production API
         // server; benchmarks in the tests should not wait on the client's throttle.

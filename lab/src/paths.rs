@@ -156,7 +156,15 @@ impl LabPaths {
         self.root.join("vcluster")
     }
 
-    /// The MPI Operator's state: its sandbox's spec.
+    /// The kubeconfig of the provider's ServiceAccount (what `GPUFLEET_KUBE_CONFIG_PATH`
+    /// points at).
+    #[must_use]
+    pub fn provider_kubeconfig(&self) -> PathBuf {
+        self.root.join("provider.kubeconfig")
+    }
+
+    /// The MPI Operator's state: its sandbox's spec, and the kubeconfig of its service
+    /// account.
     #[must_use]
     pub fn mpi_operator_dir(&self) -> PathBuf {
         self.root.join("mpi-operator")
