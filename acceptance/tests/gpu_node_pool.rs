@@ -963,8 +963,6 @@ fn placement(policy: &str, key: Option<&str>) -> Value {
 async fn placement_follows_the_nvlink_clique_and_the_rack_block_of_real_labels() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut options = gpufleet_lab::LabOptions::new(dir.path().join("lab"));
-    // The shared lab runs the MPI Operator, whose health port is fixed.
-    options.mpi_operator = false;
     options.fleet = Some(gpufleet_lab::fleet::FleetSpec::from_toml(TOPOLOGY_FLEET).expect("fleet"));
     let lab = Lab::up(options).await.expect("lab up");
     let _down = OwnLab(lab.dir().to_path_buf());

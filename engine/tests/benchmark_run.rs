@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use gpufleet_engine::{
     backends::kube::{
         ObjectError, POOL, TENANT,
-        host::{FromSettings, HeldTurn, HostObjects, ObjectKind},
+        host::{Access, FromSettings, HeldTurn, HostObjects, ObjectKind},
         lease::LeaseRef,
     },
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
@@ -805,6 +805,16 @@ impl HeldTurn for NoLease {
     async fn release(self: Box<Self>) {}
 }
 
+/// Every host call the kinds make must be one the provider's ClusterRole grants
+/// (`deploy/rbac/clusterrole.yaml` is generated from [`ObjectKind::access`]).
+fn granted(kind: ObjectKind, access: Access) {
+    assert!(
+        kind.permits(access),
+        "{access:?} on {} is not in the provider's ClusterRole: add it to ObjectKind::access",
+        kind.kind()
+    );
+}
+
 #[async_trait]
 impl HostObjects for FakeCluster {
     async fn server_version(&self) -> Result<String, ObjectError> {
@@ -834,6 +844,9 @@ impl HostObjects for FakeCluster {
         let mut w = self.world();
         w.enter()?;
         let kind = object["kind"].as_str().unwrap_or_default();
+        if let Some(k) = ObjectKind::from_kind(kind) {
+            granted(k, Access::Apply);
+        }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         if !w
@@ -873,6 +886,7 @@ impl HostObjects for FakeCluster {
     ) -> Result<Option<Json>, ObjectError> {
         let mut w = self.world();
         w.enter()?;
+        granted(kind, Access::Get);
         let ns = namespace.unwrap_or_default().to_owned();
         Ok(match kind {
             ObjectKind::Job => w.jobs.get(&(ns, name.to_owned())).map(|j| w.job_json(j)),
@@ -890,6 +904,7 @@ impl HostObjects for FakeCluster {
         let wanted = parse_selector(selector)?;
         let mut w = self.world();
         w.enter()?;
+        granted(kind, Access::List);
         let in_ns = |ns: &str| namespace.is_none_or(|want| want == ns);
         let found: Vec<Json> = match kind {
             ObjectKind::Job => w
@@ -925,6 +940,7 @@ impl HostObjects for FakeCluster {
     ) -> Result<(), ObjectError> {
         let mut w = self.world();
         w.enter()?;
+        granted(kind, Access::Delete);
         let now = w.clock;
         let namespace = namespace.unwrap_or_default();
         let key = (namespace.to_owned(), name.to_owned());
@@ -985,6 +1001,7 @@ impl HostObjects for FakeCluster {
     ) -> Result<String, ObjectError> {
         let mut w = self.world();
         w.enter()?;
+        granted(ObjectKind::Pod, Access::Logs);
         let p = w
             .pods
             .get(&(namespace.to_owned(), pod.to_owned()))

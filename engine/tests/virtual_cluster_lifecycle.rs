@@ -25,7 +25,7 @@ use base64::Engine as _;
 use gpufleet_engine::{
     backends::kube::{
         ObjectError,
-        host::{HeldTurn, HostObjects, ObjectKind},
+        host::{Access, HeldTurn, HostObjects, ObjectKind},
         lease::LeaseRef,
     },
     context::Context,
@@ -394,6 +394,16 @@ fn merge(target: &mut Json, patch: &Json) {
     }
 }
 
+/// Every host call the kinds make must be one the provider's ClusterRole grants
+/// (`deploy/rbac/clusterrole.yaml` is generated from [`ObjectKind::access`]).
+fn granted(kind: ObjectKind, access: Access) {
+    assert!(
+        kind.permits(access),
+        "{access:?} on {} is not in the provider's ClusterRole: add it to ObjectKind::access",
+        kind.kind()
+    );
+}
+
 #[async_trait]
 impl HostObjects for FakeHost {
     async fn apply(&self, object: &Json) -> Result<(), ObjectError> {
@@ -401,6 +411,7 @@ impl HostObjects for FakeHost {
         enter(&mut s)?;
         let kind =
             ObjectKind::from_kind(object["kind"].as_str().unwrap_or_default()).expect("kind");
+        granted(kind, Access::Apply);
         if s.fail_apply == Some(kind) {
             s.fail_apply = None;
             return Err(ObjectError::Other(format!(
@@ -478,6 +489,7 @@ impl HostObjects for FakeHost {
     ) -> Result<Option<Json>, ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
+        granted(kind, Access::Get);
         if kind == ObjectKind::StatefulSet {
             progress_stop(&mut s, namespace.unwrap_or_default(), name);
         }
@@ -513,6 +525,7 @@ impl HostObjects for FakeHost {
     ) -> Result<(), ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
+        granted(kind, Access::Delete);
         let key = (
             kind,
             namespace.unwrap_or_default().to_owned(),
@@ -552,6 +565,7 @@ impl HostObjects for FakeHost {
     ) -> Result<(), ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
+        granted(kind, Access::MergePatch);
         let key = (
             kind,
             namespace.unwrap_or_default().to_owned(),
@@ -580,6 +594,7 @@ impl HostObjects for FakeHost {
     ) -> Result<Vec<Json>, ObjectError> {
         let mut s = self.lock();
         enter(&mut s)?;
+        granted(kind, Access::List);
         let want: Vec<(&str, &str)> = selector
             .split(',')
             .filter_map(|p| p.split_once('='))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the Kubeflow MPI Operator's controller from the Go module proxy, and take its
-# MPIJob CRD from the same release.
+# MPIJob CRD and its controller's ClusterRole from the same release.
 #
-#   lab/mpi-operator/build.sh OUTDIR   writes OUTDIR/mpi-operator and OUTDIR/mpijobs-crd.yaml
+#   lab/mpi-operator/build.sh OUTDIR   writes OUTDIR/mpi-operator, OUTDIR/mpijobs-crd.yaml and
+#                                      OUTDIR/cluster-role.yaml
 #
 # The module is built from its own go.mod and go.sum, as its release is: downloaded
 # (checksums verified against sum.golang.org), copied to a scratch directory (the module
@@ -58,4 +59,6 @@ log "compiling the controller (./cmd/mpi-operator, CGO_ENABLED=0) -> $out/mpi-op
 mv -f "$out/mpi-operator.tmp" "$out/mpi-operator"
 # The CRD the release's manifests install (manifests/base), with its validation schema.
 cp "$scratch/src/manifests/base/kubeflow.org_mpijobs.yaml" "$out/mpijobs-crd.yaml"
-log "done: $out/mpi-operator ($(du -h "$out/mpi-operator" | cut -f1)), $out/mpijobs-crd.yaml"
+# The controller's ClusterRole, as the release's manifests grant it (manifests/base).
+cp "$scratch/src/manifests/base/cluster-role.yaml" "$out/cluster-role.yaml"
+log "done: $out/mpi-operator ($(du -h "$out/mpi-operator" | cut -f1)), $out/mpijobs-crd.yaml, $out/cluster-role.yaml"

@@ -168,7 +168,7 @@ impl Component {
             Self::Netris => ports.netris,
             Self::Bcm => ports.bcm,
             Self::Vcluster => ports.vcluster,
-            Self::MpiOperator => crate::mpi_operator::HEALTH_PORT,
+            Self::MpiOperator => ports.mpi_operator,
         }
     }
 
@@ -211,7 +211,7 @@ impl Component {
             return crate::vcluster::component::args(paths, ports);
         }
         if self == Self::MpiOperator {
-            return crate::mpi_operator::args(paths);
+            return crate::mpi_operator::args(paths, ports);
         }
         let pki = Pki::new(&paths.pki());
         if self == Self::Bcm {
@@ -249,6 +249,12 @@ impl Component {
             Self::KubeApiserver => vec![
                 format!("--etcd-servers={etcd_client}"),
                 "--bind-address=127.0.0.1".into(),
+                // Without it the API server advertises the address of the interface of the
+                // default route, and refuses to start on a host that has none. Endpoints
+                // may not hold a loopback address, so the `kubernetes` Service's are not
+                // kept (nothing in the lab reaches the API server through that Service).
+                "--advertise-address=127.0.0.1".into(),
+                "--endpoint-reconciler-type=none".into(),
                 format!("--secure-port={api}"),
                 format!("--tls-cert-file={}", p(&pki.cert("kube-apiserver"))),
                 format!("--tls-private-key-file={}", p(&pki.key("kube-apiserver"))),
@@ -606,6 +612,7 @@ mod tests {
             netris: 7,
             bcm: 8,
             vcluster: 9,
+            mpi_operator: 10,
         };
         (paths, ports)
     }

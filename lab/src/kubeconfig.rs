@@ -59,6 +59,18 @@ pub fn render_embedded(server: &str, ca_pem: &[u8], cert_pem: &[u8], key_pem: &[
     )
 }
 
+/// A kubeconfig for `server` (CA embedded) that authenticates with a bearer `token`, as
+/// user `user`.
+#[must_use]
+pub fn render_token(server: &str, ca_pem: &[u8], token: &str, user: &str) -> String {
+    render(
+        server,
+        &format!("certificate-authority-data: {}", STANDARD.encode(ca_pem)),
+        &format!("token: {token}"),
+        user,
+    )
+}
+
 /// A kubeconfig that points at certificate files (the components' kubeconfigs).
 #[must_use]
 pub fn render_files(server: &str, ca: &Path, cert: &Path, key: &Path, user: &str) -> String {

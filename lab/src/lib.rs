@@ -53,6 +53,7 @@ pub mod pod_logs;
 pub mod ports;
 pub mod process;
 pub mod rest;
+pub mod service_accounts;
 pub mod settings;
 pub mod status;
 pub mod vcluster;
@@ -103,8 +104,7 @@ pub struct LabOptions {
     pub kube_src: PathBuf,
     /// Node create requests in flight at once.
     pub node_concurrency: usize,
-    /// Whether the lab runs the MPI Operator (see [`mpi_operator`]); on by default. Its
-    /// health port is fixed, so only one lab on a machine can.
+    /// Whether the lab runs the MPI Operator (see [`mpi_operator`]); on by default.
     pub mpi_operator: bool,
 }
 
@@ -349,10 +349,24 @@ impl Lab {
             Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
         let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
         crds::install(&client).await?;
-        if options.mpi_operator {
+        // The provider runs as its own ServiceAccount, with only the rights it ships with.
+        let server = kubeconfig::server_url(ports.apiserver);
+        service_accounts::provider(&client, &paths, &server).await?;
+        let ports = if options.mpi_operator {
             mpi_operator::install_crd(&client).await?;
-            mpi_operator::ensure(&paths, &ports).await?;
-        }
+            service_accounts::mpi_operator(&client, &paths, &server).await?;
+            let ports = mpi_operator::ensure(&paths, ports).await?;
+            LabState {
+                ports,
+                fleet: fleet.spec().clone(),
+                scale: fleet.scale(),
+                kube_bin: options.kube_bin.clone(),
+            }
+            .save(&paths)?;
+            ports
+        } else {
+            ports
+        };
         // Last, so it overlaps with node registration: kube-controller-manager's
         // service-account controller must have made default/default before pods can run.
         wait_default_service_account(&client).await?;

@@ -7,12 +7,17 @@
 //! SSH key Secret and the workers' headless Service; the real scheduler places the pods and
 //! kwok runs them.
 //!
-//! The controller runs on the host, with the lab's admin kubeconfig (the release's
-//! ClusterRole grants it about as much). It serves its health check on port 8080 of every
-//! interface, a port the operator fixes; so one lab per machine can run it, and a lab started
-//! with [`crate::LabOptions::mpi_operator`] off (a test's lab of its own) goes without.
+//! The controller runs from the lab's vCluster kubelet binary as `vcluster-kubelet isolated`
+//! ([`crate::vcluster::isolated`]): in a network namespace of its own, with the host API
+//! server forwarded in. It serves its health check on port 8080 of every interface, a port
+//! the operator fixes; inside its own namespace that port is its own, so every lab on a
+//! machine runs one, and the lab reaches the health check through a loopback port of its
+//! own ([`Ports::mpi_operator`]). It talks to the API server as the ServiceAccount
+//! `mpi-operator/mpi-operator`, bound to the ClusterRole of the release's own manifests
+//! ([`crate::service_accounts`]), as its install would. A lab started with
+//! [`crate::LabOptions::mpi_operator`] off goes without.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -28,14 +33,15 @@ use crate::pki::Pki;
 use crate::ports::Ports;
 use crate::process::{self, PidRecord};
 
-/// The port of the controller's `/healthz` (a constant of the operator, not a flag).
+/// The port of the controller's `/healthz` inside its network namespace (a constant of the
+/// operator, not a flag).
 pub const HEALTH_PORT: u16 = 8080;
 
 /// The name of the MPIJob CRD.
 pub const CRD_NAME: &str = "mpijobs.kubeflow.org";
 
-/// Where the controller keeps its leader-election Lease.
-const LOCK_NAMESPACE: &str = "kube-system";
+/// Where the controller keeps its leader-election Lease: its own namespace.
+const LOCK_NAMESPACE: &str = crate::service_accounts::MPI_OPERATOR_NAMESPACE;
 
 /// The controller's binary in the build directory.
 #[must_use]
@@ -43,11 +49,24 @@ pub fn binary() -> std::path::PathBuf {
     gobuild::mpi_operator_dir().join("mpi-operator")
 }
 
-/// The controller's flags (after the program).
+/// The supervisor's flags (after `vcluster-kubelet`), then the controller and its flags.
 #[must_use]
-pub fn args(paths: &LabPaths) -> Vec<String> {
+pub fn args(paths: &LabPaths, ports: &Ports) -> Vec<String> {
     vec![
-        format!("--kubeConfig={}", paths.kubeconfig().display()),
+        "isolated".into(),
+        format!("--dir={}", paths.mpi_operator_dir().display()),
+        format!("--api-port={}", ports.apiserver),
+        format!(
+            "--expose={}",
+            SocketAddr::from((Ipv4Addr::LOCALHOST, ports.mpi_operator))
+        ),
+        format!("--inner-port={HEALTH_PORT}"),
+        "--".into(),
+        binary().display().to_string(),
+        format!(
+            "--kubeConfig={}",
+            crate::service_accounts::mpi_operator_kubeconfig(paths).display()
+        ),
         format!("--lock-namespace={LOCK_NAMESPACE}"),
         // Its defaults (5 queries a second, burst 10) are for a shared production API
         // server; benchmarks in the tests should not wait on the client's throttle.
@@ -87,44 +106,63 @@ pub async fn install_crd(client: &kube::Client) -> Result<(), LabError> {
 }
 
 /// Makes the controller run, current and healthy (after its CRD exists: without it the
-/// controller exits).
+/// controller exits). Returns `ports` with its health port.
 ///
 /// # Errors
-/// When its port is taken by something else, or it does not become healthy.
-pub(crate) async fn ensure(paths: &LabPaths, ports: &Ports) -> Result<(), LabError> {
+/// When its supervisor cannot be found, no loopback port is free, or it does not become
+/// healthy.
+pub(crate) async fn ensure(paths: &LabPaths, mut ports: Ports) -> Result<Ports, LabError> {
     let c = Component::MpiOperator;
-    let bin = binary();
+    let spawn_error = |e: String| LabError::Spawn {
+        component: c,
+        source: std::io::Error::other(e),
+    };
+    let bin = tokio::task::spawn_blocking(components::vcluster_binary)
+        .await
+        .map_err(|e| spawn_error(e.to_string()))?
+        .map_err(spawn_error)?;
     let pki = Pki::new(&paths.pki());
     let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
-    if running.is_some() {
-        let why = match crate::outdated(paths, &bin, ports, c) {
+    if running.is_some() && ports.mpi_operator != 0 {
+        let why = match crate::outdated(paths, &bin, &ports, c) {
             Some(why) => Some(why),
-            None => components::check(c, ports, &pki).await.err(),
+            None => components::check(c, &ports, &pki).await.err(),
         };
         match why {
-            None => return Ok(()),
+            None => return Ok(ports),
             Some(why) => tracing::info!("{c} is running but must restart: {why}"),
         }
+    }
+    if running.is_some() {
         process::stop(&paths.pid_file(c), crate::STOP_GRACE).map_err(|source| LabError::Stop {
             component: c,
             source,
         })?;
     }
-    if TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, HEALTH_PORT))).is_err() {
-        return Err(LabError::Spawn {
-            component: c,
-            source: std::io::Error::other(format!(
-                "port {HEALTH_PORT} is in use, and the MPI Operator serves its health check \
-                 there (a port it fixes): stop what listens on it (another lab's MPI Operator: \
-                 `gpufleet-lab down --dir <that lab>`)"
-            )),
-        });
+    let others: Vec<u16> = ports
+        .all()
+        .into_iter()
+        .filter(|p| *p != ports.mpi_operator)
+        .collect();
+    let mut tries = 0;
+    while ports.mpi_operator == 0
+        || others.contains(&ports.mpi_operator)
+        || std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, ports.mpi_operator)).is_err()
+    {
+        tries += 1;
+        if tries > 20 {
+            return Err(spawn_error(
+                "no free loopback port for its health check".into(),
+            ));
+        }
+        ports.mpi_operator = Ports::allocate().map_err(LabError::Ports)?.mpi_operator;
     }
-    let record = crate::spawn_component(&bin, c, paths, ports)?;
-    let healthy = crate::wait_healthy(c, record, paths, ports, &pki, Duration::from_secs(60)).await;
+    let record = crate::spawn_component(&bin, c, paths, &ports)?;
+    let healthy =
+        crate::wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await;
     if let Err(e) = healthy {
         let _ = process::stop(&paths.pid_file(c), crate::STOP_GRACE);
         return Err(e);
     }
-    Ok(())
+    Ok(ports)
 }

@@ -75,6 +75,7 @@ impl LabPaths {
             self.netris_dir(),
             self.bcm_dir(),
             self.vcluster_dir(),
+            self.mpi_operator_dir(),
         ] {
             std::fs::create_dir_all(&dir)?;
         }
@@ -153,6 +154,20 @@ impl LabPaths {
     #[must_use]
     pub fn vcluster_dir(&self) -> PathBuf {
         self.root.join("vcluster")
+    }
+
+    /// The kubeconfig of the provider's ServiceAccount (what `GPUFLEET_KUBE_CONFIG_PATH`
+    /// points at).
+    #[must_use]
+    pub fn provider_kubeconfig(&self) -> PathBuf {
+        self.root.join("provider.kubeconfig")
+    }
+
+    /// The MPI Operator's state: its sandbox's spec, and the kubeconfig of its service
+    /// account.
+    #[must_use]
+    pub fn mpi_operator_dir(&self) -> PathBuf {
+        self.root.join("mpi-operator")
     }
 
     /// The lock file that serialises `up`, `down` and `reset` on this directory, across

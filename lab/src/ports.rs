@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// How many ports a lab has.
-const COUNT: usize = 9;
+const COUNT: usize = 10;
 
 /// The lowest port the random pick uses.
 const RANDOM_LOW: u16 = 20_000;
@@ -51,6 +51,11 @@ pub struct Ports {
     /// a lab from before it joined.
     #[serde(default)]
     pub vcluster: u16,
+    /// The MPI Operator's health check, forwarded from the port it fixes inside its own
+    /// network namespace (plain HTTP, `/healthz`). Zero in the state of a lab from before
+    /// it got one.
+    #[serde(default)]
+    pub mpi_operator: u16,
 }
 
 impl Ports {
@@ -94,6 +99,7 @@ impl Ports {
             netris: ports[6],
             bcm: ports[7],
             vcluster: ports[8],
+            mpi_operator: ports[9],
         })
     }
 
@@ -110,6 +116,7 @@ impl Ports {
             self.netris,
             self.bcm,
             self.vcluster,
+            self.mpi_operator,
         ]
     }
 

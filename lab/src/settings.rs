@@ -21,20 +21,20 @@ pub struct Setting {
     pub help: &'static str,
 }
 
-/// The settings of the lab whose admin kubeconfig is `kubeconfig`.
+/// The settings of the lab whose admin kubeconfig is `kubeconfig`, and whose provider's
+/// ServiceAccount has `provider_kubeconfig`.
 #[must_use]
-pub fn settings(kubeconfig: &Path) -> Vec<Setting> {
-    let kubeconfig = kubeconfig.display().to_string();
+pub fn settings(kubeconfig: &Path, provider_kubeconfig: &Path) -> Vec<Setting> {
     vec![
         Setting {
             name: "KUBECONFIG",
-            value: kubeconfig.clone(),
-            help: "kubectl and other Kubernetes clients",
+            value: kubeconfig.display().to_string(),
+            help: "kubectl and other Kubernetes clients (the lab's admin)",
         },
         Setting {
             name: "GPUFLEET_KUBE_CONFIG_PATH",
-            value: kubeconfig,
-            help: "the gpufleet provider's kubernetes.config_path",
+            value: provider_kubeconfig.display().to_string(),
+            help: "the gpufleet provider's kubernetes.config_path (its ServiceAccount, bound to deploy/rbac/clusterrole.yaml)",
         },
     ]
 }
@@ -98,7 +98,7 @@ pub fn bcm_settings(endpoint: &str, cert: &Path, key: &Path, ca_file: &Path) -> 
 /// emulators when the lab has ports for them.
 #[must_use]
 pub fn lab_settings(paths: &LabPaths, ports: &Ports) -> Vec<Setting> {
-    let mut all = settings(&paths.kubeconfig());
+    let mut all = settings(&paths.kubeconfig(), &paths.provider_kubeconfig());
     if ports.netris != 0 {
         all.extend(netris_settings(
             &format!("https://127.0.0.1:{}", ports.netris),
@@ -146,7 +146,10 @@ mod tests {
 
     #[test]
     fn exports_survive_a_shell() {
-        let s = settings(Path::new("/tmp/it's a lab/kubeconfig"));
+        let s = settings(
+            Path::new("/tmp/it's a lab/kubeconfig"),
+            Path::new("/tmp/it's a lab/provider.kubeconfig"),
+        );
         let script = format!(
             "{}printf '%s|%s' \"$KUBECONFIG\" \"$GPUFLEET_KUBE_CONFIG_PATH\"",
             render_exports(&s)
@@ -157,7 +160,7 @@ mod tests {
             .expect("sh");
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            "/tmp/it's a lab/kubeconfig|/tmp/it's a lab/kubeconfig"
+            "/tmp/it's a lab/kubeconfig|/tmp/it's a lab/provider.kubeconfig"
         );
     }
 

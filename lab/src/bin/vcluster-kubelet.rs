@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `gpufleet-lab up` runs it as the lab's `vcluster` component. It also runs itself inside
-//! each pod's sandbox, as `vcluster-kubelet sandbox-init --spec <file>`. Beside the pods, it
+//! each pod's sandbox, as `vcluster-kubelet sandbox-init --spec <file>`, and supervises the
+//! lab's MPI Operator in a network namespace of its own (`vcluster-kubelet isolated`). Beside the pods, it
 //! plays the MIG manager of the lab's nodes ([`gpufleet_lab::mig_manager`]).
 
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use gpufleet_lab::LabState;
+use gpufleet_lab::vcluster::isolated::{self, Isolated};
 use gpufleet_lab::vcluster::sandbox::{self, SandboxSpec};
 use gpufleet_lab::vcluster::{KubeletConfig, VclusterKubelet, health};
 use tracing_subscriber::EnvFilter;
@@ -61,10 +63,30 @@ enum Sub {
         #[arg(long)]
         spec: PathBuf,
     },
+    /// Runs a program in a network namespace of its own, with the host API server
+    /// reachable inside and one port inside reachable from the host (the lab's MPI
+    /// Operator).
+    Isolated {
+        /// Where the sandbox's spec is written.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The host API server's port on 127.0.0.1 (the same inside).
+        #[arg(long)]
+        api_port: u16,
+        /// The host address that leads to `--inner-port` inside.
+        #[arg(long)]
+        expose: SocketAddr,
+        /// The port inside.
+        #[arg(long)]
+        inner_port: u16,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
     if let Some(Sub::SandboxInit { spec }) = &args.command {
         // Single-threaded and without a runtime: it changes root and execs.
         let spec: SandboxSpec = match std::fs::read(spec)
@@ -103,6 +125,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(Sub::Isolated {
+        dir,
+        api_port,
+        expose,
+        inner_port,
+        argv,
+    }) = args.command.take()
+    {
+        let what = Isolated {
+            dir,
+            api_port,
+            expose,
+            inner_port,
+            argv,
+        };
+        let run = async {
+            let bin = std::env::current_exe().map_err(|e| e.to_string())?;
+            isolated::run(&bin, what).await
+        };
+        return match runtime.block_on(run) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => {
+                tracing::error!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -86,3 +86,37 @@ pub fn pod_to_host(ns: NetNs, listener: TcpListener, pod_port: u16) -> Forwarder
         }
     }))
 }
+
+/// The two forwarders of the sandbox whose `unshare` is `pid`: the host API server at
+/// `127.0.0.1:<api_port>` inside, and the host's `listener` to `127.0.0.1:<inner_port>`
+/// inside. Its network namespace exists as soon as `unshare` has made it, which may take a
+/// moment after the spawn.
+///
+/// # Errors
+/// When the sandbox does not start, or the API port cannot be bound inside it.
+pub async fn sandbox(
+    pid: i32,
+    api_port: u16,
+    listener: TcpListener,
+    inner_port: u16,
+) -> Result<Vec<Forwarder>, String> {
+    let ns = NetNs::of_pid(pid);
+    let mut last = String::new();
+    for _ in 0..50 {
+        if super::sandbox::first_process(pid).is_some() {
+            let ns2 = ns.clone();
+            match tokio::task::spawn_blocking(move || host_into_pod(&ns2, api_port)).await {
+                Ok(Ok(into)) => return Ok(vec![into, pod_to_host(ns, listener, inner_port)]),
+                Ok(Err(e)) => last = e.to_string(),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    if last.is_empty() {
+        last = "its sandbox did not start".into();
+    }
+    Err(format!(
+        "failed to forward the host API server into its network namespace: {last}"
+    ))
+}

@@ -38,7 +38,6 @@ use serde_json::Value as Json;
 
 use super::forward::{self, Forwarder};
 use super::health::{PodStatus, Status};
-use super::netns::NetNs;
 use super::sandbox::{self, Mount, MountKind, SandboxSpec};
 use super::services::{Backend, ServiceProxy};
 use super::status::{self, ContainerState, LastExit};
@@ -694,7 +693,7 @@ async fn start(
         failures: 0,
         _forwarders: Vec::new(),
     };
-    match forwarders(pid, config.api_port, listener).await {
+    match forward::sandbox(pid, config.api_port, listener, SYNCER_PORT).await {
         Ok(f) => run._forwarders = f,
         Err(e) => {
             stop_running(run, Duration::from_secs(1)).await;
@@ -722,7 +721,7 @@ async fn adopt(
         .await
         .map_err(|e| format!("failed to get a host port for its API: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let forwarders = forwarders(pid.pid, config.api_port, listener).await?;
+    let forwarders = forward::sandbox(pid.pid, config.api_port, listener, SYNCER_PORT).await?;
     Ok(Running {
         child: None,
         pid,
@@ -744,37 +743,6 @@ fn last_line(log: &Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
     Some(line.trim().to_owned())
-}
-
-/// The two forwarders of the sandbox whose `unshare` is `pid`. Its network namespace
-/// exists as soon as `unshare` has made it, which may take a moment after the spawn.
-async fn forwarders(
-    pid: i32,
-    api_port: u16,
-    listener: tokio::net::TcpListener,
-) -> Result<Vec<Forwarder>, String> {
-    let ns = NetNs::of_pid(pid);
-    let mut last = String::new();
-    for _ in 0..50 {
-        if sandbox::first_process(pid).is_some() {
-            let ns2 = ns.clone();
-            match tokio::task::spawn_blocking(move || forward::host_into_pod(&ns2, api_port)).await
-            {
-                Ok(Ok(into)) => {
-                    return Ok(vec![into, forward::pod_to_host(ns, listener, SYNCER_PORT)]);
-                }
-                Ok(Err(e)) => last = e.to_string(),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    if last.is_empty() {
-        last = "its sandbox did not start".into();
-    }
-    Err(format!(
-        "failed to forward the host API server into its network namespace: {last}"
-    ))
 }
 
 /// The name of the virtual cluster a pod belongs to (its `release` label, else the pod's

@@ -29,6 +29,8 @@
 //! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod; [`etc`]: the files it
 //!   manages in the container's `/etc`.
 //! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster.
+//! - [`isolated`]: a host program of the lab (the MPI Operator) in a sandbox with only a
+//!   network namespace of its own.
 //! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
 //! - [`storage`]: the default StorageClass and its provisioner, for volume claims;
 //!   [`services`]: `NodePort` and `LoadBalancer` Services of these pods, reachable.
@@ -39,6 +41,7 @@ pub mod component;
 pub mod etc;
 pub mod forward;
 pub mod health;
+pub mod isolated;
 pub mod kubelet;
 pub mod limits;
 pub mod netns;

@@ -44,6 +44,48 @@ pub enum ObjectKind {
     ClusterPolicy,
 }
 
+/// What gpufleet does with objects of a kind through [`super::HostObjects`]. Each kind
+/// lists its own ([`ObjectKind::access`]), and the provider's ClusterRole
+/// ([`crate::backends::kube::rbac`]) grants exactly their verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Access {
+    /// [`super::HostObjects::apply`].
+    Apply,
+    /// [`super::HostObjects::get`].
+    Get,
+    /// [`super::HostObjects::list`].
+    List,
+    /// [`super::HostObjects::delete`].
+    Delete,
+    /// [`super::HostObjects::merge_patch`].
+    MergePatch,
+    /// [`super::HostObjects::logs`] (pods only).
+    Logs,
+}
+
+impl Access {
+    /// The API verbs it needs, on the kind's resource or [`Access::subresource`].
+    pub const fn verbs(self) -> &'static [&'static str] {
+        match self {
+            // A server-side apply of an object that does not exist yet is authorised as a
+            // create as well as a patch.
+            Access::Apply => &["create", "patch"],
+            Access::Get | Access::Logs => &["get"],
+            Access::List => &["list"],
+            Access::Delete => &["delete"],
+            Access::MergePatch => &["patch"],
+        }
+    }
+
+    /// The subresource it goes through, if any.
+    pub const fn subresource(self) -> Option<&'static str> {
+        match self {
+            Access::Logs => Some("log"),
+            _ => None,
+        }
+    }
+}
+
 /// Every kind, for lookups by name.
 const ALL: &[ObjectKind] = &[
     ObjectKind::Namespace,
@@ -129,6 +171,48 @@ impl ObjectKind {
                 | ObjectKind::Node
                 | ObjectKind::ClusterPolicy
         )
+    }
+
+    /// What gpufleet does with objects of this kind: the provider's ClusterRole grants
+    /// these and nothing else, and the host test doubles refuse anything else.
+    pub const fn access(self) -> &'static [Access] {
+        use Access::{Apply, Delete, Get, List, Logs, MergePatch};
+        match self {
+            // Written by virtual clusters: applied, read back, removed when turned off or
+            // destroyed.
+            ObjectKind::Namespace
+            | ObjectKind::ServiceAccount
+            | ObjectKind::Role
+            | ObjectKind::RoleBinding
+            | ObjectKind::ClusterRole
+            | ObjectKind::ClusterRoleBinding
+            | ObjectKind::Secret
+            | ObjectKind::Service
+            | ObjectKind::ResourceQuota
+            | ObjectKind::LimitRange
+            | ObjectKind::NetworkPolicy => &[Apply, Get, Delete],
+            // Its replica count is patched to pause a virtual cluster.
+            ObjectKind::StatefulSet => &[Apply, Get, Delete, MergePatch],
+            // Benchmarks' runs: applied, watched by reading, removed.
+            ObjectKind::Job | ObjectKind::MpiJob => &[Apply, Get, Delete],
+            // Made by controllers: listed (readiness, a benchmark's results), removed when
+            // a virtual cluster is paused or its data is dropped; a run's logs read.
+            ObjectKind::Pod => &[List, Delete, Logs],
+            ObjectKind::PersistentVolumeClaim => &[List, Delete],
+            // Benchmarks read the nodes they run on and the GPU Operator's settings.
+            ObjectKind::Node => &[Get, List],
+            ObjectKind::ClusterPolicy => &[List],
+        }
+    }
+
+    /// Whether gpufleet does `access` with objects of this kind ([`ObjectKind::access`]).
+    pub fn permits(self, access: Access) -> bool {
+        self.access().contains(&access)
+    }
+
+    /// Every kind.
+    pub fn all() -> &'static [ObjectKind] {
+        ALL
     }
 
     /// The kind for an object's `kind` field.

@@ -15,7 +15,7 @@ pub mod nodes;
 use std::sync::Arc;
 
 pub use connect::{FromSettings, ObjectsBackend};
-pub use kinds::ObjectKind;
+pub use kinds::{Access, ObjectKind};
 pub use objects::{HeldTurn, HostObjects, TURN_DURATION};
 
 use super::DynamicClient;

@@ -28,7 +28,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::KubeHost;
 use crate::backends::kube::{
-    FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, status_code,
+    FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, rbac::Rule, status_code,
 };
 
 /// A taint as Kubernetes spells it on `spec.taints`.
@@ -242,6 +242,34 @@ pub trait HostNodes: Send + Sync {
 const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
 /// The GPU Operator's ClusterPolicy, cluster-scoped.
 const CLUSTER_POLICY: Gvk = Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies");
+
+/// The API rights the [`HostNodes`] calls of [`KubeHost`] need, call by call: what the
+/// provider's ClusterRole grants node pools ([`crate::backends::kube::rbac`]).
+pub const RULES: &[Rule] = &[
+    // namespace_labels
+    Rule::new("", "namespaces", &["get"]),
+    // list_nodes, get_node, write_node (a merge patch)
+    Rule::new("", "nodes", &["get", "list", "patch"]),
+    // pods_on, movable_pods
+    Rule::new("", "pods", &["list"]),
+    // evict
+    Rule::new("", "pods/eviction", &["create"]),
+    // config_key, set_config_key (a merge patch, or a create when the map is missing)
+    Rule::new("", "configmaps", &["get", "create", "patch"]),
+    // cluster_policies, set_device_plugin_config (a server-side apply of one field of a
+    // policy that exists)
+    Rule::new(
+        CLUSTER_POLICY.group,
+        CLUSTER_POLICY.plural,
+        &["list", "patch"],
+    ),
+    // apply_node_pool (server-side apply), get_node_pool, delete_node_pool
+    Rule::new(
+        NODE_POOL.group,
+        NODE_POOL.plural,
+        &["get", "create", "patch", "delete"],
+    ),
+];
 
 /// The client for one typed request, counted.
 fn typed(host: &KubeHost) -> kube::Client {
