@@ -1,8 +1,11 @@
 //! The provider block: its schema, and its resolution against `GPUFLEET_*` variables.
 //!
-//! Nothing connects here. Each backend block is only checked when a resource needs it, so a
-//! configuration that uses only the GPU catalog needs no settings at all, and a block whose
-//! values are unknown at plan time (a host cluster created in the same run) does not fail plan.
+//! Nothing connects here. A backend block that is set is checked when the provider is
+//! configured, and what is wrong with it is kept and reported on the resources and data
+//! sources that need that backend when they are planned ([`ProviderSettings::check_needed`]).
+//! So a configuration that uses only the GPU catalog needs no settings at all, a broken `bcm`
+//! block fails the plan of a `gpufleet_bcm_node` rather than its apply, and a block whose values
+//! are unknown at plan time (a host cluster created in the same run) does not fail plan.
 
 use std::collections::BTreeMap;
 
@@ -248,6 +251,9 @@ pub struct ProviderSettings {
     pub terraform_version: String,
     /// GPU products the provider block declares beside the catalog.
     pub gpu_products: Declared,
+    /// What is wrong with each backend block that is set, found when the provider was
+    /// configured; reported by [`ProviderSettings::check_needed`].
+    pub problems: BTreeMap<&'static str, Diagnostics>,
 }
 
 impl ProviderSettings {
@@ -274,7 +280,37 @@ impl ProviderSettings {
             values,
             terraform_version: String::new(),
             gpu_products: Declared::from_config(config.get(gpu_products::BLOCK)),
+            problems: BTreeMap::new(),
         }
+    }
+
+    /// Whether a block has at least one known setting (from the block or the environment).
+    /// A block that is not set at all is not checked when the provider is configured: it is
+    /// an error only for what needs it, when that connects.
+    pub fn is_configured(&self, block: &str) -> bool {
+        self.values
+            .get(block)
+            .is_some_and(|m| m.values().any(|v| matches!(v, Resolved::Known(_))))
+    }
+
+    /// The problems found at configure time with the backend blocks that `type_name` needs for
+    /// this configuration, as errors that say which block and what is wrong with it.
+    pub fn check_needed(&self, type_name: &str, config: &Value) -> Diagnostics {
+        let mut diags = Diagnostics::new();
+        for block in backends_needed(type_name, config) {
+            let Some(problems) = self.problems.get(block) else {
+                continue;
+            };
+            for p in &problems.0 {
+                let mut p = p.clone();
+                p.detail = format!(
+                    "{type_name} needs the provider's `{block}` block, which cannot be used: {}",
+                    p.detail
+                );
+                diags.push(p);
+            }
+        }
+        diags
     }
 
     /// A setting's value, if known.
@@ -319,6 +355,23 @@ impl ProviderSettings {
             }
         }
         diags
+    }
+}
+
+/// The backend blocks a resource or data source type needs for a configuration. A node pool
+/// needs `bcm` only when its nodes come from BCM.
+pub fn backends_needed(type_name: &str, config: &Value) -> Vec<&'static str> {
+    match type_name {
+        "gpufleet_bcm_node" | "gpufleet_bcm_nodes" => vec!["bcm"],
+        "gpufleet_network_segment" => vec!["netris"],
+        "gpufleet_gpu_node_pool" if config.get("source").as_str() == Some("bcm") => {
+            vec!["kubernetes", "bcm"]
+        }
+        "gpufleet_gpu_node_pool"
+        | "gpufleet_virtual_cluster"
+        | "gpufleet_benchmark"
+        | "gpufleet_fleet_inventory" => vec!["kubernetes"],
+        _ => Vec::new(),
     }
 }
 

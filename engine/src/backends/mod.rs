@@ -7,6 +7,40 @@ pub mod kube;
 pub mod netris;
 mod shared;
 
+use std::{collections::BTreeMap, sync::Arc};
+
+use crate::{context::Context, diag::Diagnostics, provider_config::ProviderSettings};
+
+/// Checks every backend block that is set, without connecting: the settings each client needs
+/// are there and agree (a client certificate has its key, a user its password), PEM values and
+/// kubeconfig files can be read, endpoints are URLs. Blocks with values still unknown, and
+/// blocks not set at all, are not checked. Run when the provider is configured; the result is
+/// kept in [`ProviderSettings::problems`].
+pub async fn check_settings(settings: &ProviderSettings) -> BTreeMap<&'static str, Diagnostics> {
+    let ready = |block| settings.is_configured(block) && !settings.is_pending(block);
+    let ctx = Context {
+        settings: Arc::new(settings.clone()),
+        ..Context::default()
+    };
+    let mut problems = BTreeMap::new();
+    if ready("kubernetes")
+        && let Err(d) = kube::client(settings, "the provider").await
+    {
+        problems.insert("kubernetes", d);
+    }
+    if ready("bcm")
+        && let Err(d) = bcm::BcmBackend::connect(&bcm::FromSettings, &ctx)
+    {
+        problems.insert("bcm", d);
+    }
+    if ready("netris")
+        && let Err(d) = netris::NetrisBackend::connect(&netris::FromSettings, &ctx)
+    {
+        problems.insert("netris", d);
+    }
+    problems
+}
+
 /// `HTTP 503: <message>` for an error status, without saying the status twice when the
 /// message already does (a proxy's "HTTP 503", a body of just "503", or none at all).
 pub(crate) fn http_status(status: u16, message: &str) -> String {

@@ -11,14 +11,53 @@ use async_trait::async_trait;
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, BcmError, Device, DeviceStatus, FromSettings, SysInfo},
     context::Context,
-    diag::Diagnostic,
+    diag::{Diagnostic, Diagnostics},
     kinds::{DataSourceKind, ReadResponse},
+    path::AttrPath,
     schema::{Attribute, Block, Schema},
     value::{Type, Value},
 };
 
 /// The data source type name.
 pub const TYPE_NAME: &str = "gpufleet_bcm_nodes";
+
+/// The device statuses cmdaemon reports; a `status` filter outside them would match nothing.
+pub const STATUSES: &[&str] = &[
+    "UP",
+    "DOWN",
+    "CLOSED",
+    "BOOTING",
+    "INSTALLING",
+    "INSTALLER_FAILED",
+    "INSTALLER_REBOOTING",
+    "INSTALLER_CALLINGINIT",
+    "INSTALLER_UNREACHABLE",
+    "INSTALLER_BURNING",
+    "BURNING",
+    "UNKNOWN",
+    "OPENING",
+    "GOING_DOWN",
+    "PENDING",
+];
+
+/// A `status` filter must be a status cmdaemon reports (case is ignored).
+fn validate_filters(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if let Some(s) = config.get("status").as_str()
+        && !STATUSES.iter().any(|known| known.eq_ignore_ascii_case(s))
+    {
+        d.error_at(
+            AttrPath::attr("status"),
+            "Unknown Status",
+            format!(
+                "status: {s:?} is not a BCM device status, so no node would match; accepted \
+                 (case is ignored): {}.",
+                STATUSES.join(", ")
+            ),
+        );
+    }
+    d
+}
 
 /// The `gpufleet_bcm_nodes` data source, over a [`BcmBackend`]. The registry uses
 /// `BcmNodes(FromSettings)`.
@@ -54,10 +93,13 @@ fn nodes_schema() -> Schema {
             Attribute::optional("category", Type::String)
                 .describe("Only nodes in this category, e.g. `free-pool`."),
         )
-        .attr(
-            Attribute::optional("status", Type::String)
-                .describe("Only nodes with this status, e.g. `UP` (case is ignored)."),
-        )
+        .attr(Attribute::optional("status", Type::String).describe(
+            "Only nodes with this status, e.g. `UP` (case is ignored): one of `UP`, \
+                     `DOWN`, `CLOSED`, `BOOTING`, `INSTALLING`, `INSTALLER_FAILED`, \
+                     `INSTALLER_REBOOTING`, `INSTALLER_CALLINGINIT`, `INSTALLER_UNREACHABLE`, \
+                     `INSTALLER_BURNING`, `BURNING`, `UNKNOWN`, `OPENING`, `GOING_DOWN`, \
+                     `PENDING`; plan refuses others.",
+        ))
         .attr(Attribute::optional("gpu_product", Type::String).describe(
             "Only nodes with this GPU product as GPU feature discovery names it, from the \
                  GPUs BCM's system information reports, e.g. `NVIDIA-B200` (case is ignored).",
@@ -241,6 +283,10 @@ impl<B: BcmBackend> DataSourceKind for BcmNodes<B> {
 
     fn schema(&self) -> Schema {
         nodes_schema()
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        validate_filters(config)
     }
 
     async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {

@@ -48,6 +48,14 @@ pub async fn plan_resource(
             diagnostics: Diagnostics::new(),
         };
     }
+    let unusable = ctx.settings.check_needed(kind.type_name(), &config);
+    if unusable.has_error() {
+        return Planned {
+            planned: Value::Null,
+            requires_replace: Vec::new(),
+            diagnostics: unusable,
+        };
+    }
     let schema = kind.schema();
     let mut proposed = apply_defaults(&schema.block, &proposed, &config);
     if proposed != prior {

@@ -11,6 +11,7 @@ mod host_address;
 mod int_between;
 mod ipv4_address;
 mod ipv4_cidr;
+pub mod k8s_label;
 mod one_of;
 
 pub use dns_label::DnsLabel;
@@ -156,3 +157,6 @@ mod tests {
         assert!(validate_block(&schema(), &v).is_empty());
     }
 }
+
+#[cfg(test)]
+mod bad_input_tests;

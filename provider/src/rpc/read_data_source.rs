@@ -24,7 +24,13 @@ pub(crate) async fn handle(
             return resp;
         }
     };
-    let read = kind.read(&shared.context(), config).await;
+    let ctx = shared.context();
+    let unusable = ctx.settings.check_needed(&req.type_name, &config);
+    if unusable.has_error() {
+        resp.diagnostics = convert::diagnostics(&unusable);
+        return resp;
+    }
+    let read = kind.read(&ctx, config).await;
     resp.diagnostics = convert::diagnostics(&read.diagnostics);
     if read.diagnostics.has_error() {
         return resp;

@@ -112,7 +112,7 @@ impl std::fmt::Display for LeaseRef {
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// The API server refused a call or could not be reached.
-    #[error("failed to {call} {lease}: {source}")]
+    #[error("failed to {call} {lease}: {}", super::objects::explain(source))]
     Call {
         /// The step: `read`, `create`, `take`, `renew` or `release`.
         call: &'static str,

@@ -64,7 +64,7 @@ impl Gvk {
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
     /// The API server refused or the connection failed.
-    #[error("failed to {what}: {source}")]
+    #[error("failed to {what}: {}", explain(source))]
     Call {
         /// The operation, e.g. `apply StatefulSet a in vc-a`.
         what: String,
@@ -105,11 +105,40 @@ impl ObjectError {
     /// The cause alone, without `what`, for callers that name the operation their own way.
     pub fn cause(&self) -> String {
         match self {
-            ObjectError::Call { source, .. } => source.to_string(),
+            ObjectError::Call { source, .. } => explain(source),
             ObjectError::Decode { source, .. } => source.to_string(),
             ObjectError::Other(message) => message.clone(),
         }
     }
+}
+
+/// A kube error in words: the API server's refusal as its status code, reason and message
+/// (kube's own text appends a Debug dump of the status), any other failure as the chain of
+/// its causes (kube's says only `ServiceError: client error (Connect)` and keeps the cause,
+/// such as "Connection refused", in its sources).
+pub fn explain(e: &kube::Error) -> String {
+    if let kube::Error::Api(s) = e {
+        let reason = if s.reason.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", s.reason)
+        };
+        return format!(
+            "the API server answered HTTP {}{reason}: {}",
+            s.code, s.message
+        );
+    }
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        // Wrappers often repeat their cause's text; say each thing once.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
 }
 
 /// The HTTP status of an API server's refusal; `None` for transport and client errors.
@@ -326,6 +355,39 @@ fn to_json(o: &DynamicObject, what: &str) -> Result<Json, ObjectError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_say_what_happened_without_a_debug_dump() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure",
+            "code": 401,
+            "reason": "Unauthorized",
+            "message": "Unauthorized",
+        }))
+        .expect("a Status");
+        let unauthorized = kube::Error::Api(Box::new(status));
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let transport = kube::Error::ReadEvents(io);
+        for (e, says) in [
+            (&unauthorized, "HTTP 401 Unauthorized: Unauthorized"),
+            (&transport, "Connection refused"),
+        ] {
+            let text = ObjectError::call("get Namespace vc-a")(clone_of(e)).to_string();
+            assert!(text.starts_with("failed to get Namespace vc-a: "), "{text}");
+            assert!(text.contains(says), "{text}");
+            assert!(!text.contains("Status {"), "a Debug dump: {text}");
+        }
+    }
+
+    fn clone_of(e: &kube::Error) -> kube::Error {
+        match e {
+            kube::Error::Api(s) => kube::Error::Api(s.clone()),
+            kube::Error::ReadEvents(io) => {
+                kube::Error::ReadEvents(std::io::Error::new(io.kind(), io.to_string()))
+            }
+            _ => unreachable!("only the two errors above"),
+        }
+    }
 
     fn refused(code: u16) -> ObjectError {
         let status: kube::core::Status = serde_json::from_value(serde_json::json!({

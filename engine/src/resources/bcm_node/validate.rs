@@ -1,6 +1,6 @@
 //! Validation of a `gpufleet_bcm_node` configuration beyond what the schema checks.
 
-use crate::{diag::Diagnostics, path::AttrPath, value::Value};
+use crate::{backends::bcm::FREE_POOL, diag::Diagnostics, path::AttrPath, value::Value};
 
 /// Names must be non-empty and without blanks; the schema's validators judge the rest.
 pub(super) fn validate_node(config: &Value) -> Diagnostics {
@@ -16,6 +16,16 @@ pub(super) fn validate_node(config: &Value) -> Diagnostics {
                 format!("{name} is {s:?}; it must be a non-empty name without blanks."),
             );
         }
+    }
+    if config.get("category").as_str() == Some(FREE_POOL) {
+        d.error_at(
+            AttrPath::attr("category"),
+            "Invalid Category",
+            format!(
+                "category: {FREE_POOL:?} is not a category a held node may join: it is the free \
+                 pool, where released nodes go back; accepted: any other BCM category."
+            ),
+        );
     }
     d
 }

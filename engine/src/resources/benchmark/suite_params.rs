@@ -63,10 +63,52 @@ fn parameter_path(key: &str) -> AttrPath {
     AttrPath::attr("parameters").push_key(key)
 }
 
+/// The parameters each suite's own command takes; plan refuses any other key (a typo would
+/// otherwise run the tool with its default silently). The custom suite takes any: they are
+/// only environment variables for its command.
+pub const SUITE_PARAMETERS: &[(&str, &[&str])] = &[
+    (
+        "nccl-all-reduce",
+        &["min_bytes", "max_bytes", "step_factor"],
+    ),
+    ("nvbandwidth", &["testcases", "buffer_size", "samples"]),
+    ("dcgm-diag", &["level", "host_engine"]),
+    (
+        "aiperf",
+        &["model", "url", "endpoint_type", "streaming", "concurrency"],
+    ),
+    (
+        "gpu-burn",
+        &["seconds", "doubles", "tensor_cores", "memory"],
+    ),
+];
+
 /// The checks of `suite`'s parameters and of its thresholds against them.
 pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
     if !config.get("command").is_null() {
         return;
+    }
+    if let Some((_, accepted)) = SUITE_PARAMETERS.iter().find(|(s, _)| *s == suite.name()) {
+        for key in config
+            .get("parameters")
+            .as_map()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            if !accepted.contains(&key.as_str()) {
+                let path = parameter_path(key);
+                d.error_at(
+                    path.clone(),
+                    "Unknown Parameter",
+                    format!(
+                        "{path}: {key:?} is not a parameter of the {} suite; accepted: {}.",
+                        suite.name(),
+                        accepted.join(", ")
+                    ),
+                );
+            }
+        }
     }
     let Some(params) = known_parameters(config) else {
         return;
@@ -78,6 +120,7 @@ pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
         "dcgm-diag" => dcgm_checks(&params, d),
         "gpu-burn" => gpu_burn_checks(&params, d),
         "nvbandwidth" => nvbandwidth_checks(&params, d),
+        "nccl-all-reduce" => nccl_checks(&params, d),
         _ => {}
     }
 }
@@ -283,6 +326,31 @@ fn nvbandwidth_checks(params: &BTreeMap<&str, &str>, d: &mut Diagnostics) {
         if let Some(v) = params.get(key) {
             positive_integer(v, key, d);
         }
+    }
+}
+
+/// all_reduce_perf's `-b`/`-e` take a byte count with an optional K, M or G suffix, and `-f`
+/// a whole factor.
+fn nccl_checks(params: &BTreeMap<&str, &str>, d: &mut Diagnostics) {
+    for key in ["min_bytes", "max_bytes"] {
+        if let Some(v) = params.get(key) {
+            let digits = v.strip_suffix(['K', 'M', 'G']).unwrap_or(v);
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                let path = parameter_path(key);
+                d.error_at(
+                    path.clone(),
+                    "Invalid Parameter",
+                    format!(
+                        "{path}: {v:?} is not a byte count; accepted: a whole number of bytes, \
+                         optionally with the suffix K, M or G (all_reduce_perf -b/-e), e.g. \"8\" \
+                         or \"8G\"."
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(v) = params.get("step_factor") {
+        positive_integer(v, "step_factor", d);
     }
 }
 

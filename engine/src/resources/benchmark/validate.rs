@@ -94,6 +94,19 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             ),
         );
     }
+    if let Some(image) = config.get("image").as_str()
+        && image.trim().is_empty()
+    {
+        d.error_at(
+            AttrPath::attr("image"),
+            "Empty Image",
+            format!(
+                "image: {image:?} is not a container image; accepted: an image reference such \
+                 as \"nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04\", pinned by digest \
+                 for reproducible runs."
+            ),
+        );
+    }
     if let Some(xs) = config.get("command").as_seq()
         && xs.is_empty()
     {

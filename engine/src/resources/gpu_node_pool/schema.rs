@@ -21,8 +21,9 @@ fn sharing_attributes() -> Vec<Attribute> {
                  isolation), or `mig` (GPUs partitioned by the MIG manager into `mig_config`).",
             ),
         Attribute::optional("replicas", Type::Number).describe(
-            "With `time-slicing`: how many pods may share one GPU (at least 2, as the NVIDIA \
-             device plugin requires). The pool's nodes get the label \
+            "With `time-slicing`: how many pods may share one GPU, from 2 (the NVIDIA device \
+             plugin refuses fewer) to 48 (GKE's maximum of time-sharing clients per GPU); plan \
+             refuses other values. The pool's nodes get the label \
              `nvidia.com/device-plugin.config=<pool>`, and the key `<pool>` of the ConfigMap \
              `gpufleet-device-plugin-config` holds the device plugin's config. The ConfigMap \
              is in the GPU Operator's namespace (its ClusterPolicy's `status.namespace`, or \

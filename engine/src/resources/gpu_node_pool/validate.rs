@@ -7,6 +7,7 @@ use crate::{
     diag::Diagnostics,
     path::AttrPath,
     tenancy::VirtualClusterRef,
+    validate::k8s_label,
     value::Value,
 };
 
@@ -23,6 +24,10 @@ pub(super) const RESERVED_LABELS: &[&str] = &[
     DEVICE_PLUGIN_CONFIG_LABEL,
     MIG_CONFIG_LABEL,
 ];
+
+/// Most pods that may share one GPU by time-slicing: GKE's documented maximum of GPU
+/// time-sharing clients per GPU.
+pub(super) const MAX_REPLICAS: i64 = 48;
 
 /// The cross-attribute checks, run at validate time; unknown values are skipped.
 pub fn validate_pool(config: &Value) -> Diagnostics {
@@ -47,18 +52,7 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
     validate_count(config, source, &mut d);
     validate_sharing(config.get("sharing"), model, &mut d);
     validate_labels(config.get("node_labels"), &mut d);
-    for t in config.get("node_taints").as_seq().unwrap_or_default() {
-        if t.get("key").as_str() == Some(TENANT) {
-            d.error_at(
-                AttrPath::attr("node_taints"),
-                "Reserved Taint",
-                format!(
-                    "the taint {TENANT} is set by gpufleet for dedicated and private virtual \
-                     clusters; remove it from node_taints."
-                ),
-            );
-        }
-    }
+    validate_taints(config.get("node_taints"), &mut d);
     if let Some(s) = config.get("karpenter_node_class").as_str()
         && parse_node_class(s).is_none()
     {
@@ -118,17 +112,20 @@ fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut D
     let replicas = sharing.get("replicas");
     let mig_config = sharing.get("mig_config");
     // NVIDIA's device plugin refuses a time-slicing config with fewer than 2 replicas and
-    // then serves no GPUs at all on the node.
-    if let Some(n) = replicas.as_i64()
-        && n < 2
+    // then serves no GPUs at all on the node; above MAX_REPLICAS, pods share a GPU in slices
+    // too thin to do work, and no managed offering allows more.
+    if let Some(n) = replicas.as_number()
+        && !replicas
+            .as_i64()
+            .is_some_and(|i| (2..=MAX_REPLICAS).contains(&i))
     {
         d.error_at(
             path.push_attr("replicas"),
             "Invalid Replicas",
             format!(
-                "replicas must be at least 2, not {n}: the NVIDIA device plugin refuses fewer \
-                 (\"number of replicas must be >= 2\"). For one pod per GPU, use strategy = \
-                 \"none\"."
+                "sharing.replicas: {n} is not a whole number from 2 to {MAX_REPLICAS}; accepted: \
+                 2 (the NVIDIA device plugin refuses fewer: \"number of replicas must be >= 2\") \
+                 to {MAX_REPLICAS} pods per GPU. For one pod per GPU, use strategy = \"none\"."
             ),
         );
     }
@@ -194,45 +191,36 @@ fn validate_labels(labels: &Value, d: &mut Diagnostics) {
                 "Reserved Label",
                 format!("{k} is managed by gpufleet for the pool; remove it from node_labels."),
             );
-        } else if !valid_label_key(k) {
-            d.error_at(
-                path,
-                "Invalid Label Key",
-                format!("{k:?} is not a Kubernetes label key ([prefix/]name, name at most 63 characters of letters, digits, '-', '_' and '.')."),
-            );
-        } else if let Some(v) = v.as_str()
-            && !valid_label_value(v)
-        {
-            d.error_at(
-                path,
-                "Invalid Label Value",
-                format!("{v:?} is not a Kubernetes label value (at most 63 characters of letters, digits, '-', '_' and '.', starting and ending alphanumeric)."),
-            );
+        } else if k8s_label::valid_key(k) {
+            k8s_label::check_value(&path, v, d);
+        } else {
+            k8s_label::check_key(&path, k, d);
         }
     }
 }
 
-fn valid_label_value(v: &str) -> bool {
-    v.is_empty()
-        || (v.len() <= 63
-            && v.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && v.ends_with(|c: char| c.is_ascii_alphanumeric()))
+/// A taint's key and value follow the label rules.
+fn validate_taints(taints: &Value, d: &mut Diagnostics) {
+    for (i, t) in taints.as_seq().unwrap_or_default().iter().enumerate() {
+        let path = AttrPath::attr("node_taints").push_index(i);
+        match t.get("key").as_str() {
+            Some(TENANT) => d.error_at(
+                path.push_attr("key"),
+                "Reserved Taint",
+                format!(
+                    "the taint {TENANT} is set by gpufleet for dedicated and private virtual \
+                     clusters; remove it from node_taints."
+                ),
+            ),
+            Some(key) => k8s_label::check_key(&path.push_attr("key"), key, d),
+            None => {}
+        }
+        k8s_label::check_value(&path.push_attr("value"), t.get("value"), d);
+    }
 }
 
 pub(super) fn valid_label_key(k: &str) -> bool {
-    let (prefix, name) = match k.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, k),
-    };
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
-    });
-    prefix_ok && !name.is_empty() && valid_label_value(name)
+    k8s_label::valid_key(k)
 }
 
 /// The private-tier check plan and apply share.

@@ -6,9 +6,57 @@ use serde_json::Value as Json;
 use super::{
     expose::{Expose, ServiceType},
     model::parse_override,
-    values, versions,
+    quantity, values, versions,
 };
-use crate::{backends::kube::reserved_label, diag::Diagnostics, path::AttrPath, value::Value};
+use crate::{
+    backends::kube::reserved_label, diag::Diagnostics, path::AttrPath, validate::k8s_label,
+    value::Value,
+};
+
+/// Namespaces a virtual cluster may not take, since something else lives there: the
+/// Kubernetes system namespaces, and those of the operators a GPU fleet runs beside gpufleet.
+pub(super) const RESERVED_NAMESPACES: &[&str] = &[
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "gpu-operator",
+    "nvidia-gpu-operator",
+    "network-operator",
+    "nvidia-network-operator",
+    "karpenter",
+    "mpi-operator",
+    "kwok-system",
+];
+
+/// A default request above the default limit makes every container that sets neither invalid:
+/// the API server refuses its pods.
+fn limit_range_order(limit_range: &Value, d: &mut Diagnostics) {
+    for (request, limit) in [
+        ("default_request_cpu", "default_cpu"),
+        ("default_request_memory", "default_memory"),
+    ] {
+        let (Some(r), Some(l)) = (
+            limit_range.get(request).as_str(),
+            limit_range.get(limit).as_str(),
+        ) else {
+            continue;
+        };
+        if let (Ok(rq), Ok(lq)) = (quantity::parse(r), quantity::parse(l))
+            && rq > lq
+        {
+            let path = AttrPath::attr("limit_range").push_attr(request);
+            d.error_at(
+                path.clone(),
+                "Default Request Above Default Limit",
+                format!(
+                    "{path}: {r:?} is not at most limit_range.{limit} ({l:?}); accepted: a \
+                     request no larger than the limit."
+                ),
+            );
+        }
+    }
+}
 
 /// Who decides a vcluster.yaml key that `values_override` may not set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,23 +257,28 @@ pub(super) fn validate_virtual_cluster(config: &Value) -> Diagnostics {
                     "Reserved Label",
                     format!("labels[{k:?}] is a label gpufleet sets itself; choose another key."),
                 );
-            } else if let Some(s) = v.as_str()
-                && (s.len() > 63
-                    || !s
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-            {
-                d.error_at(
-                    path,
-                    "Invalid Label Value",
-                    format!(
-                        "labels[{k:?}] = {s:?} is not a Kubernetes label value: at most 63 \
-                         letters, digits, '-', '_' and '.'."
-                    ),
-                );
+            } else if k8s_label::valid_key(k) {
+                k8s_label::check_value(&path, v, &mut d);
+            } else {
+                k8s_label::check_key(&path, k, &mut d);
             }
         }
     }
+    if let Some(ns) = config.get("namespace").as_str()
+        && RESERVED_NAMESPACES.contains(&ns)
+    {
+        let path = AttrPath::attr("namespace");
+        d.error_at(
+            path.clone(),
+            "Reserved Namespace",
+            format!(
+                "{path}: {ns:?} is not a namespace a virtual cluster may own: gpufleet creates \
+                 the namespace and deletes it with the virtual cluster. Not accepted: {}.",
+                RESERVED_NAMESPACES.join(", ")
+            ),
+        );
+    }
+    limit_range_order(config.get("limit_range"), &mut d);
     if let Some(s) = config.get("values_override").as_str() {
         let path = AttrPath::attr("values_override");
         match parse_override(s) {
