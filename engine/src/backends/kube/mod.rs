@@ -23,6 +23,7 @@ mod labels;
 pub mod lease;
 mod objects;
 pub mod ownership;
+pub mod tunnel;
 
 use std::{
     collections::HashMap,
