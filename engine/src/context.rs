@@ -1,10 +1,11 @@
-//! What every operation runs with: the resolved provider settings and a cancellation signal.
+//! What every operation runs with: the resolved provider settings, a cancellation signal and
+//! what ephemeral resources hold open in this process.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::provider_config::ProviderSettings;
+use crate::{open_handles::OpenHandles, provider_config::ProviderSettings};
 
 /// Shared, cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -13,4 +14,7 @@ pub struct Context {
     pub settings: Arc<ProviderSettings>,
     /// Cancelled when Terraform asks the provider to stop (Ctrl-C); long waits must watch it.
     pub cancel: CancellationToken,
+    /// Tunnels and leases ephemeral resources opened, shared by every operation of one
+    /// provider process.
+    pub handles: Arc<OpenHandles>,
 }

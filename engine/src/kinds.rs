@@ -1,9 +1,11 @@
-//! The interfaces every resource, data source and function implements, with one request and
+//! The interfaces every resource, data source, ephemeral resource and function implements, with one request and
 //! response type per operation.
 //!
 //! The provider crate dispatches RPCs into these by type name; it never looks inside. The
 //! generic parts of planning (defaults, unknown computed values, requires-replace) are done by
 //! `crate::plan` before and after a kind's own `plan`, so kinds only add what is theirs.
+
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
@@ -164,6 +166,68 @@ pub trait DataSourceKind: Send + Sync {
 
     /// Reads the data; the result must be wholly known.
     async fn read(&self, ctx: &Context, config: Value) -> ReadResponse;
+}
+
+/// What `EphemeralKind::open` returns.
+#[derive(Debug, Clone)]
+pub struct OpenResponse {
+    /// The configuration with every computed attribute filled; null on error.
+    pub result: Value,
+    /// What renew and close need, handed back by Terraform; never shown to users.
+    pub private: Option<Vec<u8>>,
+    /// When Terraform should call renew if the run is still going then.
+    pub renew_at: Option<SystemTime>,
+    /// Problems found; an error fails the run.
+    pub diagnostics: Diagnostics,
+}
+
+impl OpenResponse {
+    /// An open that failed with `diagnostics`: no result, nothing to renew or close.
+    pub fn refused(diagnostics: impl Into<Diagnostics>) -> OpenResponse {
+        OpenResponse {
+            result: Value::Null,
+            private: None,
+            renew_at: None,
+            diagnostics: diagnostics.into(),
+        }
+    }
+}
+
+/// What `EphemeralKind::renew` returns.
+#[derive(Debug, Clone, Default)]
+pub struct RenewResponse {
+    /// The private data for the next renew or the close.
+    pub private: Option<Vec<u8>>,
+    /// When to renew again; none when renewing again would not help.
+    pub renew_at: Option<SystemTime>,
+    /// Problems found.
+    pub diagnostics: Diagnostics,
+}
+
+/// An ephemeral resource type: something that exists only while one Terraform run needs it
+/// (a connection, a lease), whose values never reach the plan or the state.
+#[async_trait]
+pub trait EphemeralKind: Send + Sync {
+    /// The full type name, e.g. `gpufleet_virtual_cluster_connection`.
+    fn type_name(&self) -> &'static str;
+
+    /// The schema, the single source of truth for this type's attributes.
+    fn schema(&self) -> Schema;
+
+    /// Offline checks across attributes, beyond the per-attribute validators. The config may
+    /// contain unknowns, which must be tolerated.
+    fn validate(&self, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Opens the resource for a wholly known, validated `config`.
+    async fn open(&self, ctx: &Context, config: Value) -> OpenResponse;
+
+    /// Extends what `open` made, given the private data of the open or last renew.
+    async fn renew(&self, ctx: &Context, private: Option<&[u8]>) -> RenewResponse;
+
+    /// Releases what `open` made. Closing what is already gone is not an error.
+    async fn close(&self, ctx: &Context, private: Option<&[u8]>) -> Diagnostics;
 }
 
 /// An error from a function call, optionally blaming one argument.

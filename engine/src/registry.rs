@@ -1,4 +1,4 @@
-//! Every resource, data source and function the provider offers, in one place.
+//! Every resource, data source, ephemeral resource and function the provider offers, in one place.
 //!
 //! The provider crate serves exactly what is listed here, and the docs generator documents
 //! exactly this, so adding a kind is one line.
@@ -9,8 +9,9 @@ use crate::{
     data_sources::fleet_inventory::FleetInventory,
     data_sources::gpu_catalog::GpuCatalog,
     data_sources::virtual_cluster::VirtualClusterData,
+    ephemeral_resources::virtual_cluster_connection::VirtualClusterConnection,
     functions::mig_profiles::MigProfiles,
-    kinds::{DataSourceKind, FunctionKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
     resources::bcm_node::BcmNode,
     resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
@@ -38,6 +39,10 @@ pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[
     &FleetInventory(gpu_node_pool::FromSettings),
 ];
 
+/// Ephemeral resource types.
+pub const EPHEMERAL_RESOURCES: &[&dyn EphemeralKind] =
+    &[&VirtualClusterConnection(host::FromSettings)];
+
 /// Provider-defined functions.
 pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];
 
@@ -55,6 +60,14 @@ pub fn data_source(type_name: &str) -> Option<&'static dyn DataSourceKind> {
         .iter()
         .copied()
         .find(|d| d.type_name() == type_name)
+}
+
+/// An ephemeral resource type by its full name.
+pub fn ephemeral_resource(type_name: &str) -> Option<&'static dyn EphemeralKind> {
+    EPHEMERAL_RESOURCES
+        .iter()
+        .copied()
+        .find(|e| e.type_name() == type_name)
 }
 
 /// A function by name.

@@ -1,5 +1,5 @@
 //! Every Terraform file under `examples/` and `modules/` is checked against the provider's own
-//! schemas, without Terraform: an unknown resource or data source type, an unknown or
+//! schemas, without Terraform: an unknown resource, data source or ephemeral resource type, an unknown or
 //! computed-only attribute, an unknown nested block, a missing required attribute or an
 //! unknown provider function fails here, naming the file and the path inside it.
 
@@ -74,6 +74,20 @@ fn check_text(text: &str) -> Vec<String> {
                         &mut problems,
                     ),
                     None => problems.push(format!("data.{ty}.{name}: unknown data source type")),
+                }
+            }
+            ("ephemeral", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
+                match registry::ephemeral_resource(ty) {
+                    Some(kind) => check_body(
+                        block.body(),
+                        &kind.schema().block,
+                        &format!("ephemeral.{ty}.{name}"),
+                        true,
+                        &mut problems,
+                    ),
+                    None => problems.push(format!(
+                        "ephemeral.{ty}.{name}: unknown ephemeral resource type"
+                    )),
                 }
             }
             ("provider", ["gpufleet"]) => {
@@ -257,6 +271,10 @@ fn the_check_catches_what_terraform_would_reject() {
         data "gpufleet_gpu_catalog" "y" {
           not_a_block {}
         }
+        ephemeral "gpufleet_virtual_cluster_connection" "c" {
+          token = "t"
+        }
+        ephemeral "gpufleet_tunnel_to_nowhere" "x" {}
         output "p" { value = provider::gpufleet::no_such_function("x") }
         "#,
     );
@@ -266,6 +284,9 @@ fn the_check_catches_what_terraform_would_reject() {
         "data.gpufleet_gpu_catalog.x.wattage: unknown attribute",
         "data.gpufleet_gpu_catalog.x.gpu: computed attribute cannot be set",
         "data.gpufleet_gpu_catalog.y.not_a_block: unknown block",
+        "ephemeral.gpufleet_virtual_cluster_connection.c.token: computed attribute cannot be set",
+        "ephemeral.gpufleet_virtual_cluster_connection.c.virtual_cluster_id: required attribute missing",
+        "ephemeral.gpufleet_tunnel_to_nowhere.x: unknown ephemeral resource type",
         "provider::gpufleet::no_such_function: unknown function",
     ];
     for e in expected {

@@ -7,7 +7,8 @@ use std::sync::{Arc, RwLock};
 
 use gpufleet_engine::{
     context::Context,
-    kinds::{DataSourceKind, FunctionKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
+    open_handles::OpenHandles,
     provider_config::ProviderSettings,
     registry,
 };
@@ -23,6 +24,8 @@ pub struct Kinds {
     pub resources: Vec<&'static dyn ResourceKind>,
     /// Data source types.
     pub data_sources: Vec<&'static dyn DataSourceKind>,
+    /// Ephemeral resource types.
+    pub ephemeral_resources: Vec<&'static dyn EphemeralKind>,
     /// Functions.
     pub functions: Vec<&'static dyn FunctionKind>,
 }
@@ -32,6 +35,7 @@ impl Default for Kinds {
         Kinds {
             resources: registry::RESOURCES.to_vec(),
             data_sources: registry::DATA_SOURCES.to_vec(),
+            ephemeral_resources: registry::EPHEMERAL_RESOURCES.to_vec(),
             functions: registry::FUNCTIONS.to_vec(),
         }
     }
@@ -69,6 +73,14 @@ impl Kinds {
             .find(|d| d.type_name() == name)
     }
 
+    /// An ephemeral resource type by name.
+    pub fn ephemeral_resource(&self, name: &str) -> Option<&'static dyn EphemeralKind> {
+        self.ephemeral_resources
+            .iter()
+            .copied()
+            .find(|e| e.type_name() == name)
+    }
+
     /// A function by name.
     pub fn function(&self, name: &str) -> Option<&'static dyn FunctionKind> {
         self.functions.iter().copied().find(|f| f.name() == name)
@@ -84,6 +96,8 @@ pub struct Shared {
     pub settings: RwLock<Arc<ProviderSettings>>,
     /// Cancelled by StopProvider: in-flight operations give up, the server keeps running.
     pub cancel: CancellationToken,
+    /// What ephemeral resources hold open; dropped, and so closed, with the process.
+    pub handles: Arc<OpenHandles>,
 }
 
 impl Shared {
@@ -97,6 +111,7 @@ impl Shared {
         Context {
             settings,
             cancel: self.cancel.clone(),
+            handles: Arc::clone(&self.handles),
         }
     }
 }
@@ -120,6 +135,7 @@ impl ProviderService {
                 kinds,
                 settings: RwLock::new(Arc::new(ProviderSettings::default())),
                 cancel: CancellationToken::new(),
+                handles: Arc::default(),
             }),
         }
     }
@@ -258,6 +274,34 @@ impl pb::provider_server::Provider for ProviderService {
         handle!(self, req, call_function)
     }
 
+    async fn validate_ephemeral_resource_config(
+        &self,
+        req: Request<pb::validate_ephemeral_resource_config::Request>,
+    ) -> Result<Response<pb::validate_ephemeral_resource_config::Response>, Status> {
+        handle!(self, req, validate_ephemeral_resource_config)
+    }
+
+    async fn open_ephemeral_resource(
+        &self,
+        req: Request<pb::open_ephemeral_resource::Request>,
+    ) -> Result<Response<pb::open_ephemeral_resource::Response>, Status> {
+        handle!(self, req, open_ephemeral_resource)
+    }
+
+    async fn renew_ephemeral_resource(
+        &self,
+        req: Request<pb::renew_ephemeral_resource::Request>,
+    ) -> Result<Response<pb::renew_ephemeral_resource::Response>, Status> {
+        handle!(self, req, renew_ephemeral_resource)
+    }
+
+    async fn close_ephemeral_resource(
+        &self,
+        req: Request<pb::close_ephemeral_resource::Request>,
+    ) -> Result<Response<pb::close_ephemeral_resource::Response>, Status> {
+        handle!(self, req, close_ephemeral_resource)
+    }
+
     async fn stop_provider(
         &self,
         req: Request<pb::stop_provider::Request>,
@@ -280,34 +324,6 @@ impl pb::provider_server::Provider for ProviderService {
         _req: Request<pb::generate_resource_config::Request>,
     ) -> Result<Response<pb::generate_resource_config::Response>, Status> {
         unsupported("GenerateResourceConfig")
-    }
-
-    async fn validate_ephemeral_resource_config(
-        &self,
-        _req: Request<pb::validate_ephemeral_resource_config::Request>,
-    ) -> Result<Response<pb::validate_ephemeral_resource_config::Response>, Status> {
-        unsupported("ValidateEphemeralResourceConfig")
-    }
-
-    async fn open_ephemeral_resource(
-        &self,
-        _req: Request<pb::open_ephemeral_resource::Request>,
-    ) -> Result<Response<pb::open_ephemeral_resource::Response>, Status> {
-        unsupported("OpenEphemeralResource")
-    }
-
-    async fn renew_ephemeral_resource(
-        &self,
-        _req: Request<pb::renew_ephemeral_resource::Request>,
-    ) -> Result<Response<pb::renew_ephemeral_resource::Response>, Status> {
-        unsupported("RenewEphemeralResource")
-    }
-
-    async fn close_ephemeral_resource(
-        &self,
-        _req: Request<pb::close_ephemeral_resource::Request>,
-    ) -> Result<Response<pb::close_ephemeral_resource::Response>, Status> {
-        unsupported("CloseEphemeralResource")
     }
 
     async fn list_resource(

@@ -6,8 +6,9 @@
 //! cargo run -p gpufleet-engine --bin gpufleet-docs -- --check # exit 1 if docs/ is stale
 //! ```
 //!
-//! Pages in `docs/resources/`, `docs/data-sources/` and `docs/functions/` that are no longer
-//! generated are deleted; `docs/guides/` is never touched.
+//! Pages in `docs/resources/`, `docs/data-sources/`, `docs/ephemeral-resources/` and
+//! `docs/functions/` that are no longer generated are deleted; `docs/guides/` is never
+//! touched.
 
 use std::{
     collections::BTreeMap,

@@ -2,13 +2,14 @@
 //! code.
 //!
 //! [`render_all`] renders one markdown page per entry of [`crate::registry`] plus the provider
-//! page, in the layout `tfplugindocs` produces and the Registry expects:
+//! page (which lists them all), in the layout `tfplugindocs` produces and the Registry expects:
 //!
 //! | Page                          | Example it embeds (under `examples/`)          |
 //! |-------------------------------|------------------------------------------------|
 //! | `index.md`                    | `provider/provider.tf`                         |
 //! | `resources/<short name>.md`   | `resources/<type>/resource.tf` (+ `import.sh`) |
 //! | `data-sources/<short name>.md`| `data-sources/<type>/data-source.tf`           |
+//! | `ephemeral-resources/<short name>.md` | `ephemeral-resources/<type>/ephemeral-resource.tf` |
 //! | `functions/<name>.md`         | `functions/<name>/function.tf`                 |
 //!
 //! `<short name>` is the type name without [`TYPE_PREFIX`]. Every page must show an example,
@@ -38,7 +39,12 @@ pub const PROVIDER_NAME: &str = "gpufleet";
 
 /// Subdirectories of `docs/` whose pages are all generated; anything else in them is stale.
 /// (`docs/guides/` is written by hand and never touched.)
-pub const GENERATED_DIRS: &[&str] = &["resources", "data-sources", "functions"];
+pub const GENERATED_DIRS: &[&str] = &[
+    "resources",
+    "data-sources",
+    "ephemeral-resources",
+    "functions",
+];
 
 /// The generated page at the root of `docs/`.
 pub const INDEX_PAGE: &str = "index.md";
@@ -106,6 +112,13 @@ pub fn data_source_example(type_name: &str) -> PathBuf {
         .join("data-source.tf")
 }
 
+/// Example file of an ephemeral resource page, relative to the examples directory.
+pub fn ephemeral_resource_example(type_name: &str) -> PathBuf {
+    PathBuf::from("ephemeral-resources")
+        .join(type_name)
+        .join("ephemeral-resource.tf")
+}
+
 /// Example file of a function page, relative to the examples directory.
 pub fn function_example(name: &str) -> PathBuf {
     PathBuf::from("functions").join(name).join("function.tf")
@@ -123,6 +136,11 @@ pub fn required_examples() -> Vec<PathBuf> {
         registry::DATA_SOURCES
             .iter()
             .map(|d| data_source_example(d.type_name())),
+    );
+    files.extend(
+        registry::EPHEMERAL_RESOURCES
+            .iter()
+            .map(|e| ephemeral_resource_example(e.type_name())),
     );
     files.extend(
         registry::FUNCTIONS
@@ -196,6 +214,15 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
         );
     }
 
+    for e in registry::EPHEMERAL_RESOURCES {
+        let name = e.type_name();
+        let example = ex.required(ephemeral_resource_example(name))?;
+        out.insert(
+            Path::new("ephemeral-resources").join(format!("{}.md", short_name(name))),
+            pages::ephemeral_resource(name, &e.schema(), example.as_deref()),
+        );
+    }
+
     for f in registry::FUNCTIONS {
         let name = f.name();
         let example = ex.required(function_example(name))?;
@@ -216,7 +243,7 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
 }
 
 /// Every description the docs would show empty: attributes and blocks of the provider, every
-/// resource and data source (as `<where>: <path>`), and every function's summary,
+/// resource, data source and ephemeral resource (as `<where>: <path>`), and every function's summary,
 /// description and parameters.
 pub fn missing_descriptions() -> Vec<String> {
     let mut missing = Vec::new();
@@ -233,6 +260,10 @@ pub fn missing_descriptions() -> Vec<String> {
     for d in registry::DATA_SOURCES {
         let at = format!("data source {}", d.type_name());
         block_missing(&at, "", &d.schema().block, &mut missing);
+    }
+    for e in registry::EPHEMERAL_RESOURCES {
+        let at = format!("ephemeral resource {}", e.type_name());
+        block_missing(&at, "", &e.schema().block, &mut missing);
     }
     for f in registry::FUNCTIONS {
         let sig = f.signature();

@@ -108,6 +108,24 @@ pub(super) fn data_source(type_name: &str, schema: &Schema, example: Option<&str
     kind_page(type_name, "Data Source", schema, example, false)
 }
 
+/// `ephemeral-resources/<name>.md`.
+pub(super) fn ephemeral_resource(
+    type_name: &str,
+    schema: &Schema,
+    example: Option<&str>,
+) -> String {
+    let mut page = kind_page(type_name, "Ephemeral Resource", schema, example, false);
+    page.push_str(
+        "\n## Ephemeral Values\n\nEphemeral resources need Terraform 1.10 or later. They are \
+         opened during each plan and apply that needs them and closed at its end; their values \
+         can be used only where Terraform allows ephemeral values (provider blocks, \
+         provisioners and `connection` blocks, write-only arguments, other ephemeral \
+         resources, locals and ephemeral outputs or variables), and are never written to the \
+         plan or the state.\n",
+    );
+    page
+}
+
 fn kind_page(
     type_name: &str,
     kind: &str,

@@ -25,6 +25,14 @@ pub(crate) async fn handle(
                 type_name: d.type_name().to_owned(),
             })
             .collect(),
+        ephemeral_resources: shared
+            .kinds
+            .ephemeral_resources
+            .iter()
+            .map(|e| m::EphemeralMetadata {
+                type_name: e.type_name().to_owned(),
+            })
+            .collect(),
         functions: shared
             .kinds
             .functions

@@ -34,6 +34,12 @@ pub(crate) async fn handle(
             .iter()
             .map(|d| (d.type_name().to_owned(), convert::schema(&d.schema())))
             .collect(),
+        ephemeral_resource_schemas: shared
+            .kinds
+            .ephemeral_resources
+            .iter()
+            .map(|e| (e.type_name().to_owned(), convert::schema(&e.schema())))
+            .collect(),
         functions: shared
             .kinds
             .functions

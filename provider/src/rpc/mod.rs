@@ -2,25 +2,29 @@
 
 pub mod apply_resource_change;
 pub mod call_function;
+pub mod close_ephemeral_resource;
 pub mod configure_provider;
 pub mod get_functions;
 pub mod get_metadata;
 pub mod get_provider_schema;
 pub mod get_resource_identity_schemas;
 pub mod import_resource_state;
+pub mod open_ephemeral_resource;
 pub mod plan_resource_change;
 pub mod read_data_source;
 pub mod read_resource;
+pub mod renew_ephemeral_resource;
 pub mod stop_provider;
 pub mod upgrade_resource_identity;
 pub mod upgrade_resource_state;
 pub mod validate_data_resource_config;
+pub mod validate_ephemeral_resource_config;
 pub mod validate_provider_config;
 pub mod validate_resource_config;
 
 use gpufleet_engine::{
     diag::Diagnostic,
-    kinds::{DataSourceKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, ResourceKind},
     value::Value,
 };
 
@@ -50,6 +54,17 @@ fn data_source(shared: &Shared, name: &str) -> Result<&'static dyn DataSourceKin
         .kinds
         .data_source(name)
         .ok_or_else(|| unknown_type("Data Source", name))
+}
+
+/// Looks up an ephemeral resource kind or says which one is missing.
+fn ephemeral_resource(
+    shared: &Shared,
+    name: &str,
+) -> Result<&'static dyn EphemeralKind, Diagnostic> {
+    shared
+        .kinds
+        .ephemeral_resource(name)
+        .ok_or_else(|| unknown_type("Ephemeral Resource", name))
 }
 
 /// The identity of a resource instance, derived from its state, if the type has one and the

@@ -3,10 +3,12 @@
 //!
 //! Every plan and apply goes through the harness in [`support`], which builds requests the way
 //! Terraform does and checks every answer against Terraform's plan-validity and
-//! apply-consistency rules (`gpufleet_engine::consistency`). Resource lifecycles run against
+//! apply-consistency rules (`gpufleet_engine::consistency`), and every opened ephemeral
+//! resource against the rules Terraform applies to its result. Resource lifecycles run against
 //! `test_widget` ([`widget`]), a resource kind that lives in this binary's memory.
 
 mod data_and_functions;
+mod ephemeral;
 mod provider_config;
 mod resource_lifecycle;
 mod schema;

@@ -197,6 +197,12 @@ async fn every_name_is_snake_case_and_every_attribute_well_formed() {
         }
         schema_problems(Some(s), name, &mut problems);
     }
+    for (name, s) in &schema.ephemeral_resource_schemas {
+        if !is_snake_case(name) {
+            problems.push(format!("ephemeral resource type {name} is not snake_case"));
+        }
+        schema_problems(Some(s), name, &mut problems);
+    }
     for (name, f) in &schema.functions {
         if !is_snake_case(name) {
             problems.push(format!("function {name} is not snake_case"));
@@ -240,6 +246,19 @@ async fn wire_schemas_imply_the_engine_value_types() {
         assert_eq!(block.version, kind.schema().version, "{}", kind.type_name());
         assert_eq!(
             wire_block_type(block),
+            kind.schema().value_type(),
+            "{}",
+            kind.type_name()
+        );
+    }
+    for kind in &kinds.ephemeral_resources {
+        let wire = schema
+            .ephemeral_resource_schemas
+            .get(kind.type_name())
+            .and_then(|s| s.block.as_ref())
+            .unwrap_or_else(|| panic!("{} missing", kind.type_name()));
+        assert_eq!(
+            wire_block_type(wire),
             kind.schema().value_type(),
             "{}",
             kind.type_name()
@@ -317,6 +336,20 @@ async fn metadata_lists_the_same_names_as_the_schema() {
             .map(String::as_str)
             .collect()
     );
+    let ephemeral: BTreeSet<&str> = meta
+        .ephemeral_resources
+        .iter()
+        .map(|e| e.type_name.as_str())
+        .collect();
+    assert_eq!(
+        ephemeral,
+        schema
+            .ephemeral_resource_schemas
+            .keys()
+            .map(String::as_str)
+            .collect()
+    );
+    assert!(ephemeral.contains("gpufleet_virtual_cluster_connection"));
     assert_eq!(
         functions,
         schema.functions.keys().map(String::as_str).collect()
@@ -470,6 +503,7 @@ async fn production_schema_snapshot() {
         "provider": s.provider.as_ref().map(render_schema),
         "resource_schemas": sorted(&s.resource_schemas, render_schema),
         "data_source_schemas": sorted(&s.data_source_schemas, render_schema),
+        "ephemeral_resource_schemas": sorted(&s.ephemeral_resource_schemas, render_schema),
         "functions": sorted(&s.functions, render_function),
         "server_capabilities": {
             "plan_destroy": caps.plan_destroy,

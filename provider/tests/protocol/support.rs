@@ -259,6 +259,21 @@ pub(crate) struct Read {
     pub(crate) diagnostics: Vec<pb::Diagnostic>,
 }
 
+/// A checked open of an ephemeral resource.
+#[derive(Debug, Clone)]
+pub(crate) struct Opened {
+    /// The result; null when the open failed.
+    pub(crate) result: Value,
+    /// The private data Terraform hands back on renew and close.
+    pub(crate) private: Option<Vec<u8>>,
+    /// When Terraform should renew.
+    pub(crate) renew_at: Option<prost_types::Timestamp>,
+    /// Why the provider deferred, if it did.
+    pub(crate) deferred: Option<pb::Deferred>,
+    /// The diagnostics of validation and open.
+    pub(crate) diagnostics: Vec<pb::Diagnostic>,
+}
+
 /// A provider server on an in-memory connection, with a client playing Terraform.
 pub(crate) struct Harness {
     client: ProviderClient<Channel>,
@@ -831,6 +846,140 @@ impl Harness {
             );
         }
         (state, resp.diagnostics)
+    }
+
+    /// Validates, then opens an ephemeral resource like Terraform core at apply: a wholly
+    /// known configuration, ValidateEphemeralResourceConfig, OpenEphemeralResource, and the
+    /// checks Terraform makes on the result (it fits the schema, is wholly known, and keeps
+    /// the configuration as the plan rules keep it for a create). Stops after validation
+    /// errors, as Terraform does.
+    pub(crate) async fn open_ephemeral(&self, type_name: &str, config: &Value) -> Opened {
+        let ty = self.ephemeral_schema(type_name).value_type();
+        let resp = self
+            .client()
+            .validate_ephemeral_resource_config(pb::validate_ephemeral_resource_config::Request {
+                type_name: type_name.to_owned(),
+                config: Some(dv(config, &ty)),
+            })
+            .await
+            .expect("ValidateEphemeralResourceConfig")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        let mut opened = Opened {
+            result: Value::Null,
+            private: None,
+            renew_at: None,
+            deferred: None,
+            diagnostics: resp.diagnostics,
+        };
+        if has_error(&opened.diagnostics) {
+            return opened;
+        }
+        let resp = self
+            .open_ephemeral_rpc(type_name, config, client_capabilities())
+            .await;
+        opened.diagnostics.extend(resp.diagnostics.iter().cloned());
+        if has_error(&resp.diagnostics) {
+            assert!(
+                resp.private.is_none(),
+                "a failed open hands Terraform nothing to close"
+            );
+            return opened;
+        }
+        opened.result = from_dv(resp.result.as_ref(), &ty);
+        self.check_ephemeral_result(type_name, config, &opened.result);
+        opened.private = resp.private;
+        opened.renew_at = resp.renew_at;
+        opened.deferred = resp.deferred;
+        opened
+    }
+
+    /// OpenEphemeralResource as sent, unchecked, with the given client capabilities.
+    pub(crate) async fn open_ephemeral_rpc(
+        &self,
+        type_name: &str,
+        config: &Value,
+        capabilities: pb::ClientCapabilities,
+    ) -> pb::open_ephemeral_resource::Response {
+        let ty = self.ephemeral_schema(type_name).value_type();
+        let resp = self
+            .client()
+            .open_ephemeral_resource(pb::open_ephemeral_resource::Request {
+                type_name: type_name.to_owned(),
+                config: Some(dv(config, &ty)),
+                client_capabilities: Some(capabilities),
+            })
+            .await
+            .expect("OpenEphemeralResource")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        resp
+    }
+
+    /// Terraform's checks of an opened ephemeral resource's result.
+    #[track_caller]
+    pub(crate) fn check_ephemeral_result(&self, type_name: &str, config: &Value, result: &Value) {
+        let schema = self.ephemeral_schema(type_name);
+        assert_rules(
+            &consistency::assert_wholly_known_conformant(
+                &schema.value_type(),
+                result,
+                "ephemeral resource result",
+            ),
+            "Provider produced invalid ephemeral resource instance",
+            type_name,
+        );
+        assert_rules(
+            &consistency::assert_plan_valid(&schema.block, &Value::Null, config, result),
+            "Provider produced invalid ephemeral resource instance",
+            type_name,
+        );
+    }
+
+    /// RenewEphemeralResource.
+    pub(crate) async fn renew_ephemeral(
+        &self,
+        type_name: &str,
+        private: Option<Vec<u8>>,
+    ) -> pb::renew_ephemeral_resource::Response {
+        let resp = self
+            .client()
+            .renew_ephemeral_resource(pb::renew_ephemeral_resource::Request {
+                type_name: type_name.to_owned(),
+                private,
+            })
+            .await
+            .expect("RenewEphemeralResource")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        resp
+    }
+
+    /// CloseEphemeralResource; returns its diagnostics.
+    pub(crate) async fn close_ephemeral(
+        &self,
+        type_name: &str,
+        private: Option<Vec<u8>>,
+    ) -> Vec<pb::Diagnostic> {
+        let resp = self
+            .client()
+            .close_ephemeral_resource(pb::close_ephemeral_resource::Request {
+                type_name: type_name.to_owned(),
+                private,
+            })
+            .await
+            .expect("CloseEphemeralResource")
+            .into_inner();
+        self.record(&resp.diagnostics);
+        resp.diagnostics
+    }
+
+    /// The engine schema of an ephemeral resource type served by this harness.
+    pub(crate) fn ephemeral_schema(&self, type_name: &str) -> Schema {
+        self.kinds
+            .ephemeral_resource(type_name)
+            .unwrap_or_else(|| panic!("the harness serves no ephemeral resource {type_name}"))
+            .schema()
     }
 
     /// UpgradeResourceState with raw JSON state; a successful result is checked like any

@@ -33,18 +33,6 @@ async fn unsupported_rpcs_are_unimplemented() {
         "MoveResourceState",
     );
     assert_unsupported(
-        c.open_ephemeral_resource(pb::open_ephemeral_resource::Request::default())
-            .await,
-        "OpenEphemeralResource",
-    );
-    assert_unsupported(
-        c.validate_ephemeral_resource_config(
-            pb::validate_ephemeral_resource_config::Request::default(),
-        )
-        .await,
-        "ValidateEphemeralResourceConfig",
-    );
-    assert_unsupported(
         c.generate_resource_config(pb::generate_resource_config::Request::default())
             .await,
         "GenerateResourceConfig",

@@ -24,6 +24,7 @@ pub mod lease;
 mod objects;
 pub mod ownership;
 pub mod rbac;
+pub mod tunnel;
 
 use std::{
     collections::HashMap,

@@ -5,10 +5,12 @@
 //! - [`HostObjects`]: objects as JSON values by [`ObjectKind`] (virtual clusters,
 //!   benchmarks), with [`ObjectsBackend`] to connect from the provider's settings.
 //! - [`nodes::HostNodes`]: typed node, pod, ConfigMap and Karpenter calls (GPU node pools).
+//! - [`TunnelsBackend`]: tunnels into virtual clusters (the virtual cluster connection).
 
 mod connect;
 mod kinds;
 mod objects;
+mod tunnels;
 
 pub mod nodes;
 
@@ -17,6 +19,7 @@ use std::sync::Arc;
 pub use connect::{FromSettings, ObjectsBackend};
 pub use kinds::{Access, ObjectKind};
 pub use objects::{HeldTurn, HostObjects, TURN_DURATION};
+pub use tunnels::{OpenTunnel, OpenTunnelError, TunnelsBackend};
 
 use super::DynamicClient;
 
