@@ -38,6 +38,11 @@ fn session(body: &str) -> Session {
     Session::new(&format!("{PROVIDER}\n{body}"), Lab::shared().settings_env())
 }
 
+/// Replaces the session's configuration, keeping the provider block.
+fn rewrite(tf: &Session, body: &str) {
+    tf.write(&format!("{PROVIDER}\n{body}"));
+}
+
 /// The sources a tier allows.
 fn sources(tier: &str) -> &'static [&'static str] {
     if tier == "private" {
@@ -261,7 +266,7 @@ fn every_tier_change_is_refused_at_plan_or_converges_with_the_rules_holding() {
     tf.apply();
     tf.assert_plan_empty();
     let before = fleet_of(&rt, &client, &refused);
-    tf.write(&config(&refused, |r| r.to));
+    rewrite(&tf, &config(&refused, |r| r.to));
     let plan = tf.plan();
     assert_eq!(plan.status_code, 1, "the plan is refused:\n{plan}");
     for row in &refused {
@@ -276,7 +281,7 @@ fn every_tier_change_is_refused_at_plan_or_converges_with_the_rules_holding() {
     assert!(!applied.success(), "the apply is refused too:\n{applied}");
     assert!(applied.contains(REFUSED), "{applied}");
     assert_eq!(fleet_of(&rt, &client, &refused), before, "nothing changed");
-    tf.write(&config(&refused, |r| r.from));
+    rewrite(&tf, &config(&refused, |r| r.from));
     tf.assert_plan_empty();
     tf.destroy();
 
@@ -285,7 +290,7 @@ fn every_tier_change_is_refused_at_plan_or_converges_with_the_rules_holding() {
     let _cleanup = tf.destroy_on_panic();
     tf.apply();
     tf.assert_plan_empty();
-    tf.write(&config(&converging, |r| r.to));
+    rewrite(&tf, &config(&converging, |r| r.to));
     let plan = tf.plan();
     assert_eq!(plan.status_code, 2, "{plan}");
     tf.apply();

@@ -768,7 +768,6 @@ async fn a_virtual_cluster_replaced_with_another_tier_is_caught_at_the_next_plan
     let mut tf = Terraform::new(&k);
     let c = pool(&k, &[]);
     tf.apply_ok(&c).await;
-    assert_eq!(tf.state.get("isolation"), &Value::string("dedicated"));
     let before = snapshot(&h);
     // Same id, now private: the host pool is refused on every plan, not only on create.
     retier(&h, "vc-a", "a", "private");
@@ -781,6 +780,7 @@ async fn a_virtual_cluster_replaced_with_another_tier_is_caught_at_the_next_plan
     );
     assert!(show(&p.diagnostics).contains("private"));
     assert_eq!(snapshot(&h), before, "nothing changed");
+    assert_eq!(tf.state.get("isolation"), &Value::string("dedicated"));
     // Now shared: the pool is replaced and its nodes carry the shared tier.
     retier(&h, "vc-a", "a", "shared");
     assert_eq!(tf.plan(&c).await.action, Action::Replace);
