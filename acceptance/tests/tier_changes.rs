@@ -66,8 +66,9 @@ impl Row {
         format!("tc-{}{}", &self.from[..1], &self.to[..1])
     }
 
-    /// The virtual cluster and its pools, with the virtual cluster at `tier`.
-    fn hcl(&self, tier: &str) -> String {
+    /// The virtual cluster and its pools, with the virtual cluster at `tier`; its `bcm` pool
+    /// waits for `bcm_after`'s.
+    fn hcl(&self, tier: &str, bcm_after: Option<&Row>) -> String {
         let name = self.name();
         let mut out = format!(
             r#"
@@ -86,6 +87,12 @@ resource "gpufleet_virtual_cluster" "{name}" {{
                     "gpu_product = \"{HOST_PRODUCT}\"\n  autoscaling = {{ min_nodes = 0, max_nodes = 1 }}"
                 ),
             };
+            let after = match bcm_after {
+                Some(r) if *source == "bcm" => {
+                    format!("depends_on = [gpufleet_gpu_node_pool.{}_bcm]", r.name())
+                }
+                _ => String::new(),
+            };
             out.push_str(&format!(
                 r#"
 resource "gpufleet_gpu_node_pool" "{name}_{source}" {{
@@ -94,6 +101,7 @@ resource "gpufleet_gpu_node_pool" "{name}_{source}" {{
   isolation          = gpufleet_virtual_cluster.{name}.isolation
   source             = "{source}"
   {sizing}
+  {after}
 }}
 "#
             ));
@@ -128,8 +136,19 @@ fn rows() -> (Vec<Row>, Vec<Row>) {
     (refused, converging)
 }
 
+/// The rows' configuration. `bcm` pools are created one after another: pools of the same
+/// product that claim BCM servers at the same moment have failed an apply on a host node's
+/// revision ("changed by someone else"), which is not what this test is about.
 fn config(rows: &[Row], at: impl Fn(&Row) -> &'static str) -> String {
-    rows.iter().map(|r| r.hcl(at(r))).collect()
+    let mut last_bcm: Option<&Row> = None;
+    let mut out = String::new();
+    for r in rows {
+        out.push_str(&r.hcl(at(r), last_bcm));
+        if r.sources.contains(&"bcm") {
+            last_bcm = Some(r);
+        }
+    }
+    out
 }
 
 fn labels_of(n: &Node) -> BTreeMap<String, String> {
