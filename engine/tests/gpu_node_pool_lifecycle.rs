@@ -832,6 +832,126 @@ async fn private_tier_refuses_host_nodes_at_plan_on_source() {
     );
 }
 
+/// Relabels a virtual cluster's namespace, as replacing it with another tier does.
+fn retier(h: &MemoryHost, ns: &str, vc: &str, tier: &str) {
+    h.add_namespace(
+        ns,
+        &[
+            ("app.kubernetes.io/managed-by", "gpufleet"),
+            ("gpufleet.dev/virtual-cluster", vc),
+            ("gpufleet.dev/isolation", tier),
+        ],
+    );
+}
+
+fn error_paths(d: &gpufleet_engine::diag::Diagnostics) -> Vec<String> {
+    d.iter()
+        .filter(|d| d.severity == gpufleet_engine::diag::Severity::Error)
+        .map(|d| d.path.as_ref().map(ToString::to_string).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_virtual_cluster_replaced_with_another_tier_is_caught_at_the_next_plan() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(&k, &[]);
+    tf.apply_ok(&c).await;
+    let before = snapshot(&h);
+    // Same id, now private: the host pool is refused on every plan, not only on create.
+    retier(&h, "vc-a", "a", "private");
+    let p = tf.plan(&c).await;
+    assert_eq!(
+        error_paths(&p.diagnostics),
+        ["source"],
+        "{}",
+        show(&p.diagnostics)
+    );
+    assert!(show(&p.diagnostics).contains("private"));
+    assert_eq!(snapshot(&h), before, "nothing changed");
+    assert_eq!(tf.state.get("isolation"), &Value::string("dedicated"));
+    // Now shared: the pool is replaced and its nodes carry the shared tier.
+    retier(&h, "vc-a", "a", "shared");
+    assert_eq!(tf.plan(&c).await.action, Action::Replace);
+    tf.apply_ok(&c).await;
+    let now = held(&h, "a.train");
+    assert_eq!(now.len(), 2);
+    assert!(
+        now.iter()
+            .all(|n| n.label("gpufleet.dev/isolation") == Some("shared")
+                && n.label(TENANT).is_none()
+                && n.taints.iter().all(|t| t.key != TENANT))
+    );
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_tier_change_is_checked_at_plan_and_replaces_the_pool() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let tiered = |t: &str| pool(&k, &[("isolation", Value::string(t))]);
+    tf.apply_ok(&tiered("dedicated")).await;
+    let before = snapshot(&h);
+    // The virtual cluster is about to become private in the same run: refused at plan.
+    let p = tf.plan(&tiered("private")).await;
+    assert_eq!(
+        error_paths(&p.diagnostics),
+        ["source"],
+        "{}",
+        show(&p.diagnostics)
+    );
+    assert!(show(&p.diagnostics).contains("isolation = \"private\""));
+    assert_eq!(snapshot(&h), before, "nothing changed");
+    // About to become shared: the pool is replaced (released before its virtual cluster is
+    // replaced, taken again for the new tier).
+    let p = tf.plan(&tiered("shared")).await;
+    assert_eq!(p.action, Action::Replace, "{}", show(&p.diagnostics));
+    retier(&h, "vc-a", "a", "shared");
+    tf.apply_ok(&tiered("shared")).await;
+    assert!(
+        held(&h, "a.train")
+            .iter()
+            .all(|n| n.taints.iter().all(|t| t.key != TENANT))
+    );
+    assert_eq!(tf.plan(&tiered("shared")).await.action, Action::NoOp);
+    // Replaced behind the configuration's back: the configured tier no longer holds.
+    retier(&h, "vc-a", "a", "dedicated");
+    let p = tf.plan(&tiered("shared")).await;
+    assert_eq!(
+        error_paths(&p.diagnostics),
+        ["isolation"],
+        "{}",
+        show(&p.diagnostics)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_tier_at_plan_is_left_to_apply() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut tf = Terraform::new(&k);
+    let c = pool(
+        &k,
+        &[
+            ("isolation", Value::unknown()),
+            ("virtual_cluster_id", Value::unknown()),
+        ],
+    );
+    let p = tf.plan(&c).await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    assert!(p.planned.get("isolation").is_unknown());
+    // With the virtual cluster known and the tier left out, the namespace decides.
+    let p = tf
+        .plan(&pool(
+            &k,
+            &[("virtual_cluster_id", Value::string("vc-p/p"))],
+        ))
+        .await;
+    assert_eq!(error_paths(&p.diagnostics), ["source"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn auto_pool_emits_a_karpenter_node_pool_and_removes_it() {
     let h = host();
@@ -1126,8 +1246,9 @@ async fn host_calls_per_operation_are_bounded() {
         "create made {create} calls"
     );
     assert_eq!(
-        refresh, 2,
-        "a refresh lists the pool's nodes and reads the namespace"
+        refresh, 3,
+        "a refresh lists the pool's nodes and reads the namespace; the plan reads the \
+         namespace again to check the tier rules"
     );
 }
 

@@ -27,6 +27,7 @@ resource "gpufleet_virtual_cluster" "bench" {
 resource "gpufleet_gpu_node_pool" "h100" {
   name               = "h100"
   virtual_cluster_id = gpufleet_virtual_cluster.bench.id
+  isolation          = gpufleet_virtual_cluster.bench.isolation
   gpu_product        = "NVIDIA-H100-80GB-HBM3"
   node_count         = 2
 }

@@ -60,6 +60,7 @@ resource "gpufleet_gpu_node_pool" "gpus" {
 
   name               = "gpus"
   virtual_cluster_id = gpufleet_virtual_cluster.tenant[each.key].id
+  isolation          = gpufleet_virtual_cluster.tenant[each.key].isolation
   gpu_product        = each.value.gpu_product
   node_count         = each.value.nodes
   source             = "host"

@@ -45,6 +45,7 @@ resource "gpufleet_virtual_cluster" "legacy" {
 resource "gpufleet_gpu_node_pool" "legacy" {
   name               = "l40s"
   virtual_cluster_id = gpufleet_virtual_cluster.legacy.id
+  isolation          = gpufleet_virtual_cluster.legacy.isolation
   gpu_product        = "NVIDIA-L40S"
   node_count         = 1
 }

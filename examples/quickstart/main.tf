@@ -48,6 +48,7 @@ resource "gpufleet_virtual_cluster" "prod" {
 resource "gpufleet_gpu_node_pool" "prod_h100" {
   name               = "h100"
   virtual_cluster_id = gpufleet_virtual_cluster.prod.id
+  isolation          = gpufleet_virtual_cluster.prod.isolation
   gpu_product        = "NVIDIA-H100-80GB-HBM3"
   node_count         = 2
   source             = "host"

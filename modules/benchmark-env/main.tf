@@ -62,6 +62,7 @@ resource "gpufleet_virtual_cluster" "this" {
 resource "gpufleet_gpu_node_pool" "this" {
   name               = "bench"
   virtual_cluster_id = gpufleet_virtual_cluster.this.id
+  isolation          = gpufleet_virtual_cluster.this.isolation
   gpu_product        = var.gpu_product
   node_count         = var.nodes
   source             = "host"

@@ -34,6 +34,7 @@ resource "gpufleet_virtual_cluster" "this" {
 resource "gpufleet_gpu_node_pool" "dedicated" {
   name               = "dedicated"
   virtual_cluster_id = gpufleet_virtual_cluster.this.id
+  isolation          = gpufleet_virtual_cluster.this.isolation
   gpu_product        = var.gpu_product
   node_count         = var.node_count
   source             = "host"

@@ -29,6 +29,7 @@ resource "gpufleet_virtual_cluster" "this" {
 resource "gpufleet_gpu_node_pool" "private" {
   name               = "private"
   virtual_cluster_id = gpufleet_virtual_cluster.this.id
+  isolation          = gpufleet_virtual_cluster.this.isolation
   gpu_product        = var.gpu_product
   node_count         = var.node_count
   source             = "bcm"

@@ -42,6 +42,7 @@ resource "gpufleet_gpu_node_pool" "shared" {
 
   name               = "shared"
   virtual_cluster_id = gpufleet_virtual_cluster.this.id
+  isolation          = gpufleet_virtual_cluster.this.isolation
   gpu_product        = var.gpu_product
   node_count         = var.node_count
   source             = "host"

@@ -1,8 +1,10 @@
 # Two H100 nodes for a dedicated tenant, packed into one rack (NVLink and rack locality for
 # training): the nodes get gpufleet.dev/tenant=team-a and the matching NoSchedule taint.
+# `isolation` lets a plan that changes the tenant's tier check the pool against the new tier.
 resource "gpufleet_gpu_node_pool" "train" {
   name               = "train"
   virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  isolation          = gpufleet_virtual_cluster.team_a.isolation
   gpu_product        = "NVIDIA-H100-80GB-HBM3"
   node_count         = 2
 

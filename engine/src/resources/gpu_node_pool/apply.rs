@@ -299,8 +299,24 @@ async fn converge(
     plugin: Option<&ConfigHome>,
     bcm_held: &mut usize,
     release: &mut mig::Release,
+    tier_seen: &mut Option<Tier>,
 ) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
     let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
+    *tier_seen = Some(tier);
+    if let Some(planned) = spec.isolation
+        && planned != tier
+    {
+        return Err((
+            Vec::new(),
+            StepError::Conflict(format!(
+                "the pool was planned for a {} virtual cluster, but namespace {} says {} \
+                 ({ISOLATION}). Plan again; set isolation to the virtual cluster's isolation.",
+                planned.as_str(),
+                spec.vc.namespace,
+                tier.as_str()
+            )),
+        ));
+    }
     if let Some(why) = refuse_private_host(tier, spec.source) {
         return Err((Vec::new(), StepError::Conflict(why)));
     }
@@ -549,6 +565,14 @@ async fn provision_bcm(
     }
 }
 
+/// A state with the tier its nodes were configured for, which the next plan compares.
+fn with_tier(mut state: Value, tier: Option<Tier>) -> Value {
+    if let Some(t) = tier {
+        state.set_attr("isolation", Value::string(t.as_str()));
+    }
+    state
+}
+
 fn spec_or_fail(v: &Value, state: &Value) -> Result<PoolSpec, ApplyResponse> {
     PoolSpec::from_value(v)
         .map_err(|diagnostics| ApplyResponse::refused(state.clone(), diagnostics))
@@ -600,6 +624,7 @@ pub(super) async fn apply_upsert(
     let setting = namespace_setting(&ctx.settings);
     let mut held_at_failure: Vec<HostNode> = Vec::new();
     let mut bcm_held = 0;
+    let mut tier_seen = None;
     let mut warning = None;
     let mut mig_waiting: Vec<(String, Option<String>)> = Vec::new();
     let result = bounded(ctx, op, started, started + t.get(op), async {
@@ -620,6 +645,7 @@ pub(super) async fn apply_upsert(
             home.as_ref(),
             &mut bcm_held,
             &mut release,
+            &mut tier_seen,
         )
         .await
         {
@@ -659,7 +685,10 @@ pub(super) async fn apply_upsert(
     let mut response = match result {
         Ok(held) => {
             let status = status_for(&spec, held.len());
-            ApplyResponse::done(state_of(planned, &spec, &held, status))
+            ApplyResponse::done(with_tier(
+                state_of(planned, &spec, &held, status),
+                tier_seen,
+            ))
         }
         Err(e) => {
             // A create that holds nothing, in the cluster or in BCM, leaves no state.
@@ -668,7 +697,10 @@ pub(super) async fn apply_upsert(
             let state = if creating && holds_nothing {
                 Value::Null
             } else if creating {
-                state_of(planned, &spec, &held_at_failure, "degraded")
+                with_tier(
+                    state_of(planned, &spec, &held_at_failure, "degraded"),
+                    tier_seen,
+                )
             } else {
                 // Keep the prior configuration, with what is held now.
                 match PoolSpec::from_value(prior) {

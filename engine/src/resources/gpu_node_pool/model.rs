@@ -13,7 +13,7 @@ use crate::{
     value::Value,
 };
 
-use super::{mig, schema::DEFAULT_DRAIN_TIMEOUT};
+use super::{mig, node_config::Tier, schema::DEFAULT_DRAIN_TIMEOUT};
 
 /// Where nodes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub struct PoolSpec {
     pub model: &'static GpuModel,
     /// Where nodes come from.
     pub source: Source,
+    /// The tier the pool was planned for, when the plan knew it; apply holds the virtual
+    /// cluster's namespace to it.
+    pub isolation: Option<Tier>,
     /// Fixed node count, or `None` with autoscaling.
     pub node_count: Option<u32>,
     /// Autoscaling bounds `(min, max)`.
@@ -160,6 +163,7 @@ impl PoolSpec {
             vc,
             model,
             source,
+            isolation: v.get("isolation").as_str().and_then(Tier::parse),
             node_count: count(v.get("node_count")),
             autoscaling,
             sharing,

@@ -1,13 +1,21 @@
 //! Planning a pool: what a change keeps of what the cluster showed, and the checks that ask
 //! the cluster (the tier of the virtual cluster, the device plugin's set-up, MIG, free BCM
 //! nodes). A check whose system cannot be asked is skipped: apply checks again.
+//!
+//! The tier rules are checked on every plan, not only when the pool is created: the tier is
+//! the pool's `isolation` when the configuration sets it (so a tier about to change in the
+//! same run is seen), else its virtual cluster's namespace label. A planned tier other than
+//! the one the pool was applied with replaces the pool ([`plan_tier`]).
 
 use super::{
     Backend, bcm, device_plugin, mig, model::Source, node_config::Tier, product,
     validate::refuse_private_host,
 };
 use crate::{
-    backends::{bcm::BcmApi, kube::host::nodes::HostNodes},
+    backends::{
+        bcm::BcmApi,
+        kube::{ISOLATION, host::nodes::HostNodes},
+    },
     catalog,
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -26,13 +34,15 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     let mut resp = plan_values(req);
     resp.diagnostics
         .extend(product::check(&ctx.settings.gpu_products, &req.config));
-    // The tier only matters when the pool is created or its virtual cluster changes.
-    let vc_changed = req.prior.get("virtual_cluster_id") != req.config.get("virtual_cluster_id");
-    if (req.prior.is_null() || vc_changed)
-        && let Ok(host) = backend.connect(ctx).await
-    {
-        resp.diagnostics
-            .extend(check_tier(host.as_ref(), &req.config).await);
+    // The tier rules hold on every change, whatever else the plan changes.
+    let host = backend.connect(ctx).await.ok();
+    let namespace_tier = match &host {
+        Some(host) => namespace_tier(host.as_ref(), &req.config).await,
+        None => None,
+    };
+    let tier = plan_tier(req, namespace_tier, &mut resp);
+    if let Some(tier) = tier {
+        resp.diagnostics.extend(check_tier_rules(req, tier));
     }
     // A pool that starts time-slicing needs the device plugin set up for it.
     let time_slicing =
@@ -118,33 +128,138 @@ fn plan_values(req: &PlanRequest) -> PlanResponse {
     }
 }
 
-/// The plan-time tier check: a `host` pool for a `private` virtual cluster is refused on
-/// `source`. Skipped when the cluster cannot be asked (settings not known yet, namespace not
-/// created yet, cluster unreachable): apply checks again.
-async fn check_tier(host: &dyn HostNodes, config: &Value) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    let source = match config.get("source").as_str() {
-        Some("auto") => Source::Auto,
-        Some("host") | None if !config.get("source").is_unknown() => Source::Host,
-        _ => return d,
-    };
-    let Some(vc) = config
+/// Where a tier the plan checks comes from, for the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TierFrom {
+    /// The pool's `isolation`.
+    Config,
+    /// The `gpufleet.dev/isolation` label of the virtual cluster's namespace.
+    Namespace,
+}
+
+/// The tier the plan checks the rules against, and where it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlannedTier {
+    tier: Tier,
+    from: TierFrom,
+}
+
+/// The tier the virtual cluster's namespace carries now; `None` when the id is unknown, the
+/// namespace does not exist yet or cannot be read, or its label is not a tier.
+async fn namespace_tier(host: &dyn HostNodes, config: &Value) -> Option<Tier> {
+    let vc = config
         .get("virtual_cluster_id")
         .as_str()
-        .and_then(VirtualClusterRef::parse)
-    else {
-        return d;
-    };
-    let tier = match host.namespace_labels(&vc.namespace).await {
-        Ok(Some(labels)) => labels
-            .get(crate::backends::kube::ISOLATION)
-            .and_then(|t| Tier::parse(t)),
+        .and_then(VirtualClusterRef::parse)?;
+    match host.namespace_labels(&vc.namespace).await {
+        Ok(Some(labels)) => labels.get(ISOLATION).and_then(|t| Tier::parse(t)),
         _ => None,
+    }
+}
+
+/// Plans `isolation` and returns the tier the rules are checked against (`None` when it is
+/// not known at plan: apply checks). A configured tier wins; otherwise the namespace's, else
+/// what the state recorded. A tier other than the one the pool was applied with replaces the
+/// pool, so its nodes are released and taken again labelled and tainted for the new tier. A
+/// configured tier that the namespace contradicts, with no change of tier or virtual cluster
+/// in the plan, means the virtual cluster was replaced behind the configuration's back:
+/// refused on `isolation`.
+fn plan_tier(
+    req: &PlanRequest,
+    namespace: Option<Tier>,
+    resp: &mut PlanResponse,
+) -> Option<PlannedTier> {
+    let configured = req.config.get("isolation");
+    let prior = req.prior.get("isolation");
+    let (planned, checked) = if configured.is_unknown() {
+        (Value::unknown(), None)
+    } else if let Some(t) = configured.as_str() {
+        let checked = Tier::parse(t).map(|tier| PlannedTier {
+            tier,
+            from: TierFrom::Config,
+        });
+        (configured.clone(), checked)
+    } else {
+        let planned = match namespace {
+            Some(t) => Value::string(t.as_str()),
+            None if prior.as_str().is_some() => prior.clone(),
+            None => Value::unknown(),
+        };
+        let checked = namespace.map(|tier| PlannedTier {
+            tier,
+            from: TierFrom::Namespace,
+        });
+        (planned, checked)
     };
-    if let Some(why) = tier.and_then(|t| refuse_private_host(t, source)) {
+    if req.prior.is_null() {
+        resp.planned.set_attr("isolation", planned);
+        return checked;
+    }
+    // A state written before `isolation` existed has none: that is not a change of tier.
+    if prior.as_str().is_some() && &planned != prior {
+        resp.requires_replace.push(AttrPath::attr("isolation"));
+    }
+    let same_cluster = req.prior.get("virtual_cluster_id") == req.config.get("virtual_cluster_id");
+    let changing = prior.as_str().is_some() && configured != prior;
+    if let (Some(c), Some(ns)) = (checked.filter(|c| c.from == TierFrom::Config), namespace)
+        && c.tier != ns
+        && same_cluster
+        && !changing
+    {
+        resp.diagnostics.push(
+            Diagnostic::error(
+                "Virtual Cluster Tier Changed",
+                format!(
+                    "isolation is {}, but the virtual cluster {} is now {} (its namespace's \
+                     {ISOLATION} label): it was replaced with another tier since this pool was \
+                     applied. Set isolation to {} (the virtual cluster's isolation); the pool \
+                     is then replaced and takes nodes for that tier.",
+                    c.tier.as_str(),
+                    req.config
+                        .get("virtual_cluster_id")
+                        .as_str()
+                        .unwrap_or_default(),
+                    ns.as_str(),
+                    ns.as_str(),
+                ),
+            )
+            .with_path(AttrPath::attr("isolation")),
+        );
+    }
+    resp.planned.set_attr("isolation", planned);
+    checked
+}
+
+/// The rules that tie a pool to its tier and that a plan can decide: which sources a tier
+/// allows. Labels, taints and who else may run on the nodes follow from the tier when the
+/// pool takes its nodes, which a change of tier makes it do again ([`plan_tier`]).
+fn check_tier_rules(req: &PlanRequest, planned: PlannedTier) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let source = match req.config.get("source").as_str() {
+        Some("auto") => Source::Auto,
+        Some("bcm") => Source::Bcm,
+        Some("host") | None if !req.config.get("source").is_unknown() => Source::Host,
+        _ => return d,
+    };
+    if let Some(why) = refuse_private_host(planned.tier, source) {
+        let vc = req
+            .config
+            .get("virtual_cluster_id")
+            .as_str()
+            .unwrap_or("the virtual cluster");
+        let said = match planned.from {
+            TierFrom::Config => format!("isolation = \"{}\"", planned.tier.as_str()),
+            TierFrom::Namespace => format!(
+                "{vc} carries {ISOLATION}={} on its namespace",
+                planned.tier.as_str()
+            ),
+        };
         d.push(
-            Diagnostic::error("Host Nodes Not Allowed For Private Tier", why)
-                .with_path(AttrPath::attr("source")),
+            Diagnostic::error(
+                "Host Nodes Not Allowed For Private Tier",
+                format!("{said}: {why}"),
+            )
+            .with_path(AttrPath::attr("source")),
         );
     }
     d

@@ -20,6 +20,7 @@ use crate::{
         bcm::BcmApi,
         kube::{
             DEVICE_PLUGIN_CONFIG_LABEL, GPU_REPLICAS_LABEL, ISOLATION, MIG_CONFIG_LABEL,
+            NODE_ISOLATION,
             host::nodes::{HostNode, HostNodes},
         },
     },
@@ -56,12 +57,12 @@ pub(super) async fn read(
             let launched = api
                 .list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
                 .await?;
-            return Ok(state_of(
-                state,
-                &spec,
-                &launched,
-                status_for(&spec, launched.len()),
-            ));
+            let mut s = state_of(state, &spec, &launched, status_for(&spec, launched.len()));
+            if s.get("isolation").is_null() {
+                let namespace = namespace_tier(api, &spec.vc).await?;
+                fill_tier(&mut s, &launched, namespace);
+            }
+            return Ok(s);
         }
         // Nodes being let go (waiting for their MIG manager) serve the pool no more, but are
         // still its own: they count, so the next plan shows a change and its apply (or a
@@ -109,16 +110,14 @@ pub(super) async fn read(
             }
             return Ok(Value::Null);
         }
-        let tier = match api.namespace_labels(&spec.vc.namespace).await? {
-            Some(l) => l.get(ISOLATION).and_then(|t| Tier::parse(t)),
-            None => None,
-        }
+        let namespace = namespace_tier(api, &spec.vc).await?;
         // Without its namespace, judge by what the nodes say.
-        .or_else(|| {
-            held.iter()
-                .find_map(|n| n.label(ISOLATION).and_then(Tier::parse))
-        })
-        .unwrap_or(Tier::Shared);
+        let tier = namespace
+            .or_else(|| {
+                held.iter()
+                    .find_map(|n| n.label(ISOLATION).and_then(Tier::parse))
+            })
+            .unwrap_or(Tier::Shared);
         let want: Desired = desired(&spec, tier);
         // Nodes the MIG manager failed on are not configured: the next plan shows them.
         let mig_failed = match &spec.sharing {
@@ -145,6 +144,7 @@ pub(super) async fn read(
             .filter(|n| is_configured(n, &want) && !mig_failed.contains(&n.name))
             .count();
         let mut s = state_of(state, &spec, &held, "ready");
+        fill_tier(&mut s, &held, namespace);
         let count = if configured == held.len() {
             held.len()
         } else {
@@ -194,6 +194,33 @@ pub(super) async fn read(
                 )
                 .into(),
         },
+    }
+}
+
+/// The tier on the virtual cluster's namespace, if it exists and carries one.
+async fn namespace_tier(
+    api: &dyn HostNodes,
+    vc: &VirtualClusterRef,
+) -> Result<Option<Tier>, StepError> {
+    Ok(api
+        .namespace_labels(&vc.namespace)
+        .await?
+        .and_then(|l| l.get(ISOLATION).and_then(|t| Tier::parse(t))))
+}
+
+/// A state without `isolation` (imported, or written before it was recorded) gets the tier
+/// its nodes carry, else its namespace's: the tier the pool's nodes are configured for, which
+/// the next plan compares with the virtual cluster's.
+fn fill_tier(s: &mut Value, held: &[HostNode], namespace: Option<Tier>) {
+    if !s.get("isolation").is_null() {
+        return;
+    }
+    let tier = held
+        .iter()
+        .find_map(|n| n.label(NODE_ISOLATION).and_then(Tier::parse))
+        .or(namespace);
+    if let Some(t) = tier {
+        s.set_attr("isolation", Value::string(t.as_str()));
     }
 }
 
@@ -288,7 +315,10 @@ async fn read_spec(api: &dyn HostNodes, s: &Value, spec: &PoolSpec) -> Result<Va
     } else {
         list_held(api, &spec.pool_label()).await?
     };
-    Ok(state_of(s, spec, &held, status_for(spec, held.len())))
+    let mut state = state_of(s, spec, &held, status_for(spec, held.len()));
+    let namespace = namespace_tier(api, &spec.vc).await?;
+    fill_tier(&mut state, &held, namespace);
+    Ok(state)
 }
 
 /// The state skeleton for an import by `<namespace>/<virtual cluster>/<pool>`.

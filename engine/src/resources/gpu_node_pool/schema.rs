@@ -124,6 +124,22 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::optional_computed("isolation", Type::String)
+                .validate(OneOf::new(&["shared", "dedicated", "private"]))
+                .describe(
+                    "The tier of the virtual cluster the pool serves. Set it to the virtual \
+                     cluster's `isolation` (`gpufleet_virtual_cluster.<x>.isolation`) so that \
+                     a plan that changes the tier sees it: the tier rules (no `host` pool for \
+                     `private`) are checked against the new tier at plan, and the pool is \
+                     replaced, so it releases its nodes before its virtual cluster is \
+                     replaced and then takes nodes labelled and tainted for the new tier. When \
+                     left out, it is read from the virtual cluster's host namespace \
+                     (`gpufleet.dev/isolation`) and a tier that changed since the pool was \
+                     applied also replaces the pool at the next plan. A value that disagrees \
+                     with the namespace is refused. Changing it replaces the pool.",
+                ),
+        )
+        .attr(
             Attribute::required("gpu_product", Type::String)
                 .requires_replace()
                 .describe(

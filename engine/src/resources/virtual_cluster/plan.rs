@@ -98,7 +98,9 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
                     format!(
                         "isolation is fixed at creation: changing it from {} to {} destroys the \
                          virtual cluster (its API server, data and kubeconfig) and creates a new \
-                         one.",
+                         one. GPU node pools that set isolation from this virtual cluster are \
+                         checked against the new tier in this plan; pools that leave it out \
+                         keep their nodes until their next plan.",
                         was.as_str().unwrap_or("?"),
                         now.as_str().unwrap_or("?"),
                     ),
