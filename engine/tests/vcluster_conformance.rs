@@ -90,6 +90,14 @@ fn chart() -> Chart {
         PathBuf::from,
     );
     assert!(helm.is_file(), "no Helm at {}: {INSTALL}.", helm.display());
+    Chart {
+        helm,
+        dir: chart_dir(),
+    }
+}
+
+/// The pinned release's chart directory in the Go module cache (no Helm needed).
+fn chart_dir() -> PathBuf {
     let module = format!("vcluster@v{}", versions::VCLUSTER_VERSION);
     let dir = std::env::var_os("GPUFLEET_VCLUSTER_CHART").map_or_else(
         || {
@@ -113,7 +121,7 @@ fn chart() -> Chart {
         dir.display(),
         versions::VCLUSTER_VERSION
     );
-    Chart { helm, dir }
+    dir
 }
 
 /// The objects of a multi-document YAML stream. A key given twice keeps its last value, as
@@ -493,6 +501,26 @@ fn cases() -> Vec<(&'static str, Spec)> {
 
 // ------------------------------------------------------------------------------------------
 // Tests
+
+#[test]
+fn values_schema_json_is_the_charts() {
+    let dir = chart_dir();
+    let from_chart: Json = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("values.schema.json")).expect("the chart's schema"),
+    )
+    .expect("the chart's schema is JSON");
+    let path = root().join("engine/src/resources/virtual_cluster/values.schema.json");
+    let stored: Json = serde_json::from_str(&std::fs::read_to_string(&path).expect("read"))
+        .expect("the stored schema is JSON");
+    assert!(
+        stored == from_chart,
+        "{} is not the values.schema.json of vCluster {} ({}): copy the chart's file over it \
+         and review the difference",
+        path.display(),
+        versions::VCLUSTER_VERSION,
+        dir.display()
+    );
+}
 
 #[test]
 fn chart_values_json_is_the_charts_values_yaml() {

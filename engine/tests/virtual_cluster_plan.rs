@@ -627,6 +627,101 @@ async fn overrides_of_managed_keys_are_refused_naming_the_key() {
     }
 }
 
+/// The one error of planning `values_override = yaml`, which must be on `values_override`.
+async fn the_override_error(yaml: &str) -> gpufleet_engine::diag::Diagnostic {
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[("values_override", Value::string(yaml))]),
+    )
+    .await;
+    let errs: Vec<_> = p
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .cloned()
+        .collect();
+    assert_eq!(errs.len(), 1, "{yaml}: {}", show(&p.diagnostics));
+    assert_eq!(error_paths(&p.diagnostics), ["values_override"]);
+    errs.into_iter().next().expect("one error")
+}
+
+#[tokio::test]
+async fn values_override_is_checked_against_the_charts_schema() {
+    // A misspelt key (the chart's schema allows no keys it does not know) and a value of the
+    // wrong type: helm install refuses both; so does the plan, naming where.
+    for (yaml, at, names) in [
+        (
+            "controlPlane:\n  statefulSet:\n    resoures:\n      limits: {}\n",
+            "controlPlane.statefulSet",
+            "resoures",
+        ),
+        (
+            "sync:\n  toHost:\n    ingresses:\n      enabled: \"yes\"\n",
+            "sync.toHost.ingresses.enabled",
+            "boolean",
+        ),
+        (
+            "telemetry: {enabled: false, extra: 1}\n",
+            "telemetry",
+            "extra",
+        ),
+    ] {
+        let e = the_override_error(yaml).await;
+        assert!(e.summary.contains("Schema"), "{}", e.summary);
+        assert!(e.detail.contains(&format!("at {at}:")), "{}", e.detail);
+        assert!(e.detail.contains(names), "{}", e.detail);
+    }
+}
+
+#[tokio::test]
+async fn chart_objects_gpufleet_does_not_render_are_refused() {
+    for (yaml, key, objects) in [
+        (
+            "controlPlane:\n  ingress:\n    enabled: true\n    host: vc.example.com\n",
+            "controlPlane.ingress.enabled",
+            "Ingress",
+        ),
+        (
+            "controlPlane:\n  advanced:\n    podDisruptionBudget:\n      enabled: true\n",
+            "controlPlane.advanced.podDisruptionBudget.enabled",
+            "PodDisruptionBudget",
+        ),
+        (
+            "controlPlane:\n  serviceMonitor:\n    enabled: true\n",
+            "controlPlane.serviceMonitor.enabled",
+            "ServiceMonitor",
+        ),
+        (
+            "experimental:\n  deploy:\n    host:\n      manifests: |\n        kind: ConfigMap\n",
+            "experimental.deploy.host.manifests",
+            "host cluster",
+        ),
+    ] {
+        let e = the_override_error(yaml).await;
+        assert!(e.detail.contains(key), "{}", e.detail);
+        assert!(e.detail.contains(objects), "{}", e.detail);
+        assert!(
+            e.detail.contains("gpufleet does not render"),
+            "{}",
+            e.detail
+        );
+    }
+    // Turned off, as the chart has them, they are fine.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &vc(&[(
+            "values_override",
+            Value::string("controlPlane:\n  ingress:\n    enabled: false\n"),
+        )]),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+}
+
 #[tokio::test]
 async fn licensed_features_and_keys_gpufleet_decides_are_refused() {
     for (yaml, key, says) in [
@@ -648,7 +743,7 @@ async fn licensed_features_and_keys_gpufleet_decides_are_refused() {
         (
             "controlPlane:\n  backingStore:\n    etcd:\n      deploy:\n        enabled: true\n",
             "controlPlane.backingStore.etcd.deploy.enabled",
-            "embedded database",
+            "gpufleet does not render",
         ),
         (
             "controlPlane:\n  statefulSet:\n    image:\n      repository: loft-sh/vcluster-pro\n",

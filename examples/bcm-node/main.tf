@@ -7,7 +7,7 @@
 #                                  # _CLIENT_KEY, _CA_CERTIFICATE (and the other backends')
 #   terraform init && terraform apply
 terraform {
-  required_version = ">= 1.8.0"
+  required_version = ">= 1.6.0"
 
   required_providers {
     gpufleet = {

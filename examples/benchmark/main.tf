@@ -8,7 +8,7 @@
 # In the lab, kwok plays the GPU nodes: the pods "run" instantly and their logs are the
 # recorded samples of each suite (lab/benchmarks/), so results are always the same.
 terraform {
-  required_version = ">= 1.8.0"
+  required_version = ">= 1.6.0"
 
   required_providers {
     gpufleet = {

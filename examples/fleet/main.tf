@@ -5,6 +5,8 @@
 #   eval "$(gpufleet-lab up)"
 #   terraform init && terraform apply
 terraform {
+  required_version = ">= 1.6.0"
+
   required_providers {
     gpufleet = { source = "gpufleet/gpufleet" }
   }

@@ -11,7 +11,7 @@
 # Ids: a virtual cluster is `<host namespace>/<name>`, a pool
 # `<host namespace>/<virtual cluster>/<pool>`, a segment its name.
 terraform {
-  required_version = ">= 1.5.0" # import blocks
+  required_version = ">= 1.6.0"
 
   required_providers {
     gpufleet = {

@@ -9,7 +9,7 @@
 # The controller must know the tenant and the VPC (a fresh controller has only the "Admin"
 # tenant and the "Default" VPC); the lab creates "tenant-a".
 terraform {
-  required_version = ">= 1.8.0"
+  required_version = ">= 1.6.0"
 
   required_providers {
     gpufleet = {

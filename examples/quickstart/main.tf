@@ -5,6 +5,8 @@
 #   terraform init && terraform apply
 #   terraform output -raw dev_kubeconfig > dev.kubeconfig && kubectl --kubeconfig dev.kubeconfig get ns
 terraform {
+  required_version = ">= 1.6.0"
+
   required_providers {
     gpufleet = { source = "gpufleet/gpufleet" }
   }

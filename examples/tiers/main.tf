@@ -7,7 +7,7 @@
 #   eval "$(gpufleet-lab up)"
 #   terraform init && terraform apply
 terraform {
-  required_version = ">= 1.8.0"
+  required_version = ">= 1.6.0"
 
   required_providers {
     gpufleet = {

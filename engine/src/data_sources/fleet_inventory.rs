@@ -4,6 +4,10 @@
 //! by product; a node is held when it carries `gpufleet.dev/pool`, and free when it is also
 //! Ready and not cordoned, the same rule `gpufleet_gpu_node_pool` claims by.
 //!
+//! Where a node sits comes from the labels production fleets carry: topograph's switch block
+//! (`network.topology.nvidia.com/block`), the well-known zone, and the NVLink domain as GFD's
+//! clique (`nvidia.com/gpu.clique`) or, without one, topograph's accelerator label.
+//!
 //! Products are matched and grouped through the catalog, because GFD suffixes the label of
 //! shared nodes (`-SHARED` under time-slicing, `-MIG-<profile>` under the MIG `single`
 //! strategy). GPUs are physical GPUs ([`HostNode::physical_gpus`]), not the capacity the
@@ -15,7 +19,8 @@ use async_trait::async_trait;
 
 use crate::{
     backends::kube::{
-        GPU_PRODUCT_LABEL, NODE_ISOLATION, POOL, TENANT,
+        ACCELERATOR_LABEL, BLOCK_LABEL, CLIQUE_LABEL, GPU_PRODUCT_LABEL, NODE_ISOLATION, POOL,
+        TENANT, ZONE_LABEL,
         host::nodes::{HostNode, HostNodes},
     },
     catalog,
@@ -28,14 +33,8 @@ use crate::{
     value::{Type, Value},
 };
 
-/// The rack label the `rack` filter and attribute read.
-const RACK_LABEL: &str = "gpufleet.dev/rack";
-
 /// The data source type name.
 pub const TYPE_NAME: &str = "gpufleet_fleet_inventory";
-
-/// The NVLink domain label the lab (and fleets following its convention) set.
-const NVLINK_DOMAIN_LABEL: &str = "topology.gpufleet.dev/nvlink-domain";
 
 /// The `gpufleet_fleet_inventory` data source over a node-pool [`Backend`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,7 +45,8 @@ fn node_type() -> Type {
         ("name", Type::String),
         ("gpu_product", Type::String),
         ("gpus", Type::Number),
-        ("rack", Type::String),
+        ("block", Type::String),
+        ("zone", Type::String),
         ("nvlink_domain", Type::String),
         ("ready", Type::Bool),
         ("pool", Type::String),
@@ -71,7 +71,7 @@ fn inventory_schema() -> Schema {
     Schema::new(
         Block::new(
             "The host cluster's GPU nodes (those with the `nvidia.com/gpu.product` label of GPU \
-             feature discovery), by product and rack, with the pool and tenant holding each, \
+             feature discovery), by product, switch block and zone, with the pool and tenant holding each, \
              the free capacity per product and the fraction of GPUs held. A node is free when \
              it is Ready, not cordoned and held by no `gpufleet_gpu_node_pool`. Needs the \
              provider's `kubernetes` block.",
@@ -79,10 +79,14 @@ fn inventory_schema() -> Schema {
         .attr(Attribute::optional("gpu_product", Type::String).describe(
             "Only nodes of this product (catalog aliases work). Unknown products are an error.",
         ))
-        .attr(
-            Attribute::optional("rack", Type::String)
-                .describe("Only nodes in this rack (the `gpufleet.dev/rack` label)."),
-        )
+        .attr(Attribute::optional("block", Type::String).describe(
+            "Only nodes in this switch block (NVIDIA topograph's \
+             `network.topology.nvidia.com/block` label: the leaf switches a node hangs off, \
+             a rack or a few).",
+        ))
+        .attr(Attribute::optional("zone", Type::String).describe(
+            "Only nodes in this zone (the `topology.kubernetes.io/zone` label).",
+        ))
         .attr(Attribute::optional("holder", Type::String).describe(
             "Only nodes held by this pool (`<virtual cluster>.<pool>`, the \
              `gpufleet.dev/pool` label) or, when it has no dot, by this tenant (virtual \
@@ -91,7 +95,13 @@ fn inventory_schema() -> Schema {
         .attr(Attribute::optional("free_only", Type::Bool).describe("Only free nodes."))
         .attr(
             Attribute::computed("nodes", Type::list(node_type()))
-                .describe("The matching nodes, sorted by name."),
+                .describe(
+                    "The matching nodes, sorted by name. `block` and `zone` are the node's \
+                     topograph block and zone labels; `nvlink_domain` is GPU feature \
+                     discovery's `nvidia.com/gpu.clique`, else topograph's \
+                     `network.topology.nvidia.com/accelerator` (null on nodes with neither, \
+                     such as an HGX server whose NVLink ends at the node).",
+                ),
         )
         .attr(
             Attribute::computed("products", Type::list(product_type())).describe(
@@ -107,8 +117,10 @@ fn inventory_schema() -> Schema {
                 .describe("GPUs on matching nodes held by a pool."),
         )
         .attr(
-            Attribute::computed("held_fraction", Type::Number)
-                .describe("`held_gpus / total_gpus`, between 0 and 1 (0 when there are no GPUs)."),
+            Attribute::computed("held_fraction", Type::Number).describe(
+                "`held_gpus / total_gpus`, rounded half up to 4 decimal places, between \
+                 0 and 1 (0 when there are no GPUs).",
+            ),
         ),
     )
 }
@@ -130,8 +142,12 @@ fn node_value(n: &HostNode) -> Value {
         ("name", Value::string(n.name.clone())),
         ("gpu_product", text(product_of(n))),
         ("gpus", Value::int(n.physical_gpus().into())),
-        ("rack", text(n.label(RACK_LABEL))),
-        ("nvlink_domain", text(n.label(NVLINK_DOMAIN_LABEL))),
+        ("block", text(n.label(BLOCK_LABEL))),
+        ("zone", text(n.label(ZONE_LABEL))),
+        (
+            "nvlink_domain",
+            text(n.label(CLIQUE_LABEL).or_else(|| n.label(ACCELERATOR_LABEL))),
+        ),
         ("ready", Value::Bool(n.ready)),
         ("pool", text(n.label(POOL))),
         ("tenant", text(n.label(TENANT))),
@@ -148,16 +164,28 @@ fn held_by(n: &HostNode, holder: &str) -> bool {
     }
 }
 
+/// `held / total` rounded half up to 4 decimal places (0 when `total` is 0). Explicit about
+/// the rounding: `BigDecimal::round` follows a default that a build setting can change.
+fn held_fraction(held: i64, total: i64) -> bigdecimal::BigDecimal {
+    if total == 0 {
+        return bigdecimal::BigDecimal::from(0);
+    }
+    (bigdecimal::BigDecimal::from(held) / bigdecimal::BigDecimal::from(total))
+        .with_scale_round(4, bigdecimal::RoundingMode::HalfUp)
+}
+
 /// The data source's value for the listed `nodes` and the filters in `config`.
 pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
     let product = config.get("gpu_product").as_str().and_then(catalog::lookup);
-    let rack = config.get("rack").as_str();
+    let block = config.get("block").as_str();
+    let zone = config.get("zone").as_str();
     let holder = config.get("holder").as_str();
     let free_only = config.get("free_only").as_bool().unwrap_or(false);
     let mut picked: Vec<&HostNode> = nodes
         .iter()
         .filter(|n| product.is_none_or(|m| n.is_product(m)))
-        .filter(|n| rack.is_none_or(|r| n.label(RACK_LABEL) == Some(r)))
+        .filter(|n| block.is_none_or(|b| n.label(BLOCK_LABEL) == Some(b)))
+        .filter(|n| zone.is_none_or(|z| n.label(ZONE_LABEL) == Some(z)))
         .filter(|n| holder.is_none_or(|h| held_by(n, h)))
         .filter(|n| !free_only || is_free(n))
         .collect();
@@ -181,11 +209,7 @@ pub fn inventory(config: &Value, nodes: &[HostNode]) -> Value {
     }
     let total: i64 = per.values().map(|e| e[2]).sum();
     let held: i64 = per.values().map(|e| e[4]).sum();
-    let fraction = if total == 0 {
-        bigdecimal::BigDecimal::from(0)
-    } else {
-        (bigdecimal::BigDecimal::from(held) / bigdecimal::BigDecimal::from(total)).round(4)
-    };
+    let fraction = held_fraction(held, total);
     let mut out = config.clone();
     let set = |out: &mut Value, k: &str, v: Value| {
         if let Some(m) = out.as_object_mut() {
@@ -283,7 +307,8 @@ mod tests {
         host.claim_behind_the_back("gpu-r1-00", "team-a.infer");
         let cfg = Value::object([
             ("gpu_product", Value::Null),
-            ("rack", Value::Null),
+            ("block", Value::Null),
+            ("zone", Value::Null),
             ("holder", Value::Null),
             ("free_only", Value::Null),
         ]);
@@ -322,7 +347,8 @@ mod tests {
     fn unfiltered() -> Value {
         Value::object([
             ("gpu_product", Value::Null),
-            ("rack", Value::Null),
+            ("block", Value::Null),
+            ("zone", Value::Null),
             ("holder", Value::Null),
             ("free_only", Value::Null),
         ])
@@ -372,6 +398,95 @@ mod tests {
             [&Value::string("gpu-r1-00"), &Value::string("gpu-r1-01")]
         );
         assert_eq!(got.new_state.get("total_gpus"), &Value::int(16));
+    }
+
+    fn fraction_of(held: u32, total: u32) -> String {
+        let host = MemoryHost::with_nodes("NVIDIA-L40S", &[]);
+        host.add_node("held", "NVIDIA-L40S", "r1", held);
+        host.add_node("free", "NVIDIA-L40S", "r1", total - held);
+        host.claim_behind_the_back("held", "team-a.infer");
+        let v = inventory(&unfiltered(), &host.nodes_now());
+        v.get("held_fraction")
+            .as_number()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn held_fraction_is_held_over_total_rounded_half_up_to_four_places() {
+        assert_eq!(fraction_of(1, 3), "0.3333");
+        assert_eq!(fraction_of(2, 3), "0.6667");
+        // Exactly halfway at the fifth place: half up, as "rounded to 4 places" reads.
+        assert_eq!(fraction_of(1, 32), "0.0313");
+        assert_eq!(fraction_of(3, 32), "0.0938");
+        let empty = inventory(&unfiltered(), &[]);
+        assert_eq!(
+            empty
+                .get("held_fraction")
+                .as_number()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("0")
+        );
+    }
+
+    /// A node labelled only as production fleets label them: GFD, topograph and the zone,
+    /// none of the lab's own labels.
+    fn production_node(
+        host: &MemoryHost,
+        name: &str,
+        block: &str,
+        zone: &str,
+        clique: Option<&str>,
+    ) {
+        host.add_node(name, "NVIDIA-GB200", "unused", 4);
+        host.edit_node(name, |n| {
+            n.labels
+                .retain(|k, _| !k.starts_with("gpufleet.dev/") && k != BLOCK_LABEL);
+            n.labels.insert(BLOCK_LABEL.to_owned(), block.to_owned());
+            n.labels.insert(ZONE_LABEL.to_owned(), zone.to_owned());
+            if let Some(c) = clique {
+                n.labels.insert(CLIQUE_LABEL.to_owned(), c.to_owned());
+            }
+        });
+    }
+
+    #[test]
+    fn nodes_are_placed_by_the_labels_production_fleets_carry() {
+        let host = MemoryHost::with_nodes("NVIDIA-GB200", &[]);
+        production_node(&host, "a", "block-1", "zone-a", Some("c0ffee.1"));
+        production_node(&host, "b", "block-2", "zone-b", None);
+        host.edit_node("b", |n| {
+            n.labels
+                .insert(ACCELERATOR_LABEL.to_owned(), "nvl-7".to_owned());
+        });
+        production_node(&host, "c", "block-2", "zone-a", None);
+        let all = inventory(&unfiltered(), &host.nodes_now());
+        let nodes = all.get("nodes").as_seq().expect("nodes");
+        assert_eq!(nodes[0].get("block"), &Value::string("block-1"));
+        assert_eq!(nodes[0].get("zone"), &Value::string("zone-a"));
+        assert_eq!(nodes[0].get("nvlink_domain"), &Value::string("c0ffee.1"));
+        assert_eq!(nodes[1].get("nvlink_domain"), &Value::string("nvl-7"));
+        assert_eq!(nodes[2].get("nvlink_domain"), &Value::Null);
+        let names = |cfg: &Value| -> Vec<Value> {
+            inventory(cfg, &host.nodes_now())
+                .get("nodes")
+                .as_seq()
+                .unwrap_or_default()
+                .iter()
+                .map(|n| n.get("name").clone())
+                .collect()
+        };
+        let mut by_block = unfiltered();
+        if let Some(m) = by_block.as_object_mut() {
+            m.insert("block".into(), Value::string("block-2"));
+        }
+        assert_eq!(names(&by_block), [Value::string("b"), Value::string("c")]);
+        let mut by_zone = by_block.clone();
+        if let Some(m) = by_zone.as_object_mut() {
+            m.insert("zone".into(), Value::string("zone-a"));
+        }
+        assert_eq!(names(&by_zone), [Value::string("c")]);
     }
 
     fn set_holder(v: &mut Value, h: &str) {

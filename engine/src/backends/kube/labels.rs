@@ -53,6 +53,15 @@ pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 /// The node label GFD writes the number of physical GPUs into (MIG devices under the MIG
 /// `single` strategy).
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+/// GPU feature discovery's NVLink clique, `<cluster UUID>.<clique id>`: set on multi-node
+/// NVLink systems (GB200 NVL72 and later), whose nodes share one NVLink fabric.
+pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+/// NVIDIA topograph's NVLink (accelerated network) domain, where the provider exposes one.
+pub const ACCELERATOR_LABEL: &str = "network.topology.nvidia.com/accelerator";
+/// NVIDIA topograph's switch block: the leaf switches the node hangs off (a rack or a few).
+pub const BLOCK_LABEL: &str = "network.topology.nvidia.com/block";
+/// Kubernetes' well-known zone label.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// The node label GFD writes the time-slicing replicas per GPU into (`0` or `1` when
 /// unshared).
 pub const GPU_REPLICAS_LABEL: &str = "nvidia.com/gpu.replicas";

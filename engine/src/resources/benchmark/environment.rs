@@ -15,14 +15,7 @@ pub const DRIVER_MAJOR_LABEL: &str = "nvidia.com/cuda.driver.major";
 pub const CUDA_MAJOR_LABEL: &str = "nvidia.com/cuda.runtime.major";
 /// GFD's GPU count label.
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
-/// GFD's NVLink clique (multi-node NVLink domains, GB200 NVL72 and later).
-pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
-/// topograph's NVLink domain label, where GFD sets no clique.
-pub const ACCELERATOR_LABEL: &str = "network.topology.nvidia.com/accelerator";
-/// topograph's network block (the leaf switch group: the rack on most fabrics).
-pub const BLOCK_LABEL: &str = "network.topology.nvidia.com/block";
-/// The zone.
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+use crate::backends::kube::{ACCELERATOR_LABEL, BLOCK_LABEL, CLIQUE_LABEL, ZONE_LABEL};
 
 /// What the run recorded of one node. The first four fields are compared across the nodes
 /// of a run ([`super::schema::NODE_FIELDS`]) and hashed; the rest say where the node sits.

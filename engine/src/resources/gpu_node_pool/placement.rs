@@ -15,7 +15,9 @@
 use std::collections::BTreeMap;
 
 use super::model::Policy;
-use crate::backends::kube::host::nodes::HostNode;
+use crate::backends::kube::{
+    ACCELERATOR_LABEL, BLOCK_LABEL, CLIQUE_LABEL, ZONE_LABEL, host::nodes::HostNode,
+};
 
 /// The node labels that name a topology domain on production GPU clusters, tried in this
 /// order when `placement.topology_key` is not set; the first one every candidate node
@@ -23,12 +25,12 @@ use crate::backends::kube::host::nodes::HostNode;
 pub const AUTO_TOPOLOGY_KEYS: &[&str] = &[
     // GPU feature discovery: the NVLink domain of multi-node NVLink systems (GB200 NVL72),
     // `<cluster UUID>.<clique id>`.
-    "nvidia.com/gpu.clique",
+    CLIQUE_LABEL,
     // NVIDIA topograph: the NVLink domain, then the switch block (a rack or a few).
-    "network.topology.nvidia.com/accelerator",
-    "network.topology.nvidia.com/block",
+    ACCELERATOR_LABEL,
+    BLOCK_LABEL,
     // Kubernetes' well-known zone.
-    "topology.kubernetes.io/zone",
+    ZONE_LABEL,
 ];
 
 /// The label that names the candidate `nodes`' topology domains: `explicit` when every node

@@ -5,7 +5,8 @@
 //!
 //! - [`schema`]: the attributes; [`model`]: the virtual cluster decoded from a value;
 //!   `validate`: the plan-time checks across attributes (reserved labels, `values_override`
-//!   keys gpufleet manages); `plan`: planning; [`versions`]: the pinned vCluster release and
+//!   keys gpufleet manages); [`chart_schema`]: `values_override` against the chart's
+//!   `values.schema.json`, and the chart settings gpufleet does not render; `plan`: planning; [`versions`]: the pinned vCluster release and
 //!   its Kubernetes versions; [`quantity`]: Kubernetes quantities.
 //! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
 //!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
@@ -42,6 +43,7 @@
 //! refresh found.
 
 pub mod apply;
+pub mod chart_schema;
 pub mod expose;
 pub mod model;
 pub mod objects;

@@ -321,28 +321,8 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("values_override", Type::String).describe(
-                "YAML (or JSON, e.g. from `yamlencode` or `jsonencode`) merged into vcluster.yaml \
-                 as one more Helm value file: mappings merge key by key, anything else \
-                 replaces, and `null` removes a chart default. The host objects follow, as the \
-                 chart would render them (enabling ingress sync adds its Role rule, say). \
-                 Refused at plan time, naming the key: keys gpufleet manages from other \
-                 attributes (`controlPlane.distro`: `kubernetes_version`; `sync.fromHost.nodes` \
-                 and `sync.toHost.pods.enforceTolerations`: `isolation`; \
-                 `policies.resourceQuota`: `quota`; `policies.limitRange`: `limit_range`; \
-                 `policies.networkPolicy`: `network_isolation`; `policies.podSecurityStandard`: \
-                 `pod_security`; `controlPlane.statefulSet.persistence.volumeClaim.size` and \
-                 `storageClass`: `persistence`; `controlPlane.service.spec.type` and \
-                 `controlPlane.proxy.extraSANs`: `expose`), keys gpufleet decides itself \
-                 (`controlPlane.backingStore`, the rest of the volume claim, \
-                 `volumeClaimTemplates` and `dataVolume`, the image repository and tag, the \
-                 names of the ServiceAccounts, the Service, Role and ClusterRole switches), and \
-                 vCluster Pro or Platform \
-                 features, which open-source vCluster refuses (`privateNodes`, `sleep`, \
-                 `sync.toHost.namespaces`, custom resource sync, …). A fixed node port \
-                 (`controlPlane.service.httpsNodePort`, `kubeletNodePort`) needs `expose.type` \
-                 `NodePort` or `LoadBalancer`. An import cannot recover it.",
-            ),
+            Attribute::optional("values_override", Type::String)
+                .describe(super::chart_schema::override_description()),
         )
         .attr(
             Attribute::computed("endpoint", Type::String).describe(

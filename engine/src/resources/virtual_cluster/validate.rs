@@ -4,6 +4,7 @@
 use serde_json::Value as Json;
 
 use super::{
+    chart_schema,
     expose::{Expose, ServiceType},
     model::parse_override,
     quantity, values, versions,
@@ -171,13 +172,20 @@ const MANAGED_KEYS: &[(&str, Managed)] = &[
 ];
 
 /// The keys of `override` that reach into what gpufleet manages, as
-/// `(dotted key, who manages it)`.
-fn override_conflicts(over: &Json) -> Vec<(String, Managed)> {
+/// `(dotted key, who manages it)`. Keys under `refused` (already refused for another
+/// reason) are left out.
+fn override_conflicts(over: &Json, refused: &[&str]) -> Vec<(String, Managed)> {
     let mut leaves = Vec::new();
     collect_leaves(over, &mut Vec::new(), &mut leaves);
     let mut out = Vec::new();
     for leaf in leaves {
         let dotted = leaf.join(".");
+        if refused
+            .iter()
+            .any(|r| dotted == *r || dotted.starts_with(&format!("{r}.")))
+        {
+            continue;
+        }
         for (key, managed) in MANAGED_KEYS {
             let managed_path: Vec<&str> = key.split('.').collect();
             let n = managed_path.len().min(leaf.len());
@@ -284,7 +292,40 @@ pub(super) fn validate_virtual_cluster(config: &Value) -> Diagnostics {
         match parse_override(s) {
             Err(why) => d.error_at(path, "Invalid values_override", why),
             Ok(Some(over)) => {
-                for (key, managed) in override_conflicts(&over) {
+                for e in chart_schema::schema_errors(&over) {
+                    let at = if e.key.is_empty() {
+                        "the top level".to_owned()
+                    } else {
+                        e.key.clone()
+                    };
+                    d.error_at(
+                        path.clone(),
+                        "values_override Fails The vCluster Chart's Schema",
+                        format!(
+                            "values_override at {at}: {message}. vCluster {version}'s chart \
+                             (values.schema.json) refuses it.",
+                            message = e.message,
+                            version = versions::VCLUSTER_VERSION,
+                        ),
+                    );
+                }
+                let unrendered = chart_schema::unrendered_settings(&over);
+                for u in &unrendered {
+                    d.error_at(
+                        path.clone(),
+                        "values_override Sets What gpufleet Does Not Render",
+                        format!(
+                            "values_override sets {key}, for which the vCluster chart renders \
+                             {objects}. gpufleet does not render that, so it would not exist. \
+                             Remove {key} from values_override and manage such objects \
+                             beside the virtual cluster.",
+                            key = u.key,
+                            objects = u.objects,
+                        ),
+                    );
+                }
+                let refused: Vec<&str> = unrendered.iter().map(|u| u.key).collect();
+                for (key, managed) in override_conflicts(&over, &refused) {
                     let detail = match managed {
                         Managed::Attribute(attr) => format!(
                             "values_override sets {key}, which gpufleet manages from the \
