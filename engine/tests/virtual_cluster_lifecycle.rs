@@ -851,9 +851,12 @@ async fn pausing_deletes_the_synced_pods_once_the_control_plane_stopped() {
     assert_eq!(p.action, Action::Update);
     assert_eq!(
         tf.state.get("drift").as_seq().unwrap_or_default(),
-        [Value::string(
-            "StatefulSet team-a: pause annotations differ from the rendered ones"
-        )]
+        [
+            Value::string("StatefulSet team-a: metadata.annotations.loft.sh/paused is missing"),
+            Value::string(
+                "StatefulSet team-a: metadata.annotations.loft.sh/paused-replicas is missing"
+            ),
+        ]
     );
     tf.apply_ok(&paused).await;
     let sts = host

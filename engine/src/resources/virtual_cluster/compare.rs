@@ -223,7 +223,7 @@ mod tests {
 
     use super::*;
 
-    fn policy(ingress: Json) -> Json {
+    fn policy(ingress: &Json) -> Json {
         json!({
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn what_the_api_server_adds_is_not_drift() {
-        let want = policy(rules());
+        let want = policy(&rules());
         let mut have = want.clone();
         have["metadata"]["uid"] = json!("1234");
         have["metadata"]["managedFields"] = json!([]);
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn an_edited_rule_an_added_rule_and_a_narrowed_selector_are_drift() {
-        let want = policy(rules());
+        let want = policy(&rules());
         let mut have = want.clone();
         have["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["release"] = json!("b");
         assert_eq!(
