@@ -644,3 +644,229 @@ output "host" {
     wait_answers(&np);
     tf.destroy();
 }
+
+/// What a row of the drift table does to its object out of band.
+enum Tamper {
+    /// `kubectl delete`.
+    Delete,
+    /// `kubectl edit`: a merge patch under kubectl's field manager.
+    Edit(Value),
+}
+
+/// The API path of a host object of the drift table's tenant.
+fn object_path(kind: &str, ns: &str, name: &str) -> String {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    match kind {
+        "Namespace" => format!("/api/v1/namespaces/{name}"),
+        "ClusterRole" => format!("{rbac}/clusterroles/{name}"),
+        "ClusterRoleBinding" => format!("{rbac}/clusterrolebindings/{name}"),
+        "Role" => format!("{rbac}/namespaces/{ns}/roles/{name}"),
+        "RoleBinding" => format!("{rbac}/namespaces/{ns}/rolebindings/{name}"),
+        "NetworkPolicy" => {
+            format!("/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{name}")
+        }
+        "StatefulSet" => format!("/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"),
+        core => format!(
+            "/api/v1/namespaces/{ns}/{}s/{name}",
+            core.to_ascii_lowercase()
+        ),
+    }
+}
+
+/// An object as gpufleet renders it, without what the API server assigns anew when the
+/// object is created again (uid, timestamps, managed fields, status, a Service's cluster IP).
+fn rendered_view(o: &Value) -> Value {
+    let mut v = o.clone();
+    let meta = &o["metadata"];
+    v["metadata"] = serde_json::json!({
+        "name": meta["name"], "namespace": meta["namespace"],
+        "labels": meta["labels"], "annotations": meta["annotations"],
+    });
+    if let Some(m) = v.as_object_mut() {
+        m.remove("status");
+    }
+    if let Some(spec) = v["spec"].as_object_mut() {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    v
+}
+
+/// Every host object gpufleet renders for one tenant, deleted or edited out of band, one at
+/// a time: the plan shows it in `drift` (or in the attribute that reflects it), apply puts
+/// it back exactly as it was rendered, and the next plan is empty. One tenant for the whole
+/// table; every row is run, and the failures are reported together.
+#[test]
+fn every_rendered_object_deleted_or_edited_out_of_band_shows_in_the_plan_and_apply_restores_it() {
+    let _g = host_lock();
+    let name = "acc-vc-drift";
+    let ns = "vc-acc-vc-drift";
+    let cluster_role = format!("vc-{name}-v-{ns}");
+    let limits = r#"limit_range = { default_cpu = "1", default_memory = "1Gi" }"#;
+    let tf = Tf::new(&vc("a", name, &format!("{QUOTA_50}\n  {limits}")));
+    let _cleanup = tf.destroy_on_panic();
+    tf.apply();
+    tf.assert_plan_empty();
+
+    let vc_name = format!("vc-{name}");
+    let objects: Vec<(&str, String)> = vec![
+        ("NetworkPolicy", format!("vc-work-{name}")),
+        ("NetworkPolicy", format!("vc-cp-{name}")),
+        ("NetworkPolicy", format!("vc-kube-dns-{name}")),
+        ("NetworkPolicy", format!("vc-snapshot-{name}")),
+        ("ServiceAccount", vc_name.clone()),
+        ("ServiceAccount", format!("vc-workload-{name}")),
+        ("Role", vc_name.clone()),
+        ("RoleBinding", vc_name.clone()),
+        ("ClusterRole", cluster_role.clone()),
+        ("ClusterRoleBinding", cluster_role.clone()),
+        ("Secret", format!("vc-config-{name}")),
+        ("Service", name.to_owned()),
+        ("Service", format!("{name}-headless")),
+        ("ResourceQuota", vc_name.clone()),
+        ("LimitRange", vc_name.clone()),
+        ("StatefulSet", name.to_owned()),
+    ];
+    let read_all = || -> Vec<(String, Value)> {
+        let host = host();
+        std::iter::once(("Namespace", ns.to_owned()))
+            .chain(objects.iter().cloned())
+            .map(|(kind, n)| {
+                let o = match host.get(&object_path(kind, ns, &n)) {
+                    Ok(o) => rendered_view(&o),
+                    Err(e) if e.is_not_found() => Value::Null,
+                    Err(e) => panic!("{kind} {n}: {e}"),
+                };
+                (format!("{kind} {n}"), o)
+            })
+            .collect()
+    };
+    let rendered = read_all();
+
+    // Every object deleted, then a few edits where they matter for the tenant's isolation.
+    let mut rows: Vec<(&str, String, Tamper, String)> = objects
+        .iter()
+        .map(|(kind, n)| {
+            (
+                *kind,
+                n.clone(),
+                Tamper::Delete,
+                format!("{kind} {n}: missing"),
+            )
+        })
+        .collect();
+    let json = |v: Value| Tamper::Edit(v);
+    rows.extend([
+        (
+            "Namespace",
+            ns.to_owned(),
+            json(serde_json::json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "privileged"}}})),
+            format!("Namespace {ns}: label pod-security.kubernetes.io/enforce is"),
+        ),
+        (
+            "NetworkPolicy",
+            format!("vc-work-{name}"),
+            // One empty rule: every pod of the host may reach the tenant's pods.
+            json(serde_json::json!({"spec": {"ingress": [{}]}})),
+            format!("NetworkPolicy vc-work-{name}: spec.ingress has 1 entry, want 2"),
+        ),
+        (
+            "NetworkPolicy",
+            format!("vc-cp-{name}"),
+            // The control plane's pods no longer match: the policy isolates nothing.
+            json(serde_json::json!({"spec": {"podSelector": {"matchLabels": {"nobody": "x"}}}})),
+            format!(
+                "NetworkPolicy vc-cp-{name}: spec.podSelector.matchLabels.nobody is not in the \
+                 rendered one"
+            ),
+        ),
+        (
+            "Role",
+            vc_name.clone(),
+            json(serde_json::json!({"rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})),
+            format!("Role {vc_name}: rules has 1 entry, want"),
+        ),
+        (
+            "RoleBinding",
+            vc_name.clone(),
+            json(serde_json::json!({"subjects": [
+                {"kind": "ServiceAccount", "name": "intruder", "namespace": "default"}]})),
+            format!("RoleBinding {vc_name}: subjects[0].name is"),
+        ),
+        (
+            "ClusterRoleBinding",
+            cluster_role.clone(),
+            json(serde_json::json!({"subjects": [
+                {"kind": "ServiceAccount", "name": vc_name, "namespace": ns},
+                {"kind": "ServiceAccount", "name": "intruder", "namespace": "default"}]})),
+            format!("ClusterRoleBinding {cluster_role}: subjects has 2 entries, want 1"),
+        ),
+        (
+            "ResourceQuota",
+            vc_name.clone(),
+            json(serde_json::json!({"spec": {"hard": {"requests.nvidia.com/gpu": null}}})),
+            format!("ResourceQuota {vc_name}: spec.hard.requests.nvidia.com/gpu is missing"),
+        ),
+        (
+            "Secret",
+            format!("vc-config-{name}"),
+            json(serde_json::json!({"data": {"config.yaml": "e30K"}})),
+            format!("Secret vc-config-{name}: data.config.yaml differs from the rendered one"),
+        ),
+    ]);
+
+    let mut failures = Vec::new();
+    for (kind, n, tamper, shows) in &rows {
+        let path = object_path(kind, ns, n);
+        let what = match tamper {
+            Tamper::Delete => {
+                host().delete(&path).expect("delete");
+                format!("{kind} {n} deleted")
+            }
+            Tamper::Edit(patch) => {
+                host()
+                    .merge_patch(&format!("{path}?fieldManager=kubectl-edit"), patch)
+                    .expect("edit");
+                format!("{kind} {n} edited")
+            }
+        };
+        eprintln!("[drift] {what}");
+        let plan = tf.plan_exit();
+        if plan.status_code != 2 || !plan.contains(shows) {
+            failures.push(format!(
+                "{what}: the plan (exit {}) does not show {shows:?}:\n{}",
+                plan.status_code,
+                plan.combined()
+            ));
+        }
+        tf.apply();
+        let now = read_all();
+        let key = format!("{kind} {n}");
+        let (was, is) = (
+            rendered.iter().find(|(k, _)| *k == key),
+            now.iter().find(|(k, _)| *k == key),
+        );
+        if was != is {
+            failures.push(format!(
+                "{what}: apply did not put it back as rendered: {is:#?}, want {was:#?}"
+            ));
+        }
+        let again = tf.plan_exit();
+        if again.status_code != 0 {
+            failures.push(format!(
+                "{what}: the plan after the repair is not empty:\n{}",
+                again.combined()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n\n")
+    );
+    tf.destroy();
+}

@@ -138,6 +138,12 @@ pub trait ResourceKind: Send + Sync {
         &[]
     }
 
+    /// Sections the resource's docs page adds after its schema, as (heading, markdown),
+    /// generated from the code they describe. None by default.
+    fn docs_sections(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
     /// Upgrades state stored under an older schema version (given as JSON) to the current one.
     /// The default accepts the current version only.
     fn upgrade_state(

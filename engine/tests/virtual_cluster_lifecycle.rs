@@ -866,9 +866,12 @@ async fn pausing_deletes_the_synced_pods_once_the_control_plane_stopped() {
     assert_eq!(p.action, Action::Update);
     assert_eq!(
         tf.state.get("drift").as_seq().unwrap_or_default(),
-        [Value::string(
-            "StatefulSet team-a: pause annotations differ from the rendered ones"
-        )]
+        [
+            Value::string("StatefulSet team-a: metadata.annotations.loft.sh/paused is missing"),
+            Value::string(
+                "StatefulSet team-a: metadata.annotations.loft.sh/paused-replicas is missing"
+            ),
+        ]
     );
     tf.apply_ok(&paused).await;
     let sts = host
@@ -1142,8 +1145,19 @@ async fn drift_shows_in_the_plan_and_apply_repairs_it() {
         NS.to_owned(),
         "vc-workload-team-a".to_owned(),
     ));
+    // The policy that isolates the tenant's pods deleted; the control plane's Role granted
+    // to someone else.
+    host.lock().objects.remove(&(
+        ObjectKind::NetworkPolicy,
+        NS.to_owned(),
+        "vc-work-team-a".to_owned(),
+    ));
+    host.edit(ObjectKind::RoleBinding, NS, "vc-team-a", |rb| {
+        rb["subjects"][0]["name"] = json!("intruder");
+    });
     let p = tf.plan(&c).await;
     assert_eq!(p.action, Action::Update);
+    assert_eq!(tf.state.get("network_isolation"), &Value::Bool(false));
     assert_eq!(tf.state.get("quota").get("pods"), &Value::int(500));
     // The quota was written as 1024Mi and reads back the same amount: no drift there.
     assert_eq!(
@@ -1163,6 +1177,9 @@ async fn drift_shows_in_the_plan_and_apply_repairs_it() {
         [
             "Namespace vc-team-a: label gpufleet.dev/isolation is \"dedicated\", want \"shared\"",
             "ServiceAccount vc-workload-team-a: missing",
+            "RoleBinding vc-team-a: subjects[0].name is \"intruder\", want \"vc-team-a\"",
+            "ResourceQuota vc-team-a: spec.hard.count/pods is \"500\", want \"50\"",
+            "NetworkPolicy vc-work-team-a: missing",
         ]
     );
     tf.apply_ok(&c).await;
@@ -1173,6 +1190,15 @@ async fn drift_shows_in_the_plan_and_apply_repairs_it() {
     assert!(
         host.obj(ObjectKind::ServiceAccount, NS, "vc-workload-team-a")
             .is_some()
+    );
+    assert!(
+        host.obj(ObjectKind::NetworkPolicy, NS, "vc-work-team-a")
+            .is_some()
+    );
+    assert_eq!(
+        host.obj(ObjectKind::RoleBinding, NS, "vc-team-a")
+            .expect("rb")["subjects"][0]["name"],
+        "vc-team-a"
     );
     assert_eq!(tf.plan(&c).await.action, Action::NoOp);
 

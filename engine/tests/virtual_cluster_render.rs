@@ -5,8 +5,10 @@
 //! conformance test (`vcluster_conformance.rs`) compares all of it with the chart itself.
 
 use gpufleet_engine::{
+    backends::kube::host::ObjectKind,
     resources::virtual_cluster::{
         model::Spec,
+        objects::{HOST_OBJECTS, Names},
         render::{Rendered, render},
         values,
     },
@@ -391,4 +393,36 @@ fn expose_sets_the_service_type_and_the_certificates_extra_name() {
         plain.vcluster_yaml,
         render(&spec(&[("expose", exposed("ClusterIP", None))])).vcluster_yaml
     );
+}
+
+/// The table refresh compares and the docs list is what rendering makes: every object is
+/// either rendered or to be deleted, whatever the configuration, and nothing else is.
+#[test]
+fn the_host_objects_table_is_what_rendering_makes() {
+    for extra in [
+        vec![],
+        vec![
+            ("quota", quota()),
+            ("network_isolation", Value::Bool(false)),
+        ],
+        vec![("isolation", Value::string("private"))],
+    ] {
+        let spec = spec(&extra);
+        let names = Names::new(&spec.name, &spec.namespace);
+        let r = render(&spec);
+        let retired = names.retired();
+        let mut made: Vec<_> = r
+            .objects
+            .iter()
+            .map(|(o, _)| o.clone())
+            .chain(r.absent.iter().filter(|o| !retired.contains(o)).cloned())
+            .collect();
+        made.sort();
+        let mut table = names.all();
+        table.sort();
+        assert_eq!(made, table, "{extra:?}");
+        assert_eq!(HOST_OBJECTS[0].kind, ObjectKind::Namespace);
+        assert_eq!(HOST_OBJECTS[0].of(&names).name, spec.namespace);
+        assert_eq!(r.namespace["metadata"]["name"], spec.namespace.as_str());
+    }
 }

@@ -198,7 +198,13 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
         let name = r.type_name();
         let example = ex.required(resource_example(name))?;
         let import = ex.optional(&resource_import_example(name))?;
-        let page = pages::resource(name, &r.schema(), example.as_deref(), import.as_deref());
+        let page = pages::resource(
+            name,
+            &r.schema(),
+            example.as_deref(),
+            &r.docs_sections(),
+            import.as_deref(),
+        );
         out.insert(
             Path::new("resources").join(format!("{}.md", short_name(name))),
             page,

@@ -91,9 +91,13 @@ pub(super) fn resource(
     type_name: &str,
     schema: &Schema,
     example: Option<&str>,
+    sections: &[(&str, String)],
     import: Option<&str>,
 ) -> String {
     let mut page = kind_page(type_name, "Resource", schema, example, true);
+    for (heading, markdown) in sections {
+        page.push_str(&format!("\n## {heading}\n\n{}\n", markdown.trim_end()));
+    }
     if let Some(import) = import {
         page.push_str(&format!(
             "\n## Import\n\nImport is supported using the following syntax:\n\n```shell\n{}\n```\n",

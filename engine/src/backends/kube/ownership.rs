@@ -127,16 +127,30 @@ fn remove(object: &mut Json, parents: &[&str], key: &str) -> bool {
 /// `object`, read from its managed fields; `None` when gpufleet holds the key or nobody
 /// else owns it.
 pub fn label_kept_by<'a>(object: &'a Json, key: &str) -> Option<&'a str> {
-    if held_key(key) {
-        return None;
-    }
-    let field = format!("f:{key}");
+    kept_by(object, &format!(".metadata.labels.{key}"))
+}
+
+/// The controller (not gpufleet, not a hand edit) that keeps `field` of a live `object`
+/// (`.metadata.labels.<key>`, `.metadata.annotations.<key>` or `.spec.replicas`, as
+/// conflicts name them), read from its managed fields; `None` when gpufleet does not leave
+/// that field to others, or nobody else owns it. A refresh skips such fields, as apply does.
+pub fn kept_by<'a>(object: &'a Json, field: &str) -> Option<&'a str> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let path: Vec<String> = match shared_field(kind, field)? {
+        Shared::Label(key) => vec!["f:metadata".into(), "f:labels".into(), format!("f:{key}")],
+        Shared::Annotation(key) => vec![
+            "f:metadata".into(),
+            "f:annotations".into(),
+            format!("f:{key}"),
+        ],
+        Shared::Replicas => vec!["f:spec".into(), "f:replicas".into()],
+    };
     object["metadata"]["managedFields"]
         .as_array()?
         .iter()
         .filter(|entry| {
-            entry["fieldsV1"]["f:metadata"]["f:labels"]
-                .get(&field)
+            path.iter()
+                .try_fold(&entry["fieldsV1"], |at, step| at.get(step))
                 .is_some()
         })
         .filter_map(|entry| entry["manager"].as_str())
@@ -286,5 +300,29 @@ mod tests {
         assert_eq!(label_kept_by(&ns, "tier"), None);
         assert_eq!(label_kept_by(&ns, "owner"), None, "hand edits are drift");
         assert_eq!(label_kept_by(&ns, "gpufleet.dev/isolation"), None, "held");
+    }
+
+    #[test]
+    fn a_replica_count_or_annotation_is_kept_by_the_controller_that_owns_it() {
+        let sts = json!({"kind": "StatefulSet", "metadata": {"managedFields": [
+            {"manager": "gpufleet", "operation": "Apply",
+             "fieldsV1": {"f:spec": {"f:replicas": {}, "f:serviceName": {}}}},
+            {"manager": "autoscaler", "operation": "Update",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "argocd", "operation": "Apply",
+             "fieldsV1": {"f:metadata": {"f:annotations": {"f:note": {}, "f:loft.sh/paused": {}}},
+                          "f:spec": {"f:serviceName": {}}}}
+        ]}});
+        assert_eq!(kept_by(&sts, ".spec.replicas"), Some("autoscaler"));
+        assert_eq!(kept_by(&sts, ".metadata.annotations.note"), Some("argocd"));
+        assert_eq!(kept_by(&sts, ".metadata.annotations.loft.sh/paused"), None);
+        assert_eq!(
+            kept_by(&sts, ".spec.serviceName"),
+            None,
+            "not left to others"
+        );
+        let mut pool = sts.clone();
+        pool["kind"] = json!("NodePool");
+        assert_eq!(kept_by(&pool, ".spec.replicas"), None);
     }
 }

@@ -12,7 +12,8 @@
 //!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
 //!   rules for the Role and ClusterRole; [`objects`]: the objects and their names.
-//! - [`apply`] (create, update, delete), [`read`] (refresh, import) and [`readiness`]: the
+//! - [`apply`] (create, update, delete), [`read`] (refresh, import, with [`compare`] for
+//!   `drift`) and [`readiness`]: the
 //!   operations against the host cluster's [`HostObjects`]; [`pause`]: what `vcluster pause`
 //!   and `vcluster resume` do; [`persistence`]: the volume claim that keeps the control
 //!   plane's data; [`expose`]: how the control plane is reached from outside, and the URL its
@@ -44,6 +45,7 @@
 
 pub mod apply;
 pub mod chart_schema;
+pub mod compare;
 pub mod expose;
 pub mod model;
 pub mod objects;
@@ -139,5 +141,9 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
 
     fn identity_attributes(&self) -> &'static [&'static str] {
         &["namespace", "name"]
+    }
+
+    fn docs_sections(&self) -> Vec<(&'static str, String)> {
+        vec![("Host Objects", objects::docs_table())]
     }
 }

@@ -1,5 +1,8 @@
 //! The host objects behind a virtual cluster, and their names. Pure: the host client maps
 //! their kinds to API resources.
+//!
+//! [`HOST_OBJECTS`] is the one list of them: refresh reads each one and compares it with its
+//! rendering, apply and delete go through it, and the resource's docs print it.
 
 use crate::backends::kube::host::ObjectKind;
 
@@ -100,31 +103,199 @@ impl Names {
         }]
     }
 
-    /// Every object gpufleet may write for the virtual cluster, whether or not the current
-    /// configuration renders it, in apply order.
+    /// Every object gpufleet may write for the virtual cluster in its namespace or outside
+    /// it (the namespace itself aside), whether or not the current configuration renders it,
+    /// in apply order: the rows of [`HOST_OBJECTS`].
     pub fn all(&self) -> Vec<ObjectRef> {
-        let r = |kind, name: String| ObjectRef { kind, name };
-        let mut all = vec![
-            r(ObjectKind::ServiceAccount, self.vc()),
-            r(ObjectKind::ServiceAccount, self.workload()),
-            r(ObjectKind::Role, self.vc()),
-            r(ObjectKind::RoleBinding, self.vc()),
-            r(ObjectKind::ClusterRole, self.cluster_role()),
-            r(ObjectKind::ClusterRoleBinding, self.cluster_role()),
-            r(ObjectKind::Secret, self.config()),
-            r(ObjectKind::Service, self.name.clone()),
-            r(ObjectKind::Service, self.headless()),
-            r(ObjectKind::ResourceQuota, self.vc()),
-            r(ObjectKind::LimitRange, self.vc()),
-        ];
-        all.extend(
-            self.network_policies()
-                .into_iter()
-                .map(|n| r(ObjectKind::NetworkPolicy, n)),
-        );
-        all.push(r(ObjectKind::StatefulSet, self.name.clone()));
-        all
+        HOST_OBJECTS
+            .iter()
+            .filter(|o| o.kind != ObjectKind::Namespace)
+            .map(|o| o.of(self))
+            .collect()
     }
+}
+
+/// One host object of a virtual cluster: a row of [`HOST_OBJECTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct HostObject {
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Its name, from the virtual cluster's names.
+    pub name: fn(&Names) -> String,
+    /// Its name as the docs show it, e.g. `vc-work-<name>`.
+    pub pattern: &'static str,
+    /// When gpufleet renders it (markdown).
+    pub when: &'static str,
+    /// What it is for (markdown).
+    pub role: &'static str,
+}
+
+impl HostObject {
+    /// This object of the virtual cluster with `names`.
+    pub fn of(&self, names: &Names) -> ObjectRef {
+        ObjectRef {
+            kind: self.kind,
+            name: (self.name)(names),
+        }
+    }
+}
+
+const ALWAYS: &str = "always";
+const WITH_POLICIES: &str = "`network_isolation`";
+
+/// Every object gpufleet renders for a virtual cluster, in apply order. Refresh reads each
+/// one; a missing one, or one whose rendered fields were changed, is listed in `drift`, and
+/// the next apply writes it back.
+pub const HOST_OBJECTS: &[HostObject] = &[
+    HostObject {
+        kind: ObjectKind::Namespace,
+        name: |n| n.namespace.clone(),
+        pattern: "`namespace` (`vc-<name>`)",
+        when: ALWAYS,
+        role: "Holds the rest. Its labels carry the tier (`gpufleet.dev/isolation`), the pod \
+               security level enforced on the tenant's pods (`pod-security.kubernetes.io/enforce` \
+               and `warn`) and gpufleet's ownership.",
+    },
+    HostObject {
+        kind: ObjectKind::ServiceAccount,
+        name: Names::vc,
+        pattern: "`vc-<name>`",
+        when: ALWAYS,
+        role: "The control plane's identity on the host cluster.",
+    },
+    HostObject {
+        kind: ObjectKind::ServiceAccount,
+        name: Names::workload,
+        pattern: "`vc-workload-<name>`",
+        when: ALWAYS,
+        role: "The identity of the tenant's pods synced to the host.",
+    },
+    HostObject {
+        kind: ObjectKind::Role,
+        name: Names::vc,
+        pattern: "`vc-<name>`",
+        when: ALWAYS,
+        role: "What the control plane may do in the namespace (the chart's rules).",
+    },
+    HostObject {
+        kind: ObjectKind::RoleBinding,
+        name: Names::vc,
+        pattern: "`vc-<name>`",
+        when: ALWAYS,
+        role: "Grants the Role to ServiceAccount `vc-<name>`, and to nobody else.",
+    },
+    HostObject {
+        kind: ObjectKind::ClusterRole,
+        name: Names::cluster_role,
+        pattern: "`vc-<name>-v-<namespace>`",
+        when: "when the control plane reads cluster-scoped objects (host nodes, on every tier)",
+        role: "What the control plane may read outside its namespace.",
+    },
+    HostObject {
+        kind: ObjectKind::ClusterRoleBinding,
+        name: Names::cluster_role,
+        pattern: "`vc-<name>-v-<namespace>`",
+        when: "with the ClusterRole",
+        role: "Grants the ClusterRole to ServiceAccount `vc-<name>`, and to nobody else.",
+    },
+    HostObject {
+        kind: ObjectKind::Secret,
+        name: Names::config,
+        pattern: "`vc-config-<name>`",
+        when: ALWAYS,
+        role: "The complete vcluster.yaml the control plane runs with (`config.yaml`).",
+    },
+    HostObject {
+        kind: ObjectKind::Service,
+        name: |n| n.name.clone(),
+        pattern: "`<name>`",
+        when: ALWAYS,
+        role: "The API server's Service, of the type `expose` sets.",
+    },
+    HostObject {
+        kind: ObjectKind::Service,
+        name: Names::headless,
+        pattern: "`<name>-headless`",
+        when: ALWAYS,
+        role: "The StatefulSet's headless Service.",
+    },
+    HostObject {
+        kind: ObjectKind::ResourceQuota,
+        name: Names::vc,
+        pattern: "`vc-<name>`",
+        when: "`quota` or `limit_range`",
+        role: "Bounds what the tenant runs in the namespace.",
+    },
+    HostObject {
+        kind: ObjectKind::LimitRange,
+        name: Names::vc,
+        pattern: "`vc-<name>`",
+        when: "`quota` or `limit_range`",
+        role: "Container defaults, so pods without requests count against the quota.",
+    },
+    HostObject {
+        kind: ObjectKind::NetworkPolicy,
+        name: |n| n.network_policies()[0].clone(),
+        pattern: "`vc-work-<name>`",
+        when: WITH_POLICIES,
+        role: "Isolates the tenant's pods: reached only by each other and the control plane.",
+    },
+    HostObject {
+        kind: ObjectKind::NetworkPolicy,
+        name: |n| n.network_policies()[1].clone(),
+        pattern: "`vc-cp-<name>`",
+        when: WITH_POLICIES,
+        role: "Isolates the control plane (its API server port stays open).",
+    },
+    HostObject {
+        kind: ObjectKind::NetworkPolicy,
+        name: |n| n.network_policies()[2].clone(),
+        pattern: "`vc-kube-dns-<name>`",
+        when: "`network_isolation`, while the tenant's CoreDNS runs as its own pod (the default)",
+        role: "Isolates the tenant's CoreDNS.",
+    },
+    HostObject {
+        kind: ObjectKind::NetworkPolicy,
+        name: |n| n.network_policies()[3].clone(),
+        pattern: "`vc-snapshot-<name>`",
+        when: WITH_POLICIES,
+        role: "Isolates the control plane's snapshot pods.",
+    },
+    HostObject {
+        kind: ObjectKind::StatefulSet,
+        name: |n| n.name.clone(),
+        pattern: "`<name>`",
+        when: ALWAYS,
+        role: "The control plane, with its volume claim template `data`; scaled to zero and \
+               annotated when `paused`.",
+    },
+];
+
+/// [`HOST_OBJECTS`] as a markdown table, for the resource's docs.
+pub fn docs_table() -> String {
+    let mut s = String::from(
+        "Refresh reads every object below and compares it with what gpufleet renders for the \
+         configuration: a missing object, or one whose rendered fields were changed outside \
+         Terraform (a NetworkPolicy's rules, a RoleBinding's subjects, a namespace label, the \
+         stored vcluster.yaml, ...), is listed in `drift`, which makes the plan show a change, \
+         and the next apply writes it back as rendered. Only what gpufleet renders is compared, \
+         so fields the API server fills in are not drift; neither are a replica count, label or \
+         annotation that another controller keeps (apply leaves those to it too). An object \
+         the configuration does not render (a policy turned off) that is present is drift as \
+         well: apply deletes it.\n\n\
+         | Kind | Name | Rendered | Purpose |\n\
+         |------|------|----------|---------|\n",
+    );
+    for o in HOST_OBJECTS {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            o.kind.kind(),
+            o.pattern,
+            o.when,
+            o.role
+        ));
+    }
+    s
 }
 
 #[cfg(test)]

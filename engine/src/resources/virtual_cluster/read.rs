@@ -2,8 +2,10 @@
 //!
 //! Refresh observes the host objects of a virtual cluster, reflects what the user can see in
 //! the attributes (quota, limit range, network isolation, paused, the volume claim), and lists
-//! every other difference from the rendered objects in `drift`, so the next plan shows it and
-//! the next apply repairs it. A missing (or terminating) namespace means the virtual cluster is
+//! in `drift` every difference from the rendered objects: each object of
+//! [`HOST_OBJECTS`](super::objects::HOST_OBJECTS) that is missing, or whose rendered fields
+//! were changed ([`compare`]), the reflected ones included, so the next plan shows it and the
+//! next apply repairs it. A missing (or terminating) namespace means the virtual cluster is
 //! gone once its cluster-scoped objects are gone too; a terminating one, or one whose
 //! cluster-scoped objects remain, reads as half deleted, so that destroy finishes the delete
 //! and apply puts the virtual cluster back. Import starts from a skeleton holding only the
@@ -23,13 +25,13 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME,
+    DEFAULT_TIMEOUTS, TYPE_NAME, compare,
     expose::Expose,
     model::{ACCESS, Address, Spec, access_values, default_namespace},
     objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
-    render::{self, CONFIG_DIGEST, CONFIG_KEY, POD_SECURITY_ENFORCE},
+    render::{self, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{self as attrs, ISOLATIONS, POD_SECURITY_LEVELS},
     versions::{self, VCLUSTER_VERSION},
 };
@@ -37,8 +39,7 @@ use crate::{
     backends::kube::host::{HostObjects, ObjectKind},
     backends::kube::json::{labels_of, str_at},
     backends::kube::{
-        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, ownership,
-        reserved_label,
+        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, reserved_label,
     },
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -206,101 +207,62 @@ fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
     ])
 }
 
-/// Differences between the observed objects and `rendered`, one sentence each.
+/// Differences between the observed objects and `rendered`, one sentence each: every object
+/// of [`HOST_OBJECTS`](super::objects::HOST_OBJECTS) that is rendered, missing or compared
+/// field by field ([`compare`]), and every one present that the configuration does not have.
 fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec<String> {
     let mut out = Vec::new();
-    let compare_labels = |out: &mut Vec<String>, what: &str, o: &Json, want: &Json| {
-        let have = labels_of(o);
-        for (k, v) in labels_of(want) {
-            match have.get(&k) {
-                Some(h) if *h == v => {}
-                // Another controller keeps it; apply leaves it too, so it is not drift.
-                Some(_) if ownership::label_kept_by(o, &k).is_some() => {}
-                Some(h) => out.push(format!("{what}: label {k} is {h:?}, want {v:?}")),
-                None => out.push(format!("{what}: label {k} is missing")),
-            }
-        }
+    let compare = |out: &mut Vec<String>, what: String, have: &Json, want: &Json, kind| {
+        out.extend(
+            compare::differences(kind, have, want)
+                .into_iter()
+                .map(|d| format!("{what}: {d}")),
+        );
     };
     if let Some(ns) = &observed.namespace {
         let name = str_at(ns, "/metadata/name").unwrap_or_default();
-        compare_labels(
+        compare(
             &mut out,
-            &format!("Namespace {name}"),
+            format!("Namespace {name}"),
             ns,
             &rendered.namespace,
+            ObjectKind::Namespace,
         );
     }
-    let reflected = [
-        ObjectKind::ResourceQuota,
-        ObjectKind::LimitRange,
-        ObjectKind::NetworkPolicy,
-    ];
     for (r, want) in &rendered.objects {
         match observed.objects.get(r) {
-            None if reflected.contains(&r.kind) => {}
             None => out.push(format!("{r}: missing")),
-            Some(o) => compare_labels(&mut out, &r.to_string(), o, want),
+            Some(have) => compare(&mut out, r.to_string(), have, want, r.kind),
         }
     }
-    let mut diffs = Vec::new();
-    if let Some((text, _)) = stored_config(observed, names)
-        && text != rendered.vcluster_yaml
-    {
-        diffs.push(format!(
-            "Secret {}: vcluster.yaml differs from the rendered configuration",
-            names.config()
-        ));
+    for r in &rendered.absent {
+        if observed.objects.contains_key(r) {
+            out.push(format!(
+                "{r}: present, but not in the configuration (apply deletes it)"
+            ));
+        }
     }
     let sts_ref = ObjectRef {
         kind: ObjectKind::StatefulSet,
         name: names.name.clone(),
     };
     if let (Some(have), Some(want)) = (observed.objects.get(&sts_ref), rendered.object(&sts_ref)) {
-        let ptr = format!(
-            "/spec/template/metadata/annotations/{}",
-            CONFIG_DIGEST.replace('/', "~1")
-        );
-        for (p, what) in [
-            (ptr.as_str(), "pod template"),
-            ("/spec/selector", "selector"),
-            ("/spec/serviceName", "service name"),
-        ] {
-            if have.pointer(p) != want.pointer(p) {
-                diffs.push(format!(
-                    "StatefulSet {}: {what} differs from the rendered one",
-                    names.name
-                ));
-            }
-        }
-        // Not the date: it records when the pause happened, which no rendering knows.
+        // Pause marks the rendering lacks (the vCluster CLI's) are drift too: apply removes
+        // them. Not the date: it records when the pause happened, which no rendering knows.
         let annotation = |o: &Json, k: &str| {
             o.pointer(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
                 .cloned()
         };
         if [pause::PAUSED, pause::PAUSED_REPLICAS]
             .iter()
-            .any(|k| annotation(have, k) != annotation(want, k))
+            .any(|k| annotation(have, k).is_some() && annotation(want, k).is_none())
         {
-            diffs.push(format!(
+            out.push(format!(
                 "StatefulSet {}: pause annotations differ from the rendered ones",
                 names.name
             ));
         }
     }
-    for svc in [names.name.clone(), names.headless()] {
-        let r = ObjectRef {
-            kind: ObjectKind::Service,
-            name: svc.clone(),
-        };
-        if let (Some(have), Some(want)) = (observed.objects.get(&r), rendered.object(&r))
-            && have.pointer("/spec/selector") != want.pointer("/spec/selector")
-        {
-            diffs.push(format!(
-                "Service {svc}: selector differs from the rendered one"
-            ));
-        }
-    }
-    out.extend(diffs);
     out
 }
 
@@ -428,14 +390,15 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             prior.get("limit_range"),
         ),
     );
-    // The control plane's policy is there whenever the chart's policies are.
-    let [_, control_plane_policy, ..] = names.network_policies();
+    // Isolated when both the tenant's pods and the control plane are: with either policy
+    // gone, the tenant is not, whatever else is left.
+    let [workloads_policy, control_plane_policy, ..] = names.network_policies();
     s.set_attr(
         "network_isolation",
         Value::Bool(
-            observed
-                .get(ObjectKind::NetworkPolicy, &control_plane_policy)
-                .is_some(),
+            [workloads_policy, control_plane_policy]
+                .iter()
+                .all(|p| observed.get(ObjectKind::NetworkPolicy, p).is_some()),
         ),
     );
     let sts = observed.get(ObjectKind::StatefulSet, &names.name);

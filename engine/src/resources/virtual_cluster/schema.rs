@@ -379,8 +379,10 @@ pub fn resource_schema() -> Schema {
         .attr(
             Attribute::computed("drift", Type::list(Type::String)).describe(
                 "Differences found on refresh between the host objects and what gpufleet renders \
-             (a missing object, a label edited outside Terraform, …); the next apply repairs \
-             them, so it is empty after every apply.",
+             (a missing object such as a deleted NetworkPolicy, a RoleBinding's subjects or a \
+             label edited outside Terraform, …; every object compared is listed under Host \
+             Objects in the resource's docs). A non-empty list makes the plan show a change; \
+             the next apply repairs them, so it is empty after every apply.",
             ),
         )
         .block(timeouts::block(
