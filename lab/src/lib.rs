@@ -54,6 +54,7 @@ pub mod process;
 pub mod rest;
 pub mod settings;
 pub mod status;
+pub mod tenant_forward;
 pub mod vcluster;
 
 use std::path::{Path, PathBuf};
