@@ -88,7 +88,12 @@ fn forwarded(dir: &Path, kubeconfig: &str, name: &str) -> (KubeRest, TenantForwa
         Duration::from_secs(300),
     )
     .expect("port-forward to the control plane");
-    let port = forward.server().rsplit(':').next().unwrap_or_default().to_owned();
+    let port = forward
+        .server()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let path = dir.join(format!("{name}-{port}.kubeconfig"));
     let text = forward.kubeconfig(kubeconfig).expect("a kubeconfig");
     std::fs::write(&path, text).expect("write");
@@ -173,9 +178,7 @@ fn life_cycle_replace_import_drift_and_clean_destroy() {
     assert_eq!(st["status"], "Running", "{st:#}");
     assert_eq!(st["id"], format!("{ns}/{name}"));
     assert!(
-        st["endpoint"]
-            .as_str()
-            .is_some_and(|e| e.starts_with("https://127.0.0.1:")),
+        st["endpoint"].as_str() == Some(format!("https://{name}.{ns}.svc:443").as_str()),
         "{st:#}"
     );
 
