@@ -12,7 +12,7 @@ use std::{
 };
 
 use gpufleet_acceptance::{Session, module_source};
-use gpufleet_lab::{Lab, rest::KubeRest};
+use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
 use serde_json::{Value, json};
 
 fn host() -> KubeRest {
@@ -112,7 +112,19 @@ fn a_tenant_pod_runs_on_its_own_nodes(s: &Session, name: &str, namespace: &str, 
     let vc = s.resource("module.tenant.gpufleet_virtual_cluster.this");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tenant.kubeconfig");
-    std::fs::write(&path, vc["kubeconfig"].as_str().expect("a kubeconfig")).expect("write");
+    // A ClusterIP-only tenant, reached as from outside the host cluster: a port-forward
+    // through the host API server.
+    let forward = TenantForward::open(
+        Lab::shared().kube_config(),
+        namespace,
+        name,
+        std::time::Duration::from_secs(300),
+    )
+    .expect("port-forward to the control plane");
+    let text = forward
+        .kubeconfig(vc["kubeconfig"].as_str().expect("a kubeconfig"))
+        .expect("a kubeconfig");
+    std::fs::write(&path, text).expect("write");
     let tenant = KubeRest::from_kubeconfig(&path).expect("tenant client");
     let own = names(
         &host()

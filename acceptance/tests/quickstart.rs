@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gpufleet_acceptance::{Session, workspace_root};
-use gpufleet_lab::{Lab, rest::KubeRest};
+use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
 use serde_json::{Value, json};
 
 /// Labels, taints and cordon of every node, by name.
@@ -51,10 +51,26 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn kubeconfig(dir: &Path, s: &Session, output: &str) -> KubeRest {
+/// Virtual cluster `name` (in `vc-<name>`), reached as a user outside the host cluster
+/// reaches a ClusterIP-only one: a port-forward through the host API server, with the
+/// kubeconfig Terraform gave pointed at its local end.
+fn kubeconfig(dir: &Path, s: &Session, output: &str, name: &str) -> (KubeRest, TenantForward) {
+    let forward = TenantForward::open(
+        Lab::shared().kube_config(),
+        &format!("vc-{name}"),
+        name,
+        Duration::from_secs(300),
+    )
+    .expect("port-forward to the control plane");
     let path = dir.join(output);
-    std::fs::write(&path, s.output_raw(output)).expect("write kubeconfig");
-    KubeRest::from_kubeconfig(&path).expect("tenant client")
+    let text = forward
+        .kubeconfig(&s.output_raw(output))
+        .expect("a kubeconfig");
+    std::fs::write(&path, text).expect("write kubeconfig");
+    (
+        KubeRest::from_kubeconfig(&path).expect("tenant client"),
+        forward,
+    )
 }
 
 #[test]
@@ -103,8 +119,8 @@ fn quickstart_gives_two_isolated_tenants_and_cleans_up() {
     }
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let prod = kubeconfig(dir.path(), &s, "prod_kubeconfig");
-    let dev = kubeconfig(dir.path(), &s, "dev_kubeconfig");
+    let (prod, _prod_forward) = kubeconfig(dir.path(), &s, "prod_kubeconfig", "prod");
+    let (dev, _dev_forward) = kubeconfig(dir.path(), &s, "dev_kubeconfig", "dev");
 
     // The dedicated tenant's API lists exactly its pool's nodes, nothing else of the host.
     let seen: Vec<String> = wait_for("prod's nodes to sync", || {

@@ -16,7 +16,7 @@ use std::{
 };
 
 use gpufleet_acceptance::{Output, Session, terraform_launcher};
-use gpufleet_lab::{Lab, rest::KubeRest};
+use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
 use serde_json::Value;
 
 const HEADER: &str = r#"
@@ -71,9 +71,33 @@ fn host() -> KubeRest {
     KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client")
 }
 
-/// A virtual cluster, through the kubeconfig Terraform gave for it.
+/// A virtual cluster, through the kubeconfig Terraform gave for it (for addresses reachable
+/// from outside the host cluster: node ports, load balancers).
 fn tenant(kubeconfig: &Path) -> KubeRest {
     KubeRest::from_kubeconfig(kubeconfig).expect("tenant client")
+}
+
+/// Virtual cluster `name` (in `vc-<name>`) exposed by a ClusterIP Service only, reached as a
+/// user outside the host cluster reaches it: a port-forward through the host API server, and
+/// the kubeconfig Terraform gave pointed at its local end.
+fn forwarded(dir: &Path, kubeconfig: &str, name: &str) -> (KubeRest, TenantForward) {
+    let forward = TenantForward::open(
+        Lab::shared().kube_config(),
+        &format!("vc-{name}"),
+        name,
+        Duration::from_secs(300),
+    )
+    .expect("port-forward to the control plane");
+    let port = forward
+        .server()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let path = dir.join(format!("{name}-{port}.kubeconfig"));
+    let text = forward.kubeconfig(kubeconfig).expect("a kubeconfig");
+    std::fs::write(&path, text).expect("write");
+    (tenant(&path), forward)
 }
 
 /// The labels of namespace `ns`.
@@ -154,9 +178,7 @@ fn life_cycle_replace_import_drift_and_clean_destroy() {
     assert_eq!(st["status"], "Running", "{st:#}");
     assert_eq!(st["id"], format!("{ns}/{name}"));
     assert!(
-        st["endpoint"]
-            .as_str()
-            .is_some_and(|e| e.starts_with("https://127.0.0.1:")),
+        st["endpoint"].as_str() == Some(format!("https://{name}.{ns}.svc:443").as_str()),
         "{st:#}"
     );
 
@@ -329,11 +351,9 @@ fn tenants_reach_only_their_own_api_server() {
     tf.apply();
     tf.assert_plan_empty();
     let dir = tempfile::tempdir().expect("tempdir");
-    let a = dir.path().join("a.kubeconfig");
-    let b = dir.path().join("b.kubeconfig");
-    std::fs::write(&a, tf.output_raw("a_kubeconfig")).expect("write");
-    std::fs::write(&b, tf.output_raw("b_kubeconfig")).expect("write");
-    let (a, b) = (tenant(&a), tenant(&b));
+    let (a_text, b_text) = (tf.output_raw("a_kubeconfig"), tf.output_raw("b_kubeconfig"));
+    let (a, a_forward) = forwarded(dir.path(), &a_text, "acc-vc-ta");
+    let (b, b_forward) = forwarded(dir.path(), &b_text, "acc-vc-tb");
     let cm = serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -353,8 +373,8 @@ fn tenants_reach_only_their_own_api_server() {
     assert!(host_ns.is_not_found(), "{host_ns}");
     // A's credentials, shown to B's API server (trusting B's CA), are refused: each
     // virtual cluster has its own client CA.
-    let a_text = tf.output_raw("a_kubeconfig");
-    let b_text = tf.output_raw("b_kubeconfig");
+    let a_text = a_forward.kubeconfig(&a_text).expect("kubeconfig");
+    let b_text = b_forward.kubeconfig(&b_text).expect("kubeconfig");
     let line = |text: &str, key: &str| -> String {
         text.lines()
             .find(|l| l.trim_start().starts_with(key))
@@ -362,10 +382,10 @@ fn tenants_reach_only_their_own_api_server() {
             .to_owned()
     };
     let crossed = a_text
-        .replace(&line(&a_text, "server:"), &line(&b_text, "server:"))
+        .replace(&line(&a_text, "\"server\":"), &line(&b_text, "\"server\":"))
         .replace(
-            &line(&a_text, "certificate-authority-data:"),
-            &line(&b_text, "certificate-authority-data:"),
+            &line(&a_text, "\"certificate-authority-data\":"),
+            &line(&b_text, "\"certificate-authority-data\":"),
         );
     let crossed_path = dir.path().join("a-at-b.kubeconfig");
     std::fs::write(&crossed_path, crossed).expect("write");
@@ -466,9 +486,7 @@ fn bad_input_fails_at_plan_on_the_attribute() {
 
 /// Waits until the tenant behind `kubeconfig` serves ConfigMap `keep` with `owner`.
 fn wait_kept(tf: &Tf, dir: &Path, step: &str) {
-    let path = dir.join(format!("{step}.kubeconfig"));
-    std::fs::write(&path, tf.output_raw("a_kubeconfig")).expect("write");
-    let tenant = tenant(&path);
+    let (tenant, _forward) = forwarded(dir, &tf.output_raw("a_kubeconfig"), "acc-vc-data");
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         match tenant.get("/api/v1/namespaces/default/configmaps/keep") {
@@ -499,9 +517,8 @@ fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_resta
         "{ca}"
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("first.kubeconfig");
-    std::fs::write(&path, tf.output_raw("a_kubeconfig")).expect("write");
-    tenant(&path)
+    let (first, _forward) = forwarded(dir.path(), &tf.output_raw("a_kubeconfig"), name);
+    first
         .create(
             "/api/v1/namespaces/default/configmaps",
             &serde_json::json!({

@@ -800,7 +800,7 @@ async fn sleep_plans_with_a_warning_and_private_without_one() {
     let warnings: Vec<_> = p
         .diagnostics
         .iter()
-        .filter(|d| d.severity == Severity::Warning)
+        .filter(|d| d.severity == Severity::Warning && d.summary != IN_CLUSTER_ONLY)
         .collect();
     assert_eq!(warnings.len(), 1, "{}", show(&p.diagnostics));
     assert_eq!(warnings[0].summary, "Sleep Needs vCluster Platform");
@@ -813,8 +813,76 @@ async fn sleep_plans_with_a_warning_and_private_without_one() {
         &kind(),
         &Context::default(),
         &Value::Null,
-        &vc(&[("isolation", Value::string("private"))]),
+        &vc(&[
+            ("isolation", Value::string("private")),
+            ("expose", expose("ClusterIP", Some("vc.example.com"))),
+        ]),
     )
     .await;
     assert!(p.diagnostics.is_empty(), "{}", show(&p.diagnostics));
+}
+
+const IN_CLUSTER_ONLY: &str = "API Server Reachable Inside The Host Cluster Only";
+
+fn in_cluster_warnings(d: &gpufleet_engine::diag::Diagnostics) -> Vec<String> {
+    d.iter()
+        .filter(|d| d.severity == Severity::Warning && d.summary == IN_CLUSTER_ONLY)
+        .map(|d| {
+            assert_eq!(
+                d.path,
+                Some(AttrPath(vec![PathStep::Attr("expose".into())]))
+            );
+            d.detail.clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_address_only_the_host_cluster_reaches_is_planned_with_a_warning() {
+    // Created with the default expose: the outputs will name the Service's DNS name.
+    let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&[])).await;
+    let warned = in_cluster_warnings(&p.diagnostics);
+    assert_eq!(warned.len(), 1, "{}", show(&p.diagnostics));
+    assert!(
+        warned[0].contains("https://team-a.vc-team-a.svc:443")
+            && warned[0].contains("gpufleet_virtual_cluster_connection"),
+        "{}",
+        warned[0]
+    );
+    // Reachable from outside: no warning.
+    for reachable in [
+        expose("ClusterIP", Some("vc.example.com")),
+        expose("NodePort", None),
+        expose("LoadBalancer", None),
+    ] {
+        let p = plan(
+            &kind(),
+            &Context::default(),
+            &Value::Null,
+            &vc(&[("expose", reachable.clone())]),
+        )
+        .await;
+        assert!(
+            in_cluster_warnings(&p.diagnostics).is_empty(),
+            "{reachable:?}: {}",
+            show(&p.diagnostics)
+        );
+    }
+    // Said once, not on every later plan that leaves expose alone...
+    let prior = created(&[]).await;
+    let p = plan(&kind(), &Context::default(), &prior, &vc(&[])).await;
+    assert!(
+        in_cluster_warnings(&p.diagnostics).is_empty(),
+        "{}",
+        show(&p.diagnostics)
+    );
+    // ...but again when expose goes back to the Service alone.
+    let outside = created(&[("expose", expose("NodePort", None))]).await;
+    let p = plan(&kind(), &Context::default(), &outside, &vc(&[])).await;
+    assert_eq!(
+        in_cluster_warnings(&p.diagnostics).len(),
+        1,
+        "{}",
+        show(&p.diagnostics)
+    );
 }

@@ -1,6 +1,7 @@
 // Command gpufleet-kube is ONE multi-call binary holding every Kubernetes
 // control-plane component the gpufleet lab needs: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and the kwok controller.
+// kube-controller-manager, kube-scheduler and the kwok controller, plus kubectl
+// for tests that use the cluster as a user would.
 //
 // Why one binary: the lab may not download anything from dl.k8s.io or GitHub
 // releases, so everything is built from the Go module proxy. Linking all
@@ -34,6 +35,7 @@ var components = map[string]component{
 	"kube-apiserver":          {"Kubernetes API server", runKubeAPIServer},
 	"kube-controller-manager": {"Kubernetes controller manager", runKubeControllerManager},
 	"kube-scheduler":          {"Kubernetes scheduler", runKubeScheduler},
+	"kubectl":                 {"kubectl, the Kubernetes command-line client", runKubectl},
 	"kwok":                    {"kwok controller: simulates nodes and pods (sigs.k8s.io/kwok)", runKwok},
 }
 

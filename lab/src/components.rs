@@ -339,6 +339,10 @@ impl Component {
                     "--config={}",
                     p(&paths.root().join("benchmarks").join("kwok-logs.yaml"))
                 ),
+                // Port forwarding to vCluster pods: the vCluster kubelet declares, per pod,
+                // where its port 8443 leads in a PortForward object (CRD installed by the
+                // lab; kwok's watch picks it up once it exists).
+                "--enable-crds=PortForward".into(),
                 // At INFO kwok logs every lease renewal: ~2 KB/s for 72 nodes, ~30 KB/s
                 // for 1,000. Warnings and errors are what a lab's log is read for.
                 "--v=WARN".into(),

@@ -5,6 +5,8 @@
 //! status reports the operator's namespace, and that namespace, `gpu-operator` (time-slicing
 //! pools write the device plugin's config there and point the ClusterPolicy at it). Neither
 //! Karpenter nor the GPU Operator runs: their objects are stored and validated, not acted on.
+//! Also kwok's own `PortForward` CRD, which kwok (the fake nodes' kubelet) reads to serve
+//! `pods/portforward`.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,11 @@ pub const NODEPOOL_CRD_JSON: &str = include_str!("../kube/crds/karpenter.sh_node
 pub const CLUSTER_POLICY_CRD_JSON: &str =
     include_str!("../kube/crds/nvidia.com_clusterpolicies.json");
 
+/// kwok's `PortForward` CRD (kwok v0.8.0, `kustomize/crd/bases`), which kwok watches to
+/// serve `pods/portforward` (see [`crate::vcluster::port_forward`]).
+pub const KWOK_PORT_FORWARD_CRD_JSON: &str =
+    include_str!("../kube/crds/kwok.x-k8s.io_portforwards.json");
+
 /// The namespace of the GPU Operator.
 pub const GPU_OPERATOR_NAMESPACE: &str = "gpu-operator";
 
@@ -40,6 +47,7 @@ pub const CLUSTER_POLICY: &str = "cluster-policy";
 const CRDS: &[(&str, &str)] = &[
     ("nodepools.karpenter.sh", NODEPOOL_CRD_JSON),
     ("clusterpolicies.nvidia.com", CLUSTER_POLICY_CRD_JSON),
+    ("portforwards.kwok.x-k8s.io", KWOK_PORT_FORWARD_CRD_JSON),
 ];
 
 fn api_err(what: &str) -> impl FnOnce(kube::Error) -> LabError + '_ {

@@ -56,6 +56,7 @@ pub mod rest;
 pub mod service_accounts;
 pub mod settings;
 pub mod status;
+pub mod tenant_forward;
 pub mod vcluster;
 
 use std::path::{Path, PathBuf};
@@ -580,6 +581,38 @@ impl Lab {
     #[must_use]
     pub fn kubeconfig_path(&self) -> PathBuf {
         self.paths.kubeconfig()
+    }
+
+    /// `kubectl` of the same Kubernetes release as the lab's control plane: a link named
+    /// `kubectl` (in `<lab>/bin/`) to the multi-call `gpufleet-kube` the lab runs, which
+    /// acts as kubectl when called by that name. Give it `--kubeconfig`.
+    ///
+    /// # Errors
+    /// When the lab's state names no binary, or the link cannot be made.
+    pub fn kubectl(&self) -> Result<PathBuf, LabError> {
+        let state = LabState::load(&self.paths).ok_or_else(|| LabError::StateDir {
+            path: self.paths.root().to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the lab's state names no gpufleet-kube",
+            ),
+        })?;
+        let dir = self.paths.root().join("bin");
+        let link = dir.join("kubectl");
+        let io = |source| LabError::StateDir {
+            path: link.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        if std::fs::read_link(&link).ok().as_deref() != Some(state.kube_bin.as_path()) {
+            // A fresh link under a temporary name, renamed over the old one: tests of
+            // several binaries may ask at once.
+            let tmp = dir.join(format!(".kubectl.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&state.kube_bin, &tmp).map_err(io)?;
+            std::fs::rename(&tmp, &link).map_err(io)?;
+        }
+        Ok(link)
     }
 
     /// The fleet the lab runs.

@@ -1,16 +1,18 @@
 //! The lab runs vCluster's real syncer for the objects gpufleet renders: a virtual cluster
 //! rendered by the engine and applied to the lab's host becomes a pod that the lab's
-//! vcluster-kubelet runs, whose syncer writes Secret `vc-<name>` with a kubeconfig that
-//! works from this machine, reports Ready, survives a crash of its process (restarted, same
-//! data), is stopped and cleaned up when its pod goes, and fails as an image pull would
-//! when it asks for a vCluster release the lab does not have.
+//! vcluster-kubelet runs, whose syncer writes Secret `vc-<name>` with a kubeconfig naming
+//! the server gpufleet rendered (the Service's cluster DNS name, not rewritten by the lab),
+//! is reached from this machine as from outside a real cluster (a port-forward through the
+//! host API server), reports Ready, survives a crash of its process (restarted, same data),
+//! is stopped and cleaned up when its pod goes, and fails as an image pull would when it
+//! asks for a vCluster release the lab does not have.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gpufleet_engine::backends::kube::DynamicClient;
-use gpufleet_engine::backends::kube::host::ObjectKind;
+use gpufleet_engine::backends::kube::host::{KubeHost, ObjectKind};
+use gpufleet_engine::backends::kube::{DynamicClient, TenantTunnel, open_tenant_tunnel};
 use gpufleet_engine::resources::virtual_cluster::model::Spec;
 use gpufleet_engine::resources::virtual_cluster::render::render;
 use gpufleet_engine::value::Value;
@@ -126,17 +128,27 @@ async fn wait_kubeconfig_secret(host: &Client, ns: &str, name: &str) -> Secret {
     .await
 }
 
-/// A client of the virtual cluster from the Secret's kubeconfig.
-async fn virtual_client(secret: &Secret) -> Client {
-    let data = secret.data.clone().expect("secret data");
-    let text = String::from_utf8(data["config"].0.clone()).expect("kubeconfig is text");
-    let kc = Kubeconfig::from_yaml(&text).expect("kubeconfig parses");
+/// A client of the virtual cluster as a user outside the host cluster has one: through a
+/// tunnel over the host API server's `pods/portforward`, with a token.
+async fn virtual_client(host: &Client, ns: &str, name: &str) -> (Client, TenantTunnel) {
+    let tunnel = wait_for("a tunnel to the virtual API server", || async {
+        open_tenant_tunnel(
+            &KubeHost::new(host.clone()),
+            ns,
+            name,
+            Duration::from_secs(600),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    })
+    .await;
+    let kc = Kubeconfig::from_yaml(&tunnel.access().kubeconfig).expect("kubeconfig parses");
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("kubeconfig is usable");
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(10));
-    Client::try_from(config).expect("client")
+    (Client::try_from(config).expect("client"), tunnel)
 }
 
 fn pod_dir(uid: &str) -> PathBuf {
@@ -156,7 +168,7 @@ async fn the_real_syncer_serves_restarts_and_goes_with_its_pod() {
     let name = unique("vck");
     let ns = apply_virtual_cluster(&host, &name, &[]).await;
 
-    // vCluster's own Secret: its kubeconfig names the port the lab forwards, and works.
+    // vCluster's own Secret: its kubeconfig names the in-cluster address gpufleet rendered.
     let secret = wait_kubeconfig_secret(&host, &ns, &name).await;
     let data = secret.data.clone().expect("data");
     for key in [
@@ -169,10 +181,10 @@ async fn the_real_syncer_serves_restarts_and_goes_with_its_pod() {
     }
     let kubeconfig = String::from_utf8(data["config"].0.clone()).expect("text");
     assert!(
-        kubeconfig.contains("server: https://127.0.0.1:"),
+        kubeconfig.contains(&format!("server: https://{name}.{ns}.svc:443")),
         "{kubeconfig}"
     );
-    let vc = virtual_client(&secret).await;
+    let (vc, _tunnel) = virtual_client(&host, &ns, &name).await;
     let maps: Api<ConfigMap> = Api::namespaced(vc.clone(), "default");
     let created = wait_for("the virtual API to take a ConfigMap", || async {
         let cm: ConfigMap = serde_json::from_value(json!({
@@ -329,5 +341,98 @@ async fn another_vcluster_release_fails_as_an_image_pull_would() {
         )
         .await
         .expect("scale down");
+    delete_namespace(&host, &ns).await;
+}
+
+/// Waits until the control-plane pod of `name` is Ready.
+async fn wait_ready(host: &Client, ns: &str, name: &str) -> Pod {
+    wait_for("the pod to be Ready", || async {
+        let p = pod_of(host, ns, name).await?;
+        if ready(&p) {
+            Ok(p)
+        } else {
+            Err("not ready".into())
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_is_reached_through_the_host_api_servers_port_forward_with_a_token() {
+    let lab = Lab::shared();
+    let host = lab.client();
+    let name = unique("vct");
+    let ns = apply_virtual_cluster(&host, &name, &[]).await;
+    wait_ready(&host, &ns, &name).await;
+    let asked_at = SystemTime::now();
+    let (vc, tunnel) = virtual_client(&host, &ns, &name).await;
+    let access = tunnel.access();
+
+    // A local end, verified against the virtual cluster's CA, with a token of the
+    // ServiceAccount gpufleet keeps in it, valid for what was asked.
+    assert!(
+        access.host.starts_with("https://127.0.0.1:"),
+        "{}",
+        access.host
+    );
+    assert!(access.cluster_ca_certificate.contains("BEGIN CERTIFICATE"));
+    let lifetime = access
+        .expires_at
+        .duration_since(asked_at)
+        .expect("expires after it was asked for");
+    assert!(
+        lifetime > Duration::from_secs(500) && lifetime <= Duration::from_secs(700),
+        "{lifetime:?}"
+    );
+    assert!(!access.kubeconfig.contains("client-key"));
+    let namespaces = Api::<Namespace>::all(vc.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list namespaces with the token");
+    let names: Vec<_> = namespaces
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    assert!(names.iter().any(|n| n == "kube-system"), "{names:?}");
+    // The tenant's namespaces, not the host's.
+    assert!(!names.contains(&ns), "{names:?}");
+
+    // kubectl of the lab's Kubernetes release, with the same kubeconfig.
+    let kubectl = lab.kubectl().expect("kubectl");
+    let file = std::env::temp_dir().join(format!("{name}.kubeconfig"));
+    std::fs::write(&file, &access.kubeconfig).expect("write the kubeconfig");
+    let out = tokio::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&file)
+        .args(["get", "namespaces", "-o", "name"])
+        .output()
+        .await
+        .expect("run kubectl");
+    let _ = std::fs::remove_file(&file);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("namespace/kube-system"),
+        "kubectl: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A second tunnel finds the ServiceAccount in place and works as well.
+    let (again, _second) = virtual_client(&host, &ns, &name).await;
+    Api::<Namespace>::all(again)
+        .get("default")
+        .await
+        .expect("the second tunnel's token");
+
+    // Dropping the tunnel closes its listener.
+    let local = tunnel.local_addr();
+    drop(tunnel);
+    wait_for("the tunnel's listener to close", || async {
+        match tokio::net::TcpStream::connect(local).await {
+            Ok(_) => Err("still accepting".to_string()),
+            Err(_) => Ok(()),
+        }
+    })
+    .await;
     delete_namespace(&host, &ns).await;
 }

@@ -6,9 +6,10 @@
 //!
 //! - **start**: lay out its volumes ([`volumes`]), play its `kubernetes` init container
 //!   (the binaries it would copy are bound in: `gpufleet-kube` as `kube-apiserver`,
-//!   `kube-controller-manager` and `kube-scheduler`, and the lab's `kine`), give the
-//!   syncer a host loopback port to export ([`exported_config`]), then start the sandbox
-//!   ([`sandbox`]) and its two forwarders ([`forward`]);
+//!   `kube-controller-manager` and `kube-scheduler`, and the lab's `kine`), start the
+//!   sandbox ([`sandbox`]) and its two forwarders ([`forward`]), and declare to kwok that
+//!   the pod's port 8443 is that host loopback port ([`super::port_forward`]), so
+//!   `pods/portforward` through the host API server reaches the syncer;
 //! - **probe**: `/readyz` on that port, with the CA the syncer wrote to its data volume;
 //!   the pod's Ready condition follows ([`status`]), turning false only after the
 //!   container's `readinessProbe.failureThreshold` failures in a row, as a kubelet's does;
@@ -34,7 +35,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client};
-use serde_json::Value as Json;
 
 use super::forward::{self, Forwarder};
 use super::health::{PodStatus, Status};
@@ -42,7 +42,7 @@ use super::sandbox::{self, Mount, MountKind, SandboxSpec};
 use super::services::{Backend, ServiceProxy};
 use super::status::{self, ContainerState, LastExit};
 use super::volumes::{self, TokenFile};
-use super::{etc, podspec, ports, storage};
+use super::{etc, podspec, port_forward, ports, storage};
 use crate::process::PidRecord;
 
 /// The port the virtual API server serves inside the pod.
@@ -103,6 +103,8 @@ struct Running {
     readiness: ReadinessRule,
     /// Probes failed in a row since the last success.
     failures: u32,
+    /// Whether kwok has been told where the pod's port 8443 leads.
+    declared: bool,
     _forwarders: Vec<Forwarder>,
 }
 
@@ -348,6 +350,13 @@ impl VclusterKubelet {
             t.pod = pod;
             let outcome = step(&self.config, &self.host, t).await;
             report(&self.host, t, outcome).await;
+            if let Some(run) = t.run.as_mut().filter(|r| !r.declared) {
+                // Retried on the next pass: kwok's CRD may not be installed yet.
+                match port_forward::declare(&self.host, &t.pod, SYNCER_PORT, run.port).await {
+                    Ok(()) => run.declared = true,
+                    Err(e) => tracing::debug!("{}: {e}", t.key()),
+                }
+            }
         }
         let backends: Vec<Backend> = self
             .pods
@@ -656,7 +665,6 @@ async fn start(
         .await
         .map_err(|e| format!("failed to get a host port for its API: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    export_to(&prepared, port)?;
     let spec = SandboxSpec {
         root: dir.join("root"),
         hostname: pod.metadata.name.clone().unwrap_or_default(),
@@ -691,6 +699,7 @@ async fn start(
         next_probe: Instant::now() + Duration::from_secs(1),
         readiness: ReadinessRule::of(container),
         failures: 0,
+        declared: false,
         _forwarders: Vec::new(),
     };
     match forward::sandbox(pid, config.api_port, listener, SYNCER_PORT).await {
@@ -734,6 +743,7 @@ async fn adopt(
         next_probe: Instant::now(),
         readiness: ReadinessRule::of(container),
         failures: 0,
+        declared: false,
         _forwarders: forwarders,
     })
 }
@@ -766,8 +776,6 @@ fn release(pod: &Pod) -> String {
 struct PodFiles {
     mounts: Vec<Mount>,
     tokens: Vec<TokenFile>,
-    /// The host copy of `/var/lib/vcluster/config.yaml`.
-    config: Option<PathBuf>,
     ca: PathBuf,
 }
 
@@ -792,7 +800,6 @@ async fn prepare(
         .unwrap_or_else(|| dir.join("no-data-volume"))
         .join("pki")
         .join("ca.crt");
-    let config_file = source_of("/var/lib/vcluster").map(|d| d.join("config.yaml"));
     // The image's root: only what a static syncer needs from the host.
     let mut mounts = vec![
         Mount {
@@ -814,7 +821,6 @@ async fn prepare(
     Ok(PodFiles {
         mounts,
         tokens: prepared.tokens,
-        config: config_file,
         ca,
     })
 }
@@ -861,47 +867,6 @@ fn init_container_binaries(config: &KubeletConfig, pod: &Pod, container: &Contai
     out
 }
 
-/// Sets `exportKubeConfig.server` of the syncer's config to the host port its API is
-/// forwarded to, unless the config names a server itself: the lab's counterpart of
-/// `vcluster connect`'s port-forward, so Secret `vc-<name>` holds a kubeconfig that works
-/// from this machine.
-fn export_to(files: &PodFiles, port: u16) -> Result<(), String> {
-    let Some(path) = &files.config else {
-        return Ok(());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-    let out = exported_config(&text, port)?;
-    std::fs::write(path, out).map_err(|e| format!("failed to write {}: {e}", path.display()))
-}
-
-/// [`export_to`] on the text of a vcluster.yaml; the result is JSON (which YAML readers
-/// take as it is).
-///
-/// # Errors
-/// When the text is not a YAML mapping.
-pub fn exported_config(text: &str, port: u16) -> Result<String, String> {
-    let mut config: Json =
-        serde_saphyr::from_str(text).map_err(|e| format!("vcluster.yaml is not YAML: {e}"))?;
-    let Some(root) = config.as_object_mut() else {
-        return Err("vcluster.yaml is not a mapping".into());
-    };
-    let export = root
-        .entry("exportKubeConfig")
-        .or_insert_with(|| Json::Object(serde_json::Map::new()));
-    if !export.is_object() {
-        *export = Json::Object(serde_json::Map::new());
-    }
-    let server = export
-        .get("server")
-        .and_then(Json::as_str)
-        .unwrap_or_default();
-    if server.is_empty() {
-        export["server"] = Json::String(format!("https://127.0.0.1:{port}"));
-    }
-    serde_json::to_string_pretty(&config).map_err(|e| e.to_string())
-}
-
 /// Every sandbox recorded under `dir` (a kubelet's state directory), stopped: for `down`.
 /// Returns how many ran.
 #[must_use]
@@ -945,24 +910,5 @@ mod tests {
             (rule.period, rule.failure_threshold),
             (Duration::from_secs(10), 3)
         );
-    }
-
-    #[test]
-    fn the_exported_server_is_the_forwarded_port_unless_the_config_names_one() {
-        let out = exported_config(
-            "controlPlane:\n  distro: {}\nexportKubeConfig:\n  server: \"\"\n",
-            4321,
-        )
-        .expect("yaml");
-        let v: Json = serde_json::from_str(&out).expect("json");
-        assert_eq!(v["exportKubeConfig"]["server"], "https://127.0.0.1:4321");
-        assert!(v["controlPlane"]["distro"].is_object());
-        let named = exported_config(
-            "exportKubeConfig:\n  server: https://vc.example:443\n",
-            4321,
-        )
-        .expect("yaml");
-        let v: Json = serde_json::from_str(&named).expect("json");
-        assert_eq!(v["exportKubeConfig"]["server"], "https://vc.example:443");
     }
 }

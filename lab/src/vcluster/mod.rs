@@ -17,9 +17,11 @@
 //!   with `ErrImagePull`, and the `kubernetes` init container's binaries come from the
 //!   lab's own Kubernetes build (`gpufleet-kube`) and `kine`.
 //! - The `kubernetes` Service is reached at `127.0.0.1:<host API port>` inside the sandbox
-//!   (`KUBERNETES_SERVICE_HOST`), and the virtual API server at a host loopback port that
-//!   is written into the syncer's `exportKubeConfig.server` when the config names none
-//!   (the lab's `vcluster connect`).
+//!   (`KUBERNETES_SERVICE_HOST`), and the pod's port 8443 at a host loopback port, which
+//!   is what the readiness probe asks (a node's kubelet probes the pod's IP) and where kwok,
+//!   the node's kubelet API for the host API server, sends `pods/portforward` streams. The
+//!   syncer's config is left as rendered: its exported kubeconfig names what gpufleet
+//!   wrote (or the syncer's own default), reachable only as it would be on a real cluster.
 //! - The syncer runs as root in its sandbox; the pod's security context is not applied.
 //!
 //! # Layers
@@ -28,7 +30,8 @@
 //! - [`sandbox`]: the sandbox's spec, its set-up inside the namespaces, start and stop.
 //! - [`volumes`] and [`podspec`]: what a kubelet reads from the pod; [`etc`]: the files it
 //!   manages in the container's `/etc`.
-//! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster.
+//! - [`forward`]: the two forwarders, [`ports`]: the host port of each virtual cluster;
+//!   [`port_forward`]: the kwok `PortForward` that leads the pod's port 8443 there.
 //! - [`isolated`]: a host program of the lab (the MPI Operator) in a sandbox with only a
 //!   network namespace of its own.
 //! - [`status`]: the pod status it writes; [`health`]: its own `/healthz` and `/status`.
@@ -46,6 +49,7 @@ pub mod kubelet;
 pub mod limits;
 pub mod netns;
 pub mod podspec;
+pub mod port_forward;
 pub mod ports;
 pub mod sandbox;
 pub mod services;

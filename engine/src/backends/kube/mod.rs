@@ -9,6 +9,13 @@
 //! `~/.kube/config` as kubectl reads them. TLS is always verified; a kubeconfig that turns
 //! verification off is honoured only because its author asked for it.
 //!
+//! # Tenant tunnels
+//!
+//! [`tunnel`] reaches a virtual cluster's API server from outside the host cluster through
+//! the host API server's `pods/portforward`, with a short-lived token (as `kubectl
+//! port-forward` or `vcluster connect` would), for callers that need a tenant's API only for
+//! the length of one operation.
+//!
 //! # Ownership
 //!
 //! Everything gpufleet creates is written with server-side apply under [`FIELD_MANAGER`]
@@ -37,6 +44,7 @@ use kube::config::{
 };
 pub use labels::*;
 pub use objects::{DynamicClient, Gvk, ObjectError, describe, status_code};
+pub use tunnel::{TenantAccess, TenantTunnel, TunnelError, open_tenant_tunnel};
 
 use crate::{diag::Diagnostics, path::AttrPath, provider_config::ProviderSettings};
 

@@ -10,14 +10,20 @@
 //!
 //! | `type` | without `host` | with `host` |
 //! |---|---|---|
-//! | `ClusterIP` | the server in Secret `vc-<name>` (what the syncer wrote) | `<host>:443` |
+//! | `ClusterIP` | `<name>.<namespace>.svc:443`, inside the host cluster only | `<host>:443` |
 //! | `NodePort` | `<hostIP of the control-plane pod>:<nodePort of port https>` | `<host>:<nodePort>` |
 //! | `LoadBalancer` | `<status.loadBalancer.ingress[0] ip or hostname>:<port https>` | `<host>:<port https>` |
 //!
 //! A LoadBalancer counts as reachable only once the host cluster's load balancer controller
 //! has given the Service an address, with `host` too (the name is expected to lead to it).
-//! gpufleet does not set `exportKubeConfig.server`: the syncer does not sign for that host,
-//! and what it writes to the Secret stays the syncer's (a lab or proxy may rewrite it).
+//!
+//! A ClusterIP Service without `host` has no address outside the host cluster. gpufleet then
+//! sets the syncer's `exportKubeConfig.server` to the Service's cluster DNS name and adds
+//! that name to `controlPlane.proxy.extraSANs` (the syncer's own names cover `<name>` and
+//! `<name>.<namespace>` but not `.svc`), so the outputs name the address pods in the host
+//! cluster use, and a plan warns that clients outside reach it through the ephemeral
+//! resource `gpufleet_virtual_cluster_connection` (a port-forward through the host API
+//! server) instead.
 
 use serde_json::Value as Json;
 
@@ -110,13 +116,25 @@ impl Expose {
             .or(from_config)
             .and_then(ServiceType::parse)
             .unwrap_or_default();
+        // The in-cluster name gpufleet adds when there is no host is the one the exported
+        // server names; any other first name is `host`.
+        let exported = config
+            .and_then(|c| values::at(c, "exportKubeConfig.server"))
+            .and_then(Json::as_str);
         let host = config
             .and_then(|c| values::at(c, "controlPlane.proxy.extraSANs"))
             .and_then(Json::as_array)
             .and_then(|sans| sans.first())
             .and_then(Json::as_str)
+            .filter(|san| exported != Some(url(san, HTTPS_PORT).as_str()))
             .map(str::to_owned);
         Expose { service_type, host }
+    }
+
+    /// Whether the URL is reachable only inside the host cluster: a ClusterIP Service with
+    /// no `host` in front of it.
+    pub fn in_cluster_only(&self) -> bool {
+        self.service_type == ServiceType::ClusterIp && self.host.is_none()
     }
 
     /// Whether the URL depends on the Service `<name>` (its node port or load balancer).
@@ -205,6 +223,12 @@ fn https_port(service: &Json) -> Option<&Json> {
         .iter()
         .find(|p| p.get("name").and_then(Json::as_str) == Some("https"))
         .or_else(|| ports.first())
+}
+
+/// The cluster DNS name of the Service `name` in `namespace`, as pods of the host cluster
+/// reach it (every cluster resolves `.svc` through its search path, whatever its domain).
+pub fn in_cluster_name(name: &str, namespace: &str) -> String {
+    format!("{name}.{namespace}.svc")
 }
 
 /// `https://<host>:<port>`, with an IPv6 address in brackets.
@@ -379,5 +403,18 @@ mod tests {
             expose(ServiceType::NodePort, Some("vc.example.com"))
         );
         assert_eq!(Expose::observed(None, None), Expose::default());
+    }
+
+    #[test]
+    fn the_in_cluster_name_is_not_taken_for_a_host() {
+        let config = json!({
+            "controlPlane": { "proxy": { "extraSANs": ["a.team-a.svc"] } },
+            "exportKubeConfig": { "server": "https://a.team-a.svc:443" },
+        });
+        assert_eq!(Expose::observed(None, Some(&config)), Expose::default());
+        assert!(Expose::default().in_cluster_only());
+        assert!(!expose(ServiceType::ClusterIp, Some("vc.example.com")).in_cluster_only());
+        assert!(!expose(ServiceType::NodePort, None).in_cluster_only());
+        assert_eq!(in_cluster_name("a", "team-a"), "a.team-a.svc");
     }
 }

@@ -32,7 +32,10 @@
 //! # Plan
 //!
 //! `sleep` plans with a warning: vCluster's sleep mode is a vCluster Platform feature, so
-//! gpufleet renders nothing for it.
+//! gpufleet renders nothing for it. A plan that creates a virtual cluster, or changes
+//! `expose`, whose address is only reachable inside the host cluster (a ClusterIP Service
+//! without `expose.host`) warns and points to the ephemeral resource
+//! `gpufleet_virtual_cluster_connection`.
 //!
 //! `name`, `namespace` and `isolation` force a replacement (the tier is fixed at creation,
 //! and the plan carries a warning saying so). So does a different amount or class in

@@ -30,6 +30,35 @@ fn expose_changes(prior: &Value, planned: &Value) -> bool {
         || expose::Expose::from_value(prior) != expose::Expose::from_value(planned)
 }
 
+/// When the plan creates a virtual cluster, or changes `expose`, so that its outputs name
+/// an address only pods of the host cluster reach (a ClusterIP Service without `host`):
+/// says so, and how to reach it from outside.
+fn in_cluster_only_warning(req: &PlanRequest, planned: &Value) -> Option<Diagnostic> {
+    let now = planned.get("expose");
+    if !now.is_wholly_known() || !expose::Expose::from_value(now).in_cluster_only() {
+        return None;
+    }
+    if !req.prior.is_null() && !expose_changes(req.prior.get("expose"), now) {
+        return None;
+    }
+    let address = match (
+        planned.get("name").as_str(),
+        planned.get("namespace").as_str(),
+    ) {
+        (Some(n), Some(ns)) => expose::url(&expose::in_cluster_name(n, ns), expose::HTTPS_PORT),
+        _ => "https://<name>.<namespace>.svc:443".to_owned(),
+    };
+    Some(
+        Diagnostic::warning(
+            "API Server Reachable Inside The Host Cluster Only",
+            format!(
+                "expose is a ClusterIP Service without host, so host, endpoint and kubeconfig                  name {address}, which only pods of the host cluster can reach. To use the                  virtual cluster from outside (for example to configure a kubernetes or helm                  provider), open it with the ephemeral resource                  gpufleet_virtual_cluster_connection, which port-forwards through the host API                  server; or set expose.type to NodePort or LoadBalancer, or expose.host to a                  name that leads to the Service."
+            ),
+        )
+        .with_path(AttrPath::attr("expose")),
+    )
+}
+
 /// The kind's part of planning; see the kind's docs.
 pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
@@ -72,6 +101,9 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
             )
             .with_path(AttrPath::attr("sleep")),
         );
+    }
+    if let Some(d) = in_cluster_only_warning(req, &planned) {
+        diagnostics.push(d);
     }
     if !req.prior.is_null() {
         let (was, now) = (

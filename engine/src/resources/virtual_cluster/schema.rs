@@ -98,7 +98,9 @@ fn expose_attributes() -> Vec<Attribute> {
             .describe(
                 "The type of the API server's Service `<name>` \
                  (`controlPlane.service.spec.type`): `ClusterIP` (the default: reachable inside \
-                 the host cluster, or through a proxy named by `host`), `NodePort` (a port on \
+                 the host cluster at `https://<name>.<namespace>.svc:443`, or through a proxy \
+                 named by `host`; from outside, use the ephemeral resource \
+                 `gpufleet_virtual_cluster_connection`), `NodePort` (a port on \
                  every host node; the URL is the control-plane pod's node address and the \
                  node port) or `LoadBalancer` (apply waits, within the create or update \
                  timeout, until the host cluster's load balancer controller has given the \
@@ -302,8 +304,12 @@ pub fn resource_schema() -> Schema {
             .describe(
                 "How the virtual API server is reached from outside the host cluster: the type \
                  of its Service `<name>` and, optionally, a DNS name or address in front of \
-                 it. The default is a ClusterIP Service, reached at the server the control \
-                 plane writes into its own kubeconfig. The computed `host`, `endpoint` and \
+                 it. The default is a ClusterIP Service, reached inside the host cluster at its \
+                 cluster DNS name `https://<name>.<namespace>.svc:443` (which gpufleet adds to \
+                 the serving certificate and writes into the control plane's exported \
+                 kubeconfig); a plan that creates such a virtual cluster warns that clients \
+                 outside the host cluster reach it through the ephemeral resource \
+                 `gpufleet_virtual_cluster_connection`. The computed `host`, `endpoint` and \
                  `kubeconfig` follow it once the address exists. The API server's serving \
                  certificate always covers the Service's node addresses (NodePort) and load \
                  balancer addresses (LoadBalancer), and `host`. Changing it is an in-place \
@@ -327,7 +333,8 @@ pub fn resource_schema() -> Schema {
         .attr(
             Attribute::computed("endpoint", Type::String).describe(
                 "The virtual API server's URL, as `expose` makes it reachable: the server in \
-                 its kubeconfig for a ClusterIP Service without `expose.host`, else \
+                 its kubeconfig for a ClusterIP Service without `expose.host` \
+                 (`https://<name>.<namespace>.svc:443`, inside the host cluster only), else \
                  `https://<node address or load balancer address or expose.host>:<port>`. \
                  The same as `host`.",
             ),

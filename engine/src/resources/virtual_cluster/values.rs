@@ -22,6 +22,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    expose,
     model::{Isolation, Limits, Quota, Spec},
     persistence::Persistence,
     versions::{self, VCLUSTER_VERSION},
@@ -204,7 +205,9 @@ fn volume_claim(p: &Persistence) -> Json {
 ///   explicitly on or off (the chart's `auto` would render a LimitRange whenever there is a
 ///   quota), with exactly the quota and limit keys the attributes give.
 /// - The type of the API server's Service from `expose.type`, and `expose.host` as the one
-///   extra name of the serving certificate (`controlPlane.proxy.extraSANs`).
+///   extra name of the serving certificate (`controlPlane.proxy.extraSANs`). Without a way
+///   in from outside (a ClusterIP Service, no host), the exported kubeconfig names the
+///   Service's cluster DNS name instead, which the certificate then covers.
 pub fn settings(spec: &Spec) -> Json {
     let defaults = chart_defaults();
     let mut nodes = json!({ "enabled": true });
@@ -282,6 +285,10 @@ pub fn settings(spec: &Spec) -> Json {
     });
     if let Some(host) = &spec.expose.host {
         out["controlPlane"]["proxy"] = json!({ "extraSANs": [host] });
+    } else if spec.expose.in_cluster_only() {
+        let service = expose::in_cluster_name(&spec.name, &spec.namespace);
+        out["controlPlane"]["proxy"] = json!({ "extraSANs": [service] });
+        out["exportKubeConfig"] = json!({ "server": expose::url(&service, expose::HTTPS_PORT) });
     }
     out
 }

@@ -42,6 +42,17 @@ impl KubeHost {
         self.objects.calls()
     }
 
+    /// The client itself, for typed calls (the tenant tunnel); count each with
+    /// [`KubeHost::count`].
+    pub(in crate::backends::kube) fn client(&self) -> &kube::Client {
+        self.objects.client()
+    }
+
+    /// Counts one request made on [`KubeHost::client`].
+    pub(in crate::backends::kube) fn count(&self) {
+        self.objects.count();
+    }
+
     /// The object calls, counted.
     fn objects(&self) -> &DynamicClient {
         &self.objects
