@@ -23,6 +23,9 @@ type Version = (u32, u32, u32);
 /// The first Terraform release with provider-defined functions.
 const FUNCTIONS_FROM: Version = (1, 8, 0);
 
+/// The first Terraform release with ephemeral resources.
+const EPHEMERAL_FROM: Version = (1, 10, 0);
+
 /// The launchers of the CLIs the support matrix claims.
 const LAUNCHERS: &[&str] = &["terraform-1.6", "terraform-1.8", "terraform"];
 
@@ -46,6 +49,10 @@ fn support_floor() -> Version {
     assert!(
         row.contains("Provider functions need 1.8"),
         "the support matrix should say provider functions need 1.8: {row}"
+    );
+    assert!(
+        row.contains("Ephemeral resources need 1.10"),
+        "the support matrix should say ephemeral resources need 1.10: {row}"
     );
     floor
 }
@@ -80,11 +87,19 @@ impl Config {
 
     /// The oldest Terraform it works with: the support floor, or 1.8 with provider functions.
     fn works_from(&self, floor: Version) -> Version {
-        if self.calls_provider_functions() {
+        if self.declares_ephemeral_resources() {
+            EPHEMERAL_FROM.max(floor)
+        } else if self.calls_provider_functions() {
             FUNCTIONS_FROM.max(floor)
         } else {
             floor
         }
+    }
+
+    fn declares_ephemeral_resources(&self) -> bool {
+        self.text()
+            .lines()
+            .any(|l| l.trim_start().starts_with("ephemeral \""))
     }
 
     fn calls_provider_functions(&self) -> bool {
@@ -177,7 +192,9 @@ fn required_versions_follow_the_support_matrix() {
                 want.0,
                 want.1,
                 want.2,
-                if c.calls_provider_functions() {
+                if c.declares_ephemeral_resources() {
+                    " (it declares an ephemeral resource)"
+                } else if c.calls_provider_functions() {
                     " (it calls a provider function)"
                 } else {
                     ""

@@ -8,9 +8,14 @@
 use gpufleet_acceptance::Session;
 use gpufleet_lab::Lab;
 
-/// The kubectl the provisioners run; `KUBECTL` overrides the one on `PATH`.
+/// The kubectl the provisioners run: the lab's own, built from the same Kubernetes release
+/// as its control plane, so nothing installed on the machine takes part.
 fn kubectl() -> String {
-    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned())
+    Lab::shared()
+        .kubectl()
+        .expect("the lab's kubectl")
+        .display()
+        .to_string()
 }
 
 fn config(kubectl: &str) -> String {
@@ -103,6 +108,19 @@ fn kubectl_reaches_a_default_tenant_through_the_connection_and_the_state_keeps_n
     // The plan does not hold it either: the next plan has nothing to do, although it opens
     // the connection again.
     s.assert_plan_empty();
+
+    // The `connect` example, as written, reaches the same tenant from a configuration of its
+    // own (the way a team reaches tenants another workspace created).
+    let mut env = Lab::shared().settings_env();
+    env.push(("TF_VAR_virtual_cluster_id".into(), "vc-acc-conn/acc-conn".into()));
+    env.push(("TF_VAR_kubectl".into(), kubectl()));
+    let connect = Session::new(&gpufleet_acceptance::example("connect"), env);
+    let applied = connect.apply();
+    assert!(
+        applied.contains("terraform_data.tenant_nodes: Creation complete"),
+        "kubectl listed the tenant's nodes through the connection:\n{applied}"
+    );
+    connect.destroy();
 
     s.destroy();
     assert!(s.addresses().is_empty(), "{:?}", s.addresses());

@@ -159,6 +159,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 lab.bcm_url()
             );
             eprintln!("{summary}");
+            // kubectl of the lab's own Kubernetes release, so trying a tenant needs nothing
+            // installed on the machine.
+            let kubectl = lab.kubectl()?;
+            eprintln!("kubectl of the same release: {}", kubectl.display());
             eprintln!(
                 "use it from a shell with: eval \"$(gpufleet-lab --dir {} env)\"",
                 settings::shell_quote(&lab.dir().display().to_string())

@@ -1,8 +1,9 @@
 //! The provider's least-privilege ClusterRole, generated from what the code uses: the
-//! [`ObjectKind`] table with each kind's [`Access`], the node calls ([`host::nodes::RULES`])
-//! and the turn Leases ([`lease::RULES`]). A kind added to the table must say what it is
-//! used for (the match in [`ObjectKind::access`] is exhaustive), and the host test doubles
-//! refuse any use a kind does not list, so the role cannot fall behind the code.
+//! [`ObjectKind`] table with each kind's [`Access`], the node calls ([`host::nodes::RULES`]),
+//! the turn Leases ([`lease::RULES`]) and the tenant tunnel ([`tunnel::RULES`]). A kind added
+//! to the table must say what it is used for (the match in [`ObjectKind::access`] is
+//! exhaustive), and the host test doubles refuse any use a kind does not list, so the role
+//! cannot fall behind the code.
 //!
 //! One grant goes beyond the objects themselves: a virtual cluster's Role and ClusterRole
 //! carry rules the configuration decides (plugins and `values_override` add their own), so
@@ -16,6 +17,7 @@
 //!
 //! [`host::nodes::RULES`]: super::host::nodes::RULES
 //! [`lease::RULES`]: super::lease::RULES
+//! [`tunnel::RULES`]: super::tunnel::RULES
 //! [`Access`]: super::host::Access
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,7 +83,10 @@ fn grants() -> BTreeMap<(String, String), BTreeSet<&'static str>> {
                 .extend(GRANT_VERBS);
         }
     }
-    let extra = super::host::nodes::RULES.iter().chain(super::lease::RULES);
+    let extra = super::host::nodes::RULES
+        .iter()
+        .chain(super::lease::RULES)
+        .chain(super::tunnel::RULES);
     for rule in extra {
         out.entry((rule.group.to_owned(), rule.resource.to_owned()))
             .or_default()

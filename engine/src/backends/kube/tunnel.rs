@@ -66,6 +66,16 @@ impl std::fmt::Debug for TenantAccess {
     }
 }
 
+/// The API rights a tunnel needs beyond the object kinds' own (it lists the control-plane
+/// pods and reads Secret `vc-<name>` through them), for the provider's ClusterRole
+/// ([`super::rbac`]). The API server authorizes a port-forward as `create` when it comes as a
+/// POST and, for a WebSocket upgrade, as `get` on servers that do not map it to `create`.
+pub const RULES: &[super::rbac::Rule] = &[super::rbac::Rule::new(
+    "",
+    "pods/portforward",
+    &["get", "create"],
+)];
+
 /// A local listener forwarding through the host API server's `pods/portforward` to the
 /// tenant's control-plane pod; dropping it closes the listener and its connections.
 #[derive(Debug)]
