@@ -112,7 +112,10 @@ fn kubectl_reaches_a_default_tenant_through_the_connection_and_the_state_keeps_n
     // The `connect` example, as written, reaches the same tenant from a configuration of its
     // own (the way a team reaches tenants another workspace created).
     let mut env = Lab::shared().settings_env();
-    env.push(("TF_VAR_virtual_cluster_id".into(), "vc-acc-conn/acc-conn".into()));
+    env.push((
+        "TF_VAR_virtual_cluster_id".into(),
+        "vc-acc-conn/acc-conn".into(),
+    ));
     env.push(("TF_VAR_kubectl".into(), kubectl()));
     let connect = Session::new(&gpufleet_acceptance::example("connect"), env);
     let applied = connect.apply();

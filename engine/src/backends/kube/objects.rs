@@ -116,7 +116,7 @@ impl ObjectError {
 /// (kube's own text appends a Debug dump of the status), any other failure as the chain of
 /// its causes (kube's says only `ServiceError: client error (Connect)` and keeps the cause,
 /// such as "Connection refused", in its sources).
-pub fn explain(e: &kube::Error) -> String {
+pub(super) fn explain(e: &kube::Error) -> String {
     if let kube::Error::Api(s) = e {
         let reason = if s.reason.is_empty() {
             String::new()

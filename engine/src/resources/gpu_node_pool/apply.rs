@@ -289,6 +289,16 @@ async fn drain_and_release(
     }
 }
 
+/// What a converge has done so far, kept by the caller for the state it returns, also when
+/// the converge fails.
+#[derive(Debug, Default)]
+struct Progress {
+    /// BCM nodes the pool holds.
+    bcm_held: usize,
+    /// The tier the tenant's namespace showed.
+    tier_seen: Option<Tier>,
+}
+
 /// Brings the pool to `spec` on the cluster; returns the nodes it holds. On failure, also the
 /// nodes held at that point.
 async fn converge(
@@ -297,12 +307,12 @@ async fn converge(
     spec: &PoolSpec,
     prefer: &[String],
     plugin: Option<&ConfigHome>,
-    bcm_held: &mut usize,
+    progress: &mut Progress,
     release: &mut mig::Release,
-    tier_seen: &mut Option<Tier>,
 ) -> Result<Vec<HostNode>, (Vec<HostNode>, StepError)> {
+    let bcm_held = &mut progress.bcm_held;
     let tier = tier_of(api, &spec.vc).await.map_err(|e| (Vec::new(), e))?;
-    *tier_seen = Some(tier);
+    progress.tier_seen = Some(tier);
     if let Some(planned) = spec.isolation
         && planned != tier
     {
@@ -623,8 +633,7 @@ pub(super) async fn apply_upsert(
     let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
     let setting = namespace_setting(&ctx.settings);
     let mut held_at_failure: Vec<HostNode> = Vec::new();
-    let mut bcm_held = 0;
-    let mut tier_seen = None;
+    let mut progress = Progress::default();
     let mut warning = None;
     let mut mig_waiting: Vec<(String, Option<String>)> = Vec::new();
     let result = bounded(ctx, op, started, started + t.get(op), async {
@@ -643,9 +652,8 @@ pub(super) async fn apply_upsert(
             &spec,
             &prefer,
             home.as_ref(),
-            &mut bcm_held,
+            &mut progress,
             &mut release,
-            &mut tier_seen,
         )
         .await
         {
@@ -682,6 +690,10 @@ pub(super) async fn apply_upsert(
             format!("{TYPE_NAME} {:?}: {w}", spec.name),
         )
     });
+    let Progress {
+        bcm_held,
+        tier_seen,
+    } = progress;
     let mut response = match result {
         Ok(held) => {
             let status = status_for(&spec, held.len());
