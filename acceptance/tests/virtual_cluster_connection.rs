@@ -123,6 +123,10 @@ fn kubectl_reaches_a_default_tenant_through_the_connection_and_the_state_keeps_n
         applied.contains("terraform_data.tenant_nodes: Creation complete"),
         "kubectl listed the tenant's nodes through the connection:\n{applied}"
     );
+    assert!(
+        connect.wd.path().join("tenant-nodes.txt").is_file(),
+        "the example writes kubectl's list"
+    );
     connect.destroy();
 
     s.destroy();

@@ -41,8 +41,9 @@ resource "terraform_data" "tenant_nodes" {
 
   provisioner "local-exec" {
     interpreter = ["bash", "-c"]
-    # The kubeconfig is read from a pipe, so the token never lands on disk.
-    command = "\"$KUBECTL\" --kubeconfig <(printf '%s' \"$TENANT_KUBECONFIG\") get nodes"
+    # The kubeconfig is read from a pipe, so the token never lands on disk. Terraform hides
+    # the output of a provisioner that ephemeral values feed, so the list goes to a file.
+    command = "\"$KUBECTL\" --kubeconfig <(printf '%s' \"$TENANT_KUBECONFIG\") get nodes > tenant-nodes.txt"
     environment = {
       KUBECTL           = var.kubectl
       TENANT_KUBECONFIG = ephemeral.gpufleet_virtual_cluster_connection.tenant.kubeconfig
