@@ -184,6 +184,18 @@ fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
         .and_then(Json::as_array)
         .and_then(|ls| ls.iter().find(|l| l["type"] == "Container"));
     let at = |ptr: &str| container.and_then(|c| str_at(c, ptr));
+    // The API server fills a missing default request with the default limit
+    // (`SetDefaults_LimitRangeItem`), so a request equal to the limit is what an unset
+    // attribute reads back as, unless the configuration named it.
+    let request = |resource: &str, attribute: &str| {
+        let observed = at(&format!("/defaultRequest/{resource}"));
+        let limit = at(&format!("/default/{resource}"));
+        let prior = prior.get(attribute);
+        match (observed, limit) {
+            (Some(o), Some(l)) if prior.is_null() && quantity::same(o, l) => Value::Null,
+            _ => quantity_value(observed, prior),
+        }
+    };
     Value::object([
         (
             "default_cpu",
@@ -193,16 +205,10 @@ fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
             "default_memory",
             quantity_value(at("/default/memory"), prior.get("default_memory")),
         ),
-        (
-            "default_request_cpu",
-            quantity_value(at("/defaultRequest/cpu"), prior.get("default_request_cpu")),
-        ),
+        ("default_request_cpu", request("cpu", "default_request_cpu")),
         (
             "default_request_memory",
-            quantity_value(
-                at("/defaultRequest/memory"),
-                prior.get("default_request_memory"),
-            ),
+            request("memory", "default_request_memory"),
         ),
     ])
 }
@@ -561,5 +567,41 @@ pub async fn read_virtual_cluster(
             format!("{TYPE_NAME} {name:?}: {problem}."),
         )
         .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit_range(default_cpu: &str, request_cpu: &str) -> Json {
+        serde_json::json!({ "spec": { "limits": [{
+            "type": "Container",
+            "default": { "cpu": default_cpu },
+            "defaultRequest": { "cpu": request_cpu },
+        }] } })
+    }
+
+    #[test]
+    fn a_request_the_api_server_defaulted_to_the_limit_reads_as_unset() {
+        let lr = limit_range("1", "1");
+        let read = limit_range_value(Some(&lr), &Value::Null);
+        assert!(read.get("default_request_cpu").is_null());
+        assert_eq!(read.get("default_cpu").as_str(), Some("1"));
+    }
+
+    #[test]
+    fn a_request_the_configuration_named_reads_back_even_when_it_equals_the_limit() {
+        let lr = limit_range("1", "1000m");
+        let prior = Value::object([("default_request_cpu", Value::string("1"))]);
+        let read = limit_range_value(Some(&lr), &prior);
+        assert_eq!(read.get("default_request_cpu").as_str(), Some("1"));
+    }
+
+    #[test]
+    fn a_request_other_than_the_limit_reads_back_as_drift() {
+        let lr = limit_range("1", "500m");
+        let read = limit_range_value(Some(&lr), &Value::Null);
+        assert_eq!(read.get("default_request_cpu").as_str(), Some("500m"));
     }
 }

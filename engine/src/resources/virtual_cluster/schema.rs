@@ -62,11 +62,13 @@ fn limit_range_attributes() -> Vec<Attribute> {
         ),
         q(
             "default_request_cpu",
-            "CPU request of a container that sets none.",
+            "CPU request of a container that sets none. Null: the API server uses \
+             `default_cpu`.",
         ),
         q(
             "default_request_memory",
-            "Memory request of a container that sets none.",
+            "Memory request of a container that sets none. Null: the API server uses \
+             `default_memory`.",
         ),
     ]
 }
