@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{open_handles::OpenHandles, provider_config::ProviderSettings};
+use crate::{
+    open_handles::OpenHandles, planned_creations::PlannedCreations,
+    provider_config::ProviderSettings,
+};
 
 /// Shared, cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -17,4 +20,6 @@ pub struct Context {
     /// Tunnels and leases ephemeral resources opened, shared by every operation of one
     /// provider process.
     pub handles: Arc<OpenHandles>,
+    /// Virtual clusters planned for creation and not yet created, shared the same way.
+    pub creations: Arc<PlannedCreations>,
 }

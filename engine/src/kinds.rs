@@ -177,7 +177,8 @@ pub trait DataSourceKind: Send + Sync {
 /// What `EphemeralKind::open` returns.
 #[derive(Debug, Clone)]
 pub struct OpenResponse {
-    /// The configuration with every computed attribute filled; null on error.
+    /// The configuration with every computed attribute filled; null on error, wholly
+    /// unknown from [`OpenResponse::not_yet_known`].
     pub result: Value,
     /// What renew and close need, handed back by Terraform; never shown to users.
     pub private: Option<Vec<u8>>,
@@ -195,6 +196,18 @@ impl OpenResponse {
             private: None,
             renew_at: None,
             diagnostics: diagnostics.into(),
+        }
+    }
+
+    /// An open whose values cannot be known yet, because what it opens is only created by
+    /// this run's apply: Terraform gets the configuration with every computed attribute
+    /// unknown (as for a configuration it cannot know yet), and nothing to renew or close.
+    pub fn not_yet_known() -> OpenResponse {
+        OpenResponse {
+            result: Value::unknown(),
+            private: None,
+            renew_at: None,
+            diagnostics: Diagnostics::new(),
         }
     }
 }

@@ -9,6 +9,7 @@ use gpufleet_engine::{
     context::Context,
     kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
     open_handles::OpenHandles,
+    planned_creations::PlannedCreations,
     provider_config::ProviderSettings,
     registry,
 };
@@ -98,6 +99,8 @@ pub struct Shared {
     pub cancel: CancellationToken,
     /// What ephemeral resources hold open; dropped, and so closed, with the process.
     pub handles: Arc<OpenHandles>,
+    /// Virtual clusters planned for creation and not yet created in this process.
+    pub creations: Arc<PlannedCreations>,
 }
 
 impl Shared {
@@ -112,6 +115,7 @@ impl Shared {
             settings,
             cancel: self.cancel.clone(),
             handles: Arc::clone(&self.handles),
+            creations: Arc::clone(&self.creations),
         }
     }
 }
@@ -136,6 +140,7 @@ impl ProviderService {
                 settings: RwLock::new(Arc::new(ProviderSettings::default())),
                 cancel: CancellationToken::new(),
                 handles: Arc::default(),
+                creations: Arc::default(),
             }),
         }
     }

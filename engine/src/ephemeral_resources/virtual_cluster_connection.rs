@@ -51,8 +51,10 @@ fn connection_schema() -> Schema {
              issued inside the virtual cluster. Configure the `kubernetes` or `helm` provider with it, or hand \
              its kubeconfig to a provisioner. Works wherever the host cluster's API server is \
              reachable, whatever the virtual cluster's `expose`. Ephemeral: none of its values \
-             are written to the plan or the state (Terraform 1.10 or later). Needs the \
-             provider's `kubernetes` block.",
+             are written to the plan or the state (Terraform 1.10 or later). In a run that \
+             creates the virtual cluster, its values are unknown while planning and known once \
+             the virtual cluster is created; opening waits up to three minutes for a \
+             control-plane pod that is starting. Needs the provider's `kubernetes` block.",
         )
         .attr(
             Attribute::required(ID, Type::String)
@@ -252,6 +254,10 @@ impl<B: TunnelsBackend> EphemeralKind for VirtualClusterConnection<B> {
             Ok(ttl) => ttl,
             Err(d) => return OpenResponse::refused(d),
         };
+        if ctx.creations.pending(&id) {
+            tracing::debug!(virtual_cluster = %id, "planned for creation: connection values unknown");
+            return OpenResponse::not_yet_known();
+        }
         let tunnel = match self
             .0
             .open_tunnel(ctx, TYPE_NAME, namespace, name, ttl)
@@ -333,6 +339,8 @@ impl<B: TunnelsBackend> EphemeralKind for VirtualClusterConnection<B> {
             }
             // Its process has ended, and the tunnel with it.
             Err(PrivateError::OtherProcess(_)) => Diagnostics::new(),
+            // Nothing was opened: the values were not known yet.
+            Err(PrivateError::Missing) => Diagnostics::new(),
             Err(e) => bad_private(&e).into(),
         }
     }
@@ -365,6 +373,41 @@ mod tests {
             let d = token_ttl(&config(Value::string(bad))).expect_err(bad);
             assert_eq!(d.path, Some(AttrPath::attr(TTL)), "{bad}");
         }
+    }
+
+    /// A backend that must not be asked: opening is decided before it.
+    struct NoTunnels;
+
+    #[async_trait]
+    impl TunnelsBackend for NoTunnels {
+        async fn open_tunnel(
+            &self,
+            _ctx: &Context,
+            _needed_by: &str,
+            _namespace: &str,
+            _name: &str,
+            _token_ttl: Duration,
+        ) -> Result<Box<dyn OpenTunnel>, OpenTunnelError> {
+            panic!("no tunnel may be opened to a virtual cluster that does not exist yet")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_virtual_cluster_planned_for_creation_opens_as_unknown_without_a_tunnel() {
+        let ctx = Context::default();
+        ctx.creations.planned("vc-a/a");
+        let config = Value::object([(ID, Value::string("vc-a/a")), (TTL, Value::Null)]);
+        let opened = VirtualClusterConnection(NoTunnels).open(&ctx, config).await;
+        assert!(opened.diagnostics.is_empty(), "{:?}", opened.diagnostics);
+        assert!(opened.result.is_unknown());
+        assert!(opened.private.is_none(), "nothing to renew or close");
+        assert!(
+            VirtualClusterConnection(NoTunnels)
+                .close(&ctx, None)
+                .await
+                .is_empty(),
+            "closing what was never opened is harmless"
+        );
     }
 
     #[test]

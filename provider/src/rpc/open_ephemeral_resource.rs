@@ -1,5 +1,6 @@
 //! OpenEphemeralResource: validate, open, and insist on a wholly known result that keeps the
-//! configuration, as Terraform does.
+//! configuration, as Terraform does, unless the kind says its values cannot be known yet
+//! (then every computed attribute is unknown).
 //!
 //! Terraform opens an ephemeral resource only once its configuration is wholly known (at plan
 //! time it skips the call and treats the result as unknown). A client that asks earlier is
@@ -64,12 +65,20 @@ pub(crate) async fn handle(
     }
 
     let ctx = shared.context();
-    let opened = kind.open(&ctx, config).await;
+    let opened = kind.open(&ctx, config.clone()).await;
     resp.diagnostics = convert::diagnostics(&opened.diagnostics);
     if opened.diagnostics.has_error() {
         return resp;
     }
-    let encoded = if opened.result.is_null() || !opened.result.is_wholly_known() {
+    let encoded = if opened.result.is_unknown() && opened.private.is_none() {
+        // Not yet known (`OpenResponse::not_yet_known`): what Terraform itself plans for an
+        // ephemeral resource it cannot open yet.
+        convert::encode(
+            &unknown_result(&schema, &config),
+            &ty,
+            "ephemeral resource result",
+        )
+    } else if opened.result.is_null() || !opened.result.is_wholly_known() {
         Err(Diagnostic::error(
             "Incomplete Ephemeral Resource Result",
             format!(

@@ -13,6 +13,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -266,13 +267,63 @@ pub async fn open_tenant_tunnel(
     Ok(tunnel)
 }
 
-/// The first Ready, not terminating control-plane pod of the virtual cluster.
+/// How long opening waits for a control-plane pod to become Ready (one that is starting, or
+/// restarting after a change): about what the chart's readiness probe allows a fresh start.
+pub const READY_WAIT: Duration = Duration::from_secs(180);
+
+/// The first Ready, not terminating control-plane pod of the virtual cluster, waiting up to
+/// [`READY_WAIT`] while its StatefulSet is there to start one. With no StatefulSet (no such
+/// virtual cluster) or none asked to run (paused), it answers at once.
 async fn ready_pod(
     host: &KubeHost,
     client: &kube::Client,
     namespace: &str,
     name: &str,
 ) -> Result<String, TunnelError> {
+    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    loop {
+        let (pods, count) = control_plane_pods(host, client, namespace, name).await?;
+        if let Some(pod) = pods
+            .into_iter()
+            .find(is_ready)
+            .and_then(|p| p.metadata.name)
+        {
+            return Ok(pod);
+        }
+        let not_ready = |detail: String| TunnelError::NotReady {
+            namespace: namespace.into(),
+            name: name.into(),
+            detail,
+        };
+        let replicas = desired_replicas(host, client, namespace, name).await?;
+        match replicas {
+            None => {
+                return Err(not_ready(format!(
+                    "there is no StatefulSet {name} in {namespace}: no such virtual cluster"
+                )));
+            }
+            Some(0) => {
+                return Err(not_ready(
+                    "its StatefulSet asks for no replicas: the virtual cluster is paused".into(),
+                ));
+            }
+            Some(_) if tokio::time::Instant::now() >= deadline => {
+                return Err(not_ready(match count {
+                    0 => format!("none exists after {}s", READY_WAIT.as_secs()),
+                    n => format!("{n} exist, none became Ready in {}s", READY_WAIT.as_secs()),
+                }));
+            }
+            Some(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+        }
+    }
+}
+
+async fn control_plane_pods(
+    host: &KubeHost,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(Vec<Pod>, usize), TunnelError> {
     let selector = format!("app=vcluster,release={name}");
     host.count();
     let pods = Api::<Pod>::namespaced(client.clone(), namespace)
@@ -284,18 +335,26 @@ async fn ready_pod(
             source: Box::new(e),
         })?;
     let count = pods.items.len();
-    pods.items
-        .into_iter()
-        .find(is_ready)
-        .and_then(|p| p.metadata.name)
-        .ok_or_else(|| TunnelError::NotReady {
-            namespace: namespace.into(),
-            name: name.into(),
-            detail: match count {
-                0 => "none exists".into(),
-                n => format!("{n} exist, none is Ready"),
-            },
-        })
+    Ok((pods.items, count))
+}
+
+/// `spec.replicas` of the control plane's StatefulSet, `None` when there is none.
+async fn desired_replicas(
+    host: &KubeHost,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<i32>, TunnelError> {
+    host.count();
+    let found = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| TunnelError::Host {
+            endpoint: format!("/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}"),
+            operation: format!("reading StatefulSet {name}"),
+            source: Box::new(e),
+        })?;
+    Ok(found.map(|s| s.spec.and_then(|spec| spec.replicas).unwrap_or(1)))
 }
 
 fn is_ready(pod: &Pod) -> bool {

@@ -112,8 +112,14 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
         validate_virtual_cluster(config)
     }
 
-    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
-        plan_virtual_cluster(&req)
+    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
+        let resp = plan_virtual_cluster(&req);
+        if req.prior.is_null()
+            && let Some(id) = resp.planned.get("id").as_str()
+        {
+            ctx.creations.planned(id);
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
@@ -124,10 +130,13 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
             }
         };
         if req.planned.is_null() {
-            apply::apply_delete(host.as_ref(), ctx, &req.prior).await
-        } else {
-            apply::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await
+            return apply::apply_delete(host.as_ref(), ctx, &req.prior).await;
         }
+        let resp = apply::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await;
+        if let Some(id) = req.planned.get("id").as_str() {
+            ctx.creations.applied(id);
+        }
+        resp
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
