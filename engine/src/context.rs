@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    open_handles::OpenHandles, planned_creations::PlannedCreations,
+    open_handles::OpenHandles, planned_virtual_clusters::PlannedVirtualClusters,
     provider_config::ProviderSettings,
 };
 
@@ -20,6 +20,7 @@ pub struct Context {
     /// Tunnels and leases ephemeral resources opened, shared by every operation of one
     /// provider process.
     pub handles: Arc<OpenHandles>,
-    /// Virtual clusters planned for creation and not yet created, shared the same way.
-    pub creations: Arc<PlannedCreations>,
+    /// What this run has planned for virtual clusters and not yet applied, shared the same
+    /// way.
+    pub virtual_clusters: Arc<PlannedVirtualClusters>,
 }

@@ -9,7 +9,7 @@ use gpufleet_engine::{
     context::Context,
     kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
     open_handles::OpenHandles,
-    planned_creations::PlannedCreations,
+    planned_virtual_clusters::PlannedVirtualClusters,
     provider_config::ProviderSettings,
     registry,
 };
@@ -99,8 +99,8 @@ pub struct Shared {
     pub cancel: CancellationToken,
     /// What ephemeral resources hold open; dropped, and so closed, with the process.
     pub handles: Arc<OpenHandles>,
-    /// Virtual clusters planned for creation and not yet created in this process.
-    pub creations: Arc<PlannedCreations>,
+    /// What this run has planned for virtual clusters and not yet applied.
+    pub virtual_clusters: Arc<PlannedVirtualClusters>,
 }
 
 impl Shared {
@@ -115,7 +115,7 @@ impl Shared {
             settings,
             cancel: self.cancel.clone(),
             handles: Arc::clone(&self.handles),
-            creations: Arc::clone(&self.creations),
+            virtual_clusters: Arc::clone(&self.virtual_clusters),
         }
     }
 }
@@ -140,7 +140,7 @@ impl ProviderService {
                 settings: RwLock::new(Arc::new(ProviderSettings::default())),
                 cancel: CancellationToken::new(),
                 handles: Arc::default(),
-                creations: Arc::default(),
+                virtual_clusters: Arc::default(),
             }),
         }
     }

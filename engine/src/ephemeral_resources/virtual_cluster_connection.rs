@@ -254,7 +254,7 @@ impl<B: TunnelsBackend> EphemeralKind for VirtualClusterConnection<B> {
             Ok(ttl) => ttl,
             Err(d) => return OpenResponse::refused(d),
         };
-        if ctx.creations.pending(&id) {
+        if ctx.virtual_clusters.creating(&id) {
             tracing::debug!(virtual_cluster = %id, "planned for creation: connection values unknown");
             return OpenResponse::not_yet_known();
         }
@@ -395,7 +395,7 @@ mod tests {
     #[tokio::test]
     async fn a_virtual_cluster_planned_for_creation_opens_as_unknown_without_a_tunnel() {
         let ctx = Context::default();
-        ctx.creations.planned("vc-a/a");
+        ctx.virtual_clusters.planned("vc-a/a", true, None);
         let config = Value::object([(ID, Value::string("vc-a/a")), (TTL, Value::Null)]);
         let opened = VirtualClusterConnection(NoTunnels).open(&ctx, config).await;
         assert!(opened.diagnostics.is_empty(), "{:?}", opened.diagnostics);

@@ -3,8 +3,9 @@
 //! nodes). A check whose system cannot be asked is skipped: apply checks again.
 //!
 //! The tier rules are checked on every plan, not only when the pool is created: the tier is
-//! the pool's `isolation` when the configuration sets it (so a tier about to change in the
-//! same run is seen), else its virtual cluster's namespace label. A planned tier other than
+//! the pool's `isolation` when the configuration sets it, else the tier this run plans for
+//! its virtual cluster (so a tier about to change in the same run is seen either way), else
+//! the virtual cluster's namespace label. A planned tier other than
 //! the one the pool was applied with replaces the pool ([`plan_tier`]).
 
 use super::{
@@ -36,11 +37,16 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         .extend(product::check(&ctx.settings.gpu_products, &req.config));
     // The tier rules hold on every change, whatever else the plan changes.
     let host = backend.connect(ctx).await.ok();
-    let namespace_tier = match &host {
-        Some(host) => namespace_tier(host.as_ref(), &req.config).await,
-        None => None,
+    let cluster_tier = match planned_tier(ctx, &req.config) {
+        Some(tier) => Some((tier, TierFrom::VirtualClusterPlan)),
+        None => match &host {
+            Some(host) => namespace_tier(host.as_ref(), &req.config)
+                .await
+                .map(|tier| (tier, TierFrom::Namespace)),
+            None => None,
+        },
     };
-    let tier = plan_tier(req, namespace_tier, &mut resp);
+    let tier = plan_tier(req, cluster_tier, &mut resp);
     if let Some(tier) = tier {
         resp.diagnostics.extend(check_tier_rules(req, tier));
     }
@@ -135,6 +141,8 @@ enum TierFrom {
     Config,
     /// The `gpufleet.dev/isolation` label of the virtual cluster's namespace.
     Namespace,
+    /// The virtual cluster's `isolation`, as this run plans it.
+    VirtualClusterPlan,
 }
 
 /// The tier the plan checks the rules against, and where it comes from.
@@ -142,6 +150,13 @@ enum TierFrom {
 struct PlannedTier {
     tier: Tier,
     from: TierFrom,
+}
+
+/// The tier this run plans for the virtual cluster, when the same run plans it (see
+/// [`crate::planned_virtual_clusters`]): newer than what its namespace carries.
+fn planned_tier(ctx: &Context, config: &Value) -> Option<Tier> {
+    let id = config.get("virtual_cluster_id").as_str()?;
+    Tier::parse(&ctx.virtual_clusters.isolation(id)?)
 }
 
 /// The tier the virtual cluster's namespace carries now; `None` when the id is unknown, the
@@ -166,7 +181,7 @@ async fn namespace_tier(host: &dyn HostNodes, config: &Value) -> Option<Tier> {
 /// refused on `isolation`.
 fn plan_tier(
     req: &PlanRequest,
-    namespace: Option<Tier>,
+    cluster: Option<(Tier, TierFrom)>,
     resp: &mut PlanResponse,
 ) -> Option<PlannedTier> {
     let configured = req.config.get("isolation");
@@ -180,15 +195,12 @@ fn plan_tier(
         });
         (configured.clone(), checked)
     } else {
-        let planned = match namespace {
-            Some(t) => Value::string(t.as_str()),
+        let planned = match cluster {
+            Some((t, _)) => Value::string(t.as_str()),
             None if prior.as_str().is_some() => prior.clone(),
             None => Value::unknown(),
         };
-        let checked = namespace.map(|tier| PlannedTier {
-            tier,
-            from: TierFrom::Namespace,
-        });
+        let checked = cluster.map(|(tier, from)| PlannedTier { tier, from });
         (planned, checked)
     };
     if req.prior.is_null() {
@@ -201,25 +213,34 @@ fn plan_tier(
     }
     let same_cluster = req.prior.get("virtual_cluster_id") == req.config.get("virtual_cluster_id");
     let changing = prior.as_str().is_some() && configured != prior;
-    if let (Some(c), Some(ns)) = (checked.filter(|c| c.from == TierFrom::Config), namespace)
+    if let (Some(c), Some((ns, from))) = (checked.filter(|c| c.from == TierFrom::Config), cluster)
         && c.tier != ns
         && same_cluster
         && !changing
     {
+        let vc = req
+            .config
+            .get("virtual_cluster_id")
+            .as_str()
+            .unwrap_or_default();
+        let what = match from {
+            TierFrom::VirtualClusterPlan => format!(
+                "this plan replaces the virtual cluster {vc} with isolation = \"{}\"",
+                ns.as_str()
+            ),
+            _ => format!(
+                "the virtual cluster {vc} is now {} (its namespace's {ISOLATION} label): it \
+                 was replaced with another tier since this pool was applied",
+                ns.as_str()
+            ),
+        };
         resp.diagnostics.push(
             Diagnostic::error(
                 "Virtual Cluster Tier Changed",
                 format!(
-                    "isolation is {}, but the virtual cluster {} is now {} (its namespace's \
-                     {ISOLATION} label): it was replaced with another tier since this pool was \
-                     applied. Set isolation to {} (the virtual cluster's isolation); the pool \
-                     is then replaced and takes nodes for that tier.",
+                    "isolation is {}, but {what}. Set isolation to {} (the virtual cluster's \
+                     isolation); the pool is then replaced and takes nodes for that tier.",
                     c.tier.as_str(),
-                    req.config
-                        .get("virtual_cluster_id")
-                        .as_str()
-                        .unwrap_or_default(),
-                    ns.as_str(),
                     ns.as_str(),
                 ),
             )
@@ -251,6 +272,10 @@ fn check_tier_rules(req: &PlanRequest, planned: PlannedTier) -> Diagnostics {
             TierFrom::Config => format!("isolation = \"{}\"", planned.tier.as_str()),
             TierFrom::Namespace => format!(
                 "{vc} carries {ISOLATION}={} on its namespace",
+                planned.tier.as_str()
+            ),
+            TierFrom::VirtualClusterPlan => format!(
+                "this plan gives {vc} isolation = \"{}\"",
                 planned.tier.as_str()
             ),
         };

@@ -127,16 +127,19 @@ pub fn pool_schema() -> Schema {
             Attribute::optional_computed("isolation", Type::String)
                 .validate(OneOf::new(&["shared", "dedicated", "private"]))
                 .describe(
-                    "The tier of the virtual cluster the pool serves. Set it to the virtual \
-                     cluster's `isolation` (`gpufleet_virtual_cluster.<x>.isolation`) so that \
-                     a plan that changes the tier sees it: the tier rules (no `host` pool for \
-                     `private`) are checked against the new tier at plan, and the pool is \
-                     replaced, so it releases its nodes before its virtual cluster is \
-                     replaced and then takes nodes labelled and tainted for the new tier. When \
-                     left out, it is read from the virtual cluster's host namespace \
-                     (`gpufleet.dev/isolation`) and a tier that changed since the pool was \
-                     applied also replaces the pool at the next plan. A value that disagrees \
-                     with the namespace is refused. Changing it replaces the pool.",
+                    "The tier of the virtual cluster the pool serves. A plan that changes \
+                     the tier checks the tier rules (no `host` pool for `private`) against the \
+                     new tier and replaces the pool, so it releases its nodes before its \
+                     virtual cluster is replaced and then takes nodes labelled and tainted \
+                     for the new tier. When left out, it is the tier the same plan gives the \
+                     virtual cluster (when the configuration also manages it), else the one \
+                     its host namespace carries (`gpufleet.dev/isolation`); a tier that \
+                     changed since the pool was applied replaces the pool. Set it to the \
+                     virtual cluster's `isolation` (`gpufleet_virtual_cluster.<x>.isolation`) \
+                     when the virtual cluster is managed elsewhere, so the pool's own \
+                     configuration says which tier it was written for. A value that \
+                     disagrees with the virtual cluster is refused. Changing it replaces the \
+                     pool.",
                 ),
         )
         .attr(

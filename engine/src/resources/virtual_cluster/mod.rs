@@ -114,10 +114,12 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
         let resp = plan_virtual_cluster(&req);
-        if req.prior.is_null()
-            && let Some(id) = resp.planned.get("id").as_str()
-        {
-            ctx.creations.planned(id);
+        if let Some(id) = resp.planned.get("id").as_str() {
+            ctx.virtual_clusters.planned(
+                id,
+                req.prior.is_null(),
+                resp.planned.get("isolation").as_str(),
+            );
         }
         resp
     }
@@ -134,7 +136,7 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
         }
         let resp = apply::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await;
         if let Some(id) = req.planned.get("id").as_str() {
-            ctx.creations.applied(id);
+            ctx.virtual_clusters.applied(id);
         }
         resp
     }
