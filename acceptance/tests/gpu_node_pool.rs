@@ -321,6 +321,9 @@ resource "gpufleet_gpu_node_pool" "p" {{
   gpu_product        = "{H100}"
   node_count         = {count}
   placement = {{ policy = "spread" }}
+  drain_timeout      = "2m"
+  node_labels        = {{ team = "vision" }}
+  node_taints        = [{{ key = "example.com/maintenance", value = "weekly", effect = "PreferNoSchedule" }}]
   sharing = {{
     strategy = "time-slicing"
     replicas = 4
@@ -658,13 +661,16 @@ fn terraform_life_cycle_drift_import_and_destroy() {
         "gpufleet_gpu_node_pool.p",
         "vc-gnp-life/gnp-life/life",
     ]);
-    // Import recovers everything but `placement`, which only steers future claims: the
-    // first apply records it without touching a node.
+    // Import recovers the whole configuration: node_labels and node_taints from what the
+    // pool recorded setting on its nodes, placement and drain_timeout from the settings it
+    // wrote beside them. The plan after import is empty.
     let held_before = rt
         .block_on(nodes.list(&ListParams::default().labels("gpufleet.dev/pool=gnp-life.life")))
         .expect("list")
         .items
         .len();
+    let plan = tf.plan();
+    assert_eq!(plan.status_code, 0, "import round-trips:\n{plan}");
     tf.apply();
     assert_eq!(tf.plan_exit(), 0, "import, apply, then plan is empty");
     let held_after = rt

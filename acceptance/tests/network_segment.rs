@@ -306,23 +306,10 @@ fn life_cycle_update_replace_import_destroy() {
         "{objs:#}"
     );
 
-    // Import into a fresh directory, by name. An import cannot know which ports came from
-    // which hostname, so the imported configuration names the ports.
-    let st = state_of(&tf.show_json(), "gpufleet_network_segment.s");
-    let ports: Vec<String> = st["attached_ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["port"].as_str())
-        .map(|p| format!(r#"{{ port = "{p}", untagged = true }}"#))
-        .collect();
-    let imported = Tf::new(&segment(
-        name,
-        "tenant-a",
-        "10.102.0.0/24",
-        "",
-        &ports.join(", "),
-    ));
+    // Import into a fresh directory, by name, with the configuration as written: the
+    // V-Net's tags say which ports came from which hostname, so the members import as the
+    // two hostname members they were.
+    let imported = Tf::new(&segment(name, "tenant-a", "10.102.0.0/24", "", &both));
     imported.ok(&[
         "import",
         "-input=false",

@@ -245,6 +245,7 @@ mod tests {
         Desired {
             labels: [(POOL.to_owned(), pool.to_owned())].into(),
             taints: Vec::new(),
+            settings: None,
         }
     }
 

@@ -82,6 +82,10 @@ pub struct PoolSpec {
     pub node_class: (String, String, String),
     /// What an `auto` pool asks Karpenter for beyond the product.
     pub karpenter: super::karpenter::Settings,
+    /// The configured `placement` and `drain_timeout`, as written on each held node for
+    /// import to find ([`super::node_config::SETTINGS_ANNOTATION`]): nothing else on a node
+    /// shows them.
+    pub settings: serde_json::Value,
 }
 
 /// The default Karpenter node class.
@@ -190,6 +194,7 @@ impl PoolSpec {
                 .unwrap_or(Duration::from_secs(300)),
             node_class,
             karpenter: super::karpenter::Settings::from_value(v.get("karpenter")),
+            settings: settings_of(v),
         })
     }
 }
@@ -220,6 +225,38 @@ fn sharing_of(v: &Value, model: &GpuModel) -> Option<Sharing> {
         )),
         _ => None,
     }
+}
+
+/// `placement` and `drain_timeout` as configured (null when left out), as JSON.
+fn settings_of(v: &Value) -> serde_json::Value {
+    let text = |x: &Value| x.as_str().map_or(serde_json::Value::Null, |s| s.into());
+    let placement = v.get("placement");
+    serde_json::json!({
+        "placement": if placement.is_null() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!({
+                "topology_key": text(placement.get("topology_key")),
+                "policy": text(placement.get("policy")),
+            })
+        },
+        "drain_timeout": text(v.get("drain_timeout")),
+    })
+}
+
+/// What [`settings_of`] wrote, back as the attributes `placement` and `drain_timeout`.
+pub(super) fn settings_attributes(settings: &serde_json::Value) -> (Value, Value) {
+    let text = |x: &serde_json::Value| x.as_str().map_or(Value::Null, Value::string);
+    let p = &settings["placement"];
+    let placement = if p.is_object() {
+        Value::object([
+            ("topology_key", text(&p["topology_key"])),
+            ("policy", text(&p["policy"])),
+        ])
+    } else {
+        Value::Null
+    };
+    (placement, text(&settings["drain_timeout"]))
 }
 
 fn taints_of(v: &Value) -> Vec<NodeTaint> {

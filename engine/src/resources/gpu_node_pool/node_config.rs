@@ -25,6 +25,10 @@ use super::{
 /// The annotation that records what a pool overwrote on a node.
 pub const ORIGINALS_ANNOTATION: &str = "gpufleet.dev/pool-originals";
 
+/// The annotation that records the pool's settings no label shows (`placement`,
+/// `drain_timeout`), so that an import finds them.
+pub const SETTINGS_ANNOTATION: &str = "gpufleet.dev/pool-settings";
+
 /// The isolation tier of a virtual cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tier {
@@ -64,6 +68,8 @@ pub struct Desired {
     pub labels: BTreeMap<String, String>,
     /// Taints.
     pub taints: Vec<NodeTaint>,
+    /// The [`SETTINGS_ANNOTATION`] text; `None` leaves the annotation as it is.
+    pub settings: Option<String>,
 }
 
 /// What the pool wants on its nodes, for a virtual cluster of `tier` named `tenant`.
@@ -89,7 +95,11 @@ pub fn desired(spec: &PoolSpec, tier: Tier) -> Desired {
             labels.insert(MIG_CONFIG_LABEL.to_owned(), c.name.clone());
         }
     }
-    Desired { labels, taints }
+    Desired {
+        labels,
+        taints,
+        settings: Some(spec.settings.to_string()),
+    }
 }
 
 /// One taint slot (key and effect) the pool set, with the taint it replaced.
@@ -113,6 +123,52 @@ struct Originals {
     /// Whether the node was cordoned before the pool cordoned it to drain it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unschedulable: Option<bool>,
+}
+
+/// The labels and taints a configuration asked for (`node_labels`, `node_taints`), out of
+/// `labels` and `taints` the pool wrote: without those gpufleet sets itself.
+pub fn configured(
+    labels: &BTreeMap<String, String>,
+    taints: &[NodeTaint],
+) -> (BTreeMap<String, String>, Vec<NodeTaint>) {
+    const MANAGED: [&str; 5] = [
+        POOL,
+        NODE_ISOLATION,
+        TENANT,
+        DEVICE_PLUGIN_CONFIG_LABEL,
+        MIG_CONFIG_LABEL,
+    ];
+    let labels = labels
+        .iter()
+        .filter(|(k, _)| !MANAGED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let taints = taints.iter().filter(|t| t.key != TENANT).cloned().collect();
+    (labels, taints)
+}
+
+/// What the configuration of the pool holding `node` asked for on it: the labels and taints
+/// the pool recorded setting ([`ORIGINALS_ANNOTATION`]), with their values on the node, less
+/// those gpufleet sets itself. Labels and taints the node had of its own are not among them.
+pub fn configured_on(node: &HostNode) -> (BTreeMap<String, String>, Vec<NodeTaint>) {
+    let o = originals_of(node);
+    let labels: BTreeMap<String, String> = node
+        .labels
+        .iter()
+        .filter(|(k, _)| o.labels.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let taints: Vec<NodeTaint> = node
+        .taints
+        .iter()
+        .filter(|t| {
+            o.taints
+                .iter()
+                .any(|r| r.key == t.key && r.effect == t.effect)
+        })
+        .cloned()
+        .collect();
+    configured(&labels, &taints)
 }
 
 fn originals_of(node: &HostNode) -> Originals {
@@ -203,6 +259,10 @@ pub fn held_write(node: &HostNode, want: &Desired) -> NodeWrite {
     {
         w.labels.remove(MIG_CONFIG_STATE_LABEL);
     }
+    if let Some(settings) = &want.settings {
+        w.annotations
+            .insert(SETTINGS_ANNOTATION.to_owned(), settings.clone());
+    }
     put_originals(&mut w, &o);
     w
 }
@@ -261,6 +321,7 @@ pub fn release_write(node: &HostNode) -> NodeWrite {
         restore_label(&mut w, k, before.as_ref());
     }
     w.labels.remove(RELEASING);
+    w.annotations.remove(SETTINGS_ANNOTATION);
     // The pool label goes even when the record was lost.
     if !o.labels.contains_key(POOL) {
         w.labels.remove(POOL);
@@ -360,6 +421,7 @@ mod tests {
                     effect: "NoSchedule".into(),
                 },
             ],
+            settings: Some(r#"{"placement":null,"drain_timeout":null}"#.into()),
         }
     }
 
@@ -387,6 +449,7 @@ mod tests {
             ]
             .into(),
             taints: Vec::new(),
+            settings: None,
         };
         let n2 = apply(&n1, held_write(&n1, &w2));
         assert_eq!(n2.label("team"), Some("infra"));

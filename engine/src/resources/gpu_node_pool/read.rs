@@ -1,6 +1,8 @@
 //! Refresh and import: the nodes that hold the pool's label, checked against what the pool
 //! wants, and a pool imported by id filled in from the cluster.
 
+use std::collections::BTreeMap;
+
 use tokio::time::Instant;
 
 use super::{
@@ -10,8 +12,11 @@ use super::{
     device_plugin::{self, CONFIG_MAP},
     karpenter::NODEPOOL_LABEL,
     mig,
-    model::{PoolSpec, Sharing, Source, state_of, status_for},
-    node_config::{Desired, Tier, desired, is_configured, is_releasing},
+    model::{PoolSpec, Sharing, Source, settings_attributes, state_of, status_for},
+    node_config::{
+        Desired, SETTINGS_ANNOTATION, Tier, configured, configured_on, desired, is_configured,
+        is_releasing,
+    },
     schema,
 };
 use crate::{
@@ -21,7 +26,7 @@ use crate::{
         kube::{
             DEVICE_PLUGIN_CONFIG_LABEL, GPU_REPLICAS_LABEL, ISOLATION, MIG_CONFIG_LABEL,
             NODE_ISOLATION,
-            host::nodes::{HostNode, HostNodes},
+            host::nodes::{HostNode, HostNodes, NodeTaint},
         },
     },
     context::Context,
@@ -259,6 +264,13 @@ async fn read_imported(
                 ("max_nodes", Value::int(max.unwrap_or(1))),
             ]),
         );
+        let template = &np["spec"]["template"];
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(template["metadata"]["labels"].clone()).unwrap_or_default();
+        let taints: Vec<NodeTaint> =
+            serde_json::from_value(template["spec"]["taints"].clone()).unwrap_or_default();
+        let (labels, taints) = configured(&labels, &taints);
+        set_configured(&mut s, labels, &taints);
     } else {
         let held = list_held(api, &label).await?;
         let Some(first) = held.first() else {
@@ -273,6 +285,19 @@ async fn read_imported(
         s.set_attr("gpu_product", Value::string(product));
         s.set_attr("source", Value::string("host"));
         s.set_attr("node_count", Value::int(held.len() as i64));
+        let (labels, taints) = configured_on(first);
+        set_configured(&mut s, labels, &taints);
+        if let Some(settings) = first
+            .annotations
+            .get(SETTINGS_ANNOTATION)
+            .and_then(|text| serde_json::from_str(text).ok())
+        {
+            let (placement, drain_timeout) = settings_attributes(&settings);
+            s.set_attr("placement", placement);
+            if !drain_timeout.is_null() {
+                s.set_attr("drain_timeout", drain_timeout);
+            }
+        }
         let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {
             Some(("mig", Value::Null, Value::string(m)))
         } else if first.label(DEVICE_PLUGIN_CONFIG_LABEL).is_some() {
@@ -306,6 +331,42 @@ async fn read_imported(
     })?;
     // Fill the computed attributes the way a refresh does.
     Box::pin(read_spec(api, &s, &spec)).await
+}
+
+/// `node_labels` and `node_taints` of an imported pool; null when there are none, as a
+/// configuration that leaves them out has them.
+fn set_configured(s: &mut Value, labels: BTreeMap<String, String>, taints: &[NodeTaint]) {
+    if !labels.is_empty() {
+        s.set_attr(
+            "node_labels",
+            Value::Map(
+                labels
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::string(v)))
+                    .collect(),
+            ),
+        );
+    }
+    if !taints.is_empty() {
+        s.set_attr(
+            "node_taints",
+            Value::List(
+                taints
+                    .iter()
+                    .map(|t| {
+                        Value::object([
+                            ("key", Value::string(&t.key)),
+                            (
+                                "value",
+                                t.value.as_deref().map_or(Value::Null, Value::string),
+                            ),
+                            ("effect", Value::string(&t.effect)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        );
+    }
 }
 
 async fn read_spec(api: &dyn HostNodes, s: &Value, spec: &PoolSpec) -> Result<Value, StepError> {

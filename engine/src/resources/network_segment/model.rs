@@ -205,7 +205,10 @@ impl Segment {
                 .map_or_else(|| "auto".to_owned(), |v| v.to_string()),
             vxlan_id: self.vni.and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
             ip_family: "ipv4".to_owned(),
-            tags: vec![self.owner_tag(), format!("{MTU_TAG}={}", self.mtu)],
+            tags: [self.owner_tag(), format!("{MTU_TAG}={}", self.mtu)]
+                .into_iter()
+                .chain(attached.iter().filter_map(host_port_tag))
+                .collect(),
             mtu: self.mtu,
             gateways: vec![GatewayWrite {
                 prefix: format!("{}/{}", self.gateway, self.cidr.prefix_len()),
@@ -235,6 +238,51 @@ pub(super) fn members_of(v: &Value) -> Vec<Member> {
             untagged: m.get("untagged").as_bool().unwrap_or(false),
         })
         .collect()
+}
+
+/// The tag that says an attached port came from a hostname member, `<hostname>/<port>`:
+/// the controller keeps only the ports, and an import needs the hostname back.
+pub(super) const HOST_PORT_TAG: &str = "gpufleet:host-port";
+
+fn host_port_tag(a: &Attached) -> Option<String> {
+    let host = a.hostname.as_deref()?;
+    Some(format!("{HOST_PORT_TAG}={host}/{}", a.port))
+}
+
+/// The hostname members and their attached ports that the V-Net's tags record
+/// ([`HOST_PORT_TAG`]), as a prior state carries them (`members`, `attached_ports`); `None`
+/// when there are none.
+pub(super) fn hostname_members_in(tags: &[String]) -> Option<(Value, Value)> {
+    let attached: Vec<Attached> = tags
+        .iter()
+        .filter_map(|t| t.strip_prefix(HOST_PORT_TAG)?.strip_prefix('='))
+        .filter_map(|v| v.split_once('/'))
+        .map(|(host, port)| Attached {
+            port: port.to_owned(),
+            hostname: Some(host.to_owned()),
+            untagged: false,
+        })
+        .collect();
+    if attached.is_empty() {
+        return None;
+    }
+    let hosts: std::collections::BTreeSet<&str> = attached
+        .iter()
+        .filter_map(|a| a.hostname.as_deref())
+        .collect();
+    let members = Value::set(
+        hosts
+            .into_iter()
+            .map(|h| {
+                member_value(&Member {
+                    port: None,
+                    hostname: Some(h.to_owned()),
+                    untagged: false,
+                })
+            })
+            .collect(),
+    );
+    Some((members, attached_value(&attached)))
 }
 
 pub(super) fn member_value(m: &Member) -> Value {

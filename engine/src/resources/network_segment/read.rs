@@ -12,7 +12,8 @@ use super::{
     apply::StepError,
     model::{
         Attached, IPAM_PREFIX, Ids, MTU_TAG, Member, OWNER_TAG, attached_of, attached_value,
-        id_value, ids_of, member_value, members_of, normalise_state, status_of,
+        hostname_members_in, id_value, ids_of, member_value, members_of, normalise_state,
+        status_of,
     },
     schema::segment_schema,
 };
@@ -189,6 +190,25 @@ pub(super) fn observed_state(prior: &Value, v: &VNet) -> Value {
         .iter()
         .filter_map(|p| Some((p.full_name()?, p.is_untagged())))
         .collect();
+    // An import (or a state from before `attached_ports`) knows no hostname members: the
+    // V-Net's tags say which ports came from which server.
+    let tagged;
+    let prior = match hostname_members_in(&v.tags) {
+        Some((members, attached)) if prior.get("attached_ports").is_null() => {
+            let mut p = prior.clone();
+            // Port members the prior state lists stay; the tags add the hostname members.
+            let ports = members_of(prior.get("members"))
+                .into_iter()
+                .filter(|m| m.port.is_some())
+                .map(|m| member_value(&m));
+            let hosts = members.as_seq().unwrap_or_default().to_vec();
+            p.set_attr("members", Value::set(ports.chain(hosts).collect()));
+            p.set_attr("attached_ports", attached);
+            tagged = p;
+            &tagged
+        }
+        _ => prior,
+    };
     let (members, attached) = observed_members(prior, &remote);
     s.set_attr("members", members);
     s.set_attr("attached_ports", attached_value(&attached));

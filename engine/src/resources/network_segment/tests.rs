@@ -454,3 +454,81 @@ fn vnet_body_spells_auto_allocation_and_tags() {
         ["gpufleet:owner=tenant-a-net", "gpufleet:mtu=9000"]
     );
 }
+
+#[test]
+fn hostname_members_travel_in_the_vnet_tags_and_come_back_on_import() {
+    let seg = Segment::from_value(&applied(&config(&[
+        ("gateway", Value::string("10.20.0.1")),
+        ("mtu", Value::int(9000)),
+        ("state", Value::string("active")),
+        ("vlan_id", Value::Null),
+        ("vni", Value::Null),
+    ])))
+    .expect("segment");
+    let attached = [
+        Attached {
+            port: "swp1@sw1".into(),
+            hostname: Some("gpu-001".into()),
+            untagged: true,
+        },
+        Attached {
+            port: "swp1@sw2".into(),
+            hostname: Some("gpu-001".into()),
+            untagged: true,
+        },
+        Attached {
+            port: "swp7@sw1".into(),
+            hostname: None,
+            untagged: false,
+        },
+    ];
+    let body = seg.vnet_body(
+        Refs {
+            tenant: 1,
+            vpc: 2,
+            site: 3,
+        },
+        &attached,
+    );
+    assert_eq!(
+        body.tags,
+        [
+            "gpufleet:owner=tenant-a-net",
+            "gpufleet:mtu=9000",
+            "gpufleet:host-port=gpu-001/swp1@sw1",
+            "gpufleet:host-port=gpu-001/swp1@sw2",
+        ]
+    );
+
+    // An import knows only the name: the tags give the hostname member back, and the port
+    // that was listed directly stays a port member.
+    let (members, tagged) = hostname_members_in(&body.tags).expect("tagged");
+    let skeleton = import_skeleton("tenant-a-net").expect("skeleton");
+    let mut prior = skeleton.clone();
+    prior.set_attr("members", members);
+    prior.set_attr("attached_ports", tagged);
+    let remote: BTreeMap<String, bool> = [
+        ("swp1@sw1".to_owned(), true),
+        ("swp1@sw2".to_owned(), true),
+        ("swp7@sw1".to_owned(), false),
+    ]
+    .into();
+    let (m, a) = observed_members(&prior, &remote);
+    assert_eq!(
+        m,
+        Value::set(vec![
+            member_value(&Member {
+                port: None,
+                hostname: Some("gpu-001".into()),
+                untagged: true,
+            }),
+            member_value(&Member {
+                port: Some("swp7@sw1".into()),
+                hostname: None,
+                untagged: false,
+            }),
+        ])
+    );
+    assert_eq!(a.len(), 3);
+    assert!(hostname_members_in(&["gpufleet:owner=x".to_owned()]).is_none());
+}
