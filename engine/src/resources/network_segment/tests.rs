@@ -428,8 +428,8 @@ fn import_skeleton_names_every_attribute() {
     assert!(import_skeleton("").is_err());
 }
 
-#[test]
-fn vnet_body_spells_auto_allocation_and_tags() {
+/// The V-Net body of an applied segment with VLAN and VNI left to the controller.
+fn vnet_body_with(attached: &[Attached]) -> crate::backends::netris::VNetWrite {
     let seg = Segment::from_value(&applied(&config(&[
         ("gateway", Value::string("10.20.0.1")),
         ("mtu", Value::int(9000)),
@@ -438,14 +438,17 @@ fn vnet_body_spells_auto_allocation_and_tags() {
         ("vni", Value::Null),
     ])))
     .expect("segment");
-    let body = seg.vnet_body(
-        Refs {
-            tenant: 1,
-            vpc: 2,
-            site: 3,
-        },
-        &[],
-    );
+    let refs = Refs {
+        tenant: 1,
+        vpc: 2,
+        site: 3,
+    };
+    seg.vnet_body(refs, attached)
+}
+
+#[test]
+fn vnet_body_spells_auto_allocation_and_tags() {
+    let body = vnet_body_with(&[]);
     assert_eq!(body.vlan, "auto");
     assert_eq!(body.vxlan_id, 0);
     assert_eq!(body.gateways[0].prefix, "10.20.0.1/24");
@@ -457,14 +460,6 @@ fn vnet_body_spells_auto_allocation_and_tags() {
 
 #[test]
 fn hostname_members_travel_in_the_vnet_tags_and_come_back_on_import() {
-    let seg = Segment::from_value(&applied(&config(&[
-        ("gateway", Value::string("10.20.0.1")),
-        ("mtu", Value::int(9000)),
-        ("state", Value::string("active")),
-        ("vlan_id", Value::Null),
-        ("vni", Value::Null),
-    ])))
-    .expect("segment");
     let attached = [
         Attached {
             port: "swp1@sw1".into(),
@@ -482,14 +477,7 @@ fn hostname_members_travel_in_the_vnet_tags_and_come_back_on_import() {
             untagged: false,
         },
     ];
-    let body = seg.vnet_body(
-        Refs {
-            tenant: 1,
-            vpc: 2,
-            site: 3,
-        },
-        &attached,
-    );
+    let body = vnet_body_with(&attached);
     assert_eq!(
         body.tags,
         [
