@@ -243,20 +243,24 @@ fn pod_not_ready(pod: &Json) -> Option<String> {
     })
 }
 
-/// The newest of `pods` by creation time (names break ties).
+/// The newest of `pods` by creation time (names break ties), leaving out those being
+/// deleted: a control plane that is shutting down (say, restarted to write its Secret again)
+/// still shows Ready, but what it wrote is about to be replaced by its successor.
 fn newest(pods: &[Json]) -> Option<&Json> {
-    pods.iter().max_by_key(|p| {
-        (
-            p.pointer("/metadata/creationTimestamp")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            p.pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        )
-    })
+    pods.iter()
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .max_by_key(|p| {
+            (
+                p.pointer("/metadata/creationTimestamp")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                p.pointer("/metadata/name")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
 }
 
 /// The Service `<name>`, when the address depends on it.
@@ -486,6 +490,29 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_control_plane_being_deleted_is_not_the_one_waited_for() {
+        let pod = |name: &str, created: &str, deleting: bool| {
+            let mut p = json!({ "metadata": { "name": name, "creationTimestamp": created } });
+            if deleting {
+                p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:09Z");
+            }
+            p
+        };
+        let pods = [
+            pod("a-0", "2026-01-01T00:00:05Z", true),
+            pod("a-1", "2026-01-01T00:00:01Z", false),
+        ];
+        assert_eq!(
+            newest(&pods).and_then(|p| p["metadata"]["name"].as_str()),
+            Some("a-1")
+        );
+        assert!(
+            newest(&pods[..1]).is_none(),
+            "only a pod being deleted: none yet"
+        );
+    }
 
     #[test]
     fn crash_loops_are_problems_and_pending_is_not() {
