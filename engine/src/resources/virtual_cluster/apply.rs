@@ -345,16 +345,13 @@ async fn upsert(
         .map_err(from_wait(op))
 }
 
-/// How long a control plane must have been Ready without Secret `vc-<name>` before it is
-/// taken to have lost it rather than to be about to write it.
-const CREDENTIALS_GRACE: Duration = Duration::from_secs(30);
-
-/// Restarts a running control plane whose Secret `vc-<name>` is gone. The syncer writes that
-/// Secret (the kubeconfig every output comes from) once, when it starts, and makes the
-/// Service `<name>` its owner: a Service deleted out of band takes the Secret with it through
-/// the garbage collector, and the apply that puts the Service back would otherwise wait for
-/// a Secret that never comes. Deleting the pod, as an operator would, lets the StatefulSet
-/// start the syncer again, which writes it.
+/// Restarts a control plane whose Secret `vc-<name>` is gone. The syncer writes that Secret
+/// (the kubeconfig every output comes from) once, when it starts, and makes the Service
+/// `<name>` its owner: a Service deleted out of band takes the Secret with it through the
+/// garbage collector, and the apply that puts the Service back would otherwise wait for a
+/// Secret that never comes. Deleting the pods, as an operator would, lets the StatefulSet
+/// start the syncer again, which writes it. A pod that was about to write it anyway only
+/// starts once more.
 async fn restart_without_credentials(
     host: &dyn HostObjects,
     namespace: &str,
@@ -373,30 +370,18 @@ async fn restart_without_credentials(
         let Some(name) = pod.pointer("/metadata/name").and_then(|n| n.as_str()) else {
             continue;
         };
-        if ready_for(&pod).is_some_and(|d| d >= CREDENTIALS_GRACE) {
-            tracing::info!(
-                namespace,
-                pod = name,
-                "the control plane runs without Secret {}: restarting it",
-                names.kubeconfig()
-            );
-            host.delete(ObjectKind::Pod, ns, name).await?;
+        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
         }
+        tracing::info!(
+            namespace,
+            pod = name,
+            "the control plane runs without Secret {}: restarting it",
+            names.kubeconfig()
+        );
+        host.delete(ObjectKind::Pod, ns, name).await?;
     }
     Ok(())
-}
-
-/// How long `pod` has been Ready; `None` when it is not.
-fn ready_for(pod: &serde_json::Value) -> Option<Duration> {
-    let since = pod
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready" && c["status"] == "True")?
-        .get("lastTransitionTime")?
-        .as_str()?;
-    let since = humantime::parse_rfc3339(since).ok()?;
-    std::time::SystemTime::now().duration_since(since).ok()
 }
 
 /// Create (`prior` null) or update.
