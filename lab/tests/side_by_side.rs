@@ -2,7 +2,8 @@
 //! fixed, so each runs in a network namespace of its own and its lab checks it through a
 //! loopback port of its own.
 //!
-//! Each lab here is a small one of its own, in a temporary directory, stopped at the end.
+//! The first lab is the tests' shared one ([`Lab::shared`]); the second is a small one of its
+//! own, in a temporary directory, stopped at the end.
 
 use gpufleet_lab::components::Component;
 use gpufleet_lab::fleet::FleetSpec;
@@ -55,21 +56,18 @@ async fn mpi_operator_health(dir: &std::path::Path) -> (u16, Health) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_labs_run_their_own_mpi_operator_at_once() {
+    let a = Lab::shared().dir().to_path_buf();
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let _down_a = Down(a.clone());
+    let b = tmp.path().join("b");
     let _down_b = Down(b.clone());
 
-    Lab::up(options(a.clone()))
-        .await
-        .expect("the first lab comes up");
     Lab::up(options(b.clone()))
         .await
-        .expect("the second lab comes up beside the first, MPI Operator included");
+        .expect("the second lab comes up beside the shared one, MPI Operator included");
 
     let (port_a, health_a) = mpi_operator_health(&a).await;
     let (port_b, health_b) = mpi_operator_health(&b).await;
-    assert_eq!(health_a, Health::Healthy, "the first lab's MPI Operator");
+    assert_eq!(health_a, Health::Healthy, "the shared lab's MPI Operator");
     assert_eq!(health_b, Health::Healthy, "the second lab's MPI Operator");
     assert_ne!(
         port_a, port_b,
