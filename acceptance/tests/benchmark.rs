@@ -253,15 +253,15 @@ fn same_configuration_hashes_the_same_in_fresh_workdirs() {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
-            r["environment"]["nodes"].clone(),
+            r["environment"].clone(),
         )
     };
-    let (first, first_nodes) = run("bench-hash-a", "16G");
-    let (second, _) = run("bench-hash-b", "16G");
+    let (first, first_env) = run("bench-hash-a", "16G");
+    let (second, second_env) = run("bench-hash-b", "16G");
     assert_eq!(first.len(), 64, "{first}");
     assert_eq!(
         first, second,
-        "another tenant, pool and workdir ran the same experiment (first on {first_nodes})"
+        "another tenant, pool and workdir ran the same experiment:\n{first_env:#}\n{second_env:#}"
     );
     // A different sweep is a different experiment.
     let (other, _) = run("bench-hash-c", "8G");
