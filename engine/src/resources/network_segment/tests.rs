@@ -376,21 +376,7 @@ fn members_keep_hostnames_while_all_their_ports_are_attached() {
                 untagged: true,
             })]),
         ),
-        (
-            "attached_ports",
-            attached_value(&[
-                Attached {
-                    port: "swp1@sw1".into(),
-                    hostname: Some("gpu-001".into()),
-                    untagged: true,
-                },
-                Attached {
-                    port: "swp1@sw2".into(),
-                    hostname: Some("gpu-001".into()),
-                    untagged: true,
-                },
-            ]),
-        ),
+        ("attached_ports", attached_value(&gpu_001_ports())),
     ]);
     let both: BTreeMap<String, bool> =
         [("swp1@sw1".to_owned(), true), ("swp1@sw2".to_owned(), true)].into();
@@ -428,6 +414,15 @@ fn import_skeleton_names_every_attribute() {
     assert!(import_skeleton("").is_err());
 }
 
+/// The two switch ports of server `gpu-001`, attached through its hostname member.
+fn gpu_001_ports() -> [Attached; 2] {
+    ["swp1@sw1", "swp1@sw2"].map(|port| Attached {
+        port: port.into(),
+        hostname: Some("gpu-001".into()),
+        untagged: true,
+    })
+}
+
 /// The V-Net body of an applied segment with VLAN and VNI left to the controller.
 fn vnet_body_with(attached: &[Attached]) -> crate::backends::netris::VNetWrite {
     let seg = Segment::from_value(&applied(&config(&[
@@ -460,17 +455,10 @@ fn vnet_body_spells_auto_allocation_and_tags() {
 
 #[test]
 fn hostname_members_travel_in_the_vnet_tags_and_come_back_on_import() {
+    let [first, second] = gpu_001_ports();
     let attached = [
-        Attached {
-            port: "swp1@sw1".into(),
-            hostname: Some("gpu-001".into()),
-            untagged: true,
-        },
-        Attached {
-            port: "swp1@sw2".into(),
-            hostname: Some("gpu-001".into()),
-            untagged: true,
-        },
+        first,
+        second,
         Attached {
             port: "swp7@sw1".into(),
             hostname: None,
