@@ -336,14 +336,32 @@ async fn upsert(
         )
         .await?;
     }
-    if live.is_some() {
-        restart_without_credentials(host, &spec.namespace, &names).await?;
-    }
+    let restarted = match live {
+        Some(_) => restart_without_credentials(host, &spec.namespace, &names).await?,
+        None => false,
+    };
     *phase = Phase::Ready;
-    readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline)
-        .await
-        .map_err(from_wait(op))
+    let wait = || readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline);
+    let mut ready = wait().await.map_err(from_wait(op))?;
+    // A restarted syncer may write its kubeconfig again shortly after it is ready: record
+    // the credentials once two looks a few seconds apart agree.
+    if restarted {
+        for _ in 0..SETTLE_LOOKS {
+            tokio::time::sleep(SETTLE_INTERVAL).await;
+            let again = wait().await.map_err(from_wait(op))?;
+            if again == ready {
+                break;
+            }
+            ready = again;
+        }
+    }
+    Ok(ready)
 }
+
+/// How often, and how many times at most, the credentials of a restarted control plane are
+/// looked at again before they are recorded.
+const SETTLE_INTERVAL: Duration = Duration::from_secs(5);
+const SETTLE_LOOKS: usize = 12;
 
 /// Restarts a control plane whose Secret `vc-<name>` is gone. The syncer writes that Secret
 /// (the kubeconfig every output comes from) once, when it starts, and makes the Service
@@ -351,20 +369,21 @@ async fn upsert(
 /// garbage collector, and the apply that puts the Service back would otherwise wait for a
 /// Secret that never comes. Deleting the pods, as an operator would, lets the StatefulSet
 /// start the syncer again, which writes it. A pod that was about to write it anyway only
-/// starts once more.
+/// starts once more. Answers whether a pod was restarted.
 async fn restart_without_credentials(
     host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
-) -> Result<(), ObjectError> {
+) -> Result<bool, ObjectError> {
     let ns = Some(namespace);
     if host
         .get(ObjectKind::Secret, ns, &names.kubeconfig())
         .await?
         .is_some()
     {
-        return Ok(());
+        return Ok(false);
     }
+    let mut restarted = false;
     let selector = format!("app=vcluster,release={}", names.name);
     for pod in host.list(ObjectKind::Pod, ns, &selector).await? {
         let Some(name) = pod.pointer("/metadata/name").and_then(|n| n.as_str()) else {
@@ -380,8 +399,9 @@ async fn restart_without_credentials(
             names.kubeconfig()
         );
         host.delete(ObjectKind::Pod, ns, name).await?;
+        restarted = true;
     }
-    Ok(())
+    Ok(restarted)
 }
 
 /// Create (`prior` null) or update.
