@@ -336,32 +336,14 @@ async fn upsert(
         )
         .await?;
     }
-    let restarted = match live {
-        Some(_) => restart_without_credentials(host, &spec.namespace, &names).await?,
-        None => false,
-    };
-    *phase = Phase::Ready;
-    let wait = || readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline);
-    let mut ready = wait().await.map_err(from_wait(op))?;
-    // A restarted syncer may write its kubeconfig again shortly after it is ready: record
-    // the credentials once two looks a few seconds apart agree.
-    if restarted {
-        for _ in 0..SETTLE_LOOKS {
-            tokio::time::sleep(SETTLE_INTERVAL).await;
-            let again = wait().await.map_err(from_wait(op))?;
-            if again == ready {
-                break;
-            }
-            ready = again;
-        }
+    if live.is_some() {
+        restart_without_credentials(host, &spec.namespace, &names).await?;
     }
-    Ok(ready)
+    *phase = Phase::Ready;
+    readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline)
+        .await
+        .map_err(from_wait(op))
 }
-
-/// How often, and how many times at most, the credentials of a restarted control plane are
-/// looked at again before they are recorded.
-const SETTLE_INTERVAL: Duration = Duration::from_secs(5);
-const SETTLE_LOOKS: usize = 12;
 
 /// Restarts a control plane whose Secret `vc-<name>` is gone. The syncer writes that Secret
 /// (the kubeconfig every output comes from) once, when it starts, and makes the Service
@@ -369,23 +351,24 @@ const SETTLE_LOOKS: usize = 12;
 /// garbage collector, and the apply that puts the Service back would otherwise wait for a
 /// Secret that never comes. Deleting the pods, as an operator would, lets the StatefulSet
 /// start the syncer again, which writes it. A pod that was about to write it anyway only
-/// starts once more. Answers whether a pod was restarted.
+/// starts once more.
 async fn restart_without_credentials(
     host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
-) -> Result<bool, ObjectError> {
+) -> Result<(), ObjectError> {
     let ns = Some(namespace);
     if host
         .get(ObjectKind::Secret, ns, &names.kubeconfig())
         .await?
         .is_some()
     {
-        return Ok(false);
+        return Ok(());
     }
-    let mut restarted = false;
-    let selector = format!("app=vcluster,release={}", names.name);
-    for pod in host.list(ObjectKind::Pod, ns, &selector).await? {
+    for pod in host
+        .list(ObjectKind::Pod, ns, &names.control_plane_pods())
+        .await?
+    {
         let Some(name) = pod.pointer("/metadata/name").and_then(|n| n.as_str()) else {
             continue;
         };
@@ -399,9 +382,8 @@ async fn restart_without_credentials(
             names.kubeconfig()
         );
         host.delete(ObjectKind::Pod, ns, name).await?;
-        restarted = true;
     }
-    Ok(restarted)
+    Ok(())
 }
 
 /// Create (`prior` null) or update.
@@ -504,7 +486,7 @@ async fn delete_claims(
     namespace: &str,
     name: &str,
 ) -> Result<(), StepError> {
-    let selector = format!("app=vcluster,release={name}");
+    let selector = Names::new(name, namespace).control_plane_pods();
     let prefix = persistence::claim_prefix(name);
     let claims = host
         .list(

@@ -69,6 +69,12 @@ impl Names {
         format!("vc-config-{}", self.name)
     }
 
+    /// The label selector of the control plane's pods and volume claims (the chart's
+    /// StatefulSet selector): `app=vcluster,release=<name>`.
+    pub fn control_plane_pods(&self) -> String {
+        format!("app=vcluster,release={}", self.name)
+    }
+
     /// The Secret with the kubeconfig (`vc-<name>`).
     pub fn kubeconfig(&self) -> String {
         self.vc()

@@ -322,7 +322,7 @@ pub async fn observe(
             names.name
         )));
     }
-    let selector = format!("app=vcluster,release={}", names.name);
+    let selector = names.control_plane_pods();
     let pods = host
         .list(ObjectKind::Pod, Some(namespace), &selector)
         .await?;
