@@ -282,7 +282,8 @@ async fn ready_pod(
 ) -> Result<String, TunnelError> {
     let deadline = tokio::time::Instant::now() + READY_WAIT;
     loop {
-        let (pods, count) = control_plane_pods(host, client, namespace, name).await?;
+        let pods = control_plane_pods(host, client, namespace, name).await?;
+        let count = pods.len();
         if let Some(pod) = pods
             .into_iter()
             .find(is_ready)
@@ -323,7 +324,7 @@ async fn control_plane_pods(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<(Vec<Pod>, usize), TunnelError> {
+) -> Result<Vec<Pod>, TunnelError> {
     let selector = format!("app=vcluster,release={name}");
     host.count();
     let pods = Api::<Pod>::namespaced(client.clone(), namespace)
@@ -334,8 +335,7 @@ async fn control_plane_pods(
             operation: "listing the control-plane pods".into(),
             source: Box::new(e),
         })?;
-    let count = pods.items.len();
-    Ok((pods.items, count))
+    Ok(pods.items)
 }
 
 /// `spec.replicas` of the control plane's StatefulSet, `None` when there is none.
