@@ -12,6 +12,9 @@ use crate::{
     value::Value,
 };
 
+/// How long a plan waits for the backend's facts before it leaves the checks to apply.
+const PLAN_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A resource kind whose objects live behind one backend client (a BCM head node, a Netris
 /// controller): what differs between such kinds. Implementing it gives the kind its
 /// [`ResourceKind`], which connects first, reports a failed connection (settings missing or
@@ -33,8 +36,16 @@ pub trait RemoteKind: Send + Sync {
     /// [`ResourceKind::validate`].
     fn validate(config: &Value) -> Diagnostics;
 
-    /// [`ResourceKind::plan`]; planning needs no client.
+    /// [`ResourceKind::plan`]: the planned value, from the configuration alone.
     fn plan(req: &PlanRequest) -> PlanResponse;
+
+    /// What the backend already knows that refuses the plan (a name it does not have, a
+    /// node another tenant holds). Runs after [`RemoteKind::plan`] found no error, when the
+    /// backend is configured; a backend that cannot be asked is no finding, since apply
+    /// checks again (the fleet can change between plan and apply anyway).
+    async fn check_plan(_api: &Self::Api, _req: &PlanRequest) -> Diagnostics {
+        Diagnostics::new()
+    }
 
     /// The state skeleton an import by `id` starts from, for [`RemoteKind::refresh`] to fill.
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics>;
@@ -74,8 +85,20 @@ impl<K: RemoteKind> ResourceKind for K {
         K::validate(config)
     }
 
-    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
-        K::plan(&req)
+    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
+        let mut resp = K::plan(&req);
+        if resp.planned.is_null() || resp.diagnostics.has_error() {
+            return resp;
+        }
+        if let Ok(api) = self.connect(ctx) {
+            // A backend that does not answer in time is no finding: apply checks again.
+            if let Ok(found) =
+                tokio::time::timeout(PLAN_CHECK_LIMIT, K::check_plan(&api, &req)).await
+            {
+                resp.diagnostics.extend(found);
+            }
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {

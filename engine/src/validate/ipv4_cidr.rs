@@ -52,6 +52,11 @@ impl Ipv4Net {
         u32::from(ip) & self.mask() == u32::from(self.network())
     }
 
+    /// Whether the two networks share an address (one contains the other's network).
+    pub fn overlaps(&self, other: &Ipv4Net) -> bool {
+        self.contains(other.network()) || other.contains(self.network())
+    }
+
     /// Whether `ip` is a usable host address: inside, and neither the network nor the
     /// broadcast address.
     pub fn is_host(&self, ip: Ipv4Addr) -> bool {

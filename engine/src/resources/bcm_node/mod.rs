@@ -127,6 +127,10 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
         plan_node(req)
     }
 
+    async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnostics {
+        plan::check_plan(api, req).await
+    }
+
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         import_skeleton(id)
     }

@@ -1,8 +1,11 @@
-//! Planning a `gpufleet_bcm_node`: what a change keeps of what BCM showed.
+//! Planning a `gpufleet_bcm_node`: what a change keeps of what BCM showed, and what BCM
+//! already knows that refuses it.
 
 use crate::{
-    diag::Diagnostics,
+    backends::bcm::BcmApi,
+    diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
+    path::AttrPath,
 };
 
 /// The attributes whose change needs BCM to be told.
@@ -22,4 +25,109 @@ pub(super) fn plan_node(req: &PlanRequest) -> PlanResponse {
         requires_replace: Vec::new(),
         diagnostics: Diagnostics::new(),
     }
+}
+
+/// What BCM already knows that refuses the plan: a hostname, category or software image it
+/// does not have, and a node another tenant holds. Asked only for what the plan changes; a
+/// call that fails is no finding (apply checks again).
+pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
+    let known = |attr: &str| req.config.get(attr).as_str().map(str::to_owned);
+    if changed("category")
+        && let Some(name) = known("category")
+        && let Ok(None) = api.category(&name).await
+    {
+        let have = api
+            .categories()
+            .await
+            .map(|c| c.into_iter().map(|c| c.name));
+        d.push(unknown_name(
+            "category",
+            "Unknown BCM Category",
+            &name,
+            "category list",
+            have.ok(),
+        ));
+    }
+    if changed("software_image")
+        && let Some(name) = known("software_image")
+        && let Ok(None) = api.software_image(&name).await
+    {
+        let have = api
+            .software_images()
+            .await
+            .map(|c| c.into_iter().map(|c| c.name));
+        d.push(unknown_name(
+            "software_image",
+            "Unknown BCM Software Image",
+            &name,
+            "softwareimage list",
+            have.ok(),
+        ));
+    }
+    if (changed("hostname") || changed("tenant"))
+        && let (Some(hostname), Some(tenant)) = (known("hostname"), known("tenant"))
+    {
+        match api.device(&hostname).await {
+            Ok(None) => d.push(
+                Diagnostic::error(
+                    "Unknown BCM Node",
+                    format!(
+                        "Base Command Manager has no node named {hostname:?}. List the free \
+                         ones with the gpufleet_bcm_nodes data source (free_only = true), or \
+                         `cmsh -c \"device list\"`."
+                    ),
+                )
+                .with_path(AttrPath::attr("hostname")),
+            ),
+            Ok(Some(device)) => {
+                if let Some(holder) = device.tenant().filter(|t| *t != tenant) {
+                    d.push(
+                        Diagnostic::error(
+                            "BCM Node Held By Another Tenant",
+                            format!(
+                                "node {hostname} is held by tenant {holder:?}, not {tenant:?}: \
+                                 it cannot be claimed until that tenant releases it. Pick a \
+                                 free node (gpufleet_bcm_nodes with free_only = true)."
+                            ),
+                        )
+                        .with_path(AttrPath::attr("hostname")),
+                    );
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    d
+}
+
+/// "BCM has no <what> named <name>", with the names it has (when they could be read).
+fn unknown_name(
+    attr: &str,
+    summary: &str,
+    name: &str,
+    cmsh: &str,
+    have: Option<impl Iterator<Item = String>>,
+) -> Diagnostic {
+    let what = attr.replace('_', " ");
+    let have = have
+        .map(|names| {
+            let mut names: Vec<String> = names.collect();
+            names.sort();
+            if names.is_empty() {
+                " (it has none)".to_owned()
+            } else {
+                format!(" (it has: {})", names.join(", "))
+            }
+        })
+        .unwrap_or_default();
+    Diagnostic::error(
+        summary,
+        format!(
+            "Base Command Manager has no {what} named {name:?}{have}. List them with \
+             `cmsh -c \"{cmsh}\"`."
+        ),
+    )
+    .with_path(AttrPath::attr(attr))
 }

@@ -126,6 +126,10 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
         plan_segment(req)
     }
 
+    async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagnostics {
+        plan::check_plan(api, req).await
+    }
+
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         import_skeleton(id)
     }

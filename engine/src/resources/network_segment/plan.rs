@@ -1,9 +1,13 @@
-//! Planning a `gpufleet_network_segment`: what a change keeps of what the controller showed.
+//! Planning a `gpufleet_network_segment`: what a change keeps of what the controller showed,
+//! and what the controller already knows that refuses it.
 
-use super::model::Addressing;
+use super::model::{Addressing, IPAM_PREFIX, members_of};
 use crate::{
-    diag::Diagnostics,
+    backends::netris::{IpamNode, NetrisApi},
+    diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
+    path::AttrPath,
+    validate::Ipv4Net,
     value::Value,
 };
 
@@ -62,4 +66,120 @@ pub(super) fn plan_segment(req: &PlanRequest) -> PlanResponse {
         requires_replace: Vec::new(),
         diagnostics: Diagnostics::new(),
     }
+}
+
+/// What the controller already knows that refuses the plan: a tenant, VPC or site it does not
+/// have, a member hostname missing from its server inventory, and a `cidr` that overlaps an
+/// allocation of another owner in the VPC. Asked only for what the plan changes; a call that
+/// fails is no finding (apply checks again).
+pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
+    let mut vpc_id = None;
+    for (attr, what, summary) in [
+        ("tenant", "tenant", "Unknown Netris Tenant"),
+        ("vpc", "VPC", "Unknown Netris VPC"),
+        ("site", "site", "Unknown Netris Site"),
+    ] {
+        // The VPC is read whenever the cidr check needs its id.
+        let needed = changed(attr) || (attr == "vpc" && changed("cidr"));
+        let Some(name) = req.config.get(attr).as_str().filter(|_| needed) else {
+            continue;
+        };
+        let listed = match attr {
+            "tenant" => api.tenants().await,
+            "vpc" => api.vpcs().await,
+            _ => api.sites().await,
+        };
+        let Ok(items) = listed else { continue };
+        match items.iter().find(|n| n.name == name) {
+            Some(n) => {
+                if attr == "vpc" {
+                    vpc_id = Some(n.id);
+                }
+            }
+            None => {
+                let mut have: Vec<&str> = items.iter().map(|n| n.name.as_str()).collect();
+                have.sort_unstable();
+                let have = if have.is_empty() {
+                    "none".to_owned()
+                } else {
+                    have.join(", ")
+                };
+                d.push(
+                    Diagnostic::error(
+                        summary,
+                        format!(
+                            "the Netris controller has no {what} named {name:?} (it has: {have})."
+                        ),
+                    )
+                    .with_path(AttrPath::attr(attr)),
+                );
+            }
+        }
+    }
+    if changed("members") {
+        d.extend(unknown_member_hosts(api, &req.config).await);
+    }
+    if let (Some(vpc), Some(cidr), Some(name)) = (
+        vpc_id,
+        Addressing::of(&req.config).cidr,
+        req.config.get("name").as_str(),
+    ) && let Ok(tree) = api.ipam(Some(vpc)).await
+    {
+        let own = format!("{IPAM_PREFIX}{name}");
+        let clash = tree
+            .iter()
+            .flat_map(IpamNode::walk)
+            .filter(|n| n.is_allocation() && n.name != own)
+            .find(|n| n.prefix.parse::<Ipv4Net>().is_ok_and(|p| p.overlaps(&cidr)));
+        if let Some(n) = clash {
+            d.push(
+                Diagnostic::error(
+                    "CIDR Overlaps An Allocation",
+                    format!(
+                        "{cidr} overlaps the IPAM allocation {:?} ({}) in VPC {:?}; allocations \
+                         of one VPC may not overlap. Choose a range outside it.",
+                        n.name,
+                        n.prefix,
+                        req.config.get("vpc").as_str().unwrap_or_default()
+                    ),
+                )
+                .with_path(AttrPath::attr("cidr")),
+            );
+        }
+    }
+    d
+}
+
+/// The member hostnames that the controller's server inventory does not have.
+async fn unknown_member_hosts(api: &dyn NetrisApi, config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let members = members_of(config.get("members"));
+    let hostnames: Vec<&str> = members
+        .iter()
+        .filter_map(|m| m.hostname.as_deref())
+        .collect();
+    if hostnames.is_empty() {
+        return d;
+    }
+    let Ok(servers) = api.servers().await else {
+        return d;
+    };
+    for h in hostnames {
+        if !servers.iter().any(|s| s.name.eq_ignore_ascii_case(h)) {
+            d.push(
+                Diagnostic::error(
+                    "Unknown Member Host",
+                    format!(
+                        "member hostname {h:?} is not in the Netris controller's server \
+                         inventory (/api/v2/hw/server). Add the server there, or name its \
+                         switch ports as port members."
+                    ),
+                )
+                .with_path(AttrPath::attr("members")),
+            );
+        }
+    }
+    d
 }
