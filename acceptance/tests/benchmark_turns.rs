@@ -17,15 +17,25 @@ use std::{
 
 use gpufleet_acceptance::Session;
 use gpufleet_engine::{
-    backends::kube::lease::{
-        HISTORY_ANNOTATION, LeaseRef, Turn, TurnGuard, TurnLease, history, holder_identity,
+    backends::kube::{
+        POOL,
+        lease::{
+            HISTORY_ANNOTATION, LeaseRef, Turn, TurnGuard, TurnLease, history, holder_identity,
+        },
     },
     context::Context,
     resources::benchmark::{model::PoolRef, turn_name::turn_lease},
+    tenancy::pool_label,
 };
 use gpufleet_lab::Lab;
-use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
-use kube::{Api, api::DeleteParams};
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::Node},
+    jiff::Timestamp,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
 
 const A100: &str = "NVIDIA-A100-SXM4-80GB";
 const SECOND: Duration = Duration::from_secs(1);
@@ -290,6 +300,32 @@ fn holder_now(lab: &Lab, pool_id: &str) -> Option<String> {
         .and_then(|s| s.holder_identity)
 }
 
+/// Cordons (or uncordons) the nodes the pool holds.
+fn cordon_pool(lab: &Lab, pool_id: &str, cordoned: bool) {
+    let pool = PoolRef::parse(pool_id).expect("a pool id");
+    let selector = format!("{POOL}={}", pool_label(&pool.vc.name, &pool.name));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let nodes = Api::<Node>::all(lab.client());
+            let held = nodes
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .expect("list the pool's nodes");
+            assert!(!held.items.is_empty(), "the pool holds a node");
+            let patch = serde_json::json!({ "spec": { "unschedulable": cordoned } });
+            for n in held.items {
+                let name = n.metadata.name.unwrap_or_default();
+                nodes
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .expect("cordon the node");
+            }
+        });
+}
+
 /// The pool's turn Lease as the lab's API server has it now.
 fn lease_now(lab: &Lab, pool_id: &str) -> Lease {
     let lease = turn_lease(&PoolRef::parse(pool_id).expect("a pool id"));
@@ -378,15 +414,12 @@ fn a_killed_providers_turn_is_taken_over_once_it_expires() {
     pool.apply();
     let (vc_id, pool_id) = ids(&pool);
 
-    // A run that holds the turn for a minute: its pod asks for more GPUs than the node has,
-    // so it waits out its start_timeout.
+    // A run that holds the turn for a minute: the pool's node is cordoned, so its pod stays
+    // Pending and it waits out its start_timeout. (Asking for more GPUs than the node has
+    // would be refused at plan.)
+    cordon_pool(lab, &pool_id, true);
     let stuck = Session::new(
-        &benchmark_config(
-            "stuck",
-            &vc_id,
-            &pool_id,
-            "gpus_per_node = 16\n  start_timeout = \"60s\"",
-        ),
+        &benchmark_config("stuck", &vc_id, &pool_id, "start_timeout = \"60s\""),
         lab.settings_env(),
     );
     let mut apply = stuck.spawn(&["apply", "-auto-approve", "-input=false", "-no-color"]);
@@ -405,6 +438,7 @@ fn a_killed_providers_turn_is_taken_over_once_it_expires() {
     let killed_at = Timestamp::now();
     let _ = apply.wait();
     assert!(!killed.is_empty(), "a provider was running");
+    cordon_pool(lab, &pool_id, false);
 
     let next = Session::new(
         &benchmark_config("next", &vc_id, &pool_id, ""),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    open_handles::OpenHandles, planned_virtual_clusters::PlannedVirtualClusters,
-    provider_config::ProviderSettings,
+    open_handles::OpenHandles, planned_pools::PlannedPools,
+    planned_virtual_clusters::PlannedVirtualClusters, provider_config::ProviderSettings,
 };
 
 /// Shared, cheap to clone.
@@ -23,4 +23,6 @@ pub struct Context {
     /// What this run has planned for virtual clusters and not yet applied, shared the same
     /// way.
     pub virtual_clusters: Arc<PlannedVirtualClusters>,
+    /// What this run has planned for node pools and not yet applied, shared the same way.
+    pub pools: Arc<PlannedPools>,
 }

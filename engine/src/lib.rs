@@ -20,6 +20,7 @@ pub mod kinds;
 pub mod open_handles;
 pub mod path;
 pub mod plan;
+pub mod planned_pools;
 pub mod planned_virtual_clusters;
 pub mod provider_config;
 pub mod registry;

@@ -9,6 +9,7 @@ use gpufleet_engine::{
     context::Context,
     kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
     open_handles::OpenHandles,
+    planned_pools::PlannedPools,
     planned_virtual_clusters::PlannedVirtualClusters,
     provider_config::ProviderSettings,
     registry,
@@ -101,6 +102,8 @@ pub struct Shared {
     pub handles: Arc<OpenHandles>,
     /// What this run has planned for virtual clusters and not yet applied.
     pub virtual_clusters: Arc<PlannedVirtualClusters>,
+    /// What this run has planned for node pools and not yet applied.
+    pub pools: Arc<PlannedPools>,
 }
 
 impl Shared {
@@ -116,6 +119,7 @@ impl Shared {
             cancel: self.cancel.clone(),
             handles: Arc::clone(&self.handles),
             virtual_clusters: Arc::clone(&self.virtual_clusters),
+            pools: Arc::clone(&self.pools),
         }
     }
 }
@@ -141,6 +145,7 @@ impl ProviderService {
                 cancel: CancellationToken::new(),
                 handles: Arc::default(),
                 virtual_clusters: Arc::default(),
+                pools: Arc::default(),
             }),
         }
     }

@@ -98,8 +98,15 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
         validate_benchmark(config)
     }
 
-    async fn plan(&self, _ctx: &Context, req: PlanRequest) -> PlanResponse {
-        plan_benchmark(&req)
+    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
+        let mut resp = plan_benchmark(&req);
+        if !resp.planned.is_null()
+            && let Ok(cluster) = self.0.connect(ctx, TYPE_NAME).await
+        {
+            resp.diagnostics
+                .extend(plan::check_plan(cluster.as_ref(), ctx, &req).await);
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {

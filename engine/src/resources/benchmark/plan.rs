@@ -1,14 +1,23 @@
-//! Planning a `gpufleet_benchmark`: the namespace and id as soon as they are known, and an
-//! in-place change's verdict, re-checked against the recorded results.
+//! Planning a `gpufleet_benchmark`: the namespace and id as soon as they are known, an
+//! in-place change's verdict, re-checked against the recorded results, and what the host
+//! cluster knows about the pool the run asks for.
 
 use crate::{
-    diag::Diagnostics,
+    backends::kube::{
+        POOL,
+        host::{HostObjects, ObjectKind},
+        json::{labels_of, str_at},
+    },
+    context::Context,
+    diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
+    path::AttrPath,
+    tenancy::pool_label,
     value::Value,
 };
 
 use super::{
-    model::{RecordedRun, namespace_of},
+    model::{PoolRef, RecordedRun, namespace_of},
     thresholds,
 };
 
@@ -61,4 +70,83 @@ fn re_checked(prior: &Value, planned: &Value) -> Option<Vec<String>> {
         return None;
     }
     RecordedRun::from_state(prior).re_checked(&thresholds::of_value(bounds))
+}
+
+/// Karpenter's label on the nodes it launched: such a pool grows on demand.
+const KARPENTER_NODE_POOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// What the host cluster already knows that refuses a run: more `nodes` than its pool has
+/// (or than this run plans for it), or more `gpus_per_node` than each node of the pool
+/// offers. Checked when the run is planned anew; a pool without nodes yet, one that grows on
+/// demand, or a cluster that cannot be asked is no finding (apply checks again).
+pub(super) async fn check_plan(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    req: &PlanRequest,
+) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let config = &req.config;
+    let same = !req.prior.is_null()
+        && config.same_attrs(&req.prior, &["node_pool_id", "nodes", "gpus_per_node"]);
+    let Some(id) = config.get("node_pool_id").as_str().filter(|_| !same) else {
+        return d;
+    };
+    let Some(pool) = PoolRef::parse(id) else {
+        return d;
+    };
+    let count = |attr: &str| config.get(attr).as_i64().unwrap_or(1);
+    let (nodes, gpus) = (count("nodes"), count("gpus_per_node"));
+    let too_many_nodes = |has: i64, how: &str| {
+        Diagnostic::error(
+            "More Nodes Than The Pool Has",
+            format!(
+                "nodes = {nodes}, but node pool {id} {how} {has} node(s), and a run puts one \
+                 pod on each node. Lower nodes, or raise the pool's node_count."
+            ),
+        )
+        .with_path(AttrPath::attr("nodes"))
+    };
+    // A pool this run creates or resizes: its planned count, and nothing yet to look at.
+    if let Some(planned) = ctx.pools.node_count(id) {
+        if let Some(n) = planned.filter(|n| *n < nodes) {
+            d.push(too_many_nodes(n, "is planned with"));
+        }
+        return d;
+    }
+    let selector = format!("{POOL}={}", pool_label(&pool.vc.name, &pool.name));
+    let Ok(held) = cluster.list(ObjectKind::Node, None, &selector).await else {
+        return d;
+    };
+    let on_demand = held
+        .iter()
+        .any(|n| labels_of(n).contains_key(KARPENTER_NODE_POOL_LABEL));
+    if held.is_empty() || on_demand {
+        return d;
+    }
+    let has = i64::try_from(held.len()).unwrap_or(i64::MAX);
+    if has < nodes {
+        d.push(too_many_nodes(has, "has"));
+    }
+    let offered = held
+        .iter()
+        .filter_map(|n| {
+            str_at(n, "/status/allocatable/nvidia.com~1gpu")?
+                .parse::<i64>()
+                .ok()
+        })
+        .min();
+    if let Some(offered) = offered.filter(|o| *o > 0 && *o < gpus) {
+        d.push(
+            Diagnostic::error(
+                "More GPUs Per Node Than The Pool Offers",
+                format!(
+                    "gpus_per_node = {gpus}, but the nodes of node pool {id} offer at most \
+                     {offered} nvidia.com/gpu each (their allocatable), so the run's pods \
+                     would never be scheduled. Lower gpus_per_node."
+                ),
+            )
+            .with_path(AttrPath::attr("gpus_per_node")),
+        );
+    }
+    d
 }

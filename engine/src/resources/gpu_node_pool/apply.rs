@@ -521,7 +521,10 @@ pub(super) async fn list_held(api: &dyn HostNodes, pool: &str) -> Result<Vec<Hos
 /// The nodes of `model`, held or free. A selector only matches the product label exactly, so
 /// every GPU node is listed (one call) and matched through the catalog, which ignores the
 /// suffixes GFD adds to shared nodes.
-async fn list_product(api: &dyn HostNodes, model: &GpuModel) -> Result<Vec<HostNode>, HostError> {
+pub(super) async fn list_product(
+    api: &dyn HostNodes,
+    model: &GpuModel,
+) -> Result<Vec<HostNode>, HostError> {
     let nodes = api.list_nodes(GPU_PRODUCT_LABEL).await?;
     Ok(nodes.into_iter().filter(|n| n.is_product(model)).collect())
 }

@@ -198,7 +198,21 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
-        plan_pool(&self.0, ctx, &req).await
+        let resp = plan_pool(&self.0, ctx, &req).await;
+        // Benchmarks on this pool check their size against what this run plans for it.
+        let planned = &resp.planned;
+        if let Some(id) = planned.get("id").as_str()
+            && (req.prior.is_null()
+                || planned.get("node_count") != req.prior.get("node_count")
+                || planned.get("autoscaling") != req.prior.get("autoscaling"))
+        {
+            let count = planned
+                .get("node_count")
+                .as_i64()
+                .filter(|_| planned.get("autoscaling").is_null());
+            ctx.pools.planned(id, count);
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
@@ -228,7 +242,11 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
         if req.planned.is_null() {
             apply_delete(host.as_ref(), bcm, ctx, &req.prior).await
         } else {
-            apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await
+            let resp = apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await;
+            if let Some(id) = req.planned.get("id").as_str() {
+                ctx.pools.applied(id);
+            }
+            resp
         }
     }
 

@@ -1,6 +1,6 @@
 //! Planning a pool: what a change keeps of what the cluster showed, and the checks that ask
-//! the cluster (the tier of the virtual cluster, the device plugin's set-up, MIG, free BCM
-//! nodes). A check whose system cannot be asked is skipped: apply checks again.
+//! the cluster (the tier of the virtual cluster, the device plugin's set-up, MIG, free host
+//! and BCM nodes). A check whose system cannot be asked is skipped: apply checks again.
 //!
 //! The tier rules are checked on every plan, not only when the pool is created: the tier is
 //! the pool's `isolation` when the configuration sets it, else the tier this run plans for
@@ -9,7 +9,12 @@
 //! the one the pool was applied with replaces the pool ([`plan_tier`]).
 
 use super::{
-    Backend, bcm, device_plugin, mig, model::Source, node_config::Tier, product,
+    Backend,
+    apply::{list_held, list_product},
+    bcm, device_plugin, mig,
+    model::Source,
+    node_config::{Tier, is_free},
+    product,
     validate::refuse_private_host,
 };
 use crate::{
@@ -22,7 +27,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
     path::AttrPath,
-    tenancy::VirtualClusterRef,
+    tenancy::{VirtualClusterRef, pool_label},
     value::Value,
 };
 
@@ -81,6 +86,12 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
             "Invalid Default MIG Config",
             why,
         ));
+    }
+    if is_host_source(&req.config)
+        && let Some(host) = &host
+    {
+        resp.diagnostics
+            .extend(check_host_free(host.as_ref(), &req.config).await);
     }
     if req.config.get("source").as_str() == Some("bcm")
         && let Ok(bcm) = backend.bcm(ctx)
@@ -285,6 +296,61 @@ fn check_tier_rules(req: &PlanRequest, planned: PlannedTier) -> Diagnostics {
                 format!("{said}: {why}"),
             )
             .with_path(AttrPath::attr("source")),
+        );
+    }
+    d
+}
+
+/// Whether the pool takes nodes the host cluster already has (`source` is `host` or left out).
+fn is_host_source(config: &Value) -> bool {
+    let source = config.get("source");
+    source.as_str() == Some("host") || source.is_null()
+}
+
+/// The plan-time host check: a `host` pool that needs more free nodes of its product than the
+/// host cluster has is refused on `node_count`. The nodes it holds already count as its own.
+/// Skipped when the cluster cannot be asked: apply checks again.
+async fn check_host_free(host: &dyn HostNodes, config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    let (Some(want), Some(model), Some(vc), Some(name)) = (
+        config.get("node_count").as_i64(),
+        config.get("gpu_product").as_str().and_then(catalog::lookup),
+        config
+            .get("virtual_cluster_id")
+            .as_str()
+            .and_then(VirtualClusterRef::parse),
+        config.get("name").as_str(),
+    ) else {
+        return d;
+    };
+    let Ok(held) = list_held(host, &pool_label(&vc.name, name)).await else {
+        return d;
+    };
+    let need = usize::try_from(want)
+        .unwrap_or(0)
+        .saturating_sub(held.len());
+    if need == 0 {
+        return d;
+    }
+    let Ok(nodes) = list_product(host, model).await else {
+        return d;
+    };
+    let free = nodes.iter().filter(|n| is_free(n)).count();
+    if free < need {
+        d.push(
+            Diagnostic::error(
+                "Not Enough Free Host Nodes",
+                format!(
+                    "the pool needs {need} more node(s) of {}, but the host cluster has only \
+                     {free} free (of its {} nodes of that product; free means Ready, not \
+                     cordoned and held by no pool). Lower node_count, or release nodes held by \
+                     other pools; a pool that releases them in the same run must be applied \
+                     first (depends_on).",
+                    model.product,
+                    nodes.len(),
+                ),
+            )
+            .with_path(AttrPath::attr("node_count")),
         );
     }
     d
