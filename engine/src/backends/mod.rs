@@ -41,6 +41,25 @@ pub async fn check_settings(settings: &ProviderSettings) -> BTreeMap<&'static st
     problems
 }
 
+/// An error in words with its causes ("error sending request for url (…): client error
+/// (Connect): tcp connect error: Connection refused"), each said once: the cause (an
+/// untrusted certificate, a refused connection) is what the user acts on, and wrappers often
+/// repeat their cause's text.
+pub(crate) fn error_chain(
+    first: String,
+    mut next: Option<&(dyn std::error::Error + 'static)>,
+) -> String {
+    let mut parts = vec![first];
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
 /// `HTTP 503: <message>` for an error status, without saying the status twice when the
 /// message already does (a proxy's "HTTP 503", a body of just "503", or none at all).
 pub(crate) fn http_status(status: u16, message: &str) -> String {

@@ -109,7 +109,10 @@ impl BcmClient {
 
     fn transport_error(&self, e: reqwest::Error) -> ApiError {
         if e.is_timeout() {
-            ApiError::Timeout(self.request_timeout)
+            ApiError::Timeout {
+                url: e.url().map(|u| u.as_str().to_owned()).unwrap_or_default(),
+                after: self.request_timeout,
+            }
         } else {
             ApiError::Transport(e)
         }

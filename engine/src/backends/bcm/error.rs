@@ -27,8 +27,16 @@ pub enum ApiError {
     #[error("cannot reach the head node: {}", chain(.0))]
     Transport(#[source] reqwest::Error),
     /// cmdaemon did not answer in time (after retries, for idempotent calls).
-    #[error("the head node did not answer within {}", crate::timeouts::render(*.0))]
-    Timeout(Duration),
+    #[error(
+        "the head node did not answer within {} ({url})",
+        crate::timeouts::render(*.after)
+    )]
+    Timeout {
+        /// The request's URL: which endpoint did not answer.
+        url: String,
+        /// How long the call waited.
+        after: Duration,
+    },
     /// The answer was not what the API documents.
     #[error("unexpected answer from the head node: {0}")]
     Decode(String),
@@ -41,7 +49,7 @@ impl ApiError {
         match self {
             ApiError::Status { status, .. } => *status >= 500,
             ApiError::Transport(e) => !is_tls_failure(e),
-            ApiError::Timeout(_) => true,
+            ApiError::Timeout { .. } => true,
             ApiError::Refused(_) | ApiError::Decode(_) => false,
         }
     }
@@ -56,20 +64,9 @@ impl ApiError {
     }
 }
 
-/// An error with its causes ("error sending request: …: invalid peer certificate: …"), since
-/// the cause (an untrusted certificate, a refused connection) is what the user acts on.
+/// A reqwest error with its causes ([`crate::backends::error_chain`]).
 fn chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
+    crate::backends::error_chain(e.to_string(), std::error::Error::source(e))
 }
 
 /// A TLS failure (untrusted certificate, refused client certificate) will not pass by

@@ -112,7 +112,7 @@ pub async fn client(
     // kube builds its TLS from rustls' process default; the provider links two crypto
     // back ends, so one has to be chosen before the first client.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_from(config).map_err(|e| {
+    let client = client_naming_server(config).map_err(|e| {
         settings_diag(
             "Kubernetes Client Failed",
             format!("Could not build a client for the host cluster: {e}"),
@@ -123,6 +123,36 @@ pub async fn client(
         .unwrap_or_else(PoisonError::into_inner)
         .insert(key, client.clone());
     Ok(client)
+}
+
+/// A transport failure of a client, with the API server it was talking to: hyper's own text
+/// ("client error (Connect)") names neither the address nor, on its face, the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach the API server at {server}")]
+pub struct Unreachable {
+    server: String,
+    #[source]
+    source: tower::BoxError,
+}
+
+/// kube's client for `config`, whose transport failures say which API server they concern
+/// ([`Unreachable`]). Answers of the API server (refusals included) are not failures of the
+/// stack and pass as they are.
+pub(crate) fn client_naming_server(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
+    let name = tower::util::MapErrLayer::new(move |source: tower::BoxError| -> tower::BoxError {
+        Box::new(Unreachable {
+            server: server.clone(),
+            source,
+        })
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&name)
+        .build())
 }
 
 async fn config_for(key: &ConnectionKey) -> Result<kube::Config, Diagnostics> {

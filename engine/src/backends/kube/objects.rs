@@ -128,17 +128,13 @@ pub(super) fn explain(e: &kube::Error) -> String {
             s.code, s.message
         );
     }
-    let mut parts: Vec<String> = vec![e.to_string()];
-    let mut next = std::error::Error::source(e);
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        // Wrappers often repeat their cause's text; say each thing once.
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
+    // kube's "ServiceError: " prefix says nothing a user acts on; its cause does.
+    match e {
+        kube::Error::Service(inner) => {
+            crate::backends::error_chain(inner.to_string(), inner.source())
         }
-        next = cause.source();
+        _ => crate::backends::error_chain(e.to_string(), std::error::Error::source(e)),
     }
-    parts.join(": ")
 }
 
 /// The HTTP status of an API server's refusal; `None` for transport and client errors.

@@ -505,7 +505,7 @@ impl Target<'_> {
                 .map_err(|e| fail(Box::new(e)))?;
         // kube builds its TLS from rustls' process default, which has to be chosen once.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        kube::Client::try_from(config).map_err(|e| fail(Box::new(e)))
+        super::client_naming_server(config).map_err(|e| fail(Box::new(e)))
     }
 
     fn failed(&self, operation: &str) -> impl FnOnce(kube::Error) -> TunnelError + '_ {

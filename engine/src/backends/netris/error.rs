@@ -20,11 +20,22 @@ pub enum ApiError {
         errors: String,
     },
     /// The controller could not be reached, or the connection broke.
-    #[error("cannot reach the controller: {0}")]
+    #[error(
+        "cannot reach the controller: {}",
+        crate::backends::error_chain(.0.to_string(), std::error::Error::source(.0))
+    )]
     Transport(#[source] reqwest::Error),
     /// The controller did not answer in time (after retries, for idempotent calls).
-    #[error("the controller did not answer within {}", crate::timeouts::render(*.0))]
-    Timeout(Duration),
+    #[error(
+        "the controller did not answer within {} ({url})",
+        crate::timeouts::render(*.after)
+    )]
+    Timeout {
+        /// The request's URL: which endpoint did not answer.
+        url: String,
+        /// How long the call waited.
+        after: Duration,
+    },
     /// The answer was not what the API documents.
     #[error("unexpected answer from the controller: {0}")]
     Decode(String),
@@ -58,7 +69,7 @@ impl ApiError {
     pub fn is_transient(&self) -> bool {
         match self {
             ApiError::Status { status, .. } => *status >= 500,
-            ApiError::Transport(_) | ApiError::Timeout(_) => true,
+            ApiError::Transport(_) | ApiError::Timeout { .. } => true,
             ApiError::Decode(_) => false,
         }
     }
