@@ -227,7 +227,8 @@ fn sharing_of(v: &Value, model: &GpuModel) -> Option<Sharing> {
     }
 }
 
-/// `placement` and `drain_timeout` as configured (null when left out), as JSON.
+/// `placement` and `drain_timeout` as configured (null when left out), and `source` (a `bcm`
+/// pool's nodes look like any host node once they have joined), as JSON.
 fn settings_of(v: &Value) -> serde_json::Value {
     let text = |x: &Value| x.as_str().map_or(serde_json::Value::Null, |s| s.into());
     let placement = v.get("placement");
@@ -241,6 +242,7 @@ fn settings_of(v: &Value) -> serde_json::Value {
             })
         },
         "drain_timeout": text(v.get("drain_timeout")),
+        "source": text(v.get("source")),
     })
 }
 

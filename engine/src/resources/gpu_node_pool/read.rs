@@ -294,6 +294,9 @@ async fn read_imported(
         {
             let (placement, drain_timeout) = settings_attributes(&settings);
             s.set_attr("placement", placement);
+            if settings["source"].as_str() == Some("bcm") {
+                s.set_attr("source", Value::string("bcm"));
+            }
             if !drain_timeout.is_null() {
                 s.set_attr("drain_timeout", drain_timeout);
             }
