@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use gpufleet_acceptance::{Output, Session, sweep, terraform_launcher, workspace_root};
+use gpufleet_acceptance::{
+    Output, Session, emulators::bcm_call, sweep, terraform_launcher, workspace_root,
+};
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
 
@@ -248,36 +250,6 @@ fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
     assert_eq!(leaks[earlier]["from"], "acc-tenant-a");
     assert_eq!(leaks[earlier]["to"], "acc-tenant-b");
     b.destroy();
-}
-
-/// A cmdaemon call as the lab's admin client certificate (`curl` to `POST /json`).
-fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
-    let env = Lab::shared().settings_env();
-    let get = |name: &str| {
-        env.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("{name} is not set by the lab"))
-    };
-    let body = json!({"service": service, "call": call, "args": args});
-    let out = Command::new("curl")
-        .args(["-sS", "-f", "-X", "POST", "--cacert"])
-        .arg(get("GPUFLEET_BCM_CA_CERTIFICATE"))
-        .arg("--cert")
-        .arg(get("GPUFLEET_BCM_CLIENT_CERTIFICATE"))
-        .arg("--key")
-        .arg(get("GPUFLEET_BCM_CLIENT_KEY"))
-        .args(["-H", "Content-Type: application/json", "--data"])
-        .arg(body.to_string())
-        .arg(format!("{}/json", get("GPUFLEET_BCM_ENDPOINT")))
-        .output()
-        .expect("run curl");
-    assert!(
-        out.status.success(),
-        "{service}.{call}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 /// Gives the device of `hostname` a disk setup naming `devices` (a whole-object update).
