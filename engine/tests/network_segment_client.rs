@@ -514,3 +514,23 @@ async fn plain_http_is_refused_off_loopback() {
     .expect_err("plain http");
     assert!(err.to_string().contains("must be an https:// URL"), "{err}");
 }
+
+/// A controller nobody listens on: the error names the operation, the address and the cause.
+#[tokio::test]
+async fn an_unreachable_controller_is_named_with_the_cause() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let c = NetrisClient::new(fast_retries(NetrisConfig::new(&url, "netris", PASSWORD)))
+        .expect("client");
+    let text = c
+        .vpcs()
+        .await
+        .expect_err("nothing listens there")
+        .to_string();
+    assert!(text.contains("failed to log in"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+}

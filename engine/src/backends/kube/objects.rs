@@ -375,6 +375,33 @@ mod tests {
         }
     }
 
+    /// A call to an API server nobody listens on says where it went and why it failed.
+    #[tokio::test]
+    async fn an_unreachable_api_server_is_named_with_the_cause() {
+        // A port just freed: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let server = format!("https://127.0.0.1:{port}");
+        let config = kube::Config::new(server.parse().expect("a URL"));
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = super::super::client_naming_server(config).expect("a client");
+        let e = client
+            .apiserver_version()
+            .await
+            .expect_err("nothing listens there");
+        let text = ObjectError::call("read the server version")(e).to_string();
+        assert!(
+            text.starts_with(&format!(
+                "failed to read the server version: cannot reach the API server at {server}: "
+            )),
+            "{text}"
+        );
+        assert!(text.to_lowercase().contains("refused"), "{text}");
+        assert!(!text.contains("ServiceError"), "{text}");
+    }
+
     fn clone_of(e: &kube::Error) -> kube::Error {
         match e {
             kube::Error::Api(s) => kube::Error::Api(s.clone()),
