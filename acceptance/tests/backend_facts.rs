@@ -8,6 +8,7 @@
 //! waited out its start timeout).
 
 use gpufleet_acceptance::{Session, emulators::bcm_call};
+use gpufleet_engine::plan::backend_facts::{self as facts, BACKEND_FACTS, BackendFact};
 use gpufleet_lab::Lab;
 use serde_json::json;
 
@@ -30,12 +31,13 @@ provider "gpufleet" {{}}
     )
 }
 
-/// One configuration the plan must refuse: on `attribute`, saying each of `words`.
+/// One configuration the plan must refuse with `fact` (its summary, on its attribute), saying
+/// each of `words` too.
 struct Row {
     what: &'static str,
     config: String,
-    attribute: &'static str,
-    words: &'static [&'static str],
+    fact: BackendFact,
+    words: Vec<String>,
 }
 
 /// Plans each row and checks its refusal.
@@ -52,21 +54,19 @@ fn assert_refused(rows: &[Row]) {
                 n.chars().all(|c| c.is_ascii_digit())
                     && rest
                         .trim_start()
-                        .strip_prefix(row.attribute)
+                        .strip_prefix(row.fact.attribute)
                         .is_some_and(|r| r.trim_start().starts_with('='))
             })
         });
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let missing: Vec<&str> = row
-            .words
-            .iter()
-            .copied()
+        let missing: Vec<&str> = std::iter::once(row.fact.summary)
+            .chain(row.words.iter().map(String::as_str))
             .filter(|w| !flat.contains(w))
             .collect();
         if out.success() || !named || !missing.is_empty() {
             failures.push(format!(
                 "{}: expected a refusal on {} saying {:?} (missing {missing:?}):\n{text}",
-                row.what, row.attribute, row.words
+                row.what, row.fact.attribute, row.words
             ));
         }
     }
@@ -129,46 +129,47 @@ fn hold(hostname: &str, tenant: Option<&str>) {
     assert_eq!(r["success"], true, "{r}");
 }
 
-#[test]
-fn what_bcm_knows_refuses_the_plan() {
-    let spare = spare_server();
-    hold(&spare, Some("bf-other"));
-    let rows = [
-        Row {
-            what: "a hostname BCM does not have",
-            config: bcm_node("no-such-node", "bf-a", "gpu-compute", "ubuntu2404-cuda12.8"),
-            attribute: "hostname",
-            words: &["Unknown BCM Node", "no node named \"no-such-node\""],
-        },
-        Row {
-            what: "a category BCM does not have",
-            config: bcm_node(&spare, "bf-a", "no-such-category", "ubuntu2404-cuda12.8"),
-            attribute: "category",
-            words: &[
-                "Unknown BCM Category",
-                "\"no-such-category\"",
-                "gpu-compute",
-            ],
-        },
-        Row {
-            what: "a software image BCM does not have",
-            config: bcm_node(&spare, "bf-a", "gpu-compute", "no-such-image"),
-            attribute: "software_image",
-            words: &[
-                "Unknown BCM Software Image",
-                "\"no-such-image\"",
-                "ubuntu2404-cuda12.8",
-            ],
-        },
-        Row {
-            what: "a node another tenant holds",
-            config: bcm_node(&spare, "bf-a", "gpu-compute", "ubuntu2404-cuda12.8"),
-            attribute: "hostname",
-            words: &["Held By Another Tenant", "\"bf-other\""],
-        },
-        Row {
-            what: "a bcm pool larger than the free servers",
-            config: r#"
+/// Builds a row.
+fn row(what: &'static str, config: String, fact: BackendFact, words: &[&str]) -> Row {
+    Row {
+        what,
+        config,
+        fact,
+        words: words.iter().map(|w| (*w).to_owned()).collect(),
+    }
+}
+
+/// The BCM rows; `spare` is a server held by tenant `bf-other`.
+fn bcm_rows(spare: &str) -> Vec<Row> {
+    let image = "ubuntu2404-cuda12.8";
+    vec![
+        row(
+            "a hostname BCM does not have",
+            bcm_node("no-such-node", "bf-a", "gpu-compute", image),
+            facts::UNKNOWN_BCM_NODE,
+            &["no node named \"no-such-node\""],
+        ),
+        row(
+            "a category BCM does not have",
+            bcm_node(spare, "bf-a", "no-such-category", image),
+            facts::UNKNOWN_BCM_CATEGORY,
+            &["\"no-such-category\"", "gpu-compute"],
+        ),
+        row(
+            "a software image BCM does not have",
+            bcm_node(spare, "bf-a", "gpu-compute", "no-such-image"),
+            facts::UNKNOWN_BCM_IMAGE,
+            &["\"no-such-image\"", image],
+        ),
+        row(
+            "a node another tenant holds",
+            bcm_node(spare, "bf-a", "gpu-compute", image),
+            facts::BCM_NODE_HELD,
+            &["\"bf-other\""],
+        ),
+        row(
+            "a bcm pool larger than the free servers",
+            r#"
 resource "gpufleet_gpu_node_pool" "p" {
   name               = "metal"
   virtual_cluster_id = "vc-bf-a/bf-a"
@@ -178,11 +179,156 @@ resource "gpufleet_gpu_node_pool" "p" {
 }
 "#
             .to_owned(),
-            attribute: "node_count",
-            words: &["Not Enough Free BCM Nodes"],
-        },
-    ];
-    let result = std::panic::catch_unwind(|| assert_refused(&rows));
+            facts::NOT_ENOUGH_BCM_NODES,
+            &["NVIDIA-B200"],
+        ),
+    ]
+}
+
+/// The Netris rows; segment `bf-base` holds 10.77.0.0/24.
+fn netris_rows() -> Vec<Row> {
+    let with = |name: &str, tenant: &str, vpc: &str, site: &str, cidr: &str, members: &str| {
+        segment(name, tenant, vpc, site, cidr, members)
+    };
+    let free = "10.78.0.0/24";
+    vec![
+        row(
+            "a tenant Netris does not have",
+            with("bf-t", "no-such-tenant", "Default", "site-a", free, ""),
+            facts::UNKNOWN_NETRIS_TENANT,
+            &["\"no-such-tenant\"", "tenant-a"],
+        ),
+        row(
+            "a VPC Netris does not have",
+            with("bf-v", "tenant-a", "no-such-vpc", "site-a", free, ""),
+            facts::UNKNOWN_NETRIS_VPC,
+            &["\"no-such-vpc\"", "Default"],
+        ),
+        row(
+            "a site Netris does not have",
+            with("bf-s", "tenant-a", "Default", "no-such-site", free, ""),
+            facts::UNKNOWN_NETRIS_SITE,
+            &["\"no-such-site\"", "site-a"],
+        ),
+        row(
+            "a member host missing from the server inventory",
+            with(
+                "bf-m",
+                "tenant-a",
+                "Default",
+                "site-a",
+                free,
+                r#"{ hostname = "no-such-server" }"#,
+            ),
+            facts::UNKNOWN_MEMBER_HOST,
+            &["\"no-such-server\""],
+        ),
+        row(
+            "a CIDR inside another segment's allocation",
+            with(
+                "bf-c",
+                "tenant-a",
+                "Default",
+                "site-a",
+                "10.77.0.128/25",
+                "",
+            ),
+            facts::CIDR_OVERLAP,
+            &["gf-bf-base", "10.77.0.0/24"],
+        ),
+    ]
+}
+
+/// A gpu-burn run on pool `pool_id` of `vc_id`, with `extra` attribute lines.
+fn benchmark(vc_id: &str, pool_id: &str, extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_benchmark" "b" {{
+  name               = "bf-run"
+  virtual_cluster_id = "{vc_id}"
+  node_pool_id       = {pool_id}
+  suite              = "gpu-burn"
+  image              = "nvcr.io/nvidia/pytorch:25.04-py3"
+  {extra}
+}}
+"#
+    )
+}
+
+/// The host-cluster rows; `pool_id` is a pool of `vc_id` holding one A100 node.
+fn host_rows(vc_id: &str, pool_id: &str) -> Vec<Row> {
+    let quoted = format!("\"{pool_id}\"");
+    let planned_pool = format!(
+        r#"
+resource "gpufleet_gpu_node_pool" "q" {{
+  name               = "planned"
+  virtual_cluster_id = "{vc_id}"
+  gpu_product        = "{A100}"
+  node_count         = 1
+}}
+"#
+    );
+    vec![
+        row(
+            "a host pool larger than the free nodes",
+            format!(
+                r#"
+resource "gpufleet_gpu_node_pool" "p" {{
+  name               = "big"
+  virtual_cluster_id = "{vc_id}"
+  gpu_product        = "{A100}"
+  node_count         = 99
+}}
+"#
+            ),
+            facts::NOT_ENOUGH_HOST_NODES,
+            &[A100],
+        ),
+        row(
+            "a benchmark on more nodes than its pool has",
+            benchmark(vc_id, &quoted, "nodes = 3"),
+            facts::MORE_NODES_THAN_POOL,
+            &["has 1 node(s)"],
+        ),
+        row(
+            "a benchmark on more GPUs per node than the pool's nodes offer",
+            benchmark(vc_id, &quoted, "gpus_per_node = 16"),
+            facts::MORE_GPUS_THAN_NODES,
+            &["at most 8"],
+        ),
+        row(
+            "a benchmark on more nodes than the same run plans for its pool",
+            planned_pool + &benchmark(vc_id, "gpufleet_gpu_node_pool.q.id", "nodes = 2"),
+            facts::MORE_NODES_THAN_POOL,
+            &["is planned with 1 node(s)"],
+        ),
+    ]
+}
+
+/// Every refusal the provider documents has a row here (the rows need no lab to be built).
+#[test]
+fn every_documented_backend_fact_has_a_row() {
+    let rows: Vec<Row> = bcm_rows("spare")
+        .into_iter()
+        .chain(netris_rows())
+        .chain(host_rows("vc-x/x", "vc-x/x/p"))
+        .collect();
+    for fact in BACKEND_FACTS {
+        assert!(
+            rows.iter().any(|r| r.fact == *fact),
+            "no row plans {:?} ({} of {})",
+            fact.summary,
+            fact.attribute,
+            fact.type_name
+        );
+    }
+}
+
+#[test]
+fn what_bcm_knows_refuses_the_plan() {
+    let spare = spare_server();
+    hold(&spare, Some("bf-other"));
+    let result = std::panic::catch_unwind(|| assert_refused(&bcm_rows(&spare)));
     hold(&spare, None);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
@@ -202,75 +348,7 @@ fn what_netris_knows_refuses_the_plan() {
     ));
     let _cleanup = base.destroy_on_panic();
     base.apply();
-    let ok = |name: &str| segment(name, "tenant-a", "Default", "site-a", "10.78.0.0/24", "");
-    let rows = [
-        Row {
-            what: "a tenant Netris does not have",
-            config: segment(
-                "bf-t",
-                "no-such-tenant",
-                "Default",
-                "site-a",
-                "10.78.0.0/24",
-                "",
-            ),
-            attribute: "tenant",
-            words: &["Unknown Netris Tenant", "\"no-such-tenant\"", "tenant-a"],
-        },
-        Row {
-            what: "a VPC Netris does not have",
-            config: segment(
-                "bf-v",
-                "tenant-a",
-                "no-such-vpc",
-                "site-a",
-                "10.78.0.0/24",
-                "",
-            ),
-            attribute: "vpc",
-            words: &["Unknown Netris VPC", "\"no-such-vpc\"", "Default"],
-        },
-        Row {
-            what: "a site Netris does not have",
-            config: segment(
-                "bf-s",
-                "tenant-a",
-                "Default",
-                "no-such-site",
-                "10.78.0.0/24",
-                "",
-            ),
-            attribute: "site",
-            words: &["Unknown Netris Site", "\"no-such-site\"", "site-a"],
-        },
-        Row {
-            what: "a member host missing from the server inventory",
-            config: segment(
-                "bf-m",
-                "tenant-a",
-                "Default",
-                "site-a",
-                "10.78.0.0/24",
-                r#"{ hostname = "no-such-server" }"#,
-            ),
-            attribute: "members",
-            words: &["Unknown Member Host", "\"no-such-server\""],
-        },
-        Row {
-            what: "a CIDR inside another segment's allocation",
-            config: segment(
-                "bf-c",
-                "tenant-a",
-                "Default",
-                "site-a",
-                "10.77.0.128/25",
-                "",
-            ),
-            attribute: "cidr",
-            words: &["Overlaps An Allocation", "gf-bf-base", "10.77.0.0/24"],
-        },
-    ];
-    assert_refused(&rows);
+    assert_refused(&netris_rows());
     // The segment's own allocation is no overlap: a plan of the base itself is empty, and a
     // new segment elsewhere plans.
     let again = base.run(&["plan", "-detailed-exitcode", "-input=false", "-no-color"]);
@@ -278,7 +356,14 @@ fn what_netris_knows_refuses_the_plan() {
         again.status_code, 0,
         "the base segment plans empty:\n{again}"
     );
-    let elsewhere = session(&ok("bf-ok"));
+    let elsewhere = session(&segment(
+        "bf-ok",
+        "tenant-a",
+        "Default",
+        "site-a",
+        "10.78.0.0/24",
+        "",
+    ));
     let out = elsewhere.run(&["plan", "-input=false", "-no-color"]);
     assert!(out.success(), "a free range plans:\n{out}");
     base.destroy();
@@ -304,84 +389,23 @@ resource "gpufleet_gpu_node_pool" "p" {{
     ));
     let _cleanup = tenant.destroy_on_panic();
     tenant.apply();
-    let pool_id = tenant.resource("gpufleet_gpu_node_pool.p")["id"]
-        .as_str()
-        .expect("a pool id")
-        .to_owned();
-    let vc_id = tenant.resource("gpufleet_virtual_cluster.t")["id"]
-        .as_str()
-        .expect("a virtual cluster id")
-        .to_owned();
-    let benchmark = |extra: &str| {
-        format!(
-            r#"
-resource "gpufleet_benchmark" "b" {{
-  name               = "bf-run"
-  virtual_cluster_id = "{vc_id}"
-  node_pool_id       = "{pool_id}"
-  suite              = "gpu-burn"
-  image              = "nvcr.io/nvidia/pytorch:25.04-py3"
-  {extra}
-}}
-"#
-        )
+    let id = |address: &str| {
+        tenant.resource(address)["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{address} has an id"))
+            .to_owned()
     };
-    let rows = [
-        Row {
-            what: "a host pool larger than the free nodes",
-            config: format!(
-                r#"
-resource "gpufleet_gpu_node_pool" "p" {{
-  name               = "big"
-  virtual_cluster_id = "{vc_id}"
-  gpu_product        = "{A100}"
-  node_count         = 99
-}}
-"#
-            ),
-            attribute: "node_count",
-            words: &["Not Enough Free Host Nodes", A100],
-        },
-        Row {
-            what: "a benchmark on more nodes than its pool has",
-            config: benchmark("nodes = 3"),
-            attribute: "nodes",
-            words: &["More Nodes Than The Pool Has", "has 1 node(s)"],
-        },
-        Row {
-            what: "a benchmark on more GPUs per node than the pool's nodes offer",
-            config: benchmark("gpus_per_node = 16"),
-            attribute: "gpus_per_node",
-            words: &["More GPUs Per Node Than The Pool Offers", "at most 8"],
-        },
-        Row {
-            what: "a benchmark on more nodes than the same run plans for its pool",
-            config: format!(
-                r#"
-resource "gpufleet_gpu_node_pool" "q" {{
-  name               = "planned"
-  virtual_cluster_id = "{vc_id}"
-  gpu_product        = "{A100}"
-  node_count         = 1
-}}
-
-resource "gpufleet_benchmark" "b" {{
-  name               = "bf-planned"
-  virtual_cluster_id = "{vc_id}"
-  node_pool_id       = gpufleet_gpu_node_pool.q.id
-  suite              = "gpu-burn"
-  image              = "nvcr.io/nvidia/pytorch:25.04-py3"
-  nodes              = 2
-}}
-"#
-            ),
-            attribute: "nodes",
-            words: &["More Nodes Than The Pool Has", "is planned with 1 node(s)"],
-        },
-    ];
-    assert_refused(&rows);
+    let (vc_id, pool_id) = (
+        id("gpufleet_virtual_cluster.t"),
+        id("gpufleet_gpu_node_pool.p"),
+    );
+    assert_refused(&host_rows(&vc_id, &pool_id));
     // What fits plans.
-    let fits = session(&benchmark("nodes = 1\n  gpus_per_node = 8"));
+    let fits = session(&benchmark(
+        &vc_id,
+        &format!("\"{pool_id}\""),
+        "nodes = 1\n  gpus_per_node = 8",
+    ));
     let out = fits.run(&["plan", "-input=false", "-no-color"]);
     assert!(out.success(), "a run that fits plans:\n{out}");
     tenant.destroy();

@@ -258,6 +258,7 @@ async fn over_asking_fails_names_the_free_count_and_changes_nothing() {
     let vc = virtual_cluster(&client, "gnp-over", "shared").await;
     let before = snapshot(&client, B200).await;
     let kind = GpuNodePool(Arc::new(KubeHost::new(client.clone())));
+    // Refused at plan, with the free count.
     let (state, err) = apply(
         &kind,
         &Value::Null,
@@ -265,6 +266,30 @@ async fn over_asking_fails_names_the_free_count_and_changes_nothing() {
     )
     .await;
     assert!(state.is_null());
+    assert!(err.contains("Not Enough Free Host Nodes"), "{err}");
+    assert!(err.contains("free (of its"), "{err}");
+    // And at apply, when the fleet changed after a plan that fitted.
+    let config = pool_config(&kind, "big", &vc, B200, 1);
+    let block = kind.schema().block;
+    let proposed = proposed_new(&block, &Value::Null, &config);
+    let ctx = Context::default();
+    let p = plan_resource(&kind, &ctx, Value::Null, proposed, config.clone()).await;
+    assert!(!p.diagnostics.has_error(), "{:?}", p.diagnostics);
+    let mut planned = p.planned;
+    planned.set_attr("node_count", Value::int(9));
+    let r = kind
+        .apply(
+            &ctx,
+            ApplyRequest {
+                prior: Value::Null,
+                planned,
+                config,
+            },
+        )
+        .await;
+    let err: Vec<String> = r.diagnostics.iter().map(|d| d.detail.clone()).collect();
+    let err = err.join("\n");
+    assert!(r.new_state.is_null());
     assert!(
         err.contains("not enough free nodes of NVIDIA-B200"),
         "{err}"

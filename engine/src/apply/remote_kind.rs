@@ -12,9 +12,6 @@ use crate::{
     value::Value,
 };
 
-/// How long a plan waits for the backend's facts before it leaves the checks to apply.
-const PLAN_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// A resource kind whose objects live behind one backend client (a BCM head node, a Netris
 /// controller): what differs between such kinds. Implementing it gives the kind its
 /// [`ResourceKind`], which connects first, reports a failed connection (settings missing or
@@ -92,11 +89,8 @@ impl<K: RemoteKind> ResourceKind for K {
         }
         if let Ok(api) = self.connect(ctx) {
             // A backend that does not answer in time is no finding: apply checks again.
-            if let Ok(found) =
-                tokio::time::timeout(PLAN_CHECK_LIMIT, K::check_plan(&api, &req)).await
-            {
-                resp.diagnostics.extend(found);
-            }
+            resp.diagnostics
+                .extend(crate::plan::backend_facts::bounded(K::check_plan(&api, &req)).await);
         }
         resp
     }

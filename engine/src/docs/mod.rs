@@ -198,11 +198,15 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
         let name = r.type_name();
         let example = ex.required(resource_example(name))?;
         let import = ex.optional(&resource_import_example(name))?;
+        let mut sections = r.docs_sections();
+        if let Some(checks) = crate::plan::backend_facts::docs_section(name) {
+            sections.push(("Checked At Plan Against The Backend", checks));
+        }
         let page = pages::resource(
             name,
             &r.schema(),
             example.as_deref(),
-            &r.docs_sections(),
+            &sections,
             import.as_deref(),
         );
         out.insert(

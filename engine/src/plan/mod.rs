@@ -10,6 +10,7 @@
 //!
 //! A destroy plan (null configuration) is always null.
 
+pub mod backend_facts;
 mod modifiers;
 
 use crate::{

@@ -5,7 +5,7 @@ use crate::{
     backends::bcm::BcmApi,
     diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
-    path::AttrPath,
+    plan::backend_facts::{self as facts, BackendFact},
 };
 
 /// The attributes whose change needs BCM to be told.
@@ -43,8 +43,7 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
             .await
             .map(|c| c.into_iter().map(|c| c.name));
         d.push(unknown_name(
-            "category",
-            "Unknown BCM Category",
+            &facts::UNKNOWN_BCM_CATEGORY,
             &name,
             "category list",
             have.ok(),
@@ -59,8 +58,7 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
             .await
             .map(|c| c.into_iter().map(|c| c.name));
         d.push(unknown_name(
-            "software_image",
-            "Unknown BCM Software Image",
+            &facts::UNKNOWN_BCM_IMAGE,
             &name,
             "softwareimage list",
             have.ok(),
@@ -70,30 +68,18 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
         && let (Some(hostname), Some(tenant)) = (known("hostname"), known("tenant"))
     {
         match api.device(&hostname).await {
-            Ok(None) => d.push(
-                Diagnostic::error(
-                    "Unknown BCM Node",
-                    format!(
-                        "Base Command Manager has no node named {hostname:?}. List the free \
-                         ones with the gpufleet_bcm_nodes data source (free_only = true), or \
-                         `cmsh -c \"device list\"`."
-                    ),
-                )
-                .with_path(AttrPath::attr("hostname")),
-            ),
+            Ok(None) => d.push(facts::UNKNOWN_BCM_NODE.refuse(format!(
+                "Base Command Manager has no node named {hostname:?}. List the free ones with \
+                 the gpufleet_bcm_nodes data source (free_only = true), or `cmsh -c \"device \
+                 list\"`."
+            ))),
             Ok(Some(device)) => {
                 if let Some(holder) = device.tenant().filter(|t| *t != tenant) {
-                    d.push(
-                        Diagnostic::error(
-                            "BCM Node Held By Another Tenant",
-                            format!(
-                                "node {hostname} is held by tenant {holder:?}, not {tenant:?}: \
-                                 it cannot be claimed until that tenant releases it. Pick a \
-                                 free node (gpufleet_bcm_nodes with free_only = true)."
-                            ),
-                        )
-                        .with_path(AttrPath::attr("hostname")),
-                    );
+                    d.push(facts::BCM_NODE_HELD.refuse(format!(
+                        "node {hostname} is held by tenant {holder:?}, not {tenant:?}: it \
+                         cannot be claimed until that tenant releases it. Pick a free node \
+                         (gpufleet_bcm_nodes with free_only = true)."
+                    )));
                 }
             }
             Err(_) => {}
@@ -104,13 +90,12 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
 
 /// "BCM has no <what> named <name>", with the names it has (when they could be read).
 fn unknown_name(
-    attr: &str,
-    summary: &str,
+    fact: &BackendFact,
     name: &str,
     cmsh: &str,
     have: Option<impl Iterator<Item = String>>,
 ) -> Diagnostic {
-    let what = attr.replace('_', " ");
+    let what = fact.attribute.replace('_', " ");
     let have = have
         .map(|names| {
             let mut names: Vec<String> = names.collect();
@@ -122,12 +107,8 @@ fn unknown_name(
             }
         })
         .unwrap_or_default();
-    Diagnostic::error(
-        summary,
-        format!(
-            "Base Command Manager has no {what} named {name:?}{have}. List them with \
-             `cmsh -c \"{cmsh}\"`."
-        ),
-    )
-    .with_path(AttrPath::attr(attr))
+    fact.refuse(format!(
+        "Base Command Manager has no {what} named {name:?}{have}. List them with `cmsh -c \
+         \"{cmsh}\"`."
+    ))
 }

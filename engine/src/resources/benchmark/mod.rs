@@ -103,8 +103,10 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
         if !resp.planned.is_null()
             && let Ok(cluster) = self.0.connect(ctx, TYPE_NAME).await
         {
-            resp.diagnostics
-                .extend(plan::check_plan(cluster.as_ref(), ctx, &req).await);
+            resp.diagnostics.extend(
+                crate::plan::backend_facts::bounded(plan::check_plan(cluster.as_ref(), ctx, &req))
+                    .await,
+            );
         }
         resp
     }

@@ -9,9 +9,9 @@ use crate::{
         json::{labels_of, str_at},
     },
     context::Context,
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
-    path::AttrPath,
+    plan::backend_facts as facts,
     tenancy::pool_label,
     value::Value,
 };
@@ -97,14 +97,10 @@ pub(super) async fn check_plan(
     let count = |attr: &str| config.get(attr).as_i64().unwrap_or(1);
     let (nodes, gpus) = (count("nodes"), count("gpus_per_node"));
     let too_many_nodes = |has: i64, how: &str| {
-        Diagnostic::error(
-            "More Nodes Than The Pool Has",
-            format!(
-                "nodes = {nodes}, but node pool {id} {how} {has} node(s), and a run puts one \
-                 pod on each node. Lower nodes, or raise the pool's node_count."
-            ),
-        )
-        .with_path(AttrPath::attr("nodes"))
+        facts::MORE_NODES_THAN_POOL.refuse(format!(
+            "nodes = {nodes}, but node pool {id} {how} {has} node(s), and a run puts one pod on \
+             each node. Lower nodes, or raise the pool's node_count."
+        ))
     };
     // A pool this run creates or resizes: its planned count, and nothing yet to look at.
     if let Some(planned) = ctx.pools.node_count(id) {
@@ -136,17 +132,11 @@ pub(super) async fn check_plan(
         })
         .min();
     if let Some(offered) = offered.filter(|o| *o > 0 && *o < gpus) {
-        d.push(
-            Diagnostic::error(
-                "More GPUs Per Node Than The Pool Offers",
-                format!(
-                    "gpus_per_node = {gpus}, but the nodes of node pool {id} offer at most \
-                     {offered} nvidia.com/gpu each (their allocatable), so the run's pods \
-                     would never be scheduled. Lower gpus_per_node."
-                ),
-            )
-            .with_path(AttrPath::attr("gpus_per_node")),
-        );
+        d.push(facts::MORE_GPUS_THAN_NODES.refuse(format!(
+            "gpus_per_node = {gpus}, but the nodes of node pool {id} offer at most {offered} \
+             nvidia.com/gpu each (their allocatable), so the run's pods would never be \
+             scheduled. Lower gpus_per_node."
+        )));
     }
     d
 }

@@ -27,6 +27,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
     path::AttrPath,
+    plan::backend_facts as facts,
     tenancy::{VirtualClusterRef, pool_label},
     value::Value,
 };
@@ -91,13 +92,13 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         && let Some(host) = &host
     {
         resp.diagnostics
-            .extend(check_host_free(host.as_ref(), &req.config).await);
+            .extend(facts::bounded(check_host_free(host.as_ref(), &req.config)).await);
     }
     if req.config.get("source").as_str() == Some("bcm")
         && let Ok(bcm) = backend.bcm(ctx)
     {
         resp.diagnostics
-            .extend(check_bcm_free(bcm.as_ref(), &req.prior, &req.config).await);
+            .extend(facts::bounded(check_bcm_free(bcm.as_ref(), &req.prior, &req.config)).await);
     }
     resp
 }
@@ -337,21 +338,14 @@ async fn check_host_free(host: &dyn HostNodes, config: &Value) -> Diagnostics {
     };
     let free = nodes.iter().filter(|n| is_free(n)).count();
     if free < need {
-        d.push(
-            Diagnostic::error(
-                "Not Enough Free Host Nodes",
-                format!(
-                    "the pool needs {need} more node(s) of {}, but the host cluster has only \
-                     {free} free (of its {} nodes of that product; free means Ready, not \
-                     cordoned and held by no pool). Lower node_count, or release nodes held by \
-                     other pools; a pool that releases them in the same run must be applied \
-                     first (depends_on).",
-                    model.product,
-                    nodes.len(),
-                ),
-            )
-            .with_path(AttrPath::attr("node_count")),
-        );
+        d.push(facts::NOT_ENOUGH_HOST_NODES.refuse(format!(
+            "the pool needs {need} more node(s) of {}, but the host cluster has only {free} free \
+             (of its {} nodes of that product; free means Ready, not cordoned and held by no \
+             pool). Lower node_count, or release nodes held by other pools; a pool that \
+             releases them in the same run must be applied first (depends_on).",
+            model.product,
+            nodes.len(),
+        )));
     }
     d
 }
@@ -381,19 +375,13 @@ async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diag
     if let Ok(free) = bcm::free_count(bcm, model.product).await
         && free < need
     {
-        d.push(
-            Diagnostic::error(
-                "Not Enough Free BCM Nodes",
-                format!(
-                    "the pool needs {need} more BCM node(s) of {}, but only {free} {} free in \
-                     Base Command Manager (held by no tenant and not being wiped). Lower \
-                     node_count, or release nodes held by other tenants.",
-                    model.product,
-                    if free == 1 { "is" } else { "are" }
-                ),
-            )
-            .with_path(AttrPath::attr("node_count")),
-        );
+        d.push(facts::NOT_ENOUGH_BCM_NODES.refuse(format!(
+            "the pool needs {need} more BCM node(s) of {}, but only {free} {} free in Base \
+             Command Manager (held by no tenant and not being wiped). Lower node_count, or \
+             release nodes held by other tenants.",
+            model.product,
+            if free == 1 { "is" } else { "are" }
+        )));
     }
     d
 }

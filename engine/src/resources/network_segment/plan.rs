@@ -4,9 +4,9 @@
 use super::model::{Addressing, IPAM_PREFIX, members_of};
 use crate::{
     backends::netris::{IpamNode, NetrisApi},
-    diag::{Diagnostic, Diagnostics},
+    diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
-    path::AttrPath,
+    plan::backend_facts as facts,
     validate::Ipv4Net,
     value::Value,
 };
@@ -76,11 +76,12 @@ pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagno
     let mut d = Diagnostics::new();
     let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
     let mut vpc_id = None;
-    for (attr, what, summary) in [
-        ("tenant", "tenant", "Unknown Netris Tenant"),
-        ("vpc", "VPC", "Unknown Netris VPC"),
-        ("site", "site", "Unknown Netris Site"),
+    for (fact, what) in [
+        (facts::UNKNOWN_NETRIS_TENANT, "tenant"),
+        (facts::UNKNOWN_NETRIS_VPC, "VPC"),
+        (facts::UNKNOWN_NETRIS_SITE, "site"),
     ] {
+        let attr = fact.attribute;
         // The VPC is read whenever the cidr check needs its id.
         let needed = changed(attr) || (attr == "vpc" && changed("cidr"));
         let Some(name) = req.config.get(attr).as_str().filter(|_| needed) else {
@@ -106,15 +107,9 @@ pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagno
                 } else {
                     have.join(", ")
                 };
-                d.push(
-                    Diagnostic::error(
-                        summary,
-                        format!(
-                            "the Netris controller has no {what} named {name:?} (it has: {have})."
-                        ),
-                    )
-                    .with_path(AttrPath::attr(attr)),
-                );
+                d.push(fact.refuse(format!(
+                    "the Netris controller has no {what} named {name:?} (it has: {have})."
+                )));
             }
         }
     }
@@ -134,19 +129,13 @@ pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagno
             .filter(|n| n.is_allocation() && n.name != own)
             .find(|n| n.prefix.parse::<Ipv4Net>().is_ok_and(|p| p.overlaps(&cidr)));
         if let Some(n) = clash {
-            d.push(
-                Diagnostic::error(
-                    "CIDR Overlaps An Allocation",
-                    format!(
-                        "{cidr} overlaps the IPAM allocation {:?} ({}) in VPC {:?}; allocations \
-                         of one VPC may not overlap. Choose a range outside it.",
-                        n.name,
-                        n.prefix,
-                        req.config.get("vpc").as_str().unwrap_or_default()
-                    ),
-                )
-                .with_path(AttrPath::attr("cidr")),
-            );
+            d.push(facts::CIDR_OVERLAP.refuse(format!(
+                "{cidr} overlaps the IPAM allocation {:?} ({}) in VPC {:?}; allocations of one \
+                 VPC may not overlap. Choose a range outside it.",
+                n.name,
+                n.prefix,
+                req.config.get("vpc").as_str().unwrap_or_default()
+            )));
         }
     }
     d
@@ -168,17 +157,11 @@ async fn unknown_member_hosts(api: &dyn NetrisApi, config: &Value) -> Diagnostic
     };
     for h in hostnames {
         if !servers.iter().any(|s| s.name.eq_ignore_ascii_case(h)) {
-            d.push(
-                Diagnostic::error(
-                    "Unknown Member Host",
-                    format!(
-                        "member hostname {h:?} is not in the Netris controller's server \
-                         inventory (/api/v2/hw/server). Add the server there, or name its \
-                         switch ports as port members."
-                    ),
-                )
-                .with_path(AttrPath::attr("members")),
-            );
+            d.push(facts::UNKNOWN_MEMBER_HOST.refuse(format!(
+                "member hostname {h:?} is not in the Netris controller's server inventory \
+                 (/api/v2/hw/server). Add the server there, or name its switch ports as port \
+                 members."
+            )));
         }
     }
     d
