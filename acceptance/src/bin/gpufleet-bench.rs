@@ -9,7 +9,12 @@
 //!   syncer, in the lab), then of ten at once, with each tenant's start-up time and memory
 //!   as the lab's vCluster kubelet measured them.
 //!
-//! Run with `scripts/bench [handshake|plan|vcluster|all]`, which measures the release build.
+//! - `segments`: `terraform apply -parallelism=10` of 50 and 200 network segments against the
+//!   lab's Netris emulator (which takes 500 ms to provision a V-Net), beside as many
+//!   `terraform_data` resources, and their destroy.
+//!
+//! Run with `scripts/bench [handshake|plan|vcluster|segments|all]`, which measures the
+//! release build.
 
 use std::{
     collections::BTreeMap,
@@ -45,6 +50,51 @@ fn main() {
     }
     if what == "vcluster" || what == "all" {
         vcluster(&[1, 10]);
+    }
+    if what == "segments" || what == "all" {
+        segments(&[50, 200]);
+    }
+}
+
+/// Applies and destroys `n` segments at parallelism 10, and as many `terraform_data`.
+fn segments(counts: &[usize]) {
+    let lab = gpufleet_lab::Lab::shared();
+    let timed = |s: &gpufleet_acceptance::Session, verb: &str| {
+        let started = Instant::now();
+        s.ok(&[
+            verb,
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            "-parallelism=10",
+        ]);
+        started.elapsed().as_secs_f64()
+    };
+    for &n in counts {
+        let mut config = String::from(
+            "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n",
+        );
+        for i in 0..n {
+            config.push_str(&format!(
+                "resource \"gpufleet_network_segment\" \"s{i}\" {{\n  name   = \"bench-seg-{i}\"\n  tenant = \"tenant-a\"\n  vpc    = \"Default\"\n  site   = \"site-a\"\n  cidr   = \"10.{}.{}.0/24\"\n}}\n",
+                200 + i / 256,
+                i % 256
+            ));
+        }
+        let floor = gpufleet_acceptance::Session::new(
+            &format!(
+                "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
+            ),
+            Vec::new(),
+        );
+        let floor_apply = timed(&floor, "apply");
+        floor.destroy();
+        let s = gpufleet_acceptance::Session::new(&config, lab.settings_env());
+        let apply = timed(&s, "apply");
+        let destroy = timed(&s, "destroy");
+        println!(
+            "segments: {n} at parallelism 10: apply {apply:.1} s (terraform_data floor {floor_apply:.1} s), destroy {destroy:.1} s"
+        );
     }
 }
 
