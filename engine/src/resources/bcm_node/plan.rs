@@ -74,7 +74,10 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
                  list\"`."
             ))),
             Ok(Some(device)) => {
-                if let Some(holder) = device.tenant().filter(|t| *t != tenant) {
+                // A node this resource holds is released by the replacement's destroy first.
+                let ours = req.prior.get("hostname").as_str() == Some(hostname.as_str())
+                    && device.tenant() == req.prior.get("tenant").as_str();
+                if let Some(holder) = device.tenant().filter(|t| *t != tenant && !ours) {
                     d.push(facts::BCM_NODE_HELD.refuse(format!(
                         "node {hostname} is held by tenant {holder:?}, not {tenant:?}: it \
                          cannot be claimed until that tenant releases it. Pick a free node \

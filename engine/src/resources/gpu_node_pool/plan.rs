@@ -88,11 +88,24 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
             why,
         ));
     }
+    // Only a change that takes more nodes asks: a no-op plan of many pools makes no calls.
+    let takes_nodes = req.prior.is_null()
+        || !resp.planned.same_attrs(
+            &req.prior,
+            &[
+                "node_count",
+                "gpu_product",
+                "source",
+                "virtual_cluster_id",
+                "name",
+            ],
+        );
     if is_host_source(&req.config)
+        && takes_nodes
         && let Some(host) = &host
     {
         resp.diagnostics
-            .extend(facts::bounded(check_host_free(host.as_ref(), &req.config)).await);
+            .extend(facts::bounded(check_host_free(host.as_ref(), &req.config, &req.prior)).await);
     }
     if req.config.get("source").as_str() == Some("bcm")
         && let Ok(bcm) = backend.bcm(ctx)
@@ -311,25 +324,33 @@ fn is_host_source(config: &Value) -> bool {
 /// The plan-time host check: a `host` pool that needs more free nodes of its product than the
 /// host cluster has is refused on `node_count`. The nodes it holds already count as its own.
 /// Skipped when the cluster cannot be asked: apply checks again.
-async fn check_host_free(host: &dyn HostNodes, config: &Value) -> Diagnostics {
+async fn check_host_free(host: &dyn HostNodes, config: &Value, prior: &Value) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let (Some(want), Some(model), Some(vc), Some(name)) = (
-        config.get("node_count").as_i64(),
-        config.get("gpu_product").as_str().and_then(catalog::lookup),
-        config
+    let label_of = |v: &Value| {
+        let vc = v
             .get("virtual_cluster_id")
             .as_str()
-            .and_then(VirtualClusterRef::parse),
-        config.get("name").as_str(),
+            .and_then(VirtualClusterRef::parse)?;
+        Some(pool_label(&vc.name, v.get("name").as_str()?))
+    };
+    let (Some(want), Some(model), Some(label)) = (
+        config.get("node_count").as_i64(),
+        config.get("gpu_product").as_str().and_then(catalog::lookup),
+        label_of(config),
     ) else {
         return d;
     };
-    let Ok(held) = list_held(host, &pool_label(&vc.name, name)).await else {
-        return d;
-    };
-    let need = usize::try_from(want)
-        .unwrap_or(0)
-        .saturating_sub(held.len());
+    // What the pool holds, and what the pool it replaces (another name) releases first.
+    let mut labels = vec![label];
+    labels.extend(label_of(prior).filter(|l| !labels.contains(l)));
+    let mut held = 0;
+    for label in &labels {
+        let Ok(nodes) = list_held(host, label).await else {
+            return d;
+        };
+        held += nodes.len();
+    }
+    let need = usize::try_from(want).unwrap_or(0).saturating_sub(held);
     if need == 0 {
         return d;
     }

@@ -122,11 +122,16 @@ pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagno
         req.config.get("name").as_str(),
     ) && let Ok(tree) = api.ipam(Some(vpc)).await
     {
-        let own = format!("{IPAM_PREFIX}{name}");
+        // The segment's own allocation, and the one a replacement (a new name) deletes first.
+        let own: Vec<String> = [Some(name), req.prior.get("name").as_str()]
+            .into_iter()
+            .flatten()
+            .map(|n| format!("{IPAM_PREFIX}{n}"))
+            .collect();
         let clash = tree
             .iter()
             .flat_map(IpamNode::walk)
-            .filter(|n| n.is_allocation() && n.name != own)
+            .filter(|n| n.is_allocation() && !own.contains(&n.name))
             .find(|n| n.prefix.parse::<Ipv4Net>().is_ok_and(|p| p.overlaps(&cidr)));
         if let Some(n) = clash {
             d.push(facts::CIDR_OVERLAP.refuse(format!(
