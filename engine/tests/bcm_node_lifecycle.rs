@@ -86,7 +86,13 @@ async fn a_node_of_another_tenant_is_refused_and_left_alone() {
     let before = fake.device("gpu-002");
     let k = kind(&fake);
     let mut tf = Terraform::new(&k);
-    let (_, d) = tf.apply(&node(&k, "gpu-002", &[])).await;
+    // Refused at plan, and at apply (the fleet can change after a plan that passed).
+    let (plan, d) = tf.apply_despite_plan(&node(&k, "gpu-002", &[])).await;
+    assert!(
+        single_error(&plan).contains("held by tenant \"tenant-z\""),
+        "{}",
+        show(&plan)
+    );
     let detail = single_error(&d);
     assert!(detail.contains("held by tenant \"tenant-z\""), "{detail}");
     assert!(detail.contains("gpu-002"), "{detail}");
@@ -99,11 +105,14 @@ async fn unknown_category_or_node_is_a_clear_error() {
     let fake = FakeBcm::new();
     let k = kind(&fake);
     let mut tf = Terraform::new(&k);
-    let (_, d) = tf
-        .apply(&node(&k, "gpu-001", &[("category", Value::string("nope"))]))
+    // Refused at plan, and at apply (the fleet can change after a plan that passed).
+    let (plan, d) = tf
+        .apply_despite_plan(&node(&k, "gpu-001", &[("category", Value::string("nope"))]))
         .await;
+    assert!(single_error(&plan).contains("no category named \"nope\""));
     assert!(single_error(&d).contains("no category named \"nope\""));
-    let (_, d) = tf.apply(&node(&k, "gpu-999", &[])).await;
+    let (plan, d) = tf.apply_despite_plan(&node(&k, "gpu-999", &[])).await;
+    assert!(single_error(&plan).contains("no node named \"gpu-999\""));
     assert!(single_error(&d).contains("no node named \"gpu-999\""));
     assert!(tf.state.is_null());
 }
@@ -428,7 +437,8 @@ async fn a_node_released_by_someone_else_is_gone_and_claimed_again() {
     assert!(tf.state.is_null(), "refresh drops the node");
     assert_eq!(p.action, Action::Create);
     fake.edit("gpu-002", |d| d.set_tenant(Some("tenant-q")));
-    let (_, d) = tf.apply(&c).await;
+    let (plan, d) = tf.apply_despite_plan(&c).await;
+    assert!(single_error(&plan).contains("tenant-q"));
     assert!(single_error(&d).contains("tenant-q"));
 }
 

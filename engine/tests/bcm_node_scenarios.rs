@@ -36,6 +36,11 @@ async fn create_sequence() {
     assert_eq!(
         names,
         [
+            // Plan: the category, image and node exist, and no other tenant holds the node.
+            "cmdevice.getCategory",
+            "cmpart.getSoftwareImage",
+            "cmdevice.getDevice",
+            // Apply checks again: the fleet can change after the plan.
             "cmdevice.getCategory",
             "cmpart.getSoftwareImage",
             "cmdevice.getDevice",

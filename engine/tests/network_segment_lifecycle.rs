@@ -105,7 +105,14 @@ async fn unknown_hostname_is_a_clear_error_and_creates_nothing() {
             Value::set(vec![member(None, Some("gpu-999"), None)]),
         )],
     );
-    let (_, d) = tf.apply(&c).await;
+    // Refused at plan, and at apply (the fleet can change after a plan that passed).
+    let (plan, d) = tf.apply_despite_plan(&c).await;
+    assert!(
+        single_error(&plan)
+            .contains("\"gpu-999\" is not in the Netris controller's server inventory"),
+        "{}",
+        show(&plan)
+    );
     let detail = single_error(&d);
     assert!(
         detail.contains("\"gpu-999\" is not in the controller's server inventory"),

@@ -52,6 +52,14 @@ async fn create_sequence() {
     assert_eq!(
         routes,
         [
+            // Plan: the tenant, VPC and site exist, the member host is in the inventory,
+            // and the CIDR overlaps no allocation of the VPC.
+            "GET /api/tenants",
+            "GET /api/v2/vpc",
+            "GET /api/v2/sites",
+            "GET /api/v2/hw/server",
+            "GET /api/v2/ipam?filterByVpc=2",
+            // Apply checks again, then creates.
             "GET /api/tenants",
             "GET /api/v2/vpc",
             "GET /api/v2/sites",
@@ -95,10 +103,13 @@ async fn member_update_sequence() {
         )],
     );
     tf.apply_ok(&c).await;
+    // Refresh; plan checks the new member against the server inventory; apply reads the
+    // V-Net, resolves the member's ports and writes the V-Net.
     expect(
         &fake,
         &[
             "GET /api/v2/vnet/103",
+            "GET /api/v2/hw/server",
             "GET /api/v2/vnet/103",
             "GET /api/v2/hw/server",
             "PUT /api/v2/vnet/103",

@@ -280,6 +280,15 @@ impl<'a> Terraform<'a> {
         a.diagnostics
     }
 
+    /// Plans `config` and applies that plan even when the plan refused it, as if the fleet
+    /// changed between a plan that passed and its apply (apply must check again). Returns the
+    /// plan's diagnostics and the apply's.
+    pub async fn apply_despite_plan(&mut self, config: &Value) -> (Diagnostics, Diagnostics) {
+        let p = self.plan(config).await;
+        let d = self.apply_plan(&p).await;
+        (p.diagnostics, d)
+    }
+
     /// `terraform apply`: refresh, plan, apply; returns the plan's action and the apply's
     /// diagnostics. The state is updated as Terraform would.
     pub async fn apply(&mut self, config: &Value) -> (Action, Diagnostics) {
