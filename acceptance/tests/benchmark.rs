@@ -330,8 +330,31 @@ fn a_threshold_above_the_result_fails_names_the_metric_and_runs_again() {
     s.destroy();
 }
 
+/// A pod on `node` that takes all eight of its GPUs, as another team's job would.
+fn busy(host: &KubeRest, node: &str) {
+    let pod = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bench-busy", "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{
+                "name": "job",
+                "image": "nvcr.io/nvidia/pytorch:25.04-py3",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }],
+        },
+    });
+    host.create("/api/v1/namespaces/default/pods", &pod)
+        .expect("create the busy pod");
+}
+
+/// A gang whose second node is busy with another job cannot start together: the run fails
+/// within its start timeout and leaves no pod. (A gang larger than the pool itself is
+/// refused at plan.)
 #[test]
-fn a_gang_larger_than_its_pool_fails_within_its_deadline_and_leaves_no_pod() {
+fn a_gang_that_cannot_start_together_fails_within_its_deadline_and_leaves_no_pod() {
     let lab = Lab::shared();
     let host = host(lab);
     let gang = benchmark(
@@ -340,12 +363,20 @@ fn a_gang_larger_than_its_pool_fails_within_its_deadline_and_leaves_no_pod() {
         r#"nodes = 2
   start_timeout = "20s""#,
     );
-    let s = Session::new(&config("bench-gang", 1, ""), lab.settings_env());
+    let s = Session::new(&config("bench-gang", 2, ""), lab.settings_env());
+    let _cleanup = s.destroy_on_panic();
     s.apply();
-    s.write(&config("bench-gang", 1, &gang));
+    let held = s.resource("gpufleet_gpu_node_pool.p")["nodes"][0]
+        .as_str()
+        .expect("the pool holds a node")
+        .to_owned();
+    let _ = host.delete("/api/v1/namespaces/default/pods/bench-busy");
+    busy(&host, &held);
+    s.write(&config("bench-gang", 2, &gang));
     let started = Instant::now();
     let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
     let took = started.elapsed();
+    let _ = host.delete("/api/v1/namespaces/default/pods/bench-busy");
     assert!(!out.success(), "{out}");
     assert!(
         out.contains("did not run together") || out.contains("start_timeout"),
