@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    open_handles::OpenHandles, planned_pools::PlannedPools,
+    open_handles::OpenHandles, planned_pools::PlannedPools, planned_releases::PlannedReleases,
     planned_virtual_clusters::PlannedVirtualClusters, provider_config::ProviderSettings,
 };
 
@@ -25,4 +25,6 @@ pub struct Context {
     pub virtual_clusters: Arc<PlannedVirtualClusters>,
     /// What this run has planned for node pools and not yet applied, shared the same way.
     pub pools: Arc<PlannedPools>,
+    /// What the replacements this run plans release first, shared the same way.
+    pub releases: Arc<PlannedReleases>,
 }

@@ -21,6 +21,7 @@ pub mod open_handles;
 pub mod path;
 pub mod plan;
 pub mod planned_pools;
+pub mod planned_releases;
 pub mod planned_virtual_clusters;
 pub mod provider_config;
 pub mod registry;

@@ -10,6 +10,7 @@ use gpufleet_engine::{
     kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
     open_handles::OpenHandles,
     planned_pools::PlannedPools,
+    planned_releases::PlannedReleases,
     planned_virtual_clusters::PlannedVirtualClusters,
     provider_config::ProviderSettings,
     registry,
@@ -104,6 +105,8 @@ pub struct Shared {
     pub virtual_clusters: Arc<PlannedVirtualClusters>,
     /// What this run has planned for node pools and not yet applied.
     pub pools: Arc<PlannedPools>,
+    /// What the replacements this run plans release first.
+    pub releases: Arc<PlannedReleases>,
 }
 
 impl Shared {
@@ -120,6 +123,7 @@ impl Shared {
             handles: Arc::clone(&self.handles),
             virtual_clusters: Arc::clone(&self.virtual_clusters),
             pools: Arc::clone(&self.pools),
+            releases: Arc::clone(&self.releases),
         }
     }
 }
@@ -146,6 +150,7 @@ impl ProviderService {
                 handles: Arc::default(),
                 virtual_clusters: Arc::default(),
                 pools: Arc::default(),
+                releases: Arc::default(),
             }),
         }
     }

@@ -40,7 +40,7 @@ pub trait RemoteKind: Send + Sync {
     /// node another tenant holds). Runs after [`RemoteKind::plan`] found no error, when the
     /// backend is configured; a backend that cannot be asked is no finding, since apply
     /// checks again (the fleet can change between plan and apply anyway).
-    async fn check_plan(_api: &Self::Api, _req: &PlanRequest) -> Diagnostics {
+    async fn check_plan(_api: &Self::Api, _ctx: &Context, _req: &PlanRequest) -> Diagnostics {
         Diagnostics::new()
     }
 
@@ -90,7 +90,7 @@ impl<K: RemoteKind> ResourceKind for K {
         if let Ok(api) = self.connect(ctx) {
             // A backend that does not answer in time is no finding: apply checks again.
             resp.diagnostics
-                .extend(crate::plan::backend_facts::bounded(K::check_plan(&api, &req)).await);
+                .extend(crate::plan::backend_facts::bounded(K::check_plan(&api, ctx, &req)).await);
         }
         resp
     }

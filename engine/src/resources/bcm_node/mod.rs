@@ -127,8 +127,8 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
         plan_node(req)
     }
 
-    async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnostics {
-        plan::check_plan(api, req).await
+    async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanRequest) -> Diagnostics {
+        plan::check_plan(api, ctx, req).await
     }
 
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {

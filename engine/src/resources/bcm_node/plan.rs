@@ -3,6 +3,7 @@
 
 use crate::{
     backends::bcm::BcmApi,
+    context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
     plan::backend_facts::{self as facts, BackendFact},
@@ -30,9 +31,19 @@ pub(super) fn plan_node(req: &PlanRequest) -> PlanResponse {
 /// What BCM already knows that refuses the plan: a hostname, category or software image it
 /// does not have, and a node another tenant holds. Asked only for what the plan changes; a
 /// call that fails is no finding (apply checks again).
-pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnostics {
+pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanRequest) -> Diagnostics {
     let mut d = Diagnostics::new();
     let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
+    // A new tenant or hostname replaces the node: its destroy releases the node it holds.
+    if !req.prior.is_null()
+        && (changed("tenant") || changed("hostname"))
+        && let (Some(h), Some(t)) = (
+            req.prior.get("hostname").as_str(),
+            req.prior.get("tenant").as_str(),
+        )
+    {
+        ctx.releases.replacing(&format!("bcm_node:{h}"), t);
+    }
     let known = |attr: &str| req.config.get(attr).as_str().map(str::to_owned);
     if changed("category")
         && let Some(name) = known("category")
@@ -75,8 +86,10 @@ pub(super) async fn check_plan(api: &dyn BcmApi, req: &PlanRequest) -> Diagnosti
             ))),
             Ok(Some(device)) => {
                 // A node this resource holds is released by the replacement's destroy first.
-                let ours = req.prior.get("hostname").as_str() == Some(hostname.as_str())
-                    && device.tenant() == req.prior.get("tenant").as_str();
+                let released = ctx.releases.released_for(&format!("bcm_node:{hostname}"));
+                let ours = (req.prior.get("hostname").as_str() == Some(hostname.as_str())
+                    && device.tenant() == req.prior.get("tenant").as_str())
+                    || (released.is_some() && device.tenant() == released.as_deref());
                 if let Some(holder) = device.tenant().filter(|t| *t != tenant && !ours) {
                     d.push(facts::BCM_NODE_HELD.refuse(format!(
                         "node {hostname} is held by tenant {holder:?}, not {tenant:?}: it \

@@ -265,7 +265,12 @@ async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<Po
         })
         .collect();
     let first = by_name.values().next().cloned().unwrap_or_default();
-    let sharing = if let Some(c) = first.get("nvidia.com/mig.config") {
+    // A node whose MIG is off (a MIG pool let it go with the fleet's default) runs whole
+    // GPUs, like one that never had MIG: the same experiment records the same sharing.
+    let sharing = if let Some(c) = first
+        .get("nvidia.com/mig.config")
+        .filter(|c| c.as_str() != "all-disabled")
+    {
         format!("mig:{c}")
     } else if let Some(c) = first.get("nvidia.com/device-plugin.config") {
         format!("time-slicing:{c}")

@@ -104,8 +104,9 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         && takes_nodes
         && let Some(host) = &host
     {
-        resp.diagnostics
-            .extend(facts::bounded(check_host_free(host.as_ref(), &req.config, &req.prior)).await);
+        resp.diagnostics.extend(
+            facts::bounded(check_host_free(host.as_ref(), ctx, &req.config, &req.prior)).await,
+        );
     }
     if req.config.get("source").as_str() == Some("bcm")
         && let Ok(bcm) = backend.bcm(ctx)
@@ -324,7 +325,12 @@ fn is_host_source(config: &Value) -> bool {
 /// The plan-time host check: a `host` pool that needs more free nodes of its product than the
 /// host cluster has is refused on `node_count`. The nodes it holds already count as its own.
 /// Skipped when the cluster cannot be asked: apply checks again.
-async fn check_host_free(host: &dyn HostNodes, config: &Value, prior: &Value) -> Diagnostics {
+async fn check_host_free(
+    host: &dyn HostNodes,
+    ctx: &Context,
+    config: &Value,
+    prior: &Value,
+) -> Diagnostics {
     let mut d = Diagnostics::new();
     let label_of = |v: &Value| {
         let vc = v
@@ -340,9 +346,21 @@ async fn check_host_free(host: &dyn HostNodes, config: &Value, prior: &Value) ->
     ) else {
         return d;
     };
-    // What the pool holds, and what the pool it replaces (another name) releases first.
-    let mut labels = vec![label];
-    labels.extend(label_of(prior).filter(|l| !labels.contains(l)));
+    // What the pool holds, and what the pool it replaces (another name) releases first: seen
+    // in the prior state, or recorded by the first plan of the replacement.
+    let replaced = label_of(prior);
+    if let Some(old) = replaced.as_ref().filter(|old| **old != label) {
+        ctx.releases.replacing(&format!("pool:{label}"), old);
+    }
+    let mut labels = vec![label.clone()];
+    for old in replaced
+        .into_iter()
+        .chain(ctx.releases.released_for(&format!("pool:{label}")))
+    {
+        if !labels.contains(&old) {
+            labels.push(old);
+        }
+    }
     let mut held = 0;
     for label in &labels {
         let Ok(nodes) = list_held(host, label).await else {

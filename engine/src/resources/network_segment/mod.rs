@@ -126,8 +126,8 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
         plan_segment(req)
     }
 
-    async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagnostics {
-        plan::check_plan(api, req).await
+    async fn check_plan(api: &dyn NetrisApi, ctx: &Context, req: &PlanRequest) -> Diagnostics {
+        plan::check_plan(api, ctx, req).await
     }
 
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {

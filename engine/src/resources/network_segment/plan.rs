@@ -4,6 +4,7 @@
 use super::model::{Addressing, IPAM_PREFIX, members_of};
 use crate::{
     backends::netris::{IpamNode, NetrisApi},
+    context::Context,
     diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
     plan::backend_facts as facts,
@@ -72,9 +73,27 @@ pub(super) fn plan_segment(req: &PlanRequest) -> PlanResponse {
 /// have, a member hostname missing from its server inventory, and a `cidr` that overlaps an
 /// allocation of another owner in the VPC. Asked only for what the plan changes; a call that
 /// fails is no finding (apply checks again).
-pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagnostics {
+pub(super) async fn check_plan(
+    api: &dyn NetrisApi,
+    ctx: &Context,
+    req: &PlanRequest,
+) -> Diagnostics {
     let mut d = Diagnostics::new();
     let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
+    // These attributes replace the segment: its destroy deletes its allocation first.
+    let replacing = ["name", "tenant", "vpc", "site", "cidr"]
+        .iter()
+        .any(|a| changed(a));
+    if !req.prior.is_null()
+        && replacing
+        && let (Some(new), Some(old)) = (
+            req.config.get("name").as_str(),
+            req.prior.get("name").as_str(),
+        )
+    {
+        ctx.releases
+            .replacing(&format!("segment:{new}"), &format!("{IPAM_PREFIX}{old}"));
+    }
     let mut vpc_id = None;
     for (fact, what) in [
         (facts::UNKNOWN_NETRIS_TENANT, "tenant"),
@@ -123,11 +142,12 @@ pub(super) async fn check_plan(api: &dyn NetrisApi, req: &PlanRequest) -> Diagno
     ) && let Ok(tree) = api.ipam(Some(vpc)).await
     {
         // The segment's own allocation, and the one a replacement (a new name) deletes first.
-        let own: Vec<String> = [Some(name), req.prior.get("name").as_str()]
+        let mut own: Vec<String> = [Some(name), req.prior.get("name").as_str()]
             .into_iter()
             .flatten()
             .map(|n| format!("{IPAM_PREFIX}{n}"))
             .collect();
+        own.extend(ctx.releases.released_for(&format!("segment:{name}")));
         let clash = tree
             .iter()
             .flat_map(IpamNode::walk)
