@@ -12,6 +12,7 @@ use crate::{
     diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
     plan::backend_facts as facts,
+    resources::gpu_node_pool::karpenter::NODEPOOL_LABEL,
     tenancy::pool_label,
     value::Value,
 };
@@ -72,9 +73,6 @@ fn re_checked(prior: &Value, planned: &Value) -> Option<Vec<String>> {
     RecordedRun::from_state(prior).re_checked(&thresholds::of_value(bounds))
 }
 
-/// Karpenter's label on the nodes it launched: such a pool grows on demand.
-const KARPENTER_NODE_POOL_LABEL: &str = "karpenter.sh/nodepool";
-
 /// What the host cluster already knows that refuses a run: more `nodes` than its pool has
 /// (or than this run plans for it), or more `gpus_per_node` than each node of the pool
 /// offers. Checked when the run is planned anew; a pool without nodes yet, one that grows on
@@ -113,9 +111,10 @@ pub(super) async fn check_plan(
     let Ok(held) = cluster.list(ObjectKind::Node, None, &selector).await else {
         return d;
     };
+    // Nodes Karpenter launched: the pool grows on demand.
     let on_demand = held
         .iter()
-        .any(|n| labels_of(n).contains_key(KARPENTER_NODE_POOL_LABEL));
+        .any(|n| labels_of(n).contains_key(NODEPOOL_LABEL));
     if held.is_empty() || on_demand {
         return d;
     }
