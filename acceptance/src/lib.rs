@@ -52,6 +52,7 @@ pub mod emulators;
 pub mod process;
 mod session;
 pub mod sweep;
+pub mod tenant;
 pub use session::{DestroyOnPanic, Session, assert_import_example_adopts};
 
 /// The provider's source address, as written in `required_providers`.

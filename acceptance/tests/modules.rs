@@ -8,11 +8,13 @@
 use std::{
     collections::BTreeSet,
     sync::{Mutex, PoisonError},
-    time::{Duration, Instant},
 };
 
-use gpufleet_acceptance::{Session, module_source};
-use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
+use gpufleet_acceptance::{
+    Session, module_source,
+    tenant::{eventually, tenant_client},
+};
+use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::{Value, json};
 
 fn host() -> KubeRest {
@@ -86,18 +88,6 @@ fn round_trip(
     s
 }
 
-/// Polls `f` every half second until it gives a value, for at most two minutes.
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
-        }
-    }
-}
-
 fn names(items: &[Value]) -> BTreeSet<String> {
     items
         .iter()
@@ -111,21 +101,14 @@ fn names(items: &[Value]) -> BTreeSet<String> {
 fn a_tenant_pod_runs_on_its_own_nodes(s: &Session, name: &str, namespace: &str, own_nodes: &str) {
     let vc = s.resource("module.tenant.gpufleet_virtual_cluster.this");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tenant.kubeconfig");
     // A ClusterIP-only tenant, reached as from outside the host cluster: a port-forward
     // through the host API server.
-    let forward = TenantForward::open(
-        Lab::shared().kube_config(),
+    let (tenant, _forward) = tenant_client(
+        dir.path(),
         namespace,
         name,
-        std::time::Duration::from_secs(300),
-    )
-    .expect("port-forward to the control plane");
-    let text = forward
-        .kubeconfig(vc["kubeconfig"].as_str().expect("a kubeconfig"))
-        .expect("a kubeconfig");
-    std::fs::write(&path, text).expect("write");
-    let tenant = KubeRest::from_kubeconfig(&path).expect("tenant client");
+        vc["kubeconfig"].as_str().expect("a kubeconfig"),
+    );
     let own = names(
         &host()
             .list(&format!("/api/v1/nodes?labelSelector={own_nodes}"))

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpufleet_acceptance::{Session, workspace_root};
+use gpufleet_acceptance::{Session, tenant::tenant_client, workspace_root};
 use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
 use serde_json::{Value, json};
 
@@ -52,25 +52,9 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// Virtual cluster `name` (in `vc-<name>`), reached as a user outside the host cluster
-/// reaches a ClusterIP-only one: a port-forward through the host API server, with the
-/// kubeconfig Terraform gave pointed at its local end.
+/// reaches a ClusterIP-only one, with the kubeconfig of Terraform output `output`.
 fn kubeconfig(dir: &Path, s: &Session, output: &str, name: &str) -> (KubeRest, TenantForward) {
-    let forward = TenantForward::open(
-        Lab::shared().kube_config(),
-        &format!("vc-{name}"),
-        name,
-        Duration::from_secs(300),
-    )
-    .expect("port-forward to the control plane");
-    let path = dir.join(output);
-    let text = forward
-        .kubeconfig(&s.output_raw(output))
-        .expect("a kubeconfig");
-    std::fs::write(&path, text).expect("write kubeconfig");
-    (
-        KubeRest::from_kubeconfig(&path).expect("tenant client"),
-        forward,
-    )
+    tenant_client(dir, &format!("vc-{name}"), name, &s.output_raw(output))
 }
 
 #[test]

@@ -15,6 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use gpufleet_acceptance::tenant::tenant_client;
 use gpufleet_acceptance::{Output, Session, terraform_launcher};
 use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
 use serde_json::Value;
@@ -77,27 +78,10 @@ fn tenant(kubeconfig: &Path) -> KubeRest {
     KubeRest::from_kubeconfig(kubeconfig).expect("tenant client")
 }
 
-/// Virtual cluster `name` (in `vc-<name>`) exposed by a ClusterIP Service only, reached as a
-/// user outside the host cluster reaches it: a port-forward through the host API server, and
-/// the kubeconfig Terraform gave pointed at its local end.
+/// Virtual cluster `name` (in `vc-<name>`) exposed by a ClusterIP Service only, reached
+/// through a port-forward as a user outside the host cluster reaches it.
 fn forwarded(dir: &Path, kubeconfig: &str, name: &str) -> (KubeRest, TenantForward) {
-    let forward = TenantForward::open(
-        Lab::shared().kube_config(),
-        &format!("vc-{name}"),
-        name,
-        Duration::from_secs(300),
-    )
-    .expect("port-forward to the control plane");
-    let port = forward
-        .server()
-        .rsplit(':')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let path = dir.join(format!("{name}-{port}.kubeconfig"));
-    let text = forward.kubeconfig(kubeconfig).expect("a kubeconfig");
-    std::fs::write(&path, text).expect("write");
-    (tenant(&path), forward)
+    tenant_client(dir, &format!("vc-{name}"), name, kubeconfig)
 }
 
 /// The labels of namespace `ns`.
