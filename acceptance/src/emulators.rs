@@ -34,3 +34,12 @@ pub fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
     );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
+
+/// The BCM device named `hostname`, found as clients resolve names: among all devices
+/// (cmdaemon fetches single devices by uuid only).
+pub fn bcm_device(hostname: &str) -> Value {
+    bcm_call("cmdevice", "getDevices", &json!([]))
+        .as_array()
+        .and_then(|all| all.iter().find(|d| d["hostname"] == hostname).cloned())
+        .unwrap_or_else(|| panic!("BCM has no device named {hostname}"))
+}

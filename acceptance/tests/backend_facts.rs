@@ -7,7 +7,10 @@
 //! Each row planned cleanly before these checks existed (apply refused it, or a benchmark
 //! waited out its start timeout).
 
-use gpufleet_acceptance::{Session, emulators::bcm_call};
+use gpufleet_acceptance::{
+    Session,
+    emulators::{bcm_call, bcm_device},
+};
 use gpufleet_engine::plan::backend_facts::{self as facts, BACKEND_FACTS, BackendFact};
 use gpufleet_lab::Lab;
 use serde_json::json;
@@ -116,7 +119,7 @@ fn spare_server() -> String {
 
 /// Records `tenant` (or nobody) as the holder of `hostname` in BCM.
 fn hold(hostname: &str, tenant: Option<&str>) {
-    let mut d = bcm_call("cmdevice", "getDevice", &json!([hostname]));
+    let mut d = bcm_device(hostname);
     match tenant {
         Some(t) => d["extra_values"]["gpufleet_tenant"] = json!(t),
         None => {

@@ -13,7 +13,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use gpufleet_acceptance::{
-    Output, Session, emulators::bcm_call, sweep, terraform_launcher, workspace_root,
+    Output, Session,
+    emulators::{bcm_call, bcm_device},
+    sweep, terraform_launcher, workspace_root,
 };
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
@@ -254,7 +256,7 @@ fn life_cycle_wipes_between_tenants_and_leaks_only_without_wipe() {
 
 /// Gives the device of `hostname` a disk setup naming `devices` (a whole-object update).
 fn set_disk_setup(hostname: &str, devices: &[&str]) {
-    let mut d = bcm_call("cmdevice", "getDevice", &json!([hostname]));
+    let mut d = bcm_device(hostname);
     let blocks: String = devices
         .iter()
         .map(|dev| format!("<device><blockdev>{dev}</blockdev></device>"))

@@ -37,19 +37,20 @@ async fn create_sequence() {
         names,
         [
             // Plan: the category, image and node exist, and no other tenant holds the node.
-            "cmdevice.getCategory",
-            "cmpart.getSoftwareImage",
-            "cmdevice.getDevice",
+            // BCM fetches single objects by uuid only, so names are found in the lists.
+            "cmdevice.getCategories",
+            "cmpart.getSoftwareImages",
+            "cmdevice.getDevices",
             // Apply checks again: the fleet can change after the plan.
-            "cmdevice.getCategory",
-            "cmpart.getSoftwareImage",
-            "cmdevice.getDevice",
+            "cmdevice.getCategories",
+            "cmpart.getSoftwareImages",
+            "cmdevice.getDevices",
             "cmdevice.updateDevice",
             // The GPUs, from what BCM reports about the node.
             "cmdevice.getSysInfoCollectors",
             "cmstatus.getStatus",
             "cmdevice.powerOperation",
-            // BOOTING, INSTALLING, INSTALLER_CALLINGINIT, UP.
+            // BOOTING, INSTALLING, INSTALLER_CALLING_INIT, UP.
             "cmstatus.getStatus",
             "cmstatus.getStatus",
             "cmstatus.getStatus",
@@ -100,7 +101,7 @@ async fn destroy_sequence() {
         names,
         [
             "cmdevice.getDevice",
-            "cmdevice.getCategory",
+            "cmdevice.getCategories",
             "cmdevice.updateDevice",
             "cmstatus.getStatus",
             "cmdevice.powerOperation",

@@ -87,8 +87,16 @@ impl Bcm {
         r.body
     }
 
-    fn device(&self, key: &str) -> Value {
-        self.call("cmdevice", "getDevice", json!([key]))
+    /// The device named `hostname`, resolved as clients resolve names: from the full list
+    /// (`getDevice` takes a uuid only).
+    fn device(&self, hostname: &str) -> Value {
+        let all = self.call("cmdevice", "getDevices", json!([]));
+        let uuid = all
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["hostname"] == hostname))
+            .map(|d| d["uuid"].clone())
+            .unwrap_or_else(|| panic!("no device named {hostname}"));
+        self.call("cmdevice", "getDevice", json!([uuid]))
     }
 
     fn status(&self, key: &str) -> Value {
@@ -119,8 +127,25 @@ impl Bcm {
         r.body
     }
 
+    /// The entity named `name` in the list `service.call` returns.
+    fn named(&self, service: &str, call: &str, name: &str) -> Value {
+        let all = self.call(service, call, json!([]));
+        all.as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("{call}: nothing named {name}"))
+    }
+
+    fn category(&self, name: &str) -> Value {
+        self.named("cmdevice", "getCategories", name)
+    }
+
+    fn image(&self, name: &str) -> Value {
+        self.named("cmpart", "getSoftwareImages", name)
+    }
+
     fn category_uuid(&self, name: &str) -> Value {
-        self.call("cmdevice", "getCategory", json!([name]))["uuid"].clone()
+        self.category(name)["uuid"].clone()
     }
 
     /// Sets the tenant on a device (whole-object update).
@@ -224,16 +249,13 @@ fn the_inventory_is_seeded_with_idle_power_and_sentinels() {
     }
     assert!(d["extra_values"].get("gpufleet_tenant").is_none());
     assert!(d["revision"].is_string());
+    // pythoncm's DeviceStatus: the uuid as `ref_device_uuid`, no power field (a powered-off
+    // node is DOWN).
     let up = bcm.status("gpu-a-01");
-    assert_eq!(
-        (up["status"].clone(), up["power"].clone()),
-        (json!("UP"), json!("ON"))
-    );
-    let off = bcm.status("gpu-b-01");
-    assert_eq!(
-        (off["status"].clone(), off["power"].clone()),
-        (json!("DOWN"), json!("OFF"))
-    );
+    assert_eq!(up["status"], "UP");
+    assert_eq!(up["ref_device_uuid"], d["uuid"]);
+    assert!(up.get("power").is_none() && up.get("hostname").is_none(), "{up}");
+    assert_eq!(bcm.status("gpu-b-01")["status"], "DOWN");
     assert_eq!(bcm.device("gpu-b-01")["extra_values"]["idle_power"], "off");
 
     let cats = bcm.call("cmdevice", "getCategories", json!([]));
@@ -249,16 +271,17 @@ fn the_inventory_is_seeded_with_idle_power_and_sentinels() {
     }
     let images = bcm.call("cmpart", "getSoftwareImages", json!([]));
     assert_eq!(images.as_array().map(Vec::len), Some(3));
-    let img = bcm.call("cmpart", "getSoftwareImage", json!(["ubuntu2404-cuda12.8"]));
+    let img = bcm.image("ubuntu2404-cuda12.8");
+    let img = bcm.call("cmpart", "getSoftwareImage", json!([img["uuid"]]));
     assert_eq!(img["path"], "/cm/images/ubuntu2404-cuda12.8");
     assert_eq!(
-        bcm.call("cmdevice", "getCategory", json!(["free-pool"]))["softwareImageProxy"]["parentSoftwareImage"],
-        bcm.call("cmpart", "getSoftwareImage", json!(["baseline"]))["uuid"]
+        bcm.category("free-pool")["softwareImageProxy"]["parentSoftwareImage"],
+        bcm.image("baseline")["uuid"]
     );
 }
 
 #[test]
-fn missing_objects_are_null_and_unknown_calls_errormessages() {
+fn missing_objects_are_null_and_unknown_calls_are_http_400() {
     let bcm = Bcm::new();
     assert_eq!(
         bcm.call("cmdevice", "getDevice", json!(["nope"])),
@@ -272,21 +295,30 @@ fn missing_objects_are_null_and_unknown_calls_errormessages() {
         bcm.call("cmstatus", "getStatus", json!(["nope"])),
         Value::Null
     );
+    // Devices are fetched by uuid only: a hostname finds nothing.
     let uuid = bcm.device("gpu-a-02")["uuid"].clone();
     assert_eq!(
-        bcm.device(uuid.as_str().expect("uuid"))["hostname"],
+        bcm.call("cmdevice", "getDevice", json!([uuid]))["hostname"],
         "gpu-a-02"
     );
     assert_eq!(
-        bcm.call("cmdevice", "bogus", json!([])),
-        json!({"errormessage": "no such call: cmdevice.bogus"})
+        bcm.call("cmdevice", "getDevice", json!(["gpu-a-02"])),
+        Value::Null
     );
+    // An unknown call, or a known one with the wrong number of arguments: HTTP 400, as
+    // cmdaemon since 8.2 answers.
+    let r = bcm.call_as("admin", "cmdevice", "bogus", json!([]));
+    assert_eq!((r.status, r.errormessage()), (400, Some("no such call: cmdevice.bogus")));
+    let r = bcm.call_as("admin", "cmdevice", "getNodes", json!([]));
+    assert_eq!(r.status, 400, "not published: {}", r.body);
+    let r = bcm.call_as("admin", "cmdevice", "updateDevice", json!([{}]));
+    assert_eq!(r.status, 400, "{}", r.body);
     // Service names in any case, `arg` as well as `args`.
     let r = bcm.send(&Request::json_call(
         Some("admin"),
-        &json!({"service": "CMDevice", "call": "getDevice", "arg": "gpu-a-01"}),
+        &json!({"service": "CMDevice", "call": "getDevice", "arg": uuid}),
     ));
-    assert_eq!(r.body["hostname"], "gpu-a-01");
+    assert_eq!(r.body["hostname"], "gpu-a-02");
     let r = bcm.send(&Request::json_call(
         Some("admin"),
         &json!({"service": "cmdevice", "call": "getDevices", "args": {}}),
@@ -301,7 +333,7 @@ fn profiles_refuse_what_they_do_not_allow() {
     let bcm = Bcm::new();
     let d = bcm.device("gpu-a-01");
     let r = bcm.call_as("readonly", "cmdevice", "updateDevice", json!([d, 0]));
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 640, "pythoncm's \"RPC restricted\"");
     assert_eq!(
         r.errormessage(),
         Some("Profile readonly does not allow access to cmdevice.updateDevice")
@@ -318,11 +350,11 @@ fn profiles_refuse_what_they_do_not_allow() {
         "{}",
         r.body
     );
-    let r = bcm.call_as("readonly", "cmdevice", "getDevice", json!(["gpu-a-01"]));
+    let r = bcm.call_as("readonly", "cmdevice", "getDevice", json!([d["uuid"]]));
     assert_eq!(r.body["hostname"], "gpu-a-01");
     let r = bcm.call_as("readonly", "cmstatus", "getStatus", json!([d["uuid"]]));
     assert_eq!(r.body["status"], "UP");
-    let r = bcm.call_as("somebody", "cmdevice", "getDevice", json!(["gpu-a-01"]));
+    let r = bcm.call_as("somebody", "cmdevice", "getDevice", json!([d["uuid"]]));
     assert_eq!(
         r.errormessage(),
         Some("Profile somebody does not allow access to cmdevice.getDevice")
@@ -352,7 +384,8 @@ fn profiles_refuse_what_they_do_not_allow() {
 #[test]
 fn without_a_certificate_a_login_token_is_needed() {
     let bcm = Bcm::new();
-    let body = json!({"service": "cmdevice", "call": "getDevice", "args": ["gpu-a-01"]});
+    let uuid = bcm.device("gpu-a-01")["uuid"].clone();
+    let body = json!({"service": "cmdevice", "call": "getDevice", "args": [uuid]});
     let r = bcm.send(&Request::json_call(None, &body));
     assert_eq!(r.status, 401);
     let r = bcm.send(&Request::json_call(
@@ -506,12 +539,12 @@ fn commits_validate_every_field_at_once() {
                 "interfaces": [{"name": "BOOTIF", "network": "internalnet"}], "custom": {"kept": 1}}, 0]),
     );
     assert_eq!(r["success"], true, "{r}");
-    let d = bcm.device(uuid);
+    let d = bcm.device("new-01");
     assert_eq!(d["mac"], "00:00:00:00:00:00");
     assert_eq!(d["interfaces"][0]["ip"], "0.0.0.0");
     assert_eq!(d["softwareImageProxy"]["parentSoftwareImage"], ZERO_UUID);
     assert_eq!(d["custom"]["kept"], 1, "unknown fields are kept");
-    assert_eq!(bcm.status(uuid)["status"], "DOWN");
+    assert_eq!(bcm.status("new-01")["status"], "DOWN");
     let again = bcm.call(
         "cmdevice",
         "addDevice",
@@ -542,12 +575,12 @@ fn commits_validate_every_field_at_once() {
     );
     assert_eq!(r["success"], true);
     assert_eq!(
-        bcm.call("cmdevice", "getCategory", json!(["tenant-x"]))["installMode"],
+        bcm.category("tenant-x")["installMode"],
         "AUTO"
     );
     let r = bcm.call("cmdevice", "removeCategory", json!([cat, 0]));
     assert_eq!(r["success"], true);
-    let baseline = bcm.call("cmpart", "getSoftwareImage", json!(["baseline"]))["uuid"].clone();
+    let baseline = bcm.image("baseline")["uuid"].clone();
     let r = bcm.call("cmpart", "removeSoftwareImage", json!([baseline, 0]));
     assert_eq!(r["success"], false);
 }
@@ -613,11 +646,7 @@ fn power_and_the_status_clock() {
     assert_eq!(bcm.power("gpu-a-01", "ON")["count"], 0);
     let off = bcm.power("gpu-a-01", "OFF");
     assert_eq!(off["count"], 1);
-    let s = bcm.status("gpu-a-01");
-    assert_eq!(
-        (s["status"].clone(), s["power"].clone()),
-        (json!("DOWN"), json!("OFF"))
-    );
+    assert_eq!(bcm.status("gpu-a-01")["status"], "DOWN");
     assert_eq!(bcm.power("gpu-a-01", "OFF")["count"], 0);
 
     let on = bcm.power("gpu-a-01", "ON");
@@ -709,11 +738,13 @@ fn one_shot_fields_are_cleared_by_the_boot_and_full_wipes() {
 fn sysinfo_reports_each_nodes_gpus_and_disks() {
     let bcm = Bcm::new();
     let uuid = bcm.device("gpu-a-01")["uuid"].clone();
-    let infos = bcm.call("cmdevice", "getSysInfoCollectors", json!([[uuid]]));
+    // pythoncm's `system_information(nodes, basic, add_empty)`; records name their node by
+    // `ref_device_uuid`.
+    let infos = bcm.call("cmdevice", "getSysInfoCollectors", json!([[uuid], false, false]));
     assert_eq!(infos.as_array().map(Vec::len), Some(1), "{infos}");
     let info = &infos[0];
-    assert_eq!(info["device"], uuid);
-    assert_eq!(info["hostname"], "gpu-a-01");
+    assert_eq!(info["ref_device_uuid"], uuid);
+    assert_eq!(info["baseType"], "SysInfoCollector");
     let gpus = info["gpus"].as_array().cloned().unwrap_or_default();
     assert_eq!(gpus.len(), 8);
     assert_eq!(gpus[0]["name"], "NVIDIA H100 80GB HBM3");
@@ -722,12 +753,17 @@ fn sysinfo_reports_each_nodes_gpus_and_disks() {
         .map(|d| d.iter().filter_map(|d| d["name"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(disks, DGX_DISKS);
-    let all = bcm.call("cmdevice", "getSysInfoCollectors", json!([]));
-    assert_eq!(all.as_array().map(Vec::len), Some(3));
-    let ro = bcm.call_as("readonly", "cmdevice", "getSysInfoCollectors", json!([[]]));
+    let ro = bcm.call_as(
+        "readonly",
+        "cmdevice",
+        "getSysInfoCollectors",
+        json!([[], false, false]),
+    );
     assert_eq!(ro.body, json!([]), "a read: readonly may call it");
-    let bad = bcm.call_as("admin", "cmdevice", "getSysInfoCollectors", json!(["x"]));
-    assert!(bad.errormessage().is_some(), "{}", bad.body);
+    for bad in [json!([[uuid]]), json!(["x", false, false]), json!([])] {
+        let r = bcm.call_as("admin", "cmdevice", "getSysInfoCollectors", bad.clone());
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
 }
 
 #[test]

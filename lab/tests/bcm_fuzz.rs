@@ -175,7 +175,7 @@ fn body(db: &Db, step: &Step) -> (Option<String>, Vec<u8>) {
     let (svc, name) = if *call % 10 == 0 {
         ("cmdevice".to_string(), "bogus".to_string())
     } else {
-        let (s, c) = pick(CALLS, *call);
+        let (s, c, _) = pick(CALLS, *call);
         let s = if service % 3 == 0 {
             s.to_uppercase()
         } else {

@@ -30,7 +30,7 @@ pub const STATUSES: &[&str] = &[
     "INSTALLING",
     "INSTALLER_FAILED",
     "INSTALLER_REBOOTING",
-    "INSTALLER_CALLINGINIT",
+    "INSTALLER_CALLING_INIT",
     "INSTALLER_UNREACHABLE",
     "INSTALLER_BURNING",
     "BURNING",
@@ -96,7 +96,7 @@ fn nodes_schema() -> Schema {
         .attr(Attribute::optional("status", Type::String).describe(
             "Only nodes with this status, e.g. `UP` (case is ignored): one of `UP`, \
                      `DOWN`, `CLOSED`, `BOOTING`, `INSTALLING`, `INSTALLER_FAILED`, \
-                     `INSTALLER_REBOOTING`, `INSTALLER_CALLINGINIT`, `INSTALLER_UNREACHABLE`, \
+                     `INSTALLER_REBOOTING`, `INSTALLER_CALLING_INIT`, `INSTALLER_UNREACHABLE`, \
                      `INSTALLER_BURNING`, `BURNING`, `UNKNOWN`, `OPENING`, `GOING_DOWN`, \
                      `PENDING`; plan refuses others.",
         ))
@@ -112,7 +112,7 @@ fn nodes_schema() -> Schema {
         .attr(
             Attribute::computed("nodes", Type::list(node_type())).describe(
                 "The matching nodes, sorted by hostname. Each has `hostname`, `id` (BCM uuid), \
-                 `status`, `power` (`on`/`off`), `category`, `software_image` (the node's own, \
+                 `status`, `power` (`on`/`off`; `off` when BCM reports the node `DOWN`), `category`, `software_image` (the node's own, \
                  else its category's), `tenant` (null when free), `rack`, `gpu_product`, \
                  `gpu_count`, `mac` and `ip`.",
             ),

@@ -5,7 +5,7 @@
 //!
 //! The fake keeps whole device objects with revisions (a stale revision is refused), validates
 //! category and image references, runs boots on a step clock (each status read moves a booting
-//! node one step: BOOTING → INSTALLING → INSTALLER_CALLINGINIT → UP), applies the one-shot
+//! node one step: BOOTING → INSTALLING → INSTALLER_CALLING_INIT → UP), applies the one-shot
 //! install mode and block-device wipe at boot (the listed devices are cleared, and the OS disk
 //! on a FULL install), records whose data is on each of a node's disks (a DGX-like OS disk and
 //! four NVMe data disks) and the leaks when a node comes up for another tenant, reports each
@@ -35,7 +35,7 @@ use serde_json::json;
 // The fake head node
 
 /// The boot steps a node goes through after power on or reset.
-const BOOT: [&str; 4] = ["BOOTING", "INSTALLING", "INSTALLER_CALLINGINIT", "UP"];
+const BOOT: [&str; 4] = ["BOOTING", "INSTALLING", "INSTALLER_CALLING_INIT", "UP"];
 
 /// A failure to inject into the next call of a `service.call`.
 #[derive(Debug, Clone)]
@@ -481,11 +481,10 @@ fn read_err(what: &str) -> impl Fn(ApiError) -> BcmError + '_ {
 
 #[async_trait]
 impl BcmApi for FakeBcm {
-    async fn device(&self, key: &str) -> Result<Option<Device>, BcmError> {
-        self.enter("cmdevice.getDevice", &json!([key]))
-            .map_err(read_err(key))?;
-        let s = self.lock();
-        Ok(uuid_of(&s, key).and_then(|u| s.devices.get(&u).cloned()))
+    async fn device(&self, uuid: &str) -> Result<Option<Device>, BcmError> {
+        self.enter("cmdevice.getDevice", &json!([uuid]))
+            .map_err(read_err(uuid))?;
+        Ok(self.lock().devices.get(uuid).cloned())
     }
 
     async fn devices(&self) -> Result<Vec<Device>, BcmError> {
@@ -497,7 +496,7 @@ impl BcmApi for FakeBcm {
     async fn update_device(&self, device: &Device) -> Result<(), BcmError> {
         let what = format!("node {}", device.hostname);
         let body = serde_json::to_value(device).expect("encode");
-        self.enter("cmdevice.updateDevice", &json!([body]))
+        self.enter("cmdevice.updateDevice", &json!([body, 0]))
             .map_err(|source| BcmError::Update {
                 what: what.clone(),
                 source,
@@ -554,14 +553,11 @@ impl BcmApi for FakeBcm {
         Ok(())
     }
 
-    async fn category(&self, key: &str) -> Result<Option<Category>, BcmError> {
-        self.enter("cmdevice.getCategory", &json!([key]))
-            .map_err(read_err(key))?;
+    async fn category(&self, uuid: &str) -> Result<Option<Category>, BcmError> {
+        self.enter("cmdevice.getCategory", &json!([uuid]))
+            .map_err(read_err(uuid))?;
         let s = self.lock();
-        Ok(s.categories
-            .iter()
-            .find(|c| c.uuid == key || c.name == key)
-            .cloned())
+        Ok(s.categories.iter().find(|c| c.uuid == uuid).cloned())
     }
 
     async fn categories(&self) -> Result<Vec<Category>, BcmError> {
@@ -570,14 +566,11 @@ impl BcmApi for FakeBcm {
         Ok(self.lock().categories.clone())
     }
 
-    async fn software_image(&self, key: &str) -> Result<Option<SoftwareImage>, BcmError> {
-        self.enter("cmpart.getSoftwareImage", &json!([key]))
-            .map_err(read_err(key))?;
+    async fn software_image(&self, uuid: &str) -> Result<Option<SoftwareImage>, BcmError> {
+        self.enter("cmpart.getSoftwareImage", &json!([uuid]))
+            .map_err(read_err(uuid))?;
         let s = self.lock();
-        Ok(s.images
-            .iter()
-            .find(|c| c.uuid == key || c.name == key)
-            .cloned())
+        Ok(s.images.iter().find(|c| c.uuid == uuid).cloned())
     }
 
     async fn software_images(&self) -> Result<Vec<SoftwareImage>, BcmError> {
@@ -603,17 +596,19 @@ impl BcmApi for FakeBcm {
     }
 
     async fn sysinfo(&self, uuids: &[String]) -> Result<Vec<SysInfo>, BcmError> {
-        self.enter("cmdevice.getSysInfoCollectors", &json!([uuids]))
-            .map_err(read_err("system information"))?;
+        self.enter(
+            "cmdevice.getSysInfoCollectors",
+            &json!([uuids, false, false]),
+        )
+        .map_err(read_err("system information"))?;
         let s = self.lock();
         Ok(uuids
             .iter()
             .filter_map(|u| {
-                let d = s.devices.get(u)?;
+                s.devices.get(u)?;
                 let n = s.nodes.get(u)?;
                 Some(SysInfo {
                     device: u.clone(),
-                    hostname: d.hostname.clone(),
                     gpus: (0..n.gpus.1)
                         .map(|_| GpuInfo {
                             name: n.gpus.0.to_owned(),
@@ -696,15 +691,13 @@ fn validation(
 }
 
 fn status_of(s: &State, uuid: &str) -> Option<DeviceStatus> {
-    let d = s.devices.get(uuid)?;
+    s.devices.get(uuid)?;
     let n = s.nodes.get(uuid)?;
     Some(DeviceStatus {
         uuid: uuid.to_owned(),
-        hostname: d.hostname.clone(),
         status: n.status.clone(),
-        power: if n.on { "ON" } else { "OFF" }.to_owned(),
         closed: false,
-        message: if n.status.starts_with("INSTALLER_") && n.status != "INSTALLER_CALLINGINIT" {
+        message: if n.status.starts_with("INSTALLER_") && n.status != "INSTALLER_CALLING_INIT" {
             "install aborted".to_owned()
         } else {
             String::new()

@@ -1,7 +1,7 @@
 //! Power, the boot sequence on the status clock, and leak tracking.
 //!
 //! A boot (power ON of an off node, or RESET) runs `DOWN → BOOTING → INSTALLING →
-//! INSTALLER_CALLINGINIT → UP`, one status per step. The install mode is the node's
+//! INSTALLER_CALLING_INIT → UP`, one status per step. The install mode is the node's
 //! `nextBootInstallMode`, else its `installMode`, else its category's, else `AUTO`. When
 //! the install finishes (leaving `INSTALLING`) the block devices listed in
 //! `blockDevicesClearedOnNextBoot` are cleared whatever the mode (as BCM documents it), a
@@ -353,8 +353,7 @@ pub fn sysinfo_json(db: &Db, uuid: &str) -> Option<Value> {
         .collect();
     Some(json!({
         "baseType": "SysInfoCollector",
-        "device": uuid,
-        "hostname": hostname,
+        "ref_device_uuid": uuid,
         "gpus": gpus,
         "disks": disks,
     }))
@@ -362,13 +361,14 @@ pub fn sysinfo_json(db: &Db, uuid: &str) -> Option<Value> {
 
 /// The `cmstatus` record of node `uuid`.
 #[must_use]
-pub fn status_json(uuid: &str, device: &Obj, node: &NodeState) -> Value {
+pub fn status_json(uuid: &str, node: &NodeState) -> Value {
+    // pythoncm's DeviceStatus: no power state (that answers through session events) and no
+    // hostname; a powered-off node is DOWN.
     json!({
-        "uuid": uuid,
-        "hostname": str_field(device, "hostname"),
+        "baseType": "DeviceStatus",
+        "ref_device_uuid": uuid,
         "status": node.status,
-        "power": node.power,
         "closed": node.closed,
-        "message": node.message,
+        "infoMessage": node.message,
     })
 }

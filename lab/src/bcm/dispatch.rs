@@ -50,7 +50,7 @@ pub struct ApiConfig {
     /// The login password.
     pub password: String,
     /// The length of one boot step (`DOWN → BOOTING → INSTALLING →
-    /// INSTALLER_CALLINGINIT → UP` takes four).
+    /// INSTALLER_CALLING_INIT → UP` takes four).
     pub boot_step: Duration,
 }
 
@@ -152,31 +152,37 @@ struct Call {
     args: Vec<Value>,
 }
 
-/// Every call the emulator knows: `(service, call)`.
-pub const CALLS: &[(&str, &str)] = &[
-    ("cmdevice", "getDevice"),
-    ("cmdevice", "getDevices"),
-    ("cmdevice", "getNode"),
-    ("cmdevice", "getNodes"),
-    ("cmdevice", "getCategory"),
-    ("cmdevice", "getCategories"),
-    ("cmdevice", "addDevice"),
-    ("cmdevice", "updateDevice"),
-    ("cmdevice", "removeDevice"),
-    ("cmdevice", "addCategory"),
-    ("cmdevice", "updateCategory"),
-    ("cmdevice", "removeCategory"),
-    ("cmdevice", "powerOperation"),
-    ("cmdevice", "getSysInfoCollectors"),
-    ("cmpart", "getSoftwareImage"),
-    ("cmpart", "getSoftwareImages"),
-    ("cmpart", "addSoftwareImage"),
-    ("cmpart", "updateSoftwareImage"),
-    ("cmpart", "removeSoftwareImage"),
-    ("cmstatus", "getStatus"),
-    ("cmstatus", "getStatusForDevices"),
-    ("cmmain", "getVersion"),
+/// Every call the emulator knows, `(service, call, arguments)`, each as NVIDIA's pythoncm
+/// client makes it (its `rpc/service.py` getters, `Entity.commit`/`remove`, `parallel.py`):
+/// getters take a uuid (devices, categories and images are fetched by uuid only; names are
+/// resolved from the full lists), commits take the entity and `force`, removals the uuids
+/// and `force`, `getSysInfoCollectors` the uuids, `basic` and `add_empty`.
+pub const CALLS: &[(&str, &str, usize)] = &[
+    ("cmdevice", "getDevice", 1),
+    ("cmdevice", "getDevices", 0),
+    ("cmdevice", "getCategory", 1),
+    ("cmdevice", "getCategories", 0),
+    ("cmdevice", "addDevice", 2),
+    ("cmdevice", "updateDevice", 2),
+    ("cmdevice", "removeDevice", 2),
+    ("cmdevice", "addCategory", 2),
+    ("cmdevice", "updateCategory", 2),
+    ("cmdevice", "removeCategory", 2),
+    ("cmdevice", "powerOperation", 1),
+    ("cmdevice", "getSysInfoCollectors", 3),
+    ("cmpart", "getSoftwareImage", 1),
+    ("cmpart", "getSoftwareImages", 0),
+    ("cmpart", "addSoftwareImage", 2),
+    ("cmpart", "updateSoftwareImage", 2),
+    ("cmpart", "removeSoftwareImage", 2),
+    ("cmstatus", "getStatus", 1),
+    ("cmstatus", "getStatusForDevices", 1),
+    ("cmmain", "getVersion", 0),
 ];
+
+/// HTTP status of a call a profile may not make (pythoncm's `rpc.py`: 635 for a restricted
+/// service, 640 for a restricted call).
+pub const RPC_RESTRICTED: u16 = 640;
 
 fn parse(bytes: &[u8]) -> Result<Body, String> {
     let value: Value =
@@ -268,12 +274,26 @@ pub fn handle(store: &BcmStore, config: &ApiConfig, req: &Request) -> Outcome {
         ));
     };
     let name = format!("{}.{}", call.service, call.call);
-    if !CALLS.contains(&(call.service.as_str(), call.call.as_str())) {
-        return Outcome::Reply(Response::error(200, format!("no such call: {name}")));
+    // cmdaemon since 8.2 answers an unknown call, and a call with the wrong number of
+    // arguments, with HTTP 400 (older ones said so in-band with HTTP 200).
+    let Some(&(_, _, arity)) = CALLS
+        .iter()
+        .find(|(s, c, _)| *s == call.service && *c == call.call)
+    else {
+        return Outcome::Reply(Response::error(400, format!("no such call: {name}")));
+    };
+    if call.args.len() != arity {
+        return Outcome::Reply(Response::error(
+            400,
+            format!(
+                "{name} takes {arity} argument(s), {} given",
+                call.args.len()
+            ),
+        ));
     }
     if !profile.allows(&call.service, &call.call) {
         return Outcome::Reply(Response::error(
-            200,
+            RPC_RESTRICTED,
             format!("Profile {} does not allow access to {name}", profile.name()),
         ));
     }
@@ -352,9 +372,9 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
     let args = &call.args;
     let step_ms = u64::try_from(config.boot_step.as_millis()).unwrap_or(u64::MAX);
     let result = match (call.service.as_str(), call.call.as_str()) {
-        ("cmdevice", "getDevice" | "getNode") => arg_str(args, 0, &call.call)
+        ("cmdevice", "getDevice") => arg_str(args, 0, &call.call)
             .and_then(|key| read(store, |db| Ok(lookup(db.find_device(key))))),
-        ("cmdevice", "getDevices" | "getNodes") => read(store, |db| {
+        ("cmdevice", "getDevices") => read(store, |db| {
             Ok(Value::Array(
                 db.devices.values().cloned().map(Value::Object).collect(),
             ))
@@ -406,8 +426,8 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
                 boot::power_operation(db, arg(args, 0), now, step_ms, &faults)
             })
         }
-        ("cmdevice", "getSysInfoCollectors") => match arg(args, 0) {
-            Value::Array(keys) => read(store, |db| {
+        ("cmdevice", "getSysInfoCollectors") => match (arg(args, 0), arg(args, 1), arg(args, 2)) {
+            (Value::Array(keys), Value::Bool(_), Value::Bool(_)) => read(store, |db| {
                 Ok(Value::Array(
                     keys.iter()
                         .filter_map(Value::as_str)
@@ -416,23 +436,17 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
                         .collect(),
                 ))
             }),
-            Value::Null => read(store, |db| {
-                Ok(Value::Array(
-                    db.devices
-                        .keys()
-                        .filter_map(|u| boot::sysinfo_json(db, u))
-                        .collect(),
-                ))
-            }),
             _ => Err(CallError::Message(
-                "getSysInfoCollectors: argument 1 must be a list of device uuids".into(),
+                "getSysInfoCollectors: the arguments are a list of device uuids, then basic \
+                 and add_empty (booleans)"
+                    .into(),
             )),
         },
         ("cmstatus", "getStatus") => arg_str(args, 0, "getStatus").and_then(|key| {
             read(store, |db| {
                 Ok(db
                     .find_device(key)
-                    .and_then(|(u, d)| db.nodes.get(u).map(|n| boot::status_json(u, d, n)))
+                    .and_then(|(u, _)| db.nodes.get(u).map(|n| boot::status_json(u, n)))
                     .unwrap_or(Value::Null))
             })
         }),
@@ -442,7 +456,7 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
                     keys.iter()
                         .filter_map(Value::as_str)
                         .filter_map(|k| db.find_device(k))
-                        .filter_map(|(u, d)| db.nodes.get(u).map(|n| boot::status_json(u, d, n)))
+                        .filter_map(|(u, _)| db.nodes.get(u).map(|n| boot::status_json(u, n)))
                         .collect(),
                 ))
             }),
@@ -451,9 +465,12 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
             )),
         },
         ("cmmain", "getVersion") => Ok(json!({
+            "baseType": "VersionInfo",
             "cmVersion": CM_VERSION,
-            "cmdVersion": CM_VERSION,
-            "buildHash": "gpufleet",
+            "cmdaemonVersion": CM_VERSION,
+            "cmdaemonBuildIndex": 0,
+            "cmdaemonBuildHash": "gpufleet",
+            "databaseVersion": 0,
         })),
         _ => Err(CallError::Message(format!(
             "no such call: {}.{}",
@@ -462,7 +479,7 @@ fn run(store: &BcmStore, config: &ApiConfig, call: &Call) -> Response {
     };
     match result {
         Ok(v) => Response::new(200, v),
-        Err(CallError::Message(m)) => Response::error(200, m),
+        Err(CallError::Message(m)) => Response::error(400, m),
         Err(CallError::Refused(validation)) => Response::new(
             200,
             json!({"success": false, "validation": validation, "task_uuid": random_uuid()}),

@@ -380,32 +380,23 @@ impl Db {
         self.revision.to_string()
     }
 
-    /// The device with this uuid, or else this hostname.
+    /// The device with this uuid (cmdaemon fetches by uuid only).
     #[must_use]
-    pub fn find_device(&self, key: &str) -> Option<(&String, &Obj)> {
-        self.devices.get_key_value(key).or_else(|| {
-            self.devices
-                .iter()
-                .find(|(_, d)| str_field(d, "hostname") == key)
-        })
+    pub fn find_device(&self, uuid: &str) -> Option<(&String, &Obj)> {
+        self.devices.get_key_value(uuid)
     }
 
-    /// The category with this uuid, or else this name.
+    /// The category with this uuid.
     #[must_use]
-    pub fn find_category(&self, key: &str) -> Option<(&String, &Obj)> {
-        find_named(&self.categories, key)
+    pub fn find_category(&self, uuid: &str) -> Option<(&String, &Obj)> {
+        self.categories.get_key_value(uuid)
     }
 
-    /// The software image with this uuid, or else this name.
+    /// The software image with this uuid.
     #[must_use]
-    pub fn find_image(&self, key: &str) -> Option<(&String, &Obj)> {
-        find_named(&self.images, key)
+    pub fn find_image(&self, uuid: &str) -> Option<(&String, &Obj)> {
+        self.images.get_key_value(uuid)
     }
-}
-
-fn find_named<'a>(map: &'a BTreeMap<String, Obj>, key: &str) -> Option<(&'a String, &'a Obj)> {
-    map.get_key_value(key)
-        .or_else(|| map.iter().find(|(_, o)| str_field(o, "name") == key))
 }
 
 #[cfg(test)]

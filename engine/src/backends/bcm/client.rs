@@ -344,8 +344,8 @@ fn parse_answer(status: StatusCode, text: &str) -> Result<Value, ApiError> {
 
 #[async_trait]
 impl BcmApi for BcmClient {
-    async fn device(&self, key: &str) -> Result<Option<Device>, BcmError> {
-        self.get_one("cmdevice", "getDevice", key, || format!("node {key}"))
+    async fn device(&self, uuid: &str) -> Result<Option<Device>, BcmError> {
+        self.get_one("cmdevice", "getDevice", uuid, || format!("node {uuid}"))
             .await
     }
 
@@ -361,7 +361,8 @@ impl BcmApi for BcmClient {
             source: ApiError::Decode(format!("cannot encode the device: {e}")),
         })?;
         let answer = self
-            .call("cmdevice", "updateDevice", json!([body]))
+            // pythoncm's commit: the entity, then `force` (0: BCM's validation applies).
+            .call("cmdevice", "updateDevice", json!([body, 0]))
             .await
             .map_err(|source| BcmError::Update {
                 what: what.clone(),
@@ -387,9 +388,11 @@ impl BcmApi for BcmClient {
         })
     }
 
-    async fn category(&self, key: &str) -> Result<Option<Category>, BcmError> {
-        self.get_one("cmdevice", "getCategory", key, || format!("category {key}"))
-            .await
+    async fn category(&self, uuid: &str) -> Result<Option<Category>, BcmError> {
+        self.get_one("cmdevice", "getCategory", uuid, || {
+            format!("category {uuid}")
+        })
+        .await
     }
 
     async fn categories(&self) -> Result<Vec<Category>, BcmError> {
@@ -397,9 +400,9 @@ impl BcmApi for BcmClient {
             .await
     }
 
-    async fn software_image(&self, key: &str) -> Result<Option<SoftwareImage>, BcmError> {
-        self.get_one("cmpart", "getSoftwareImage", key, || {
-            format!("software image {key}")
+    async fn software_image(&self, uuid: &str) -> Result<Option<SoftwareImage>, BcmError> {
+        self.get_one("cmpart", "getSoftwareImage", uuid, || {
+            format!("software image {uuid}")
         })
         .await
     }
@@ -430,7 +433,8 @@ impl BcmApi for BcmClient {
         self.get_all(
             "cmdevice",
             "getSysInfoCollectors",
-            json!([uuids]),
+            // pythoncm's `system_information(nodes, basic=False, add_empty=False)`.
+            json!([uuids, false, false]),
             "system information",
         )
         .await

@@ -60,8 +60,18 @@ use crate::{
 /// implementation may make more requests (login, retries).
 #[async_trait]
 pub trait BcmApi: Send + Sync + fmt::Debug {
-    /// One device by uuid or hostname (`cmdevice.getDevice`); `None` when there is none.
-    async fn device(&self, key: &str) -> Result<Option<Device>, BcmError>;
+    /// One device by uuid (`cmdevice.getDevice`); `None` when there is none.
+    async fn device(&self, uuid: &str) -> Result<Option<Device>, BcmError>;
+
+    /// The device named `hostname`. BCM fetches devices by uuid only, so this reads them all
+    /// (`cmdevice.getDevices`) and picks by name, as pythoncm resolves names.
+    async fn device_named(&self, hostname: &str) -> Result<Option<Device>, BcmError> {
+        Ok(self
+            .devices()
+            .await?
+            .into_iter()
+            .find(|d| d.hostname == hostname))
+    }
 
     /// Every device (`cmdevice.getDevices`).
     async fn devices(&self) -> Result<Vec<Device>, BcmError>;
@@ -70,14 +80,32 @@ pub trait BcmApi: Send + Sync + fmt::Debug {
     /// `revision` is stale.
     async fn update_device(&self, device: &Device) -> Result<(), BcmError>;
 
-    /// One category by uuid or name (`cmdevice.getCategory`).
-    async fn category(&self, key: &str) -> Result<Option<Category>, BcmError>;
+    /// One category by uuid (`cmdevice.getCategory`).
+    async fn category(&self, uuid: &str) -> Result<Option<Category>, BcmError>;
+
+    /// The category named `name`, picked from all of them (`cmdevice.getCategories`).
+    async fn category_named(&self, name: &str) -> Result<Option<Category>, BcmError> {
+        Ok(self
+            .categories()
+            .await?
+            .into_iter()
+            .find(|c| c.name == name))
+    }
 
     /// Every category (`cmdevice.getCategories`).
     async fn categories(&self) -> Result<Vec<Category>, BcmError>;
 
-    /// One software image by uuid or name (`cmpart.getSoftwareImage`).
-    async fn software_image(&self, key: &str) -> Result<Option<SoftwareImage>, BcmError>;
+    /// One software image by uuid (`cmpart.getSoftwareImage`).
+    async fn software_image(&self, uuid: &str) -> Result<Option<SoftwareImage>, BcmError>;
+
+    /// The software image named `name`, picked from all of them (`cmpart.getSoftwareImages`).
+    async fn software_image_named(&self, name: &str) -> Result<Option<SoftwareImage>, BcmError> {
+        Ok(self
+            .software_images()
+            .await?
+            .into_iter()
+            .find(|i| i.name == name))
+    }
 
     /// Every software image (`cmpart.getSoftwareImages`).
     async fn software_images(&self) -> Result<Vec<SoftwareImage>, BcmError>;
@@ -89,7 +117,8 @@ pub trait BcmApi: Send + Sync + fmt::Debug {
     async fn statuses(&self, uuids: &[String]) -> Result<Vec<DeviceStatus>, BcmError>;
 
     /// The system information cmdaemon collected from several nodes (GPUs, disks), in one
-    /// call (`cmdevice.getSysInfoCollectors`); a node that never reported any is missing.
+    /// call (`cmdevice.getSysInfoCollectors` with pythoncm's `basic` and `add_empty` both
+    /// false); a node that never reported any is missing.
     async fn sysinfo(&self, uuids: &[String]) -> Result<Vec<SysInfo>, BcmError>;
 
     /// Powers devices on, off or cycles them (`cmdevice.powerOperation`). `what` names them

@@ -321,10 +321,10 @@ fn non_empty_text<'a>(rest: &'a Map<String, Value>, key: &str) -> Option<&'a str
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct SysInfo {
-    /// The uuid of the device it describes.
+    /// The uuid of the node it describes (`ref_device_uuid`; pythoncm's manager keys the
+    /// same record by `ref_node_uuid`).
+    #[serde(rename = "ref_device_uuid", alias = "ref_node_uuid")]
     pub device: String,
-    /// Its hostname.
-    pub hostname: String,
     /// The GPUs, one entry each.
     pub gpus: Vec<GpuInfo>,
     /// The block devices.
@@ -398,18 +398,16 @@ pub struct SoftwareImage {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct DeviceStatus {
-    /// The device's uuid.
+    /// The device's uuid (`ref_device_uuid`).
+    #[serde(rename = "ref_device_uuid")]
     pub uuid: String,
-    /// Its hostname.
-    pub hostname: String,
-    /// `DOWN`, `BOOTING`, `INSTALLING`, `INSTALLER_CALLINGINIT`, `UP`, `INSTALLER_FAILED`,
-    /// `INSTALLER_UNREACHABLE`, …
+    /// `DOWN`, `BOOTING`, `INSTALLING`, `INSTALLER_CALLING_INIT`, `UP`, `INSTALLER_FAILED`,
+    /// `INSTALLER_UNREACHABLE`, … (the enum's names, as the JSON API sends them).
     pub status: String,
-    /// `ON` or `OFF`.
-    pub power: String,
     /// Whether the device is closed (skipped by power operations without `force`).
     pub closed: bool,
-    /// A human-readable note.
+    /// cmdaemon's note on the status (`infoMessage`).
+    #[serde(rename = "infoMessage")]
     pub message: String,
 }
 
@@ -431,13 +429,16 @@ impl DeviceStatus {
     pub fn is_booting(&self) -> bool {
         matches!(
             self.status.to_ascii_uppercase().as_str(),
-            "BOOTING" | "INSTALLING" | "INSTALLER_CALLINGINIT" | "INSTALLER_REBOOTING"
+            "BOOTING" | "INSTALLING" | "INSTALLER_CALLING_INIT" | "INSTALLER_REBOOTING"
         )
     }
 
-    /// Whether the power is on.
+    /// Whether the node is taken to be powered. BCM's JSON API publishes no synchronous
+    /// power state (a `STATUS` power operation answers through session events), so, as
+    /// NVIDIA's own cluster tooling does, a node that is `DOWN` counts as off and any other
+    /// as on.
     pub fn is_on(&self) -> bool {
-        self.power.eq_ignore_ascii_case("ON")
+        !self.status.eq_ignore_ascii_case("DOWN")
     }
 }
 

@@ -29,7 +29,7 @@ pub(super) enum NodeError {
     #[error("{0}")]
     Bcm(BcmError),
     /// The install stopped in a failure state.
-    #[error("node {} stopped in {}", .0.hostname, .0.status)]
+    #[error("node stopped in {}", .0.status)]
     InstallFailed(DeviceStatus),
 }
 
@@ -88,7 +88,9 @@ impl From<LifecycleError> for StepError {
     fn from(e: LifecycleError) -> StepError {
         match e {
             LifecycleError::Bcm(e) => StepError::Kind(NodeError::Bcm(e)),
-            LifecycleError::InstallFailed(s) => StepError::Kind(NodeError::InstallFailed(s)),
+            LifecycleError::InstallFailed { status, .. } => {
+                StepError::Kind(NodeError::InstallFailed(status))
+            }
             LifecycleError::Conflict(m) => StepError::Conflict(m),
         }
     }
@@ -102,7 +104,7 @@ pub(super) struct Refs {
 }
 
 pub(super) async fn resolve_refs(api: &dyn BcmApi, want: &Desired) -> Result<Refs, StepError> {
-    let category = api.category(&want.category).await?.ok_or_else(|| {
+    let category = api.category_named(&want.category).await?.ok_or_else(|| {
         StepError::Conflict(format!(
             "BCM has no category named {:?}. List them with `cmsh -c \"category list\"`.",
             want.category
@@ -111,7 +113,7 @@ pub(super) async fn resolve_refs(api: &dyn BcmApi, want: &Desired) -> Result<Ref
     let image = match &want.software_image {
         None => None,
         Some(name) => Some(
-            api.software_image(name)
+            api.software_image_named(name)
                 .await?
                 .ok_or_else(|| {
                     StepError::Conflict(format!(
@@ -209,7 +211,7 @@ pub(super) async fn create_step(
     match step {
         CreateStep::Claim => {
             let refs = resolve_refs(api, want).await?;
-            let Some(d) = api.device(&want.hostname).await? else {
+            let Some(d) = api.device_named(&want.hostname).await? else {
                 return Err(StepError::Conflict(format!(
                     "BCM has no node named {:?}.",
                     want.hostname

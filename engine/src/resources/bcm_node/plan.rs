@@ -47,7 +47,7 @@ pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanReques
     let known = |attr: &str| req.config.get(attr).as_str().map(str::to_owned);
     if changed("category")
         && let Some(name) = known("category")
-        && let Ok(None) = api.category(&name).await
+        && let Ok(None) = api.category_named(&name).await
     {
         let have = api
             .categories()
@@ -62,7 +62,7 @@ pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanReques
     }
     if changed("software_image")
         && let Some(name) = known("software_image")
-        && let Ok(None) = api.software_image(&name).await
+        && let Ok(None) = api.software_image_named(&name).await
     {
         let have = api
             .software_images()
@@ -78,7 +78,7 @@ pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanReques
     if (changed("hostname") || changed("tenant"))
         && let (Some(hostname), Some(tenant)) = (known("hostname"), known("tenant"))
     {
-        match api.device(&hostname).await {
+        match api.device_named(&hostname).await {
             Ok(None) => d.push(facts::UNKNOWN_BCM_NODE.refuse(format!(
                 "Base Command Manager has no node named {hostname:?}. List the free ones with \
                  the gpufleet_bcm_nodes data source (free_only = true), or `cmsh -c \"device \

@@ -83,8 +83,11 @@ pub(super) async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) ->
     let started = Instant::now();
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         // Imports know only the hostname; the tenant then comes from the node.
-        let key = state.get("id").as_str().unwrap_or(&hostname);
-        let Some(d) = api.device(key).await? else {
+        let found = match state.get("id").as_str() {
+            Some(uuid) => api.device(uuid).await?,
+            None => api.device_named(&hostname).await?,
+        };
+        let Some(d) = found else {
             return Ok(Value::Null);
         };
         // A node whose wipe was interrupted is still this tenant's until the wipe finishes.

@@ -89,7 +89,7 @@ pub(super) fn node_schema() -> Schema {
         )
         .attr(Attribute::computed("status", Type::String).describe(
             "The node's status in BCM: `UP`, `DOWN`, `BOOTING`, `INSTALLING`, \
-             `INSTALLER_CALLINGINIT`, `INSTALLER_FAILED`, `INSTALLER_UNREACHABLE`, …",
+             `INSTALLER_CALLING_INIT`, `INSTALLER_FAILED`, `INSTALLER_UNREACHABLE`, …",
         ))
         .attr(
             Attribute::computed("mac", Type::String)

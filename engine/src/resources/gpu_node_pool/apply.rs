@@ -73,11 +73,14 @@ impl From<LifecycleError> for StepError {
         match e {
             LifecycleError::Bcm(e) => StepError::Kind(PoolError::Bcm(e)),
             LifecycleError::Conflict(m) => StepError::Conflict(m),
-            LifecycleError::InstallFailed(s) => StepError::Conflict(format!(
+            LifecycleError::InstallFailed {
+                hostname,
+                status: s,
+            } => StepError::Conflict(format!(
                 "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
                      pool; fix the cause (see its provisioning log on the head node) and apply \
                      again.",
-                s.hostname,
+                hostname,
                 s.status,
                 if s.message.is_empty() {
                     String::new()

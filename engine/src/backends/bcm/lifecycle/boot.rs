@@ -41,7 +41,10 @@ pub async fn wait_up(
         let (up, failed) = (s.is_up(), s.is_failed());
         p.status = Some(s.clone());
         if failed {
-            return Err(LifecycleError::InstallFailed(s));
+            return Err(LifecycleError::InstallFailed {
+                hostname: hostname.to_owned(),
+                status: s,
+            });
         }
         if up {
             ups += 1;
@@ -58,7 +61,8 @@ pub async fn wait_up(
 }
 
 /// Switches the node on (or resets it when it already runs) so it boots; returns whether a
-/// boot was started. A node already on its way up is left alone.
+/// boot was started. A node already on its way up is left alone. BCM's status is the power
+/// state it publishes synchronously (see [`DeviceStatus::is_on`]).
 pub async fn boot(
     api: &dyn BcmApi,
     device: &Device,

@@ -28,8 +28,13 @@ pub enum LifecycleError {
     #[error(transparent)]
     Bcm(#[from] BcmError),
     /// The install stopped in a failure state.
-    #[error("node {} stopped in {}", .0.hostname, .0.status)]
-    InstallFailed(DeviceStatus),
+    #[error("node {hostname} stopped in {}", .status.status)]
+    InstallFailed {
+        /// The node (BCM's status record names only its uuid).
+        hostname: String,
+        /// The record it stopped with.
+        status: DeviceStatus,
+    },
     /// BCM's objects do not allow the step ("node gpu-001 has no status in BCM.").
     #[error("{0}")]
     Conflict(String),

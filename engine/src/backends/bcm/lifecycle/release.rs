@@ -129,7 +129,7 @@ pub async fn release_node(
         return Ok(());
     }
     let what = format!("node {}", d.hostname);
-    let pool = api.category(FREE_POOL).await?.ok_or_else(|| {
+    let pool = api.category_named(FREE_POOL).await?.ok_or_else(|| {
         LifecycleError::Conflict(format!(
             "BCM has no category {FREE_POOL:?} to return the node to."
         ))
