@@ -472,6 +472,11 @@ fn the_read_only_profile_gets_a_permission_error_at_apply() {
         out.contains("does not allow access to cmdevice.updateDevice"),
         "{out}"
     );
+    // cmdaemon refuses with its "call restricted" status; the error says what to do.
+    assert!(
+        out.contains("use a client certificate of a profile"),
+        "{out}"
+    );
     assert!(device(host)["extra_values"]["gpufleet_tenant"].is_null());
 }
 

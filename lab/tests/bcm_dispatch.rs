@@ -254,7 +254,10 @@ fn the_inventory_is_seeded_with_idle_power_and_sentinels() {
     let up = bcm.status("gpu-a-01");
     assert_eq!(up["status"], "UP");
     assert_eq!(up["ref_device_uuid"], d["uuid"]);
-    assert!(up.get("power").is_none() && up.get("hostname").is_none(), "{up}");
+    assert!(
+        up.get("power").is_none() && up.get("hostname").is_none(),
+        "{up}"
+    );
     assert_eq!(bcm.status("gpu-b-01")["status"], "DOWN");
     assert_eq!(bcm.device("gpu-b-01")["extra_values"]["idle_power"], "off");
 
@@ -308,7 +311,10 @@ fn missing_objects_are_null_and_unknown_calls_are_http_400() {
     // An unknown call, or a known one with the wrong number of arguments: HTTP 400, as
     // cmdaemon since 8.2 answers.
     let r = bcm.call_as("admin", "cmdevice", "bogus", json!([]));
-    assert_eq!((r.status, r.errormessage()), (400, Some("no such call: cmdevice.bogus")));
+    assert_eq!(
+        (r.status, r.errormessage()),
+        (400, Some("no such call: cmdevice.bogus"))
+    );
     let r = bcm.call_as("admin", "cmdevice", "getNodes", json!([]));
     assert_eq!(r.status, 400, "not published: {}", r.body);
     let r = bcm.call_as("admin", "cmdevice", "updateDevice", json!([{}]));
@@ -574,10 +580,7 @@ fn commits_validate_every_field_at_once() {
         json!([{"uuid": cat, "name": "tenant-x"}, 0]),
     );
     assert_eq!(r["success"], true);
-    assert_eq!(
-        bcm.category("tenant-x")["installMode"],
-        "AUTO"
-    );
+    assert_eq!(bcm.category("tenant-x")["installMode"], "AUTO");
     let r = bcm.call("cmdevice", "removeCategory", json!([cat, 0]));
     assert_eq!(r["success"], true);
     let baseline = bcm.image("baseline")["uuid"].clone();
@@ -740,7 +743,11 @@ fn sysinfo_reports_each_nodes_gpus_and_disks() {
     let uuid = bcm.device("gpu-a-01")["uuid"].clone();
     // pythoncm's `system_information(nodes, basic, add_empty)`; records name their node by
     // `ref_device_uuid`.
-    let infos = bcm.call("cmdevice", "getSysInfoCollectors", json!([[uuid], false, false]));
+    let infos = bcm.call(
+        "cmdevice",
+        "getSysInfoCollectors",
+        json!([[uuid], false, false]),
+    );
     assert_eq!(infos.as_array().map(Vec::len), Some(1), "{infos}");
     let info = &infos[0];
     assert_eq!(info["ref_device_uuid"], uuid);

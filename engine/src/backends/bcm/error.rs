@@ -58,7 +58,8 @@ impl ApiError {
     pub fn is_permission_denied(&self) -> bool {
         match self {
             ApiError::Refused(m) => m.contains("does not allow"),
-            ApiError::Status { status, .. } => *status == 401 || *status == 403,
+            // 635 and 640: cmdaemon's "service restricted" and "call restricted" (pythoncm).
+            ApiError::Status { status, .. } => matches!(status, 401 | 403 | 635 | 640),
             _ => false,
         }
     }
@@ -206,6 +207,18 @@ mod tests {
              cmdevice.updateDevice"
         );
         assert!(e.is_permission_denied());
+        let restricted = BcmError::Update {
+            what: "node gpu-001".to_owned(),
+            source: ApiError::Status {
+                status: 640,
+                message: "Profile readonly does not allow access to cmdevice.updateDevice"
+                    .to_owned(),
+            },
+        };
+        assert!(
+            restricted.is_permission_denied(),
+            "cmdaemon's call-restricted status"
+        );
         let e = BcmError::Rejected {
             what: "node gpu-001".to_owned(),
             validation: vec![Validation {
