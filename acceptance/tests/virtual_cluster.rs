@@ -468,21 +468,28 @@ fn bad_input_fails_at_plan_on_the_attribute() {
     }
 }
 
-/// Waits until the tenant behind `kubeconfig` serves ConfigMap `keep` with `owner`.
-fn wait_kept(tf: &Tf, dir: &Path, step: &str) {
+/// Waits until the tenant behind `kubeconfig` serves ConfigMap `keep` with `owner`; returns
+/// the Kubernetes version its API server reports (`/version`).
+fn wait_kept(tf: &Tf, dir: &Path, step: &str) -> String {
     let (tenant, _forward) = forwarded(dir, &tf.output_raw("a_kubeconfig"), "acc-vc-data");
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         match tenant.get("/api/v1/namespaces/default/configmaps/keep") {
             Ok(cm) => {
                 assert_eq!(cm["data"]["owner"], "tenant", "after {step}: {cm:#}");
-                return;
+                return served_version(&tenant);
             }
             Err(e) if e.is_not_found() => panic!("after {step} the tenant's ConfigMap is gone"),
             Err(e) if Instant::now() > deadline => panic!("after {step}: {e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+}
+
+/// The `gitVersion` the tenant's API server reports.
+fn served_version(tenant: &KubeRest) -> String {
+    let v = tenant.get("/version").expect("the tenant's /version");
+    v["gitVersion"].as_str().unwrap_or_default().to_owned()
 }
 
 #[test]
@@ -511,6 +518,12 @@ fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_resta
             }),
         )
         .expect("the tenant creates a ConfigMap");
+    // The version asked for is the one that runs.
+    let created = served_version(&first);
+    assert!(
+        created.starts_with("v1.35."),
+        "created at 1.35, serves {created}"
+    );
     let same_ca = |step: &str| {
         assert_eq!(
             tf.state("gpufleet_virtual_cluster.a")["cluster_ca_certificate"],
@@ -524,7 +537,8 @@ fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_resta
         "{QUOTA_80}\n  kubernetes_version = \"1.35\""
     )));
     tf.apply();
-    wait_kept(&tf, dir.path(), "quota");
+    let v = wait_kept(&tf, dir.path(), "quota");
+    assert!(v.starts_with("v1.35."), "after the quota change: {v}");
     same_ca("the quota change");
 
     // An upgrade of the virtual Kubernetes.
@@ -533,7 +547,11 @@ fn the_tenants_data_and_ca_survive_a_quota_change_an_upgrade_a_pause_and_a_resta
     )));
     tf.apply();
     tf.assert_plan_empty();
-    wait_kept(&tf, dir.path(), "upgrade");
+    let v = wait_kept(&tf, dir.path(), "upgrade");
+    assert!(
+        v.starts_with("v1.36."),
+        "upgraded in place to 1.36, serves {v}"
+    );
     same_ca("the upgrade");
 
     // Pause and resume.

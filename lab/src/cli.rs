@@ -246,6 +246,17 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 None => eprintln!("vCluster {} up to date", gobuild::VCLUSTER_VERSION),
             }
             println!("{}", vcluster.display());
+            let older = gobuild::OLDER_KUBE_MINORS.join(", ");
+            match crate::ensure_older_kubes_built().await? {
+                Some(took) => eprintln!(
+                    "built Kubernetes {older} for virtual clusters in {:.1}s",
+                    took.as_secs_f64()
+                ),
+                None => eprintln!("Kubernetes {older} for virtual clusters up to date"),
+            }
+            for minor in gobuild::OLDER_KUBE_MINORS {
+                println!("{}", gobuild::older_kube_binary(minor).display());
+            }
             match crate::ensure_mpi_operator_built().await? {
                 Some(took) => eprintln!(
                     "built the MPI Operator {} in {:.1}s",

@@ -153,6 +153,37 @@ pub fn ensure_vcluster(dir: &Path) -> Result<Option<Duration>, BuildError> {
     )
 }
 
+/// The Kubernetes minor of `gpufleet-kube` (`lab/kube`): the lab's own control plane, and
+/// the virtual clusters that ask for it.
+pub const KUBE_MINOR: &str = "1.36";
+
+/// Older Kubernetes minors the lab builds for virtual control planes only
+/// (`lab/kube-<minor>`), so a virtual cluster runs the version it asks for.
+pub const OLDER_KUBE_MINORS: &[&str] = &["1.35"];
+
+/// Where the build of an older minor is: `<target>/kube-<minor>/kube-<minor>`.
+#[must_use]
+pub fn older_kube_binary(minor: &str) -> PathBuf {
+    let name = format!("kube-{minor}");
+    target_dir().join(&name).join(name)
+}
+
+/// Builds every older minor's control plane (`lab/kube-<minor>/build.sh`) when missing or
+/// stale; returns the time the builds took, or `None` when none was needed.
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_older_kubes() -> Result<Option<Duration>, BuildError> {
+    let mut took: Option<Duration> = None;
+    for minor in OLDER_KUBE_MINORS {
+        let name = format!("kube-{minor}");
+        if let Some(t) = ensure(&older_kube_binary(minor), &source_of(&name))? {
+            took = Some(took.unwrap_or_default() + t);
+        }
+    }
+    Ok(took)
+}
+
 /// The Kubeflow MPI Operator release the lab builds and runs (`lab/mpi-operator/build.sh`):
 /// gpufleet's multi-node benchmarks are `MPIJob`s of its `kubeflow.org/v2beta1` API.
 pub const MPI_OPERATOR_VERSION: &str = "v0.8.0";
@@ -598,5 +629,21 @@ mod tests {
         // lab/kube is in the repository: its hash is what the stamp is compared with.
         let hash = source_hash(&source_dir()).expect("lab/kube hashes");
         assert_eq!(hash.len(), 64);
+    }
+
+    #[test]
+    fn the_minors_named_here_are_the_ones_the_go_modules_build() {
+        let pinned = |dir: &str| {
+            let go_mod = std::fs::read_to_string(source_of(dir).join("go.mod")).expect("go.mod");
+            go_mod
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+                .map(|v| v.splitn(3, '.').take(2).collect::<Vec<_>>().join("."))
+                .expect("k8s.io/kubernetes in go.mod")
+        };
+        assert_eq!(pinned("kube"), KUBE_MINOR);
+        for minor in OLDER_KUBE_MINORS {
+            assert_eq!(pinned(&format!("kube-{minor}")), *minor);
+        }
     }
 }

@@ -236,6 +236,7 @@ impl Lab {
 
         let build = ensure_built(options.kube_bin.clone(), options.kube_src.clone()).await?;
         ensure_vcluster_built().await?;
+        ensure_older_kubes_built().await?;
         if options.mpi_operator {
             ensure_mpi_operator_built().await?;
         }
@@ -1110,6 +1111,12 @@ pub async fn ensure_built(bin: PathBuf, src: PathBuf) -> Result<Option<Duration>
 /// Builds vCluster's syncer and kine if missing or stale (see [`gobuild::ensure_vcluster`]).
 pub async fn ensure_vcluster_built() -> Result<Option<Duration>, LabError> {
     off_runtime(|| gobuild::ensure_vcluster(&gobuild::vcluster_dir())).await
+}
+
+/// Builds the control planes of older Kubernetes minors for virtual clusters if missing or
+/// stale (see [`gobuild::ensure_older_kubes`]).
+pub async fn ensure_older_kubes_built() -> Result<Option<Duration>, LabError> {
+    off_runtime(gobuild::ensure_older_kubes).await
 }
 
 /// Builds the MPI Operator's controller if missing or stale (see

@@ -198,13 +198,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let host = kube::Client::try_from(config)?;
     let mig_manager =
         gpufleet_lab::mig_manager::run(host.clone(), Duration::from_millis(args.interval_ms));
+    // The lab's own minor, and the older ones built for virtual clusters only; a pod that
+    // asks for a minor missing here is refused, as an image pull would fail.
+    let kube_bins = std::iter::once((gpufleet_lab::gobuild::KUBE_MINOR.to_owned(), kube_bin))
+        .chain(
+            gpufleet_lab::gobuild::OLDER_KUBE_MINORS
+                .iter()
+                .map(|m| ((*m).to_owned(), gpufleet_lab::gobuild::older_kube_binary(m))),
+        )
+        .collect();
     let kubelet = VclusterKubelet::new(
         KubeletConfig {
             dir,
             kubelet_bin: std::env::current_exe()?,
             syncer_bin,
             kine_bin,
-            kube_bin,
+            kube_bins,
             version: gpufleet_lab::gobuild::VCLUSTER_VERSION.to_owned(),
             api_port,
             interval: Duration::from_millis(args.interval_ms),

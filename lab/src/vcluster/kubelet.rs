@@ -62,8 +62,9 @@ pub struct KubeletConfig {
     pub syncer_bin: PathBuf,
     /// kine, the syncer's datastore.
     pub kine_bin: PathBuf,
-    /// `gpufleet-kube`, which serves as the virtual cluster's Kubernetes binaries.
-    pub kube_bin: PathBuf,
+    /// The virtual clusters' Kubernetes programs, by minor (`1.36`: `gpufleet-kube`; older
+    /// minors: their `lab/kube-<minor>` builds).
+    pub kube_bins: BTreeMap<String, PathBuf>,
     /// The vCluster release `syncer_bin` is.
     pub version: String,
     /// The host API server's loopback port.
@@ -558,6 +559,11 @@ async fn step(config: &KubeletConfig, host: &Client, t: &mut Tracked) -> Outcome
     if let Err(why) = podspec::check_image(&image, &config.version) {
         return Outcome::CannotStart("ErrImagePull", why);
     }
+    if let Some((_, init)) = kubernetes_init(&t.pod)
+        && let Err(why) = podspec::kubernetes_binaries(&init, &config.kube_bins)
+    {
+        return Outcome::CannotStart("ErrImagePull", why);
+    }
     match start(config, host, &t.pod, &container).await {
         Ok(run) => {
             tracing::info!(
@@ -825,25 +831,35 @@ async fn prepare(
     })
 }
 
-/// What the chart's `kubernetes` init container copies into the binaries volume, bound in
-/// from the lab's builds: the same programs, at the paths the syncer runs them from.
-fn init_container_binaries(config: &KubeletConfig, pod: &Pod, container: &Container) -> Vec<Mount> {
-    let inits = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.init_containers.clone())
-        .unwrap_or_default();
-    let Some(volume) = inits
+/// The chart's `kubernetes` init container: the volume it copies the Kubernetes programs
+/// into, and its image.
+fn kubernetes_init(pod: &Pod) -> Option<(String, String)> {
+    pod.spec
+        .as_ref()?
+        .init_containers
+        .as_ref()?
         .iter()
-        .filter(|c| {
-            c.image.as_deref().is_some_and(|i| {
-                i.rsplit_once(':')
-                    .map_or(i, |(r, _)| r)
-                    .ends_with("/kubernetes")
-            })
+        .filter_map(|c| Some((c, c.image.as_deref()?)))
+        .filter(|(_, i)| {
+            i.rsplit_once(':')
+                .map_or(*i, |(r, _)| r)
+                .ends_with("/kubernetes")
         })
-        .find_map(|c| c.volume_mounts.as_ref()?.first().map(|m| m.name.clone()))
-    else {
+        .find_map(|(c, i)| {
+            let volume = c.volume_mounts.as_ref()?.first()?.name.clone();
+            Some((volume, i.to_owned()))
+        })
+}
+
+/// What the chart's `kubernetes` init container copies into the binaries volume, bound in
+/// from the lab's builds of the minor its image names: the same programs, at the paths the
+/// syncer runs them from.
+fn init_container_binaries(config: &KubeletConfig, pod: &Pod, container: &Container) -> Vec<Mount> {
+    let Some((volume, image)) = kubernetes_init(pod) else {
+        return Vec::new();
+    };
+    // An image of a minor the lab has not built was refused before the start.
+    let Ok(kube_bin) = podspec::kubernetes_binaries(&image, &config.kube_bins) else {
         return Vec::new();
     };
     let Some(at) = container
@@ -861,7 +877,7 @@ fn init_container_binaries(config: &KubeletConfig, pod: &Pod, container: &Contai
         "kube-scheduler",
     ]
     .iter()
-    .map(|name| Mount::bind(&config.kube_bin, &format!("{at}/{name}"), true))
+    .map(|name| Mount::bind(kube_bin, &format!("{at}/{name}"), true))
     .collect();
     out.push(Mount::bind(&config.kine_bin, &format!("{at}/kine"), true));
     out

@@ -1,6 +1,9 @@
 //! What a kubelet reads from a pod to run its container: the downward API's fields, the
 //! environment (with what the kubelet adds), the command line and the image.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::{Api, Client};
 
@@ -164,9 +167,78 @@ pub fn check_image(image: &str, version: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The Kubernetes programs for the chart's `kubernetes` init container `image`
+/// (`…/kubernetes:v1.35.0`): the lab's build of that minor among `builds` (minor → binary).
+/// The patch release is the lab's own.
+///
+/// # Errors
+/// Why the lab cannot run it, as an image pull would fail: another minor, or one whose
+/// build is missing.
+pub fn kubernetes_binaries<'a>(
+    image: &str,
+    builds: &'a BTreeMap<String, PathBuf>,
+) -> Result<&'a Path, String> {
+    let tag = image
+        .rsplit_once(':')
+        .map(|(_, t)| t)
+        .filter(|t| !t.contains('/'))
+        .unwrap_or("latest");
+    let minor = tag
+        .trim_start_matches('v')
+        .splitn(3, '.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    let have = builds.keys().cloned().collect::<Vec<_>>().join(", ");
+    match builds.get(&minor) {
+        Some(bin) if bin.is_file() => Ok(bin),
+        Some(bin) => Err(format!(
+            "{image}: the lab's Kubernetes {minor} build {} is missing; run `gpufleet-lab build`",
+            bin.display()
+        )),
+        None => Err(format!(
+            "the lab has Kubernetes {have} for virtual clusters, built from the Go module \
+             proxy; {image} is another release"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubernetes_images_map_to_the_build_of_their_minor_and_others_fail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (new, old) = (
+            dir.path().join("gpufleet-kube"),
+            dir.path().join("kube-1.35"),
+        );
+        std::fs::write(&new, "").expect("write");
+        std::fs::write(&old, "").expect("write");
+        let builds: BTreeMap<String, PathBuf> = [
+            ("1.36".to_owned(), new.clone()),
+            ("1.35".to_owned(), old.clone()),
+        ]
+        .into();
+        let pick = |image: &str| kubernetes_binaries(image, &builds);
+        assert_eq!(
+            pick("ghcr.io/loft-sh/kubernetes:v1.36.0"),
+            Ok(new.as_path())
+        );
+        assert_eq!(
+            pick("ghcr.io/loft-sh/kubernetes:v1.35.0"),
+            Ok(old.as_path())
+        );
+        let other = pick("ghcr.io/loft-sh/kubernetes:v1.34.0").expect_err("not built");
+        assert!(
+            other.contains("Kubernetes 1.35, 1.36") && other.contains("v1.34.0"),
+            "{other}"
+        );
+        std::fs::remove_file(&old).expect("remove");
+        let missing = pick("ghcr.io/loft-sh/kubernetes:v1.35.2").expect_err("missing");
+        assert!(missing.contains("gpufleet-lab build"), "{missing}");
+    }
 
     #[test]
     fn images_of_the_built_release_run_and_others_fail_as_a_pull_would() {
