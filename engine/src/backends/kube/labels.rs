@@ -42,6 +42,8 @@ pub fn reserved_label(key: &str) -> bool {
         .any(|r| key == *r || (r.ends_with('/') && key.starts_with(r)))
 }
 
+/// The label Karpenter puts on the nodes it launches for a NodePool.
+pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 /// The GPU Operator's node label selecting a device-plugin config.
 pub const DEVICE_PLUGIN_CONFIG_LABEL: &str = "nvidia.com/device-plugin.config";
 /// The MIG manager's node label selecting a MIG profile.

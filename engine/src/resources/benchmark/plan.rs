@@ -4,7 +4,7 @@
 
 use crate::{
     backends::kube::{
-        POOL,
+        NODEPOOL_LABEL, POOL,
         host::{HostObjects, ObjectKind},
         json::{labels_of, str_at},
     },
@@ -12,7 +12,6 @@ use crate::{
     diag::Diagnostics,
     kinds::{PlanRequest, PlanResponse},
     plan::backend_facts as facts,
-    resources::gpu_node_pool::karpenter::NODEPOOL_LABEL,
     tenancy::pool_label,
     value::Value,
 };

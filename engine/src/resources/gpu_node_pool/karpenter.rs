@@ -40,8 +40,7 @@ use crate::{
     value::{Type, Value},
 };
 
-/// The label Karpenter puts on the nodes it launches for a NodePool.
-pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+pub use crate::backends::kube::NODEPOOL_LABEL;
 
 /// The node-selector operators Karpenter's NodePool accepts.
 const OPERATORS: &[&str] = &[
