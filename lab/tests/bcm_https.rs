@@ -91,15 +91,14 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
 
     let admin = client(&pki, Some(admin_stem))?;
-    let (status, d) = call(
-        &admin,
-        &url,
-        None,
-        "cmdevice",
-        "getDevice",
-        json!(["gpu-a-01"]),
-    )
-    .await?;
+    // Names are resolved from the list, as pythoncm does; getDevice takes a uuid.
+    let (_, all) = call(&admin, &url, None, "cmdevice", "getDevices", json!([])).await?;
+    let uuid = all
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["hostname"] == "gpu-a-01"))
+        .map(|d| d["uuid"].clone())
+        .ok_or("gpu-a-01 is not listed")?;
+    let (status, d) = call(&admin, &url, None, "cmdevice", "getDevice", json!([uuid])).await?;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(d["hostname"], "gpu-a-01");
     let (_, missing) = call(&admin, &url, None, "cmdevice", "getDevice", json!(["nope"])).await?;
@@ -126,7 +125,7 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
         None,
         "cmdevice",
         "getDevice",
-        json!(["gpu-a-01"]),
+        json!([uuid]),
     )
     .await?;
     assert_eq!(got["extra_values"]["gpufleet_tenant"], "acme");
@@ -139,7 +138,8 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
         json!([got, 0]),
     )
     .await?;
-    assert_eq!(status, StatusCode::OK);
+    // cmdaemon's "call restricted" status (pythoncm's rpc.py).
+    assert_eq!(status.as_u16(), 640);
     assert_eq!(
         r["errormessage"],
         "Profile readonly does not allow access to cmdevice.updateDevice"
@@ -214,7 +214,6 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
     );
 
     // A reset on the real clock reaches UP.
-    let uuid = d["uuid"].clone();
     let (_, p) = call(
         &admin,
         &url,
@@ -254,7 +253,7 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
         None,
         "cmdevice",
         "getDevice",
-        json!(["gpu-a-01"]),
+        json!([uuid]),
     )
     .await?;
     assert_eq!(got["extra_values"]["gpufleet_tenant"], "acme");
