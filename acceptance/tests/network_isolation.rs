@@ -212,55 +212,69 @@ struct Tenant {
     snapshot: Peer,
 }
 
-/// The next free address of the lab's pod range, for a pod the lab did not place.
-fn pod_ip(pod: &Value, spare: &mut u8) -> String {
-    match pod["status"]["podIP"].as_str() {
-        Some(ip) if !ip.is_empty() => ip.to_owned(),
-        _ => {
-            *spare += 1;
-            format!("100.127.255.{spare}")
+/// Addresses of the lab's pod range (100.64.0.0/10) for pods the lab did not place, one
+/// each, as a CNI would give them.
+#[derive(Default)]
+struct SpareIps(u8);
+
+impl SpareIps {
+    fn next(&mut self) -> String {
+        self.0 += 1;
+        format!("100.127.255.{}", self.0)
+    }
+
+    /// The pod's own address, or the next spare one.
+    fn of(&mut self, pod: &Value) -> String {
+        match pod["status"]["podIP"].as_str() {
+            Some(ip) if !ip.is_empty() => ip.to_owned(),
+            _ => self.next(),
         }
     }
 }
 
-fn host_peers(host: &KubeRest, spare: &mut u8) -> (Peer, Peer, Peer, Peer, Peer) {
-    let labels_of = |ns: &str| {
-        host.get(&format!("/api/v1/namespaces/{ns}"))
-            .expect("namespace")["metadata"]["labels"]
-            .clone()
-    };
-    *spare += 1;
-    let dns = Peer::pod(
-        "host DNS",
-        "kube-system",
-        &labels_of("kube-system"),
-        &json!({ "k8s-app": "kube-dns" }),
-        &format!("100.127.255.{spare}"),
-    );
-    *spare += 1;
-    let pod = Peer::pod(
-        "a host pod",
-        "default",
-        &labels_of("default"),
-        &json!({ "app": "ingress" }),
-        &format!("100.127.255.{spare}"),
-    );
-    (
-        dns,
-        pod,
-        Peer::address("the host API server", "10.0.0.2"),
-        Peer::address("a private address", "192.168.10.10"),
-        Peer::address("a public address", "203.0.113.10"),
-    )
+/// The labels of namespace `ns`, as the API server holds them.
+fn namespace_labels(host: &KubeRest, ns: &str) -> Value {
+    host.get(&format!("/api/v1/namespaces/{ns}"))
+        .expect("namespace")["metadata"]["labels"]
+        .clone()
+}
+
+/// What lies outside the tenants: host DNS, a host pod, the host API server, a private and
+/// a public address.
+struct Outside {
+    dns: Peer,
+    pod: Peer,
+    api: Peer,
+    private: Peer,
+    public: Peer,
+}
+
+fn outside_peers(host: &KubeRest, spare: &mut SpareIps) -> Outside {
+    Outside {
+        dns: Peer::pod(
+            "host DNS",
+            "kube-system",
+            &namespace_labels(host, "kube-system"),
+            &json!({ "k8s-app": "kube-dns" }),
+            &spare.next(),
+        ),
+        pod: Peer::pod(
+            "a host pod",
+            "default",
+            &namespace_labels(host, "default"),
+            &json!({ "app": "ingress" }),
+            &spare.next(),
+        ),
+        api: Peer::address("the host API server", "10.0.0.2"),
+        private: Peer::address("a private address", "192.168.10.10"),
+        public: Peer::address("a public address", "203.0.113.10"),
+    }
 }
 
 /// Tenant `name`'s pods on the host: its control plane, its DNS and the workload pod `web`.
-fn tenant_peers(host: &KubeRest, name: &'static str, spare: &mut u8) -> Tenant {
+fn tenant_peers(host: &KubeRest, name: &'static str, spare: &mut SpareIps) -> Tenant {
     let ns = format!("vc-{name}");
-    let ns_labels = host
-        .get(&format!("/api/v1/namespaces/{ns}"))
-        .expect("namespace")["metadata"]["labels"]
-        .clone();
+    let ns_labels = namespace_labels(host, &ns);
     let pods = host
         .list(&format!("/api/v1/namespaces/{ns}/pods"))
         .expect("list pods");
@@ -280,25 +294,24 @@ fn tenant_peers(host: &KubeRest, name: &'static str, spare: &mut u8) -> Tenant {
     let web = find("workload", &|p| {
         p["metadata"]["name"] == format!("web-x-default-x-{name}")
     });
-    let peer = |what: &str, p: &Value, spare: &mut u8| {
+    let peer = |what: &str, p: &Value, spare: &mut SpareIps| {
         Peer::pod(
             &format!("{name}'s {what}"),
             &ns,
             &ns_labels,
             &p["metadata"]["labels"],
-            &pod_ip(p, spare),
+            &spare.of(p),
         )
     };
     let workload = peer("workload", &web, spare);
     let control_plane = peer("control plane", &cp, spare);
     let dns = peer("DNS", &dns, spare);
-    *spare += 1;
     let snapshot = Peer::pod(
         &format!("{name}'s snapshot job"),
         &ns,
         &ns_labels,
         &json!({ "app": "vcluster-snapshot" }),
-        &format!("100.127.255.{spare}"),
+        &spare.next(),
     );
     Tenant {
         name,
@@ -310,8 +323,14 @@ fn tenant_peers(host: &KubeRest, name: &'static str, spare: &mut u8) -> Tenant {
 }
 
 /// The truth table for tenant `t`, with `o` as the other tenant.
-fn table(t: &Tenant, o: &Tenant, host: &(Peer, Peer, Peer, Peer, Peer)) -> Vec<Row> {
-    let (host_dns, host_pod, api, private, public) = host;
+fn table(t: &Tenant, o: &Tenant, outside: &Outside) -> Vec<Row> {
+    let Outside {
+        dns: host_dns,
+        pod: host_pod,
+        api,
+        private,
+        public,
+    } = outside;
     let row = |from: &Peer, to: &Peer, port: u16, protocol: &'static str, allowed: bool| Row {
         from: from.clone(),
         to: to.clone(),
@@ -444,8 +463,8 @@ fn every_tier_isolates_its_tenants_network_as_an_upstream_policy_engine_judges_i
         );
     }
 
-    let mut spare = 0;
-    let outside = host_peers(&host, &mut spare);
+    let mut spare = SpareIps::default();
+    let outside = outside_peers(&host, &mut spare);
     let tenants: Vec<Tenant> = TENANTS
         .iter()
         .map(|(name, _)| tenant_peers(&host, name, &mut spare))

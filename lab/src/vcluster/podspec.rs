@@ -189,17 +189,19 @@ pub fn kubernetes_binaries<'a>(
         .take(2)
         .collect::<Vec<_>>()
         .join(".");
-    let have = builds.keys().cloned().collect::<Vec<_>>().join(", ");
     match builds.get(&minor) {
         Some(bin) if bin.is_file() => Ok(bin),
         Some(bin) => Err(format!(
             "{image}: the lab's Kubernetes {minor} build {} is missing; run `gpufleet-lab build`",
             bin.display()
         )),
-        None => Err(format!(
-            "the lab has Kubernetes {have} for virtual clusters, built from the Go module \
-             proxy; {image} is another release"
-        )),
+        None => {
+            let have = builds.keys().cloned().collect::<Vec<_>>().join(", ");
+            Err(format!(
+                "the lab has Kubernetes {have} for virtual clusters, built from the Go module \
+                 proxy; {image} is another release"
+            ))
+        }
     }
 }
 

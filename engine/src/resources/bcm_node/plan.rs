@@ -45,34 +45,32 @@ pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanReques
         ctx.releases.replacing(&format!("bcm_node:{h}"), t);
     }
     let known = |attr: &str| req.config.get(attr).as_str().map(str::to_owned);
+    // BCM resolves names from its lists, so one list answers both whether the name exists
+    // and which names it has.
     if changed("category")
         && let Some(name) = known("category")
-        && let Ok(None) = api.category_named(&name).await
+        && let Ok(all) = api.categories().await
+        && !all.iter().any(|c| c.name == name)
     {
-        let have = api
-            .categories()
-            .await
-            .map(|c| c.into_iter().map(|c| c.name));
+        let have = all.into_iter().map(|c| c.name).collect();
         d.push(unknown_name(
             &facts::UNKNOWN_BCM_CATEGORY,
             &name,
             "category list",
-            have.ok(),
+            have,
         ));
     }
     if changed("software_image")
         && let Some(name) = known("software_image")
-        && let Ok(None) = api.software_image_named(&name).await
+        && let Ok(all) = api.software_images().await
+        && !all.iter().any(|i| i.name == name)
     {
-        let have = api
-            .software_images()
-            .await
-            .map(|c| c.into_iter().map(|c| c.name));
+        let have = all.into_iter().map(|i| i.name).collect();
         d.push(unknown_name(
             &facts::UNKNOWN_BCM_IMAGE,
             &name,
             "softwareimage list",
-            have.ok(),
+            have,
         ));
     }
     if (changed("hostname") || changed("tenant"))
@@ -105,24 +103,14 @@ pub(super) async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanReques
 }
 
 /// "BCM has no <what> named <name>", with the names it has (when they could be read).
-fn unknown_name(
-    fact: &BackendFact,
-    name: &str,
-    cmsh: &str,
-    have: Option<impl Iterator<Item = String>>,
-) -> Diagnostic {
+fn unknown_name(fact: &BackendFact, name: &str, cmsh: &str, mut have: Vec<String>) -> Diagnostic {
     let what = fact.attribute.replace('_', " ");
-    let have = have
-        .map(|names| {
-            let mut names: Vec<String> = names.collect();
-            names.sort();
-            if names.is_empty() {
-                " (it has none)".to_owned()
-            } else {
-                format!(" (it has: {})", names.join(", "))
-            }
-        })
-        .unwrap_or_default();
+    have.sort();
+    let have = if have.is_empty() {
+        " (it has none)".to_owned()
+    } else {
+        format!(" (it has: {})", have.join(", "))
+    };
     fact.refuse(format!(
         "Base Command Manager has no {what} named {name:?}{have}. List them with `cmsh -c \
          \"{cmsh}\"`."
