@@ -269,6 +269,15 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 ),
             }
             println!("{}", gobuild::mpi_operator_dir().display());
+            match crate::ensure_karpenter_built().await? {
+                Some(took) => eprintln!(
+                    "built Karpenter {} in {:.1}s",
+                    gobuild::KARPENTER_VERSION,
+                    took.as_secs_f64()
+                ),
+                None => eprintln!("Karpenter {} is up to date", gobuild::KARPENTER_VERSION),
+            }
+            println!("{}", gobuild::karpenter_dir().display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Fleet {

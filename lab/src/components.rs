@@ -26,6 +26,10 @@
 //! [`vcluster_binary`]) with its state under `<dir>/vcluster/`: it runs vCluster's real
 //! syncer (built from the Go module proxy) as the process of each `app=vcluster` pod, and
 //! plays the MIG manager of the lab's nodes ([`crate::mig_manager`]).
+//!
+//! After it come two controllers built from their releases, each in a network namespace of
+//! its own ([`crate::isolated_component`]): `mpi-operator` ([`crate::mpi_operator`]) and
+//! `karpenter` ([`crate::karpenter`]).
 
 use std::fmt;
 use std::io::{Read as _, Write as _};
@@ -100,11 +104,14 @@ pub enum Component {
     /// The Kubeflow MPI Operator's controller (binary `mpi-operator`, built from its
     /// release): turns `MPIJob`s into a launcher Job and worker pods.
     MpiOperator,
+    /// Karpenter's controller with its KWOK cloud provider (binary `karpenter-kwok`, built
+    /// from its release): launches nodes for `auto` pools' NodePools.
+    Karpenter,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Etcd,
         Self::KubeApiserver,
         Self::KubeControllerManager,
@@ -114,6 +121,7 @@ impl Component {
         Self::Bcm,
         Self::Vcluster,
         Self::MpiOperator,
+        Self::Karpenter,
     ];
 
     /// The Kubernetes components (run from `gpufleet-kube`), in start order.
@@ -138,6 +146,7 @@ impl Component {
             Self::Bcm => "bcm",
             Self::Vcluster => "vcluster",
             Self::MpiOperator => "mpi-operator",
+            Self::Karpenter => "karpenter",
         }
     }
 
@@ -169,6 +178,7 @@ impl Component {
             Self::Bcm => ports.bcm,
             Self::Vcluster => ports.vcluster,
             Self::MpiOperator => ports.mpi_operator,
+            Self::Karpenter => ports.karpenter,
         }
     }
 
@@ -182,7 +192,7 @@ impl Component {
             Self::KubeControllerManager | Self::KubeScheduler => {
                 format!("https://127.0.0.1:{port}/healthz")
             }
-            Self::Kwok | Self::Vcluster | Self::MpiOperator => {
+            Self::Kwok | Self::Vcluster | Self::MpiOperator | Self::Karpenter => {
                 format!("http://127.0.0.1:{port}/healthz")
             }
             Self::Netris | Self::Bcm => format!("https://127.0.0.1:{port}/_admin/healthz"),
@@ -213,6 +223,9 @@ impl Component {
         if self == Self::MpiOperator {
             return crate::mpi_operator::args(paths, ports);
         }
+        if self == Self::Karpenter {
+            return crate::karpenter::args(paths, ports);
+        }
         let pki = Pki::new(&paths.pki());
         if self == Self::Bcm {
             return vec![
@@ -234,7 +247,9 @@ impl Component {
         let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
         let mut args = vec![self.name().to_string()];
         let flags: Vec<String> = match self {
-            Self::Netris | Self::Bcm | Self::Vcluster | Self::MpiOperator => Vec::new(),
+            Self::Netris | Self::Bcm | Self::Vcluster | Self::MpiOperator | Self::Karpenter => {
+                Vec::new()
+            }
             Self::Etcd => vec![
                 "--name=lab".into(),
                 format!("--data-dir={}", p(&paths.etcd_data())),
@@ -362,7 +377,8 @@ impl Component {
             | Self::Netris
             | Self::Bcm
             | Self::Vcluster
-            | Self::MpiOperator => None,
+            | Self::MpiOperator
+            | Self::Karpenter => None,
             Self::KubeControllerManager => Some("kube-controller-manager"),
             Self::KubeScheduler => Some("kube-scheduler"),
             Self::Kwok => Some("kwok"),
@@ -394,7 +410,7 @@ pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(),
                 Err(format!("etcd /health says {}", body.trim()))
             }
         }
-        Component::Kwok | Component::Vcluster | Component::MpiOperator => {
+        Component::Kwok | Component::Vcluster | Component::MpiOperator | Component::Karpenter => {
             let body = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
                 .await
                 .map_err(|e| e.to_string())??;
@@ -617,6 +633,7 @@ mod tests {
             bcm: 8,
             vcluster: 9,
             mpi_operator: 10,
+            karpenter: 11,
         };
         (paths, ports)
     }
@@ -640,7 +657,11 @@ mod tests {
             let args = c.args(&paths, &ports);
             if !matches!(
                 c,
-                Component::Netris | Component::Bcm | Component::Vcluster | Component::MpiOperator
+                Component::Netris
+                    | Component::Bcm
+                    | Component::Vcluster
+                    | Component::MpiOperator
+                    | Component::Karpenter
             ) {
                 assert_eq!(args[0], c.name());
             }

@@ -1,12 +1,11 @@
 //! What the lab installs besides nodes, so that gpufleet's GPU node pools meet the API
-//! surface of a real GPU cluster: the Karpenter `NodePool` CRD (`karpenter.sh/v1`, with the
-//! upstream validation of the fields gpufleet emits, `lab/kube/crds/`), the GPU Operator's
-//! `ClusterPolicy` CRD (`nvidia.com/v1`) with one ClusterPolicy, `cluster-policy`, whose
-//! status reports the operator's namespace, and that namespace, `gpu-operator` (time-slicing
-//! pools write the device plugin's config there and point the ClusterPolicy at it). Neither
-//! Karpenter nor the GPU Operator runs: their objects are stored and validated, not acted on.
-//! Also kwok's own `PortForward` CRD, which kwok (the fake nodes' kubelet) reads to serve
-//! `pods/portforward`.
+//! surface of a real GPU cluster: the GPU Operator's `ClusterPolicy` CRD (`nvidia.com/v1`)
+//! with one ClusterPolicy, `cluster-policy`, whose status reports the operator's namespace,
+//! and that namespace, `gpu-operator` (time-slicing pools write the device plugin's config
+//! there and point the ClusterPolicy at it). The GPU Operator does not run: its objects are
+//! stored and validated, not acted on. Also kwok's own `PortForward` CRD, which kwok (the
+//! fake nodes' kubelet) reads to serve `pods/portforward`. Karpenter's CRDs come from its
+//! release ([`crate::karpenter`]), as do the MPI Operator's.
 
 use std::time::{Duration, Instant};
 
@@ -17,9 +16,6 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams
 
 use crate::error::LabError;
 use crate::nodes::FIELD_MANAGER;
-
-/// The Karpenter NodePool CRD.
-pub const NODEPOOL_CRD_JSON: &str = include_str!("../kube/crds/karpenter.sh_nodepools.json");
 
 /// The GPU Operator's ClusterPolicy CRD.
 pub const CLUSTER_POLICY_CRD_JSON: &str =
@@ -45,7 +41,6 @@ pub const CLUSTER_POLICY: &str = "cluster-policy";
 
 /// The CRDs, by name and JSON.
 const CRDS: &[(&str, &str)] = &[
-    ("nodepools.karpenter.sh", NODEPOOL_CRD_JSON),
     ("clusterpolicies.nvidia.com", CLUSTER_POLICY_CRD_JSON),
     ("portforwards.kwok.x-k8s.io", KWOK_PORT_FORWARD_CRD_JSON),
 ];
@@ -91,6 +86,45 @@ pub async fn install(client: &kube::Client) -> Result<(), LabError> {
         wait_established(&crds, name).await?;
     }
     install_cluster_policy(client).await
+}
+
+/// Installs (server-side apply) the CRD in a release's YAML file and waits until it is
+/// established; returns its name.
+///
+/// # Errors
+/// When the file cannot be read or parsed, or the API server refuses the CRD.
+pub(crate) async fn install_file(
+    client: &kube::Client,
+    path: &std::path::Path,
+) -> Result<String, LabError> {
+    let bad_file = |e: String| LabError::StateDir {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| LabError::StateDir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let crd: CustomResourceDefinition =
+        serde_saphyr::from_str(&text).map_err(|e| bad_file(format!("parse the CRD: {e}")))?;
+    let name = crd
+        .metadata
+        .name
+        .clone()
+        .ok_or_else(|| bad_file("the CRD has no name".into()))?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(|source| LabError::Api {
+        what: format!("install the CRD {name}"),
+        source,
+    })?;
+    wait_established(&crds, &name).await?;
+    Ok(name)
 }
 
 /// Waits (30 s at most) until the CRD `name` is established.

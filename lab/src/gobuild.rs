@@ -209,6 +209,30 @@ pub fn ensure_mpi_operator(dir: &Path) -> Result<Option<Duration>, BuildError> {
     )
 }
 
+/// The Karpenter release the lab builds and runs (`lab/karpenter/build.sh`): the controller
+/// with its KWOK cloud provider, and the CRDs of that release.
+pub const KARPENTER_VERSION: &str = "v1.8.0";
+
+/// Where the lab's Karpenter build is (a directory holding `karpenter-kwok`, `crds/` and its
+/// RBAC): `$GPUFLEET_LAB_KARPENTER_DIR`, else `<target>/karpenter/karpenter-build`.
+#[must_use]
+pub fn karpenter_dir() -> PathBuf {
+    build_dir("GPUFLEET_LAB_KARPENTER_DIR", "karpenter")
+}
+
+/// Builds Karpenter's KWOK controller and takes its CRDs and RBAC (lab/karpenter/build.sh)
+/// into `dir` when missing or stale.
+///
+/// # Errors
+/// As [`ensure`].
+pub fn ensure_karpenter(dir: &Path) -> Result<Option<Duration>, BuildError> {
+    ensure_with(
+        dir,
+        &source_of("karpenter"),
+        &[("KARPENTER_VERSION", KARPENTER_VERSION)],
+    )
+}
+
 /// `<bin>` + suffix, e.g. `gpufleet-kube.stamp`.
 fn sibling(bin: &Path, suffix: &str) -> PathBuf {
     let mut s = bin.as_os_str().to_owned();

@@ -40,6 +40,8 @@ pub mod emulator;
 pub mod error;
 pub mod fleet;
 pub mod gobuild;
+pub mod isolated_component;
+pub mod karpenter;
 pub mod kubeconfig;
 pub mod lock;
 pub mod mig_manager;
@@ -107,6 +109,9 @@ pub struct LabOptions {
     pub node_concurrency: usize,
     /// Whether the lab runs the MPI Operator (see [`mpi_operator`]); on by default.
     pub mpi_operator: bool,
+    /// Whether the lab runs Karpenter's controller (see [`karpenter`]); on by default. Its
+    /// CRDs are installed either way.
+    pub karpenter: bool,
 }
 
 impl LabOptions {
@@ -122,6 +127,7 @@ impl LabOptions {
             kube_src: gobuild::source_dir(),
             node_concurrency: 64,
             mpi_operator: true,
+            karpenter: true,
         }
     }
 }
@@ -240,6 +246,7 @@ impl Lab {
         if options.mpi_operator {
             ensure_mpi_operator_built().await?;
         }
+        ensure_karpenter_built().await?;
 
         let running: Vec<Component> = Component::CONTROL_PLANE
             .into_iter()
@@ -351,13 +358,23 @@ impl Lab {
             Duration::from_secs(120) + Duration::from_millis(100) * fleet.nodes().len() as u32;
         let ready_after = nodes::wait_ready(&client, &fleet, timeout).await?;
         crds::install(&client).await?;
+        karpenter::install_crds(&client).await?;
+        karpenter::install_node_class(&client).await?;
         // The provider runs as its own ServiceAccount, with only the rights it ships with.
         let server = kubeconfig::server_url(ports.apiserver);
         service_accounts::provider(&client, &paths, &server).await?;
-        let ports = if options.mpi_operator {
+        let before = ports;
+        let mut ports = ports;
+        if options.mpi_operator {
             mpi_operator::install_crd(&client).await?;
             service_accounts::mpi_operator(&client, &paths, &server).await?;
-            let ports = mpi_operator::ensure(&paths, ports).await?;
+            ports = mpi_operator::ensure(&paths, ports).await?;
+        }
+        if options.karpenter {
+            service_accounts::karpenter(&client, &paths, &server).await?;
+            ports = karpenter::ensure(&paths, ports).await?;
+        }
+        if ports != before {
             LabState {
                 ports,
                 fleet: fleet.spec().clone(),
@@ -365,10 +382,7 @@ impl Lab {
                 kube_bin: options.kube_bin.clone(),
             }
             .save(&paths)?;
-            ports
-        } else {
-            ports
-        };
+        }
         // Last, so it overlaps with node registration: kube-controller-manager's
         // service-account controller must have made default/default before pods can run.
         wait_default_service_account(&client).await?;
@@ -1123,6 +1137,15 @@ pub async fn ensure_older_kubes_built() -> Result<Option<Duration>, LabError> {
 /// [`gobuild::ensure_mpi_operator`]).
 pub async fn ensure_mpi_operator_built() -> Result<Option<Duration>, LabError> {
     off_runtime(|| gobuild::ensure_mpi_operator(&gobuild::mpi_operator_dir())).await
+}
+
+/// Builds Karpenter's KWOK controller and takes its CRDs when missing or stale (see
+/// [`gobuild::ensure_karpenter`]).
+///
+/// # Errors
+/// When Go is missing or the build fails.
+pub async fn ensure_karpenter_built() -> Result<Option<Duration>, LabError> {
+    off_runtime(|| gobuild::ensure_karpenter(&gobuild::karpenter_dir())).await
 }
 
 /// Runs a Go build on a blocking thread.

@@ -18,20 +18,13 @@
 //! [`crate::LabOptions::mpi_operator`] off goes without.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
-
-use crate::components::{self, Component};
+use crate::components::Component;
 use crate::error::LabError;
 use crate::gobuild;
-use crate::nodes::FIELD_MANAGER;
+use crate::isolated_component;
 use crate::paths::LabPaths;
-use crate::pki::Pki;
 use crate::ports::Ports;
-use crate::process::{self, PidRecord};
 
 /// The port of the controller's `/healthz` inside its network namespace (a constant of the
 /// operator, not a flag).
@@ -82,27 +75,7 @@ pub fn args(paths: &LabPaths, ports: &Ports) -> Vec<String> {
 /// When the build's CRD cannot be read or parsed, or the API server refuses it.
 pub async fn install_crd(client: &kube::Client) -> Result<(), LabError> {
     let path = gobuild::mpi_operator_dir().join("mpijobs-crd.yaml");
-    let text = std::fs::read_to_string(&path).map_err(|source| LabError::StateDir {
-        path: path.clone(),
-        source,
-    })?;
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(&text).map_err(|e| LabError::StateDir {
-            path: path.clone(),
-            source: std::io::Error::other(format!("parse the MPIJob CRD: {e}")),
-        })?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(
-        CRD_NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(|source| LabError::Api {
-        what: format!("install the CRD {CRD_NAME}"),
-        source,
-    })?;
-    crate::crds::wait_established(&crds, CRD_NAME).await
+    crate::crds::install_file(client, &path).await.map(drop)
 }
 
 /// Makes the controller run, current and healthy (after its CRD exists: without it the
@@ -111,58 +84,13 @@ pub async fn install_crd(client: &kube::Client) -> Result<(), LabError> {
 /// # Errors
 /// When its supervisor cannot be found, no loopback port is free, or it does not become
 /// healthy.
-pub(crate) async fn ensure(paths: &LabPaths, mut ports: Ports) -> Result<Ports, LabError> {
-    let c = Component::MpiOperator;
-    let spawn_error = |e: String| LabError::Spawn {
-        component: c,
-        source: std::io::Error::other(e),
-    };
-    let bin = tokio::task::spawn_blocking(components::vcluster_binary)
-        .await
-        .map_err(|e| spawn_error(e.to_string()))?
-        .map_err(spawn_error)?;
-    let pki = Pki::new(&paths.pki());
-    let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
-    if running.is_some() && ports.mpi_operator != 0 {
-        let why = match crate::outdated(paths, &bin, &ports, c) {
-            Some(why) => Some(why),
-            None => components::check(c, &ports, &pki).await.err(),
-        };
-        match why {
-            None => return Ok(ports),
-            Some(why) => tracing::info!("{c} is running but must restart: {why}"),
-        }
-    }
-    if running.is_some() {
-        process::stop(&paths.pid_file(c), crate::STOP_GRACE).map_err(|source| LabError::Stop {
-            component: c,
-            source,
-        })?;
-    }
-    let others: Vec<u16> = ports
-        .all()
-        .into_iter()
-        .filter(|p| *p != ports.mpi_operator)
-        .collect();
-    let mut tries = 0;
-    while ports.mpi_operator == 0
-        || others.contains(&ports.mpi_operator)
-        || std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, ports.mpi_operator)).is_err()
-    {
-        tries += 1;
-        if tries > 20 {
-            return Err(spawn_error(
-                "no free loopback port for its health check".into(),
-            ));
-        }
-        ports.mpi_operator = Ports::allocate().map_err(LabError::Ports)?.mpi_operator;
-    }
-    let record = crate::spawn_component(&bin, c, paths, &ports)?;
-    let healthy =
-        crate::wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await;
-    if let Err(e) = healthy {
-        let _ = process::stop(&paths.pid_file(c), crate::STOP_GRACE);
-        return Err(e);
-    }
-    Ok(ports)
+pub(crate) async fn ensure(paths: &LabPaths, ports: Ports) -> Result<Ports, LabError> {
+    isolated_component::ensure(
+        paths,
+        ports,
+        Component::MpiOperator,
+        |p| &mut p.mpi_operator,
+        None,
+    )
+    .await
 }

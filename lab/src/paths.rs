@@ -76,6 +76,7 @@ impl LabPaths {
             self.bcm_dir(),
             self.vcluster_dir(),
             self.mpi_operator_dir(),
+            self.karpenter_dir(),
         ] {
             std::fs::create_dir_all(&dir)?;
         }
@@ -168,6 +169,13 @@ impl LabPaths {
     #[must_use]
     pub fn mpi_operator_dir(&self) -> PathBuf {
         self.root.join("mpi-operator")
+    }
+
+    /// Karpenter's state: its sandbox's spec, its instance types, and the kubeconfig of its
+    /// service account.
+    #[must_use]
+    pub fn karpenter_dir(&self) -> PathBuf {
+        self.root.join("karpenter")
     }
 
     /// The lock file that serialises `up`, `down` and `reset` on this directory, across

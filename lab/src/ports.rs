@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// How many ports a lab has.
-const COUNT: usize = 10;
+const COUNT: usize = 11;
 
 /// The lowest port the random pick uses.
 const RANDOM_LOW: u16 = 20_000;
@@ -56,6 +56,10 @@ pub struct Ports {
     /// it got one.
     #[serde(default)]
     pub mpi_operator: u16,
+    /// Karpenter's health check, forwarded like the MPI Operator's (plain HTTP,
+    /// `/healthz`). Zero in the state of a lab from before it got one.
+    #[serde(default)]
+    pub karpenter: u16,
 }
 
 impl Ports {
@@ -100,6 +104,7 @@ impl Ports {
             bcm: ports[7],
             vcluster: ports[8],
             mpi_operator: ports[9],
+            karpenter: ports[10],
         })
     }
 
@@ -117,6 +122,7 @@ impl Ports {
             self.bcm,
             self.vcluster,
             self.mpi_operator,
+            self.karpenter,
         ]
     }
 

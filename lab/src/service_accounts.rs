@@ -8,6 +8,8 @@
 //!   out when the provider needs a right the role lacks, as a platform team's cluster would.
 //! - The MPI Operator: `mpi-operator/mpi-operator`, bound to the ClusterRole of the
 //!   operator's release (`manifests/base/cluster-role.yaml`, copied by its build).
+//! - Karpenter: `karpenter/karpenter`, bound to the rules of its KWOK chart's ClusterRoles
+//!   and Roles (`kwok/charts/templates/`, taken by its build).
 //!
 //! The token is a ServiceAccount token Secret's, which does not expire: the operator runs
 //! as long as the lab does, and the provider's kubeconfig stays the same across `up`s.
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde::de::DeserializeOwned;
@@ -38,6 +40,9 @@ pub const MPI_OPERATOR_NAMESPACE: &str = "mpi-operator";
 /// The MPI Operator's ServiceAccount and ClusterRole (as the release names them).
 pub const MPI_OPERATOR_ACCOUNT: &str = "mpi-operator";
 
+/// Karpenter's namespace and ServiceAccount (as its chart names them).
+pub const KARPENTER_ACCOUNT: &str = crate::karpenter::NAMESPACE;
+
 /// How long the token controller may take to fill a token Secret.
 const TOKEN_WAIT: Duration = Duration::from_secs(60);
 
@@ -46,6 +51,8 @@ struct Identity {
     namespace: &'static str,
     account: &'static str,
     role: ClusterRole,
+    /// Roles in namespaces of their own (each names its namespace).
+    roles: Vec<Role>,
     kubeconfig: PathBuf,
 }
 
@@ -67,6 +74,7 @@ pub(crate) async fn provider(
         namespace: PROVIDER_NAMESPACE,
         account: PROVIDER_ACCOUNT,
         role,
+        roles: Vec::new(),
         kubeconfig: paths.provider_kubeconfig(),
     };
     ensure(client, paths, server, &identity).await?;
@@ -97,7 +105,40 @@ pub(crate) async fn mpi_operator(
         namespace: MPI_OPERATOR_NAMESPACE,
         account: MPI_OPERATOR_ACCOUNT,
         role,
+        roles: Vec::new(),
         kubeconfig: mpi_operator_kubeconfig(paths),
+    };
+    ensure(client, paths, server, &identity).await
+}
+
+/// Makes Karpenter's ServiceAccount, binds it to its release's ClusterRole and Roles, and
+/// writes its kubeconfig ([`crate::karpenter::kubeconfig`]).
+///
+/// # Errors
+/// When the release's roles cannot be read, the API server refuses an object, or the token
+/// is not issued in time.
+pub(crate) async fn karpenter(
+    client: &kube::Client,
+    paths: &LabPaths,
+    server: &str,
+) -> Result<(), LabError> {
+    let read = |name: &str| {
+        let file = gobuild::karpenter_dir().join(name);
+        std::fs::read_to_string(&file).map_err(|source| LabError::StateDir { path: file, source })
+    };
+    let bad = |name: &str, e: String| LabError::StateDir {
+        path: gobuild::karpenter_dir().join(name),
+        source: std::io::Error::other(e),
+    };
+    let role = release_role(&read("cluster-role.yaml")?, KARPENTER_ACCOUNT)
+        .map_err(|e| bad("cluster-role.yaml", e))?;
+    let roles = documents::<Role>(&read("roles.yaml")?).map_err(|e| bad("roles.yaml", e))?;
+    let identity = Identity {
+        namespace: crate::karpenter::NAMESPACE,
+        account: KARPENTER_ACCOUNT,
+        role,
+        roles,
+        kubeconfig: crate::karpenter::kubeconfig(paths),
     };
     ensure(client, paths, server, &identity).await
 }
@@ -110,17 +151,18 @@ pub fn mpi_operator_kubeconfig(paths: &LabPaths) -> PathBuf {
 
 /// The ClusterRole called `name` among the documents of a release's manifest.
 fn release_role(text: &str, name: &str) -> Result<ClusterRole, String> {
-    for doc in text.split("\n---") {
-        if doc.trim().is_empty() {
-            continue;
-        }
-        let role: ClusterRole =
-            serde_saphyr::from_str(doc).map_err(|e| format!("parse a ClusterRole: {e}"))?;
-        if role.metadata.name.as_deref() == Some(name) {
-            return Ok(role);
-        }
-    }
-    Err(format!("no ClusterRole {name}"))
+    documents::<ClusterRole>(text)?
+        .into_iter()
+        .find(|role| role.metadata.name.as_deref() == Some(name))
+        .ok_or_else(|| format!("no ClusterRole {name}"))
+}
+
+/// The documents of a multi-document YAML manifest.
+fn documents<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, String> {
+    text.split("\n---")
+        .filter(|doc| !doc.trim().is_empty())
+        .map(|doc| serde_saphyr::from_str(doc).map_err(|e| format!("parse a manifest: {e}")))
+        .collect()
 }
 
 fn parse<T: DeserializeOwned>(value: serde_json::Value, what: &str) -> Result<T, LabError> {
@@ -182,6 +224,37 @@ async fn ensure(
         .patch(&role_name, &apply, &Patch::Apply(&body))
         .await
         .map_err(api_error(format!("bind clusterrole {role_name}")))?;
+    for role in &id.roles {
+        let (name, role_ns) = (
+            role.metadata.name.clone().unwrap_or_default(),
+            role.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| ns.to_owned()),
+        );
+        let mut body = serde_json::to_value(role).map_err(|e| LabError::StateDir {
+            path: PathBuf::from(&name),
+            source: std::io::Error::other(e),
+        })?;
+        body["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        body["kind"] = json!("Role");
+        let roles: Api<Role> = Api::namespaced(client.clone(), &role_ns);
+        roles
+            .patch(&name, &apply, &Patch::Apply(&body))
+            .await
+            .map_err(api_error(format!("apply role {role_ns}/{name}")))?;
+        let body = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": name, "namespace": role_ns },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": ns }],
+        });
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &role_ns);
+        bindings
+            .patch(&name, &apply, &Patch::Apply(&body))
+            .await
+            .map_err(api_error(format!("bind role {role_ns}/{name}")))?;
+    }
     let token = token(client, ns, account).await?;
     let ca = std::fs::read(crate::pki::Pki::new(&paths.pki()).ca_cert()).map_err(|source| {
         LabError::StateDir {

@@ -79,10 +79,22 @@ enum Sub {
         /// The port inside.
         #[arg(long)]
         inner_port: u16,
+        /// `NAME=VALUE`: set in the program's environment (repeatable), for programs that
+        /// take settings only from there.
+        #[arg(long = "env", value_parser = parse_env)]
+        env: Vec<(String, String)>,
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+}
+
+/// `NAME=VALUE` of `--env`.
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -130,6 +142,7 @@ fn main() -> ExitCode {
         api_port,
         expose,
         inner_port,
+        env,
         argv,
     }) = args.command.take()
     {
@@ -138,6 +151,7 @@ fn main() -> ExitCode {
             api_port,
             expose,
             inner_port,
+            env,
             argv,
         };
         let run = async {

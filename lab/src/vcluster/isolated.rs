@@ -29,8 +29,19 @@ pub struct Isolated {
     pub expose: SocketAddr,
     /// The port inside that `expose` leads to.
     pub inner_port: u16,
+    /// Set in the program's environment, over the host's.
+    pub env: Vec<(String, String)>,
     /// The program and its arguments.
     pub argv: Vec<String>,
+}
+
+/// The host's environment with `set` over it.
+fn environment(set: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| !set.iter().any(|(name, _)| name == k))
+        .collect();
+    env.extend(set.iter().cloned());
+    env
 }
 
 /// Runs the program until it exits; returns its exit code (128 + the signal when a signal
@@ -56,7 +67,7 @@ pub async fn run(kubelet_bin: &Path, what: Isolated) -> Result<i32, String> {
         hostname: name,
         mounts: Vec::new(),
         argv: what.argv.clone(),
-        env: std::env::vars().collect(),
+        env: environment(&what.env),
         workdir,
         wait_for_port: Some(what.api_port),
     };

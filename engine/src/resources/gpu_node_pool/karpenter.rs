@@ -36,23 +36,62 @@ use crate::{
     gpu_products,
     path::AttrPath,
     schema::{AttrMode, Attribute, Nesting},
-    validate::{IntBetween, OneOf},
+    validate::{IntBetween, OneOf, k8s_label},
     value::{Type, Value},
 };
 
 pub use crate::backends::kube::NODEPOOL_LABEL;
 
-/// The node-selector operators Karpenter's NodePool accepts.
-const OPERATORS: &[&str] = &[
-    "In",
-    "NotIn",
-    "Exists",
-    "DoesNotExist",
-    "Gt",
-    "Lt",
-    "Gte",
-    "Lte",
+/// The node-selector operators Karpenter's NodePool accepts (its CRD's enum, v1.8).
+const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+
+/// The capacity type an `auto` pool launches when its requirements name none: Karpenter
+/// itself would take the cheapest offering, spot where the cloud has it, whose nodes the
+/// cloud may reclaim under a training run.
+const DEFAULT_CAPACITY_TYPE: &str = "on-demand";
+
+/// The capacity-type label.
+const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+
+/// Label keys of the `kubernetes.io` domains a NodePool may use (the CRD's list).
+const ALLOWED_KUBERNETES_IO: &[&str] = &[
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/windows-build",
 ];
+
+/// Why Karpenter's NodePool CRD refuses `key` as a requirement key or a template label, if
+/// it does: the `x-kubernetes-validations` rules of `karpenter.sh_nodepools.yaml`, which the
+/// API server applies to every NodePool gpufleet writes.
+pub fn restricted_key(key: &str) -> Option<String> {
+    let domain = key.split('/').next().unwrap_or(key);
+    let why = if key == "kubernetes.io/hostname" || key == "karpenter.sh/nodepool" {
+        format!("label {key:?} is set by Karpenter on each node it launches")
+    } else if domain.ends_with("kubernetes.io")
+        && !ALLOWED_KUBERNETES_IO.contains(&key)
+        && !domain.ends_with("node.kubernetes.io")
+        && !domain.ends_with("node-restriction.kubernetes.io")
+    {
+        "label domain \"kubernetes.io\" is restricted".to_owned()
+    } else if domain.ends_with("k8s.io") && !domain.ends_with("kops.k8s.io") {
+        "label domain \"k8s.io\" is restricted".to_owned()
+    } else if domain.ends_with("karpenter.sh") && key != CAPACITY_TYPE {
+        "label domain \"karpenter.sh\" is restricted".to_owned()
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{why}: Karpenter's NodePool refuses {key:?} in its requirements and its node labels."
+    ))
+}
 
 /// A Karpenter cloud provider, whose instance labels describe an instance's GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,24 +360,29 @@ pub fn attribute() -> Attribute {
                         .describe("Node label key, e.g. `karpenter.sh/capacity-type`."),
                     Attribute::required("operator", Type::String)
                         .validate(OneOf::new(OPERATORS))
-                        .describe(
-                            "`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or \
-                             `Lte`.",
-                        ),
+                        .describe("`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`."),
                     Attribute::optional("values", Type::list(Type::String)).describe(
                         "Values: at least one for `In` and `NotIn`, none for `Exists` and \
-                         `DoesNotExist`, one integer for the comparisons.",
+                         `DoesNotExist`, one whole number for `Gt` and `Lt`.",
                     ),
                     Attribute::optional("min_values", Type::Number)
                         .validate(IntBetween::new(1, 50))
-                        .describe("Karpenter's `minValues` for the key."),
+                        .describe(
+                            "Karpenter's `minValues` for the key; with `In`, at most the \
+                             number of `values`.",
+                        ),
                 ],
             )
             .describe(
                 "More requirements for the NodePool, e.g. capacity type or instance family. \
-                 Keys gpufleet sets from `gpu_product` and `gpus_per_node` (the GPU product \
-                 label and, with `aws` or `azure`, the GPU keys) are refused: use `generic` \
-                 to write GPU requirements yourself.",
+                 Without one on `karpenter.sh/capacity-type`, gpufleet requires `on-demand` \
+                 capacity (Karpenter alone would launch the cheapest, spot where the cloud \
+                 offers it). Keys gpufleet sets from `gpu_product` and `gpus_per_node` (the \
+                 GPU product label and, with `aws` or `azure`, the GPU keys) are refused: use \
+                 `generic` to write GPU requirements yourself. So are the keys Karpenter's \
+                 NodePool restricts (`kubernetes.io/hostname`, `karpenter.sh/nodepool`, and \
+                 the `kubernetes.io`, `k8s.io` and `karpenter.sh` domains but for its \
+                 well-known labels).",
             ),
         ],
     )
@@ -391,10 +435,18 @@ fn product_requirements(spec: &PoolSpec) -> Vec<Requirement> {
     reqs
 }
 
-/// Every requirement of the NodePool.
+/// Every requirement of the NodePool: gpufleet's, on-demand capacity unless the user's
+/// name a capacity type, then the user's.
 pub fn requirements(spec: &PoolSpec) -> Vec<Requirement> {
     let mut reqs = product_requirements(spec);
-    reqs.extend(spec.karpenter.requirements.iter().cloned());
+    let user = &spec.karpenter.requirements;
+    if !user.iter().any(|r| r.key == CAPACITY_TYPE) {
+        reqs.push(Requirement::is_in(
+            CAPACITY_TYPE,
+            vec![DEFAULT_CAPACITY_TYPE.to_owned()],
+        ));
+    }
+    reqs.extend(user.iter().cloned());
     reqs
 }
 
@@ -573,18 +625,44 @@ fn reserved_key(key: &str, cloud: Option<Cloud>) -> Option<String> {
     })
 }
 
+/// The checks of one requirement that Karpenter's NodePool CRD makes (its schema and CEL
+/// rules), so that what it would refuse at apply is refused at plan.
 fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
     let n = req.values.len();
     let problem = match req.operator.as_str() {
         "In" | "NotIn" if n == 0 => Some(format!("{} needs at least one value.", req.operator)),
         "Exists" | "DoesNotExist" if n > 0 => Some(format!("{} takes no values.", req.operator)),
-        "Gt" | "Lt" | "Gte" | "Lte" if n != 1 || req.values[0].parse::<i64>().is_err() => {
-            Some(format!("{} takes exactly one integer value.", req.operator))
-        }
+        "Gt" | "Lt" if n != 1 || req.values[0].parse::<u64>().is_err() => Some(format!(
+            "{} takes exactly one value, a whole number of 0 or more.",
+            req.operator
+        )),
         _ => None,
     };
     if let Some(p) = problem {
         d.error_at(path.push_attr("values"), "Invalid Requirement", p);
+    }
+    let numeric = matches!(req.operator.as_str(), "Gt" | "Lt");
+    for (i, v) in req.values.iter().enumerate() {
+        if !numeric && !k8s_label::valid_value(v) {
+            d.error_at(
+                path.push_attr("values").push_index(i),
+                "Invalid Requirement",
+                format!(
+                    "{v:?} is not a label value (63 characters at most: letters, digits, '-', \
+                     '_' and '.', beginning and ending with a letter or digit)."
+                ),
+            );
+        }
+    }
+    if let Some(min) = req.min_values
+        && req.operator == "In"
+        && (min as usize) > n
+    {
+        d.error_at(
+            path.push_attr("min_values"),
+            "Invalid Requirement",
+            format!("min_values = {min} needs at least {min} values; values has {n}."),
+        );
     }
     if !super::validate::valid_label_key(&req.key) {
         d.error_at(
@@ -592,7 +670,28 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
             "Invalid Requirement",
             format!("{:?} is not a Kubernetes label key.", req.key),
         );
+    } else if let Some(why) = restricted_key(&req.key) {
+        d.error_at(path.push_attr("key"), "Restricted Requirement Key", why);
     }
+}
+
+/// The pool's `node_labels` become the NodePool's template labels, which Karpenter's CRD
+/// restricts as it does requirement keys.
+pub fn check_template_labels(config: &Value) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if config.get("source").as_str() != Some("auto") {
+        return d;
+    }
+    for (key, _) in config.get("node_labels").as_map().into_iter().flatten() {
+        if let Some(why) = restricted_key(key) {
+            d.error_at(
+                AttrPath::attr("node_labels").push_key(key.clone()),
+                "Restricted Node Label",
+                why,
+            );
+        }
+    }
+    d
 }
 
 /// Whether two requirements on one key exclude each other.
@@ -831,7 +930,31 @@ mod tests {
             .collect();
         assert_eq!(
             keys,
-            [GPU_PRODUCT_LABEL, "node.kubernetes.io/instance-type"]
+            [
+                GPU_PRODUCT_LABEL,
+                CAPACITY_TYPE,
+                "node.kubernetes.io/instance-type"
+            ]
+        );
+        // On-demand unless the user names a capacity type.
+        assert_eq!(
+            requirement(&generic, CAPACITY_TYPE).map(|r| &r["values"]),
+            Some(&json!(["on-demand"]))
+        );
+        let spot = node_pool_of(&config(
+            "NVIDIA-L40S",
+            karpenter(None, None, vec![req(CAPACITY_TYPE, "In", &["spot"])]),
+            None,
+        ));
+        let capacity: Vec<&Json> = spot["spec"]["template"]["spec"]["requirements"]
+            .as_array()
+            .expect("requirements")
+            .iter()
+            .filter(|r| r["key"] == CAPACITY_TYPE)
+            .collect();
+        assert_eq!(
+            capacity,
+            [&json!({"key": CAPACITY_TYPE, "operator": "In", "values": ["spot"]})]
         );
         assert_eq!(generic["spec"]["limits"]["nvidia.com/gpu"], "16");
     }
@@ -886,6 +1009,78 @@ mod tests {
             None,
         ));
         assert_eq!(at(&d), ["karpenter.provider"]);
+    }
+
+    #[test]
+    fn what_the_nodepool_crd_refuses_is_refused_at_validate() {
+        let at = |d: &Diagnostics| -> Vec<String> {
+            d.iter()
+                .filter_map(|x| x.path.as_ref().map(ToString::to_string))
+                .collect()
+        };
+        let mut min = req("node.kubernetes.io/instance-type", "In", &["a.1", "b.1"]);
+        if let Value::Object(m) = &mut min {
+            m.insert("min_values".into(), Value::int(3));
+        }
+        let d = validate(&config(
+            "NVIDIA-L40S",
+            karpenter(
+                Some("generic"),
+                None,
+                vec![
+                    req("kubernetes.io/hostname", "In", &["n1"]),
+                    req("karpenter.sh/nodepool", "In", &["x"]),
+                    req("node-role.kubernetes.io/gpu", "Exists", &[]),
+                    req("example.k8s.io/x", "Exists", &[]),
+                    req("karpenter.sh/foo", "Exists", &[]),
+                    req("karpenter.k8s.aws/instance-cpu", "Gt", &["-1"]),
+                    req("example.com/grade", "In", &["not a value"]),
+                    min,
+                    // Allowed: a well-known kubernetes.io label, node.kubernetes.io, the
+                    // capacity type, a domain of one's own.
+                    req("topology.kubernetes.io/zone", "In", &["zone-a"]),
+                    req("node.kubernetes.io/instance-type", "NotIn", &["x.1"]),
+                    req(CAPACITY_TYPE, "In", &["spot"]),
+                    req("example.com/tier", "In", &["gold"]),
+                ],
+            ),
+            None,
+        ));
+        assert_eq!(
+            at(&d),
+            [
+                "karpenter.requirements[0].key",
+                "karpenter.requirements[1].key",
+                "karpenter.requirements[2].key",
+                "karpenter.requirements[3].key",
+                "karpenter.requirements[4].key",
+                "karpenter.requirements[5].values",
+                "karpenter.requirements[6].values[0]",
+                "karpenter.requirements[7].min_values",
+            ],
+            "{d:?}"
+        );
+        let labels = |source: &str| {
+            Value::object([
+                ("source", Value::string(source)),
+                (
+                    "node_labels",
+                    Value::Map(
+                        [
+                            ("kubernetes.io/role".to_owned(), Value::string("gpu")),
+                            ("team.example.com/cost".to_owned(), Value::string("ml")),
+                        ]
+                        .into(),
+                    ),
+                ),
+            ])
+        };
+        assert_eq!(
+            at(&check_template_labels(&labels("auto"))),
+            ["node_labels[\"kubernetes.io/role\"]"]
+        );
+        // Labels of host nodes are written by gpufleet, not by Karpenter.
+        assert!(check_template_labels(&labels("host")).is_empty());
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub struct PoolSpec {
 }
 
 /// The default Karpenter node class.
-const DEFAULT_NODE_CLASS: &str = "karpenter.k8s.aws/EC2NodeClass/default";
+pub(super) const DEFAULT_NODE_CLASS: &str = "karpenter.k8s.aws/EC2NodeClass/default";
 
 impl PoolSpec {
     /// The value of `gpufleet.dev/pool` on the pool's nodes: `<virtual cluster>.<pool>`,

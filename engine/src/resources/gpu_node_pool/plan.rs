@@ -12,7 +12,7 @@ use super::{
     Backend,
     apply::{list_held, list_product},
     bcm, device_plugin, mig,
-    model::Source,
+    model::{DEFAULT_NODE_CLASS, Source, parse_node_class},
     node_config::{Tier, is_free},
     product,
     validate::refuse_private_host,
@@ -154,9 +154,33 @@ fn plan_values(req: &PlanRequest) -> PlanResponse {
         }
     }
     PlanResponse {
+        requires_replace: node_class_kind_changes(prior, &planned),
         planned,
-        requires_replace: Vec::new(),
         diagnostics: Diagnostics::new(),
+    }
+}
+
+/// Karpenter's NodePool CRD refuses a change of `nodeClassRef`'s group or kind, so an `auto`
+/// pool that moves to another kind of node class is replaced (its NodePool deleted, its
+/// nodes drained, and a new one written); a new name of the same kind is changed in place.
+fn node_class_kind_changes(prior: &Value, planned: &Value) -> Vec<AttrPath> {
+    let auto = |v: &Value| v.get("source").as_str() == Some("auto");
+    if prior.is_null() || !auto(prior) || !auto(planned) {
+        return Vec::new();
+    }
+    let class = |v: &Value| {
+        let text = v.get("karpenter_node_class");
+        if text.is_unknown() {
+            return None;
+        }
+        let (group, kind, _) = parse_node_class(text.as_str().unwrap_or(DEFAULT_NODE_CLASS))?;
+        Some((group, kind))
+    };
+    match (class(prior), class(planned)) {
+        (Some(before), Some(after)) if before != after => {
+            vec![AttrPath::attr("karpenter_node_class")]
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -52,6 +52,7 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
     validate_count(config, source, &mut d);
     validate_sharing(config.get("sharing"), model, &mut d);
     validate_labels(config.get("node_labels"), &mut d);
+    d.extend(super::karpenter::check_template_labels(config));
     validate_taints(config.get("node_taints"), &mut d);
     if let Some(s) = config.get("karpenter_node_class").as_str()
         && parse_node_class(s).is_none()
