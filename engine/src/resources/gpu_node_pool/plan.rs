@@ -448,3 +448,36 @@ async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diag
     }
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(source: &str, class: Option<&str>) -> Value {
+        Value::object([
+            ("source", Value::string(source)),
+            ("karpenter_node_class", class.map(Value::string).into()),
+        ])
+    }
+
+    #[test]
+    fn a_node_class_of_another_kind_replaces_the_pool() {
+        let aws = pool("auto", None);
+        let kwok = pool("auto", Some("karpenter.kwok.sh/KWOKNodeClass/default"));
+        let other_name = pool("auto", Some("karpenter.k8s.aws/EC2NodeClass/gpu"));
+        assert_eq!(
+            node_class_kind_changes(&aws, &kwok),
+            [AttrPath::attr("karpenter_node_class")]
+        );
+        // The same kind under another name is a change in place.
+        assert!(node_class_kind_changes(&aws, &other_name).is_empty());
+        // Creates, and pools without a NodePool, replace nothing.
+        assert!(node_class_kind_changes(&Value::Null, &kwok).is_empty());
+        assert!(node_class_kind_changes(&pool("host", None), &kwok).is_empty());
+        let unknown = Value::object([
+            ("source", Value::string("auto")),
+            ("karpenter_node_class", Value::unknown()),
+        ]);
+        assert!(node_class_kind_changes(&aws, &unknown).is_empty());
+    }
+}
