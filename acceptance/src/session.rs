@@ -25,6 +25,25 @@ impl Session {
         s
     }
 
+    /// A session on `body` against the shared lab: the provider's `required_providers` and an
+    /// empty provider block (its settings come from the lab's environment), then `body`.
+    ///
+    /// # Panics
+    /// When init fails.
+    pub fn on_shared_lab(body: &str) -> Session {
+        let main_tf = format!(
+            r#"
+terraform {{
+  required_providers {{
+    gpufleet = {{ source = "gpufleet/gpufleet" }}
+  }}
+}}
+provider "gpufleet" {{}}
+{body}"#
+        );
+        Self::new(&main_tf, gpufleet_lab::Lab::shared().settings_env())
+    }
+
     /// A session on a prepared work directory (another CLI through
     /// [`Workdir::with_launcher`], say), without `init`: with development overrides,
     /// OpenTofu and Terraform before 1.15 look the overridden provider up in the registry

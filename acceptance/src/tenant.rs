@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
+use serde_json::{Value, json};
 
 /// A client of virtual cluster `name` (its control plane runs in host namespace `namespace`)
 /// from `kubeconfig`, the text Terraform gave. The kubeconfig file is written into `dir`;
@@ -48,4 +49,26 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T 
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+}
+
+/// A pod that asks for one GPU and passes the `restricted` pod security standard.
+pub fn gpu_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "cuda",
+                "image": "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04",
+                // Requests too: a tenant's ResourceQuota counts CPU and memory requests.
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                              "limits": {"nvidia.com/gpu": "1"}},
+                "securityContext": {"allowPrivilegeEscalation": false,
+                                    "capabilities": {"drop": ["ALL"]}}
+            }]
+        }
+    })
 }

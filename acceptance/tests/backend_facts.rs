@@ -17,23 +17,6 @@ use serde_json::json;
 
 const A100: &str = "NVIDIA-A100-SXM4-80GB";
 
-/// A session on `body` against the shared lab, with the provider block.
-fn session(body: &str) -> Session {
-    Session::new(
-        &format!(
-            r#"
-terraform {{
-  required_providers {{
-    gpufleet = {{ source = "gpufleet/gpufleet" }}
-  }}
-}}
-provider "gpufleet" {{}}
-{body}"#
-        ),
-        Lab::shared().settings_env(),
-    )
-}
-
 /// One configuration the plan must refuse with `fact` (its summary, on its attribute), saying
 /// each of `words` too.
 struct Row {
@@ -47,7 +30,7 @@ struct Row {
 fn assert_refused(rows: &[Row]) {
     let mut failures = Vec::new();
     for row in rows {
-        let tf = session(&row.config);
+        let tf = Session::on_shared_lab(&row.config);
         let out = tf.run(&["plan", "-input=false", "-no-color"]);
         let text = out.combined();
         // Terraform quotes the attribute's line (`  22:   nodes    = 2`) under the error, and
@@ -341,7 +324,7 @@ fn what_bcm_knows_refuses_the_plan() {
 #[test]
 fn what_netris_knows_refuses_the_plan() {
     // An allocation of another segment, which a new CIDR must not overlap.
-    let base = session(&segment(
+    let base = Session::on_shared_lab(&segment(
         "bf-base",
         "tenant-a",
         "Default",
@@ -359,7 +342,7 @@ fn what_netris_knows_refuses_the_plan() {
         again.status_code, 0,
         "the base segment plans empty:\n{again}"
     );
-    let elsewhere = session(&segment(
+    let elsewhere = Session::on_shared_lab(&segment(
         "bf-ok",
         "tenant-a",
         "Default",
@@ -375,7 +358,7 @@ fn what_netris_knows_refuses_the_plan() {
 #[test]
 fn what_the_host_cluster_knows_refuses_the_plan() {
     // A tenant with a one-node pool for the benchmark rows.
-    let tenant = session(&format!(
+    let tenant = Session::on_shared_lab(&format!(
         r#"
 resource "gpufleet_virtual_cluster" "t" {{
   name      = "bf-bench"
@@ -404,7 +387,7 @@ resource "gpufleet_gpu_node_pool" "p" {{
     );
     assert_refused(&host_rows(&vc_id, &pool_id));
     // What fits plans.
-    let fits = session(&benchmark(
+    let fits = Session::on_shared_lab(&benchmark(
         &vc_id,
         &format!("\"{pool_id}\""),
         "nodes = 1\n  gpus_per_node = 8",

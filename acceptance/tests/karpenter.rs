@@ -12,45 +12,12 @@
 
 use gpufleet_acceptance::{
     Session,
-    tenant::{eventually, tenant_client},
+    tenant::{eventually, gpu_pod, tenant_client},
 };
 use gpufleet_lab::{Lab, karpenter::NODE_CLASS_REF, rest::KubeRest};
 use serde_json::{Value, json};
 
 const NODEPOOLS: &str = "/apis/karpenter.sh/v1/nodepools";
-
-fn session(body: &str) -> Session {
-    Session::new(
-        &format!(
-            r#"
-terraform {{
-  required_providers {{
-    gpufleet = {{ source = "gpufleet/gpufleet" }}
-  }}
-}}
-provider "gpufleet" {{}}
-{body}"#
-        ),
-        Lab::shared().settings_env(),
-    )
-}
-
-/// A GPU pod as a tenant writes it: one GPU, nothing about nodes.
-fn gpu_pod(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [{
-                "name": "cuda",
-                "image": "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04",
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                              "limits": {"nvidia.com/gpu": "1"}}
-            }]
-        }
-    })
-}
 
 /// The host's nodes that Karpenter launched for NodePool `pool`.
 fn launched(host: &KubeRest, pool: &str) -> Vec<Value> {
@@ -64,7 +31,7 @@ fn launched(host: &KubeRest, pool: &str) -> Vec<Value> {
 fn a_tenant_gpu_pod_makes_karpenter_launch_a_node_of_the_pool() {
     let lab = Lab::shared();
     let host = KubeRest::from_kubeconfig(&lab.kubeconfig_path()).expect("host client");
-    let tf = session(&format!(
+    let tf = Session::on_shared_lab(&format!(
         r#"
 resource "gpufleet_virtual_cluster" "kp" {{
   name      = "kp"
@@ -283,7 +250,7 @@ resource "gpufleet_gpu_node_pool" "l40s" {{
 
     let mut failures = Vec::new();
     for row in REFUSED {
-        let tf = session(&pool(row.attributes));
+        let tf = Session::on_shared_lab(&pool(row.attributes));
         let out = tf.run(&["plan", "-input=false", "-no-color"]);
         let flat = out
             .combined()
@@ -305,7 +272,7 @@ resource "gpufleet_gpu_node_pool" "l40s" {{
 
     // The NodePool of a valid pool, as gpufleet writes it, with each mistake in turn: the
     // release's CRD refuses every one (a server-side dry run writes nothing).
-    let tf = session(&pool(""));
+    let tf = Session::on_shared_lab(&pool(""));
     let _cleanup = tf.destroy_on_panic();
     tf.apply();
     let mut written = host

@@ -8,35 +8,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpufleet_acceptance::{Session, tenant::tenant_client, workspace_root};
+use gpufleet_acceptance::{
+    Session,
+    tenant::{gpu_pod, tenant_client},
+    workspace_root,
+};
 use gpufleet_lab::{Lab, rest::KubeRest, tenant_forward::TenantForward};
-use serde_json::{Value, json};
 
 /// Labels, taints and cordon of every node, by name.
 fn nodes(host: &KubeRest) -> BTreeMap<String, String> {
     host.node_marks().expect("list nodes")
-}
-
-/// A pod that asks for one GPU and passes the `restricted` pod security standard.
-fn gpu_pod(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "cuda",
-                "image": "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04",
-                // Requests too: a tenant's ResourceQuota counts CPU and memory requests.
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                              "limits": {"nvidia.com/gpu": "1"}},
-                "securityContext": {"allowPrivilegeEscalation": false,
-                                    "capabilities": {"drop": ["ALL"]}}
-            }]
-        }
-    })
 }
 
 /// Polls `f` every half second until it returns something, for at most two minutes.

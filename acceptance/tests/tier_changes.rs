@@ -7,8 +7,9 @@
 //! id, another tier) is caught at the next plan.
 //!
 //! Pools are small and each row's pools share one virtual cluster: `host` pools take one
-//! L40S node, `bcm` pools one B200 server, `auto` pools emit a Karpenter `NodePool` (the lab
-//! runs no Karpenter controller, so it launches nothing).
+//! L40S node, `bcm` pools one B200 server, `auto` pools emit a Karpenter `NodePool` (for the
+//! default node class, `EC2NodeClass/default`, which the lab's Karpenter does not serve, so it
+//! launches nothing).
 
 use std::collections::BTreeMap;
 

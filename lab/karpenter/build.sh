@@ -70,30 +70,41 @@ cp "$scratch/src/kwok/charts/crds/"*.yaml "$scratch/src/kwok/apis/crds/"*.yaml "
 rules_of() {
   awk '/^rules:/ { on = 1; next } on && /^ *\{\{/ { exit } on { print }' "$1"
 }
+# The rules of the Role in role.yaml whose name ends, after the chart's full name, in $2
+# ("", "-dns" or "-lease").
+role_rules() {
+  awk -v want="$2" '/^---/ { mine = 0; on = 0; next }
+    /^  name: \{\{ include "karpenter.fullname" \. \}\}/ {
+      suffix = $0; sub(/.*\}\}/, "", suffix); mine = (suffix == want); next }
+    mine && /^rules:/ { on = 1; next }
+    mine && on && /^ *\{\{/ { on = 0 }
+    mine && on { print }' "$1"
+}
+# Fails when the chart's layout changed and a role came out without rules.
+check_rules() {
+  [[ $(grep -c 'apiGroups' <<<"$1") -gt 0 ]] || {
+    echo "build.sh: found no rules for $2 in the chart's templates" >&2
+    exit 1
+  }
+  printf '%s\n' "$1"
+}
+templates="$scratch/src/kwok/charts/templates"
 {
   printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: karpenter\nrules:\n'
-  rules_of "$scratch/src/kwok/charts/templates/clusterrole.yaml"
-  rules_of "$scratch/src/kwok/charts/templates/clusterrole-kwok.yaml"
+  check_rules "$(rules_of "$templates/clusterrole.yaml")" "the core ClusterRole"
+  check_rules "$(rules_of "$templates/clusterrole-kwok.yaml")" "the KWOK ClusterRole"
 } >"$out/cluster-role.yaml"
 # And its namespaced Roles (role.yaml): the leader-election Lease in its own namespace, the
 # kube-dns Service in kube-system, node Leases in kube-node-lease.
-rules_of_doc() {
-  awk -v want="$2" '/^---/ { doc++; on = 0; next }
-    doc == want && /^rules:/ { on = 1; next }
-    doc == want && on && /^ *\{\{/ { on = 0 }
-    doc == want && on { print }' "$1"
-}
-role_head() {
+role() {
   printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: %s\n  namespace: %s\nrules:\n' "$1" "$2"
+  check_rules "$(role_rules "$templates/role.yaml" "$3")" "Role $1"
 }
 {
-  role_head karpenter karpenter
-  rules_of_doc "$scratch/src/kwok/charts/templates/role.yaml" 0
+  role karpenter karpenter ""
   echo ---
-  role_head karpenter-dns kube-system
-  rules_of_doc "$scratch/src/kwok/charts/templates/role.yaml" 1
+  role karpenter-dns kube-system -dns
   echo ---
-  role_head karpenter-lease kube-node-lease
-  rules_of_doc "$scratch/src/kwok/charts/templates/role.yaml" 2
+  role karpenter-lease kube-node-lease -lease
 } >"$out/roles.yaml"
 log "done: $out/karpenter-kwok ($(du -h "$out/karpenter-kwok" | cut -f1)), $(ls "$out/crds" | wc -l) CRDs in $out/crds"

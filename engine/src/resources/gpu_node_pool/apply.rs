@@ -40,7 +40,7 @@ use crate::{
 /// How often a drain looks at a node's pods again.
 const DRAIN_POLL: Duration = Duration::from_millis(500);
 
-/// How often a deleted `auto` pool's nodes are counted while Karpenter removes them.
+/// How often a deleted `auto` pool's NodeClaims are counted while Karpenter removes them.
 const LAUNCHED_POLL: Duration = Duration::from_secs(1);
 
 /// A pool's own reasons for a step to stop.
@@ -512,30 +512,30 @@ async fn evict_foreign_pods(
     Ok(())
 }
 
-/// The nodes holding the pool label now, for a state after a failure (empty when the cluster
-/// cannot say).
-/// Waits until the nodes Karpenter launched for a deleted NodePool are gone: Karpenter
-/// drains and terminates them once the NodePool is deleted, and a destroy that returned
-/// earlier would leave GPUs running (and billed) with no pool in the state. The operation's
-/// deadline bounds the wait; an apply after a timeout deletes nothing new and waits again.
-async fn await_launched_gone(api: &dyn HostNodes, node_pool: &str) -> Result<(), StepError> {
+/// Waits until the instances Karpenter launched for a deleted NodePool are gone: once the
+/// NodePool is deleted, Karpenter drains each node, has the cloud terminate the instance, and
+/// only then lets its NodeClaim go. A destroy that returned earlier would leave GPUs running
+/// (and billed) with no pool in the state. The operation's deadline bounds the wait (a
+/// Karpenter that is not running never lets them go); an apply after a timeout deletes
+/// nothing new and waits again.
+async fn await_instances_gone(api: &dyn HostNodes, node_pool: &str) -> Result<(), StepError> {
     loop {
-        let left = api
-            .list_nodes(&format!("{NODEPOOL_LABEL}={node_pool}"))
-            .await?;
+        let left = api.node_claims(node_pool).await?;
         if left.is_empty() {
             return Ok(());
         }
         tracing::debug!(
             target: "gpufleet::gpu_node_pool",
             node_pool,
-            nodes = left.len(),
-            "waiting for Karpenter to remove the NodePool's nodes"
+            claims = left.len(),
+            "waiting for Karpenter to terminate the NodePool's instances"
         );
         tokio::time::sleep(LAUNCHED_POLL).await;
     }
 }
 
+/// The nodes holding the pool label now, for a state after a failure (empty when the cluster
+/// cannot say).
 async fn held_now(api: &dyn HostNodes, pool: &str) -> Vec<HostNode> {
     list_held(api, pool).await.unwrap_or_default()
 }
@@ -793,7 +793,7 @@ pub(super) async fn apply_delete(
     let result = bounded(ctx, Operation::Delete, started, started + t.delete, async {
         if spec.source == Source::Auto {
             api.delete_node_pool(&spec.node_pool_name()).await?;
-            await_launched_gone(api, &spec.node_pool_name()).await?;
+            await_instances_gone(api, &spec.node_pool_name()).await?;
         } else {
             let held = list_held(api, &pool).await?;
             if let Err((left, e)) =

@@ -436,11 +436,13 @@ fn product_requirements(spec: &PoolSpec) -> Vec<Requirement> {
 }
 
 /// Every requirement of the NodePool: gpufleet's, on-demand capacity unless the user's
-/// name a capacity type, then the user's.
+/// requirements or node labels name a capacity type, then the user's.
 pub fn requirements(spec: &PoolSpec) -> Vec<Requirement> {
     let mut reqs = product_requirements(spec);
     let user = &spec.karpenter.requirements;
-    if !user.iter().any(|r| r.key == CAPACITY_TYPE) {
+    // A capacity-type node label is a requirement to Karpenter too.
+    let labelled = spec.node_labels.contains_key(CAPACITY_TYPE);
+    if !labelled && !user.iter().any(|r| r.key == CAPACITY_TYPE) {
         reqs.push(Requirement::is_in(
             CAPACITY_TYPE,
             vec![DEFAULT_CAPACITY_TYPE.to_owned()],
@@ -625,17 +627,20 @@ fn reserved_key(key: &str, cloud: Option<Cloud>) -> Option<String> {
     })
 }
 
-/// The checks of one requirement that Karpenter's NodePool CRD makes (its schema and CEL
-/// rules), so that what it would refuse at apply is refused at plan.
+/// The checks of one requirement that Karpenter makes: its NodePool CRD's schema and CEL
+/// rules, which the API server applies at apply, and its own validation of requirement
+/// values (label values), which leaves a NodePool not Ready. Both are refused at plan.
 fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
     let n = req.values.len();
     let problem = match req.operator.as_str() {
         "In" | "NotIn" if n == 0 => Some(format!("{} needs at least one value.", req.operator)),
         "Exists" | "DoesNotExist" if n > 0 => Some(format!("{} takes no values.", req.operator)),
-        "Gt" | "Lt" if n != 1 || req.values[0].parse::<u64>().is_err() => Some(format!(
-            "{} takes exactly one value, a whole number of 0 or more.",
-            req.operator
-        )),
+        "Gt" | "Lt" if n != 1 || !req.values[0].parse::<i64>().is_ok_and(|v| v >= 0) => {
+            Some(format!(
+                "{} takes exactly one value, a whole number of 0 or more.",
+                req.operator
+            ))
+        }
         _ => None,
     };
     if let Some(p) = problem {

@@ -435,4 +435,10 @@ impl HostNodes for MemoryHost {
         self.lock().node_pools.remove(name);
         Ok(())
     }
+
+    /// No Karpenter runs here: a NodePool never has instances.
+    async fn node_claims(&self, _name: &str) -> Result<Vec<String>, HostError> {
+        self.count();
+        Ok(Vec::new())
+    }
 }

@@ -164,22 +164,25 @@ fn plan_values(req: &PlanRequest) -> PlanResponse {
 /// pool that moves to another kind of node class is replaced (its NodePool deleted, its
 /// nodes drained, and a new one written); a new name of the same kind is changed in place.
 fn node_class_kind_changes(prior: &Value, planned: &Value) -> Vec<AttrPath> {
+    let replace = vec![AttrPath::attr("karpenter_node_class")];
     let auto = |v: &Value| v.get("source").as_str() == Some("auto");
-    if prior.is_null() || !auto(prior) || !auto(planned) {
+    if prior.is_null() || !auto(prior) {
+        return Vec::new();
+    }
+    // Not known until apply: it may turn out another kind, and apply cannot then replace.
+    if planned.get("karpenter_node_class").is_unknown() || planned.get("source").is_unknown() {
+        return replace;
+    }
+    if !auto(planned) {
         return Vec::new();
     }
     let class = |v: &Value| {
         let text = v.get("karpenter_node_class");
-        if text.is_unknown() {
-            return None;
-        }
         let (group, kind, _) = parse_node_class(text.as_str().unwrap_or(DEFAULT_NODE_CLASS))?;
         Some((group, kind))
     };
     match (class(prior), class(planned)) {
-        (Some(before), Some(after)) if before != after => {
-            vec![AttrPath::attr("karpenter_node_class")]
-        }
+        (Some(before), Some(after)) if before != after => replace,
         _ => Vec::new(),
     }
 }
@@ -478,6 +481,10 @@ mod tests {
             ("source", Value::string("auto")),
             ("karpenter_node_class", Value::unknown()),
         ]);
-        assert!(node_class_kind_changes(&aws, &unknown).is_empty());
+        // A class not known until apply may be of another kind: replaced, as apply could not.
+        assert_eq!(
+            node_class_kind_changes(&aws, &unknown),
+            [AttrPath::attr("karpenter_node_class")]
+        );
     }
 }

@@ -95,7 +95,9 @@ pub fn pool_schema() -> Schema {
              Karpenter `NodePool` (`karpenter.sh/v1`) and holds what Karpenter launches. \
              On the `dedicated` and `private` tiers, pods outside the virtual cluster's host \
              namespace that were already on a claimed node are evicted (DaemonSet pods stay). \
-             Destroying the pool drains its nodes and leaves them exactly as it found them. \
+             Destroying the pool drains its nodes and leaves them exactly as it found them; \
+             destroying an `auto` pool deletes its NodePool and returns once Karpenter has \
+             terminated the instances it launched for it. \
              Needs the provider's `kubernetes` block.",
         )
         .attr(

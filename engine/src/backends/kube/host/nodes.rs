@@ -28,7 +28,8 @@ use serde_json::{Map, Value as Json, json};
 
 use super::KubeHost;
 use crate::backends::kube::{
-    FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, rbac::Rule, status_code,
+    FIELD_MANAGER, Gvk, MANAGED_BY, MANAGED_BY_VALUE, NODEPOOL_LABEL, ObjectError, rbac::Rule,
+    status_code,
 };
 
 /// A taint as Kubernetes spells it on `spec.taints`.
@@ -236,10 +237,16 @@ pub trait HostNodes: Send + Sync {
 
     /// Deletes a Karpenter NodePool; a missing one is not an error.
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError>;
+
+    /// The names of Karpenter's NodeClaims for NodePool `name`: its instances, from launch
+    /// until the cloud has terminated them.
+    async fn node_claims(&self, name: &str) -> Result<Vec<String>, HostError>;
 }
 
 /// Karpenter's NodePool, cluster-scoped.
 const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
+/// Karpenter's NodeClaim, cluster-scoped: one per instance it launched.
+const NODE_CLAIM: Gvk = Gvk::new("karpenter.sh", "v1", "NodeClaim", "nodeclaims");
 /// The GPU Operator's ClusterPolicy, cluster-scoped.
 const CLUSTER_POLICY: Gvk = Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies");
 
@@ -263,6 +270,8 @@ pub const RULES: &[Rule] = &[
         CLUSTER_POLICY.plural,
         &["list", "patch"],
     ),
+    // node_claims
+    Rule::new(NODE_CLAIM.group, NODE_CLAIM.plural, &["list"]),
     // apply_node_pool (server-side apply), get_node_pool, delete_node_pool
     Rule::new(
         NODE_POOL.group,
@@ -598,6 +607,24 @@ impl HostNodes for KubeHost {
             .delete(&NODE_POOL, None, name, &DeleteParams::default())
             .await
             .map_err(object_err(format!("delete Karpenter NodePool {name}")))
+    }
+
+    async fn node_claims(&self, name: &str) -> Result<Vec<String>, HostError> {
+        let what = format!("list the NodeClaims of Karpenter NodePool {name}");
+        let claims = self
+            .objects()
+            .list(
+                &NODE_CLAIM,
+                None,
+                &format!("{NODEPOOL_LABEL}={name}"),
+                what.clone(),
+            )
+            .await
+            .map_err(object_err(what))?;
+        Ok(claims
+            .iter()
+            .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+            .collect())
     }
 }
 
