@@ -53,6 +53,9 @@ const DEFAULT_CAPACITY_TYPE: &str = "on-demand";
 /// The capacity-type label.
 const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 
+/// The capacity types Karpenter knows (`WellKnownValuesForRequirements`).
+const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "reserved"];
+
 /// Label keys of the `kubernetes.io` domains a NodePool may use (the CRD's list).
 const ALLOWED_KUBERNETES_IO: &[&str] = &[
     "beta.kubernetes.io/instance-type",
@@ -659,6 +662,25 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
             );
         }
     }
+    if req.key == CAPACITY_TYPE
+        && req.operator == "In"
+        && n > 0
+        && !req
+            .values
+            .iter()
+            .any(|v| CAPACITY_TYPES.contains(&v.as_str()))
+    {
+        d.error_at(
+            path.push_attr("values"),
+            "Invalid Requirement",
+            format!(
+                "{CAPACITY_TYPE} takes {}; none of {:?} is one, so Karpenter would leave the \
+                 NodePool not Ready.",
+                CAPACITY_TYPES.join(", "),
+                req.values
+            ),
+        );
+    }
     if let Some(min) = req.min_values
         && req.operator == "In"
         && (min as usize) > n
@@ -680,6 +702,21 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
     }
 }
 
+/// The `kubernetes.io` labels the CRD lets a NodePool name that Karpenter's own validation of
+/// its node labels refuses (`IsRestrictedLabel`, which knows them only by their current
+/// names), leaving the NodePool not Ready: the deprecated beta names.
+fn restricted_label(key: &str) -> Option<String> {
+    let deprecated = key.starts_with("beta.kubernetes.io/")
+        || key.starts_with("failure-domain.beta.kubernetes.io/");
+    deprecated.then(|| {
+        format!(
+            "Karpenter refuses the deprecated label {key:?} among a NodePool's node labels; use \
+             its current name (kubernetes.io/arch, kubernetes.io/os, \
+             node.kubernetes.io/instance-type, topology.kubernetes.io/zone or /region)."
+        )
+    })
+}
+
 /// The pool's `node_labels` become the NodePool's template labels, which Karpenter's CRD
 /// restricts as it does requirement keys.
 pub fn check_template_labels(config: &Value) -> Diagnostics {
@@ -688,7 +725,7 @@ pub fn check_template_labels(config: &Value) -> Diagnostics {
         return d;
     }
     for (key, _) in config.get("node_labels").as_map().into_iter().flatten() {
-        if let Some(why) = restricted_key(key) {
+        if let Some(why) = restricted_key(key).or_else(|| restricted_label(key)) {
             d.error_at(
                 AttrPath::attr("node_labels").push_key(key.clone()),
                 "Restricted Node Label",
@@ -1084,6 +1121,28 @@ mod tests {
             at(&check_template_labels(&labels("auto"))),
             ["node_labels[\"kubernetes.io/role\"]"]
         );
+        let beta = Value::object([
+            ("source", Value::string("auto")),
+            (
+                "node_labels",
+                Value::Map([("beta.kubernetes.io/arch".to_owned(), Value::string("amd64"))].into()),
+            ),
+        ]);
+        assert_eq!(
+            at(&check_template_labels(&beta)),
+            ["node_labels[\"beta.kubernetes.io/arch\"]"]
+        );
+        // A capacity type Karpenter does not know.
+        let d = validate(&config(
+            "NVIDIA-L40S",
+            karpenter(
+                Some("generic"),
+                None,
+                vec![req(CAPACITY_TYPE, "In", &["ondemand"])],
+            ),
+            None,
+        ));
+        assert_eq!(at(&d), ["karpenter.requirements[0].values"], "{d:?}");
         // Labels of host nodes are written by gpufleet, not by Karpenter.
         assert!(check_template_labels(&labels("host")).is_empty());
     }
