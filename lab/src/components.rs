@@ -28,7 +28,7 @@
 //! plays the MIG manager of the lab's nodes ([`crate::mig_manager`]).
 //!
 //! After it come two controllers built from their releases, each in a network namespace of
-//! its own ([`crate::isolated_component`]): `mpi-operator` ([`crate::mpi_operator`]) and
+//! its own ([`crate::kubelet_component`]): `mpi-operator` ([`crate::mpi_operator`]) and
 //! `karpenter` ([`crate::karpenter`]).
 
 use std::fmt;

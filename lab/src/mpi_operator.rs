@@ -22,7 +22,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use crate::components::Component;
 use crate::error::LabError;
 use crate::gobuild;
-use crate::isolated_component;
+use crate::kubelet_component;
 use crate::paths::LabPaths;
 use crate::ports::Ports;
 
@@ -85,7 +85,7 @@ pub async fn install_crd(client: &kube::Client) -> Result<(), LabError> {
 /// When its supervisor cannot be found, no loopback port is free, or it does not become
 /// healthy.
 pub(crate) async fn ensure(paths: &LabPaths, ports: Ports) -> Result<Ports, LabError> {
-    isolated_component::ensure(
+    kubelet_component::ensure(
         paths,
         ports,
         Component::MpiOperator,

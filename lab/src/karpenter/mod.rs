@@ -13,7 +13,7 @@
 //! The CRDs (`NodePool`, `NodeClaim`, `NodeOverlay`, `KWOKNodeClass`) are installed on every
 //! `up`, with the controller or without, so the API server checks NodePools with the
 //! release's own schema and CEL rules. The controller runs like the MPI Operator
-//! ([`crate::isolated_component`]): in a network namespace of its own (it serves metrics and
+//! ([`crate::kubelet_component`]): in a network namespace of its own (it serves metrics and
 //! health on ports of every interface), as the ServiceAccount `karpenter/karpenter` bound to
 //! the rules of its chart's ClusterRoles and Roles ([`crate::service_accounts`]), with
 //! leader election off (one replica).
@@ -157,7 +157,7 @@ fn write_instance_types(paths: &LabPaths) -> Result<bool, LabError> {
 /// port is free, or it does not become healthy.
 pub(crate) async fn ensure(paths: &LabPaths, ports: Ports) -> Result<Ports, LabError> {
     let restart = write_instance_types(paths)?.then(|| "its instance types changed".to_owned());
-    crate::isolated_component::ensure(
+    crate::kubelet_component::ensure(
         paths,
         ports,
         Component::Karpenter,

@@ -1,7 +1,9 @@
-//! Starting a host program that runs in a network namespace of its own
-//! ([`crate::vcluster::isolated`]): the MPI Operator and Karpenter. Each listens on ports it
-//! fixes on every interface; inside its own namespace those are its own, and the lab reaches
-//! its health check through a loopback port it allocates.
+//! Starting a lab component run from the `vcluster-kubelet` binary: the vCluster kubelet
+//! itself, and the host programs it runs in a network namespace of their own
+//! ([`crate::vcluster::isolated`]), the MPI Operator and Karpenter, which listen on ports they
+//! fix on every interface. Each gets a loopback port of the lab's for its health check, and
+//! is kept when running, current and healthy, restarted otherwise (on a new port when its old
+//! one is taken).
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -64,12 +66,10 @@ pub(crate) async fn ensure(
         }
         tries += 1;
         if tries > 20 {
-            return Err(spawn_error(
-                "no free loopback port for its health check".into(),
-            ));
+            return Err(spawn_error("no free loopback port for it".into()));
         }
-        let fresh = Ports::allocate().map_err(LabError::Ports)?;
-        *port(&mut ports) = *port(&mut fresh.clone());
+        let mut fresh = Ports::allocate().map_err(LabError::Ports)?;
+        *port(&mut ports) = *port(&mut fresh);
     }
     let record = crate::spawn_component(&bin, c, paths, &ports)?;
     let healthy =
