@@ -46,15 +46,61 @@ impl std::fmt::Debug for ServerIdentity {
     }
 }
 
+/// The server's key, generated and used with ring. rcgen's own `KeyPair` would use
+/// aws-lc-rs whenever anything else in the build enables rcgen's `aws_lc_rs` feature (the lab
+/// does), and aws-lc seeds its random generator on first use, which costs some 20 ms of CPU
+/// before the handshake line. ring seeds from the OS at once.
+struct RingKey {
+    pair: ::ring::signature::EcdsaKeyPair,
+    pkcs8: Vec<u8>,
+    rng: ::ring::rand::SystemRandom,
+}
+
+impl RingKey {
+    fn generate() -> Result<RingKey, rcgen::Error> {
+        use ::ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
+        let rng = ::ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+            .map_err(|_| rcgen::Error::RingUnspecified)?;
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng)
+            .map_err(|e| rcgen::Error::RingKeyRejected(e.to_string()))?;
+        Ok(RingKey {
+            pair,
+            pkcs8: pkcs8.as_ref().to_vec(),
+            rng,
+        })
+    }
+}
+
+impl rcgen::PublicKeyData for RingKey {
+    fn der_bytes(&self) -> &[u8] {
+        use ::ring::signature::KeyPair as _;
+        self.pair.public_key().as_ref()
+    }
+
+    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
+        &rcgen::PKCS_ECDSA_P256_SHA256
+    }
+}
+
+impl rcgen::SigningKey for RingKey {
+    fn sign(&self, msg: &[u8]) -> Result<Vec<u8>, rcgen::Error> {
+        let signature = self
+            .pair
+            .sign(&self.rng, msg)
+            .map_err(|_| rcgen::Error::RingUnspecified)?;
+        Ok(signature.as_ref().to_vec())
+    }
+}
+
 /// Generates a self-signed certificate in the shape Terraform's client expects: SAN
 /// `localhost` (it dials with that server name) and, like go-plugin's own, a CA certificate
 /// for both server and client use, since the client trusts exactly this certificate.
 pub fn generate_server_identity() -> Result<ServerIdentity, TlsSetupError> {
     use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-        KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose,
     };
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let key = RingKey::generate()?;
     let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
     params
         .distinguished_name
@@ -78,7 +124,7 @@ pub fn generate_server_identity() -> Result<ServerIdentity, TlsSetupError> {
     let cert = params.self_signed(&key)?;
     Ok(ServerIdentity {
         cert: cert.der().clone(),
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.pkcs8)),
     })
 }
 
