@@ -43,3 +43,26 @@ pub fn bcm_device(hostname: &str) -> Value {
         .and_then(|all| all.iter().find(|d| d["hostname"] == hostname).cloned())
         .unwrap_or_else(|| panic!("BCM has no device named {hostname}"))
 }
+
+/// `method path` on the shared lab's Netris emulator's admin plane (`curl`); the JSON answer.
+pub fn netris_admin(method: &str, path: &str) -> Value {
+    let lab = Lab::shared();
+    let ca = lab
+        .settings_env()
+        .into_iter()
+        .find(|(k, _)| k == "GPUFLEET_NETRIS_CA_CERTIFICATE")
+        .map(|(_, v)| v)
+        .expect("the lab sets GPUFLEET_NETRIS_CA_CERTIFICATE");
+    let out = Command::new("curl")
+        .args(["-sS", "-f", "-X", method, "--cacert"])
+        .arg(ca)
+        .arg(format!("{}{path}", lab.netris_url()))
+        .output()
+        .expect("run curl");
+    assert!(
+        out.status.success(),
+        "{method} {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}

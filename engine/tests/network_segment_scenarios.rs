@@ -9,7 +9,8 @@ mod support;
 use std::sync::Arc;
 
 use gpufleet_engine::value::Value;
-use support::{FakeNetris, Terraform, kind, member, segment};
+use gpufleet_engine::{backends::netris::Cached, resources::network_segment::NetworkSegment};
+use support::{Action, FakeNetris, Terraform, kind, member, segment};
 
 /// The calls made since the last check, without bodies.
 fn routes(fake: &Arc<FakeNetris>) -> Vec<String> {
@@ -184,5 +185,81 @@ async fn retried_create_adopts_instead_of_posting_again() {
         !calls.contains(&"POST /api/v2/ipam/allocation".to_owned()),
         "{calls:?}"
     );
+    assert_eq!(fake.counts(), (1, 1, 1));
+}
+
+/// The segment kind over `fake`, with the lists of one provider process kept and one poll per
+/// VPC, as the provider runs it.
+fn cached_kind(fake: &Arc<FakeNetris>) -> NetworkSegment<Arc<Cached<FakeNetris>>> {
+    NetworkSegment(Arc::new(Cached::new(Arc::clone(fake))))
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_segments_in_one_process_share_their_lists_and_one_poll() {
+    let fake = FakeNetris::new();
+    let k = cached_kind(&fake);
+    let n: usize = 20;
+    let configs: Vec<Value> = (0..n)
+        .map(|i| {
+            segment(
+                &k,
+                &[
+                    ("name", Value::string(format!("seg-{i}"))),
+                    ("cidr", Value::string(format!("10.30.{i}.0/24"))),
+                ],
+            )
+        })
+        .collect();
+    let mut runs: Vec<Terraform> = configs.iter().map(|_| Terraform::new(&k)).collect();
+    futures_util::future::join_all(runs.iter_mut().zip(&configs).map(|(tf, c)| tf.apply_ok(c)))
+        .await;
+    let calls = routes(&fake);
+    let count = |route: &str| calls.iter().filter(|c| c.as_str() == route).count();
+    // Every segment wrote its three objects; nothing else was asked more than once, except
+    // the polls of the V-Nets being provisioned, which are one list for all of them.
+    for post in [
+        "POST /api/v2/ipam/allocation",
+        "POST /api/v2/ipam/subnet",
+        "POST /api/v2/vnet",
+    ] {
+        assert_eq!(count(post), n, "{post}: {calls:#?}");
+    }
+    for list in [
+        "GET /api/tenants",
+        "GET /api/v2/vpc",
+        "GET /api/v2/sites",
+        "GET /api/v2/ipam?filterByVpc=2",
+    ] {
+        assert_eq!(count(list), 1, "{list}: {calls:#?}");
+    }
+    assert_eq!(count("GET /api/v2/vnet/{id}"), 0, "{calls:#?}");
+    let polls = count("GET /api/v2/vnet?filterByVpc=2");
+    assert!(
+        calls.len() <= 4 * n,
+        "{} calls for {n} segments (polls: {polls}): {calls:#?}",
+        calls.len()
+    );
+    for tf in &runs {
+        assert_eq!(tf.state.get("status").as_str(), Some("active"));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_under_the_same_name_does_not_adopt_what_it_deleted() {
+    let fake = FakeNetris::new();
+    let first_run = cached_kind(&fake);
+    let mut tf = Terraform::new(&first_run);
+    tf.apply_ok(&segment(&first_run, &[])).await;
+    let first = tf.state.get("allocation_id").clone();
+    // The next run (a new process) replaces the segment under the same name for a new cidr:
+    // its plan keeps the IPAM tree with the old allocation, which the delete then removes.
+    let next_run = cached_kind(&fake);
+    let state = tf.state.clone();
+    let mut tf = Terraform::new(&next_run);
+    tf.state = state;
+    let c = segment(&next_run, &[("cidr", Value::string("10.21.0.0/24"))]);
+    assert_eq!(tf.apply_ok(&c).await, Action::Replace);
+    assert_ne!(tf.state.get("allocation_id"), &first);
+    assert_eq!(tf.state.get("cidr").as_str(), Some("10.21.0.0/24"));
     assert_eq!(fake.counts(), (1, 1, 1));
 }

@@ -11,7 +11,8 @@
 //!
 //! - `segments`: `terraform apply -parallelism=10` of 50 and 200 network segments against the
 //!   lab's Netris emulator (which takes 500 ms to provision a V-Net), beside as many
-//!   `terraform_data` resources, and their destroy.
+//!   `terraform_data` resources, then an in-place update of each and their destroy, with the
+//!   controller requests per segment of each (as the emulator counted them, plan included).
 //!
 //! Run with `scripts/bench [handshake|plan|vcluster|segments|all]`, which measures the
 //! release build.
@@ -56,8 +57,11 @@ fn main() {
     }
 }
 
-/// Applies and destroys `n` segments at parallelism 10, and as many `terraform_data`.
+/// Applies, updates and destroys `n` segments at parallelism 10, beside as many
+/// `terraform_data`, with the controller requests each took per segment (the emulator
+/// counts what it receives).
 fn segments(counts: &[usize]) {
+    use gpufleet_acceptance::emulators::netris_admin;
     let lab = gpufleet_lab::Lab::shared();
     let timed = |s: &gpufleet_acceptance::Session, verb: &str| {
         let started = Instant::now();
@@ -70,17 +74,43 @@ fn segments(counts: &[usize]) {
         ]);
         started.elapsed().as_secs_f64()
     };
-    for &n in counts {
+    // Requests per segment since the last call, and the routes that took most.
+    let per_segment = |n: usize| {
+        let counts = netris_admin("GET", "/_admin/requests");
+        netris_admin("DELETE", "/_admin/requests");
+        let mut routes: Vec<(String, u64)> = counts
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+            .collect();
+        routes.sort_by_key(|r| std::cmp::Reverse(r.1));
+        let total: u64 = routes.iter().map(|(_, c)| c).sum();
+        let top: Vec<String> = routes
+            .iter()
+            .take(4)
+            .map(|(k, c)| format!("{k} {c}"))
+            .collect();
+        format!(
+            "{:.2} requests per segment ({total} in all; {})",
+            total as f64 / n as f64,
+            top.join(", ")
+        )
+    };
+    let config = |n: usize, mtu: u32| {
         let mut config = String::from(
             "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n",
         );
         for i in 0..n {
             config.push_str(&format!(
-                "resource \"gpufleet_network_segment\" \"s{i}\" {{\n  name   = \"bench-seg-{i}\"\n  tenant = \"tenant-a\"\n  vpc    = \"Default\"\n  site   = \"site-a\"\n  cidr   = \"10.{}.{}.0/24\"\n}}\n",
+                "resource \"gpufleet_network_segment\" \"s{i}\" {{\n  name   = \"bench-seg-{i}\"\n  tenant = \"tenant-a\"\n  vpc    = \"Default\"\n  site   = \"site-a\"\n  cidr   = \"10.{}.{}.0/24\"\n  mtu    = {mtu}\n}}\n",
                 200 + i / 256,
                 i % 256
             ));
         }
+        config
+    };
+    for &n in counts {
         let floor = gpufleet_acceptance::Session::new(
             &format!(
                 "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
@@ -89,12 +119,21 @@ fn segments(counts: &[usize]) {
         );
         let floor_apply = timed(&floor, "apply");
         floor.destroy();
-        let s = gpufleet_acceptance::Session::new(&config, lab.settings_env());
+        let s = gpufleet_acceptance::Session::new(&config(n, 9000), lab.settings_env());
+        netris_admin("DELETE", "/_admin/requests");
         let apply = timed(&s, "apply");
+        let created = per_segment(n);
+        s.write(&config(n, 1500));
+        let update = timed(&s, "apply");
+        let updated = per_segment(n);
         let destroy = timed(&s, "destroy");
+        let destroyed = per_segment(n);
         println!(
-            "segments: {n} at parallelism 10: apply {apply:.1} s (terraform_data floor {floor_apply:.1} s), destroy {destroy:.1} s"
+            "segments: {n} at parallelism 10: apply {apply:.1} s (terraform_data floor {floor_apply:.1} s), update {update:.1} s, destroy {destroy:.1} s"
         );
+        println!("  create: {created}");
+        println!("  update: {updated}");
+        println!("  delete: {destroyed}");
     }
 }
 

@@ -338,6 +338,19 @@ fn pick(want: &str, used: &[i64], lo: i64) -> i64 {
     }
 }
 
+/// A read of V-Net `id` (by id or in a list), which counts down its provisioning.
+fn read_counted(s: &mut State, id: i64) -> Option<VNet> {
+    let v = s.vnets.get(&id).cloned()?;
+    let read = vnet_read(s, id, &v);
+    // u32::MAX means stuck: it never counts down.
+    if let Some(v) = s.vnets.get_mut(&id)
+        && v.polls_left != u32::MAX
+    {
+        v.polls_left = v.polls_left.saturating_sub(1);
+    }
+    Some(read)
+}
+
 fn vnet_read(s: &State, id: i64, v: &Net) -> VNet {
     let name_of = |items: &[Named], id: i64| {
         items
@@ -675,10 +688,15 @@ impl NetrisApi for FakeNetris {
             None => "GET /api/v2/vnet".to_owned(),
         };
         self.run("GET /api/v2/vnet", target, None, step, |s| {
-            Ok(s.vnets
+            let ids: Vec<i64> = s
+                .vnets
                 .iter()
                 .filter(|(_, v)| vpc_id.is_none_or(|vpc| v.body.vpc.id == vpc))
-                .map(|(id, v)| vnet_read(s, *id, v))
+                .map(|(id, _)| *id)
+                .collect();
+            Ok(ids
+                .into_iter()
+                .filter_map(|id| read_counted(s, id))
                 .collect())
         })
     }
@@ -690,19 +708,7 @@ impl NetrisApi for FakeNetris {
             format!("GET /api/v2/vnet/{id}"),
             None,
             step,
-            |s| {
-                let Some(v) = s.vnets.get(&id).cloned() else {
-                    return Ok(None);
-                };
-                let read = vnet_read(s, id, &v);
-                // u32::MAX means stuck: it never counts down.
-                if let Some(v) = s.vnets.get_mut(&id)
-                    && v.polls_left != u32::MAX
-                {
-                    v.polls_left = v.polls_left.saturating_sub(1);
-                }
-                Ok(Some(read))
-            },
+            |s| Ok(read_counted(s, id)),
         )
     }
 

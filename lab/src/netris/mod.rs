@@ -7,7 +7,8 @@
 //!
 //! - [`dispatch`]: the API as a pure function, `handle(store, config, request) -> outcome`;
 //!   rules in [`ipam`], [`vnet`] and `objects`, JSON shapes in `wire`.
-//! - [`admin`]: the `/_admin/` plane (healthz, reset, seed, state, fault), also pure.
+//! - [`admin`]: the `/_admin/` plane (healthz, reset, seed, state, fault), also pure; the
+//!   controller itself answers `/_admin/requests`, the `/api` requests it received per route.
 //! - [`store`]: the [`store::Store`] trait and [`store::MemStore`] (in memory, copies out,
 //!   all-or-nothing transactions, optional write-through to `netris-state.json`).
 //! - [`model`]: the stored objects; [`inventory`]: the hardware, from the fleet.
@@ -45,9 +46,10 @@ mod tls;
 pub mod vnet;
 mod wire;
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
 pub use self::inventory::NetrisInventory;
@@ -62,13 +64,18 @@ use crate::emulator::{Running, Service, StartError};
 pub struct Controller {
     store: Arc<dyn Store>,
     api: ApiConfig,
+    requests: Arc<RequestCounts>,
 }
 
 impl Controller {
     /// A controller over `store`.
     #[must_use]
     pub fn new(store: Arc<dyn Store>, api: ApiConfig) -> Self {
-        Self { store, api }
+        Self {
+            store,
+            api,
+            requests: Arc::default(),
+        }
     }
 
     /// A controller with an in-memory store seeded with `inventory`, on `clock`.
@@ -82,8 +89,12 @@ impl Controller {
     #[must_use]
     pub fn handle(&self, req: &Request) -> Outcome {
         if crate::emulator::admin::is_admin_path(&req.path) {
+            if let Some(r) = self.requests.admin(req) {
+                return Outcome::Reply(r);
+            }
             Outcome::Reply(admin::handle(self.store.as_ref(), &self.api, req))
         } else {
+            self.requests.count(req);
             dispatch::handle(self.store.as_ref(), &self.api, req)
         }
     }
@@ -98,6 +109,45 @@ impl Controller {
     #[must_use]
     pub fn api(&self) -> &ApiConfig {
         &self.api
+    }
+}
+
+/// The `/api` requests received, by `METHOD /route` with ids as `{id}`, for benchmarks that
+/// report calls per resource. `GET /_admin/requests` reads them, `DELETE` starts again.
+#[derive(Debug, Default)]
+struct RequestCounts(Mutex<BTreeMap<String, u64>>);
+
+impl RequestCounts {
+    fn count(&self, req: &Request) {
+        let path = req.path.split('?').next().unwrap_or_default();
+        let route: Vec<&str> = path
+            .split('/')
+            .map(|seg| {
+                if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                    "{id}"
+                } else {
+                    seg
+                }
+            })
+            .collect();
+        let key = format!("{} {}", req.method, route.join("/"));
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *counts.entry(key).or_default() += 1;
+    }
+
+    fn admin(&self, req: &Request) -> Option<Response> {
+        if req.path.trim_end_matches('/') != "/_admin/requests" {
+            return None;
+        }
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match req.method.as_str() {
+            "GET" => Some(Response::new(200, serde_json::json!(*counts))),
+            "DELETE" => {
+                counts.clear();
+                Some(Response::new(200, serde_json::json!({})))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -25,11 +25,19 @@
 //! object up by its name and adopts it if it exists, and only posts again when it does not.
 //! Every object gpufleet creates has a deterministic name, so this lookup is exact.
 //!
+//! # One process, one list
+//!
+//! [`shared_client`] wraps the client in [`Cached`]: within one provider process (one plan
+//! or one apply), tenants, VPCs, sites and servers are listed once, the IPAM tree and V-Net
+//! list of a VPC once until the process deletes something, and every segment waiting for
+//! provisioning reads one shared list of its VPC per poll. Refreshes always read afresh.
+//!
 //! # Counting
 //!
 //! Every HTTP request is counted per method and route ([`NetrisApi::stats`]), so tests and
 //! benchmarks can report API calls per resource.
 
+pub mod cache;
 mod client;
 mod error;
 mod types;
@@ -37,6 +45,7 @@ mod types;
 use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+pub use cache::Cached;
 pub use client::{NetrisClient, RetryPolicy};
 pub use error::{ApiError, NetrisError};
 pub use types::{
@@ -97,6 +106,32 @@ pub trait NetrisApi: Send + Sync + fmt::Debug {
 
     /// One V-Net with its ports and gateways; `None` when it does not exist.
     async fn vnet(&self, id: i64) -> Result<Option<VNet>, NetrisError>;
+
+    /// Waits until V-Net `id` (of VPC `vpc_id`) is no longer provisioning and returns it;
+    /// `None` when it disappeared. `last` holds the newest observation, also when the wait is
+    /// cut short. This default polls the V-Net itself, from at once to every
+    /// [`cache::POLL_MAX`]; [`Cached`] serves every waiter of a VPC with one list per poll.
+    async fn settled_vnet(
+        &self,
+        vpc_id: i64,
+        id: i64,
+        last: &mut Option<VNet>,
+    ) -> Result<Option<VNet>, NetrisError> {
+        let _ = vpc_id;
+        let mut delay = cache::POLL_FIRST;
+        loop {
+            let Some(v) = self.vnet(id).await? else {
+                return Ok(None);
+            };
+            let done = !v.provisioning;
+            *last = Some(v);
+            if done {
+                return Ok(last.clone());
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(cache::POLL_MAX);
+        }
+    }
 
     /// Creates a V-Net and returns its id, adopting one of the same name when the outcome
     /// of the create was ambiguous.
@@ -325,10 +360,12 @@ impl<A: NetrisApi + 'static> NetrisBackend for Arc<A> {
 }
 
 /// A client for `config`, shared with every other operation that uses the same settings, so
-/// sessions are reused across resources.
-pub fn shared_client(config: &NetrisConfig) -> Result<Arc<NetrisClient>, NetrisError> {
-    static CLIENTS: ClientCache<NetrisConfig, NetrisClient> = ClientCache::new();
-    CLIENTS.get_or_make(config, || NetrisClient::new(config.clone()))
+/// sessions and the process's lists ([`Cached`]) are reused across resources.
+pub fn shared_client(config: &NetrisConfig) -> Result<Arc<Cached<NetrisClient>>, NetrisError> {
+    static CLIENTS: ClientCache<NetrisConfig, Cached<NetrisClient>> = ClientCache::new();
+    CLIENTS.get_or_make(config, || {
+        NetrisClient::new(config.clone()).map(|c| Cached::new(Arc::new(c)))
+    })
 }
 
 #[cfg(test)]

@@ -15,26 +15,20 @@ use super::{
 };
 use crate::{
     apply::{self, KindError, Machine, Step, Stopped, bounded, failed, local_update, run_steps},
-    backends::netris::{IpamNode, NetrisApi, NetrisError, VNet},
+    backends::netris::{IpamNode, NetrisApi, NetrisError, VNet, cache},
     context::Context,
     kinds::ApplyResponse,
     timeouts::{self, Operation, Timeouts},
     value::Value,
 };
 
-/// How long apply first waits between polls of a V-Net that provisions or disappears; the wait
-/// doubles up to [`POLL_MAX`], so quick controllers are seen quickly and slow ones are not
-/// flooded.
-pub(super) const POLL_FIRST: Duration = Duration::from_millis(500);
-
-/// The longest wait between polls.
-pub(super) const POLL_MAX: Duration = Duration::from_secs(5);
-
-/// The wait after poll number `n` (0-based).
-pub(super) fn poll_delay(n: u32) -> Duration {
-    POLL_FIRST
+/// The wait after poll number `n` (0-based) of a V-Net being deleted: from
+/// [`cache::POLL_FIRST`], doubling up to [`cache::POLL_MAX`], so quick controllers are seen
+/// quickly and slow ones are not flooded.
+fn poll_delay(n: u32) -> Duration {
+    cache::POLL_FIRST
         .saturating_mul(2u32.saturating_pow(n.min(8)))
-        .min(POLL_MAX)
+        .min(cache::POLL_MAX)
 }
 
 /// A segment's own reason for a step of apply, read or import to stop.
@@ -242,27 +236,21 @@ pub(super) async fn resolve_members(
     Ok(by_port.into_values().collect())
 }
 
-/// Waits until the V-Net is no longer provisioning, keeping the last observation.
+/// Waits until the V-Net is no longer provisioning, keeping the last observation (also when
+/// the wait is cut short, so the state says `provisioning`).
 pub(super) async fn wait_provisioned(
     api: &dyn NetrisApi,
+    refs: Refs,
     id: i64,
     name: &str,
     p: &mut Progress,
 ) -> Result<(), StepError> {
-    for n in 0.. {
-        let Some(v) = api.vnet(id).await? else {
-            return Err(StepError::Conflict(format!(
-                "V-Net {name} (id {id}) disappeared while it was being provisioned."
-            )));
-        };
-        let done = !v.provisioning;
-        p.observed = Some(v);
-        if done {
-            return Ok(());
-        }
-        tokio::time::sleep(poll_delay(n)).await;
+    match api.settled_vnet(refs.vpc, id, &mut p.observed).await? {
+        Some(_) => Ok(()),
+        None => Err(StepError::Conflict(format!(
+            "V-Net {name} (id {id}) disappeared while it was being provisioned."
+        ))),
     }
-    Ok(())
 }
 
 /// A create as a state machine: the segment to make and what is made so far.
@@ -388,7 +376,8 @@ pub(super) async fn create_step(
         }
         CreateStep::Wait => {
             let id = p.ids.vnet.ok_or_else(missing)?;
-            wait_provisioned(api, id, &seg.name, p).await?;
+            let refs = p.refs.ok_or_else(missing)?;
+            wait_provisioned(api, refs, id, &seg.name, p).await?;
             Ok(CreateStep::Done)
         }
         CreateStep::Done => Ok(CreateStep::Done),
@@ -446,7 +435,8 @@ pub(super) async fn update_step(
             Ok(UpdateStep::Wait)
         }
         UpdateStep::Wait => {
-            wait_provisioned(api, id, &seg.name, p).await?;
+            let refs = p.refs.ok_or_else(missing)?;
+            wait_provisioned(api, refs, id, &seg.name, p).await?;
             Ok(UpdateStep::Done)
         }
         UpdateStep::Done => Ok(UpdateStep::Done),
