@@ -3,9 +3,13 @@
 # `terraform destroy` wipes them (FULL reinstall) and returns them to the free pool, powered
 # off again as their rack idles.
 #
-#   eval "$(gpufleet-lab up)"      # prints GPUFLEET_BCM_ENDPOINT, _CLIENT_CERTIFICATE,
-#                                  # _CLIENT_KEY, _CA_CERTIFICATE (and the other backends')
-#   terraform init && terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"   # exports GPUFLEET_BCM_* among its settings
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/bcm-node && cp examples/bcm-node/*.tf .demo/bcm-node/ && cd .demo/bcm-node
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 terraform {
   required_version = ">= 1.6.0"
 

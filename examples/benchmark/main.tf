@@ -2,8 +2,13 @@
 # pinned sweep and a bandwidth floor, a DCGM diagnostic that only records failures, and a
 # custom command reporting its own metrics.
 #
-#   eval "$(gpufleet-lab up)"      # prints GPUFLEET_KUBE_* (and the other backends' settings)
-#   terraform init && terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/benchmark && cp examples/benchmark/*.tf .demo/benchmark/ && cd .demo/benchmark
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 #
 # In the lab, kwok plays the GPU nodes: the pods "run" instantly and their logs are the
 # recorded samples of each suite (lab/benchmarks/), so results are always the same.

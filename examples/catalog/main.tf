@@ -1,7 +1,12 @@
 # A runnable example that needs no backend: look up a GPU in the catalog, list the
 # MIG-capable products, and compute MIG profile resource names with a provider function.
 #
-#   terraform init && terraform apply
+# From the repository root, once scripts/demo (or the getting-started guide,
+# docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/catalog && cp examples/catalog/*.tf .demo/catalog/ && cd .demo/catalog
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 terraform {
   required_version = ">= 1.8.0"
 

@@ -5,9 +5,15 @@
 # API server to the tenant's control plane (as `kubectl port-forward` does), with a token that
 # expires after the run. Nothing of it is written to the state or the plan.
 #
-# After the quickstart, against the lab (`gpufleet-lab up` prints the path of its kubectl):
+# After the quickstart, against the lab, from the repository root, once scripts/demo (or the
+# getting-started guide, docs/guides/getting-started.md) has built the provider and written
+# .demo/terraformrc; the lab's own kubectl lists prod's nodes:
 #
-#   terraform apply -var virtual_cluster_id=vc-prod/prod -var kubectl=/path/to/kubectl
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/connect && cp examples/connect/*.tf .demo/connect/ && cd .demo/connect
+#   ../../scripts/terraform init && ../../scripts/terraform apply \
+#     -var virtual_cluster_id=vc-prod/prod -var kubectl="$PWD/../../.lab/bin/kubectl"
 terraform {
   # Ephemeral resources need Terraform 1.10.
   required_version = ">= 1.10.0"

@@ -2,8 +2,13 @@
 # pays for. Adding a tenant is adding a line; `terraform apply` creates its virtual cluster
 # and claims its nodes, removing the line releases them.
 #
-#   eval "$(gpufleet-lab up)"
-#   terraform init && terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/fleet && cp examples/fleet/*.tf .demo/fleet/ && cd .demo/fleet
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 terraform {
   required_version = ">= 1.6.0"
 

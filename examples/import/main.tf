@@ -4,9 +4,24 @@
 # records them in state. The resource blocks describe the objects as they are; a plan after
 # the import is empty when they do.
 #
-#   eval "$(gpufleet-lab up)"
-#   terraform init && terraform plan    # "3 to import, 0 to add, 0 to change, 0 to destroy"
-#   terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#
+# A fresh lab has no such tenant, so build one first: apply the resource blocks alone (this
+# file without its import blocks) in a scratch directory, then drop that directory and its
+# state, as if the objects had been made by hand:
+#
+#   mkdir -p .demo/by-hand && sed '/^import /,/^}/d' examples/import/main.tf > .demo/by-hand/main.tf
+#   (cd .demo/by-hand && ../../scripts/terraform apply) && rm -r .demo/by-hand
+#
+# Then adopt it:
+#
+#   mkdir -p .demo/import && cp examples/import/*.tf .demo/import/ && cd .demo/import
+#   ../../scripts/terraform init && ../../scripts/terraform plan   # "3 to import, 0 to add, 0 to change, 0 to destroy"
+#   ../../scripts/terraform apply
 #
 # Ids: a virtual cluster is `<host namespace>/<name>`, a pool
 # `<host namespace>/<virtual cluster>/<pool>`, a segment its name.

@@ -2,9 +2,13 @@
 # "tenant-a", with a gateway, DHCP and the switch ports of two GPU servers (given by their
 # hostnames, resolved through the controller's server inventory).
 #
-#   eval "$(gpufleet-lab up)"      # prints GPUFLEET_NETRIS_ENDPOINT, _USERNAME, _PASSWORD,
-#                                  # _CA_CERTIFICATE (and the other backends' settings)
-#   terraform init && terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"   # exports GPUFLEET_NETRIS_* among its settings
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/network-segment && cp examples/network-segment/*.tf .demo/network-segment/ && cd .demo/network-segment
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 #
 # The controller must know the tenant and the VPC (a fresh controller has only the "Admin"
 # tenant and the "Default" VPC); the lab creates "tenant-a".

@@ -1,3 +1,10 @@
+# The provider's address: without it, Terraform looks for hashicorp/gpufleet.
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # Every setting can also come from a GPUFLEET_* environment variable (see the table below),
 # which keeps secrets out of the configuration, for example:
 #

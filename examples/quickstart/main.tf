@@ -1,9 +1,15 @@
 # Two tenants on one host cluster: a shared development tier and a dedicated production tier
-# with its own time-sliced GPUs. Try it against the lab:
+# with its own time-sliced GPUs.
 #
-#   eval "$(gpufleet-lab up)"   # prints the provider settings as environment variables
-#   terraform init && terraform apply
-#   terraform output -raw dev_kubeconfig > dev.kubeconfig && kubectl --kubeconfig dev.kubeconfig get ns
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"   # exports the provider settings
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/quickstart && cp examples/quickstart/*.tf .demo/quickstart/ && cd .demo/quickstart
+#   ../../scripts/terraform init && ../../scripts/terraform apply
+#
+# A tenant's API server has a cluster-internal address only: examples/connect reaches it.
 terraform {
   required_version = ">= 1.6.0"
 

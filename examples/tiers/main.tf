@@ -4,8 +4,13 @@
 # - dedicated: production inference on nodes of its own, whole GPUs, its own network;
 # - private: a regulated tenant on bare-metal nodes from BCM, wiped when released.
 #
-#   eval "$(gpufleet-lab up)"
-#   terraform init && terraform apply
+# Against the lab, from the repository root, once scripts/demo (or the getting-started
+# guide, docs/guides/getting-started.md) has built the provider and written .demo/terraformrc:
+#
+#   eval "$(target/debug/gpufleet-lab --dir .lab up)"
+#   export TF_CLI_CONFIG_FILE="$PWD/.demo/terraformrc"
+#   mkdir -p .demo/tiers && cp examples/tiers/*.tf .demo/tiers/ && cd .demo/tiers
+#   ../../scripts/terraform init && ../../scripts/terraform apply
 terraform {
   required_version = ">= 1.6.0"
 

@@ -3,8 +3,8 @@ variable "name" {
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z]([-a-z0-9]{0,50}[a-z0-9])?$", var.name))
-    error_message = "name must be a DNS label of at most 52 characters: lowercase letters, digits and '-', starting with a letter."
+    condition     = can(regex("^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", var.name))
+    error_message = "name must be a DNS label of at most 40 characters (the benchmark's limit): lowercase letters, digits and '-', starting with a letter."
   }
 }
 

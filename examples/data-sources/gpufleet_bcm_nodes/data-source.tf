@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # Free B200 nodes in BCM, for capacity planning: how many a tenant could still claim.
 data "gpufleet_bcm_nodes" "free_b200" {
   gpu_product = "NVIDIA-B200"

@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # Free H100 capacity before asking for a pool, and how much of the fleet is held.
 data "gpufleet_fleet_inventory" "h100" {
   gpu_product = "NVIDIA-H100-80GB-HBM3"

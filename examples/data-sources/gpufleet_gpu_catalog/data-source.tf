@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # One product, by the name GPU feature discovery puts in the nvidia.com/gpu.product label
 # (case, the "NVIDIA-" prefix and a "-SHARED" suffix are ignored).
 data "gpufleet_gpu_catalog" "h100" {

@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # A virtual cluster created elsewhere (another configuration or workspace), by name.
 data "gpufleet_virtual_cluster" "team_a" {
   name = "team-a"

@@ -1,3 +1,11 @@
+# Ephemeral resources need Terraform 1.10 or later.
+terraform {
+  required_providers {
+    gpufleet   = { source = "gpufleet/gpufleet" }
+    kubernetes = { source = "hashicorp/kubernetes" }
+  }
+}
+
 resource "gpufleet_virtual_cluster" "team_a" {
   name      = "team-a"
   isolation = "shared"

@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # A bare-metal GPU server held by tenant-a: claimed from BCM's free pool by hostname, put in the
 # gpu-compute category with its own software image, powered on and provisioned until it is UP.
 # On destroy its disks are wiped (FULL reinstall) before it returns to the free pool.

@@ -1,3 +1,23 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+# The tenant and its pool of two 8-GPU H100 nodes that the benchmarks run on.
+resource "gpufleet_virtual_cluster" "team_a" {
+  name      = "team-a"
+  isolation = "dedicated"
+}
+
+resource "gpufleet_gpu_node_pool" "train" {
+  name               = "train"
+  virtual_cluster_id = gpufleet_virtual_cluster.team_a.id
+  isolation          = gpufleet_virtual_cluster.team_a.isolation
+  gpu_product        = "NVIDIA-H100-80GB-HBM3"
+  node_count         = 2
+}
+
 # All-reduce bus bandwidth across the two nodes of a dedicated pool, with a pinned sweep:
 # the average over the sweep depends on its sizes, so the threshold is on the largest one.
 resource "gpufleet_benchmark" "allreduce" {

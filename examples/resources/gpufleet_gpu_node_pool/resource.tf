@@ -1,3 +1,15 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+# The tenant the pools below belong to.
+resource "gpufleet_virtual_cluster" "team_a" {
+  name      = "team-a"
+  isolation = "dedicated"
+}
+
 # Two H100 nodes for a dedicated tenant, packed into one rack (NVLink and rack locality for
 # training): the nodes get gpufleet.dev/tenant=team-a and the matching NoSchedule taint.
 # `isolation` lets a plan that changes the tenant's tier check the pool against the new tier.

@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # A tenant network: VLAN/VXLAN segment with gateway, DHCP and switch ports on the Netris
 # controller configured in the provider's netris block.
 resource "gpufleet_network_segment" "tenant_a" {

@@ -1,3 +1,9 @@
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
 # A tenant's virtual Kubernetes control plane on the host cluster configured in the
 # provider's kubernetes block. Its namespace defaults to vc-<name>.
 resource "gpufleet_virtual_cluster" "team_a" {
