@@ -19,10 +19,10 @@
 //!
 //! Waiting for provisioning goes through one poller per VPC: whichever waiter finds no list
 //! in flight lists the VPC's V-Nets, and every waiter reads its own V-Net from that answer,
-//! so the controller sees one list per tick however many segments wait. A tick follows
-//! [`POLL_FIRST`] after the previous one while new waiters arrive, and backs off to
-//! [`POLL_MAX`] while nothing new does (a controller that is slow to provision is not
-//! flooded).
+//! so the controller sees one list per tick however many segments wait. The first list is
+//! sent at once; the next follows after a quarter of the age of the newest wait, within
+//! [`POLL_FIRST`] and [`POLL_MAX`]: a V-Net is seen soon after it settles, and a controller
+//! that is slow to provision is not flooded.
 
 use std::{
     collections::HashMap,
@@ -145,8 +145,8 @@ struct Poller {
     pace: Mutex<Pace>,
     /// The newest answer.
     latest: watch::Sender<Option<Arc<Listing>>>,
-    /// Waiters so far; a new one resets the back-off.
-    arrived: AtomicU64,
+    /// When the newest wait began: the polls back off with its age.
+    newest: StdMutex<Option<Instant>>,
     /// Orders the start of waits and the sending of lists (a clock may not tell them apart).
     sequence: AtomicU64,
 }
@@ -156,7 +156,7 @@ impl Default for Poller {
         Poller {
             pace: Mutex::default(),
             latest: watch::Sender::new(None),
-            arrived: AtomicU64::new(0),
+            newest: StdMutex::default(),
             sequence: AtomicU64::new(0),
         }
     }
@@ -166,10 +166,6 @@ impl Default for Poller {
 struct Pace {
     /// When the last list was sent.
     last: Option<Instant>,
-    /// The wait before the next one, unless new waiters arrived.
-    delay: Duration,
-    /// `arrived` at the last list.
-    arrived: u64,
 }
 
 /// One answer of the poll: when its request was sent (in [`Poller::sequence`]), and the
@@ -192,7 +188,7 @@ impl Poller {
         // Only an answer to a request sent after the wait began can tell: an earlier one may
         // predate the write being waited for.
         let began = self.sequence.fetch_add(1, Ordering::SeqCst);
-        self.arrived.fetch_add(1, Ordering::SeqCst);
+        *self.newest.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let mut rx = self.latest.subscribe();
         loop {
             let listing = rx.borrow_and_update().clone();
@@ -225,15 +221,13 @@ impl Poller {
         vpc_id: i64,
         pace: &mut Pace,
     ) -> Result<(), NetrisError> {
-        let arrived = self.arrived.load(Ordering::SeqCst);
-        pace.delay = if arrived == pace.arrived {
-            (pace.delay * 2).clamp(POLL_FIRST, POLL_MAX)
-        } else {
-            POLL_FIRST
-        };
-        pace.arrived = arrived;
+        // A quarter of the newest wait's age: a V-Net is seen at most 25 % later than it
+        // settled (and within POLL_FIRST early on), and a long wait is not polled often.
+        let newest = *self.newest.lock().unwrap_or_else(PoisonError::into_inner);
+        let age = newest.map_or(Duration::ZERO, |t| t.elapsed());
+        let delay = (age / 4).clamp(POLL_FIRST, POLL_MAX);
         if let Some(last) = pace.last {
-            tokio::time::sleep_until(last + pace.delay).await;
+            tokio::time::sleep_until(last + delay).await;
         }
         pace.last = Some(Instant::now());
         let sent = self.sequence.fetch_add(1, Ordering::SeqCst);

@@ -31,8 +31,8 @@
 //!
 //! Create and update wait until the controller reports `provisioning: false`, within the
 //! `create` / `update` timeout. The provider process polls the V-Nets of a VPC with one list
-//! for every segment that waits, first at once, then every 100 ms while new segments join,
-//! backing off to 5 s while none does; a timeout is an error that names the segment and how long it
+//! for every segment that waits: first at once, then after a quarter of the newest wait's
+//! age (from 100 ms to 5 s); a timeout is an error that names the segment and how long it
 //! waited, and the returned state still records the V-Net. Delete waits until the V-Net is gone
 //! before it removes the subnet and the allocation. Terraform's stop request (Ctrl-C) ends any
 //! wait at once, also with the partial state.
