@@ -7,7 +7,10 @@
 //! block fails the plan of a `gpufleet_bcm_node` rather than its apply, and a block whose values
 //! are unknown at plan time (a host cluster created in the same run) does not fail plan.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use crate::{
     diag::Diagnostics,
@@ -254,6 +257,11 @@ pub struct ProviderSettings {
     /// What is wrong with each backend block that is set, found when the provider was
     /// configured; reported by [`ProviderSettings::check_needed`].
     pub problems: BTreeMap<&'static str, Diagnostics>,
+    /// Which configuration of this process these settings come from: a number no other
+    /// [`ProviderSettings::resolve`] in the process gives. What is kept for one run (one plan
+    /// or apply) is kept per configuration, so a provider that serves several runs
+    /// (`-debug`, reattached) starts each afresh.
+    pub configuration: u64,
 }
 
 impl ProviderSettings {
@@ -276,11 +284,13 @@ impl ProviderSettings {
             }
             values.insert(*block, resolved);
         }
+        static CONFIGURATIONS: AtomicU64 = AtomicU64::new(1);
         ProviderSettings {
             values,
             terraform_version: String::new(),
             gpu_products: Declared::from_config(config.get(gpu_products::BLOCK)),
             problems: BTreeMap::new(),
+            configuration: CONFIGURATIONS.fetch_add(1, Ordering::Relaxed),
         }
     }
 

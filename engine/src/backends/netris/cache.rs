@@ -12,9 +12,15 @@
 //!   own name*. An object of that name was made either before this process started (so the
 //!   first listing has it) or by the same segment later in this process, which never looks
 //!   itself up again. Only a delete can make a kept listing wrong for a lookup (a segment
-//!   replaced under the same name deletes and then creates), so every delete made through
-//!   this client drops them. A lookup after an ambiguous create bypasses them (the client
-//!   lists afresh).
+//!   replaced under the same name deletes and then creates), so every delete request made
+//!   through this client, when it ends or is cut short, and every read that finds a V-Net
+//!   gone, drops them. A lookup after an ambiguous create bypasses them (the client lists
+//!   afresh).
+//! - **Per run:** the provider keeps one `Cached` per provider configuration
+//!   ([`super::shared_client`]), so a provider that serves several runs (`-debug`) lists
+//!   afresh for each.
+//! - **Failures** are not kept. Callers of one list wait for one request; when it fails,
+//!   those that waited ask on their own, as they would without the cache.
 //! - **Refreshes** (`vnet`) are never cached: they are what tells drift.
 //!
 //! Waiting for provisioning goes through one poller per VPC: whichever waiter finds no list
@@ -50,21 +56,20 @@ pub const POLL_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between two polls.
 pub const POLL_MAX: Duration = Duration::from_secs(5);
 
-/// A list kept for the process, with the delete generation it was listed at.
-type Kept<T> = Mutex<HashMap<Option<i64>, (u64, Arc<Vec<T>>)>>;
-
 /// `inner` with the process's lists kept and one poller per VPC; see the module docs.
 #[derive(Debug)]
 pub struct Cached<A> {
     inner: Arc<A>,
-    tenants: Mutex<Option<Arc<Vec<Tenant>>>>,
-    vpcs: Mutex<Option<Arc<Vec<Vpc>>>>,
-    sites: Mutex<Option<Arc<Vec<Site>>>>,
-    servers: Mutex<Option<Arc<Vec<Server>>>>,
+    tenants: Kept<Tenant>,
+    vpcs: Kept<Vpc>,
+    sites: Kept<Site>,
+    servers: Kept<Server>,
     ipam: Kept<IpamNode>,
     vnets: Kept<VNet>,
-    /// Bumped by every delete; listings of an older generation are listed again.
+    /// Bumped by every delete; lists of an older generation are listed again.
     deletes: AtomicU64,
+    /// Orders callers' arrivals and failed lists.
+    sequence: AtomicU64,
     pollers: StdMutex<HashMap<i64, Arc<Poller>>>,
 }
 
@@ -73,13 +78,14 @@ impl<A: NetrisApi> Cached<A> {
     pub fn new(inner: Arc<A>) -> Cached<A> {
         Cached {
             inner,
-            tenants: Mutex::default(),
-            vpcs: Mutex::default(),
-            sites: Mutex::default(),
-            servers: Mutex::default(),
-            ipam: Mutex::default(),
-            vnets: Mutex::default(),
+            tenants: Kept::default(),
+            vpcs: Kept::default(),
+            sites: Kept::default(),
+            servers: Kept::default(),
+            ipam: Kept::default(),
+            vnets: Kept::default(),
             deletes: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
             pollers: StdMutex::default(),
         }
     }
@@ -89,8 +95,10 @@ impl<A: NetrisApi> Cached<A> {
         &self.inner
     }
 
-    fn deleted(&self) {
-        self.deletes.fetch_add(1, Ordering::SeqCst);
+    /// Makes the kept IPAM trees and V-Net lists stale when dropped: after a delete request
+    /// ends, also when it was cut short (the controller may have deleted all the same).
+    fn deleting(&self) -> Deleting<'_> {
+        Deleting(&self.deletes)
     }
 
     fn poller(&self, vpc_id: i64) -> Arc<Poller> {
@@ -99,43 +107,90 @@ impl<A: NetrisApi> Cached<A> {
     }
 }
 
-/// The kept answer, or the one `list` gives (kept when it succeeds). The lock is held while
-/// listing, so concurrent callers share one request.
-async fn once<T, F>(slot: &Mutex<Option<Arc<Vec<T>>>>, list: F) -> Result<Vec<T>, NetrisError>
-where
-    T: Clone,
-    F: Future<Output = Result<Vec<T>, NetrisError>>,
-{
-    let mut kept = slot.lock().await;
-    if let Some(items) = kept.as_ref() {
-        return Ok(items.to_vec());
+/// See [`Cached::deleting`].
+struct Deleting<'a>(&'a AtomicU64);
+
+impl Drop for Deleting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
-    let items = Arc::new(list.await?);
-    *kept = Some(Arc::clone(&items));
-    Ok(items.to_vec())
 }
 
-/// Like [`once`], per VPC, for lists that a delete makes stale.
-async fn per_vpc<T, F>(
-    slot: &Kept<T>,
-    deletes: &AtomicU64,
-    vpc_id: Option<i64>,
-    list: F,
-) -> Result<Vec<T>, NetrisError>
-where
-    T: Clone,
-    F: Future<Output = Result<Vec<T>, NetrisError>>,
-{
-    let mut kept = slot.lock().await;
-    let generation = deletes.load(Ordering::SeqCst);
-    if let Some((at, items)) = kept.get(&vpc_id)
-        && *at == generation
-    {
-        return Ok(items.to_vec());
+/// One kind of list, per VPC (`None`: not per VPC).
+#[derive(Debug)]
+struct Kept<T>(StdMutex<HashMap<Option<i64>, SharedSlot<T>>>);
+
+/// A [`Slot`] that callers of one list take turns at.
+type SharedSlot<T> = Arc<Mutex<Slot<T>>>;
+
+impl<T> Default for Kept<T> {
+    fn default() -> Kept<T> {
+        Kept(StdMutex::default())
     }
-    let items = Arc::new(list.await?);
-    kept.insert(vpc_id, (generation, Arc::clone(&items)));
-    Ok(items.to_vec())
+}
+
+/// One list: its answer with the delete generation it was listed at, and when the last
+/// attempt failed.
+#[derive(Debug)]
+struct Slot<T> {
+    kept: Option<(u64, Arc<Vec<T>>)>,
+    failed: u64,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Slot<T> {
+        Slot {
+            kept: None,
+            failed: 0,
+        }
+    }
+}
+
+impl<T: Clone> Kept<T> {
+    /// The kept answer for `key`, or the one `list` gives (kept when it succeeds). One caller
+    /// lists at a time, so concurrent callers share one request. `deletes`: the list goes
+    /// stale when a delete was made since it was listed.
+    ///
+    /// When the shared attempt failed while a caller waited, that caller asks on its own, as
+    /// without the cache, rather than after every other waiter in turn.
+    async fn get<F>(
+        &self,
+        key: Option<i64>,
+        deletes: Option<&AtomicU64>,
+        sequence: &AtomicU64,
+        list: F,
+    ) -> Result<Vec<T>, NetrisError>
+    where
+        F: Future<Output = Result<Vec<T>, NetrisError>>,
+    {
+        let slot = {
+            let mut slots = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(slots.entry(key).or_default())
+        };
+        let arrived = sequence.fetch_add(1, Ordering::SeqCst);
+        let mut slot = slot.lock().await;
+        let generation = deletes.map_or(0, |d| d.load(Ordering::SeqCst));
+        if let Some((at, items)) = &slot.kept
+            && *at == generation
+        {
+            return Ok(items.to_vec());
+        }
+        if slot.failed > arrived {
+            drop(slot);
+            return list.await;
+        }
+        match list.await {
+            Ok(items) => {
+                let items = Arc::new(items);
+                slot.kept = Some((generation, Arc::clone(&items)));
+                Ok(items.to_vec())
+            }
+            Err(e) => {
+                slot.failed = sequence.fetch_add(1, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
 }
 
 /// One VPC's shared poll.
@@ -193,12 +248,19 @@ impl Poller {
         loop {
             let listing = rx.borrow_and_update().clone();
             if let Some(l) = listing.filter(|l| l.sent > began) {
-                let Some(v) = l.vnets.get(&id) else {
+                let seen = match l.vnets.get(&id) {
+                    Some(v) => Some(v.clone()),
+                    // Gone, or left out of the list (a controller that pages it): only a read
+                    // of its own tells.
+                    None => api.vnet(id).await?,
+                };
+                let Some(v) = seen else {
                     return Ok(None);
                 };
-                *last = Some(v.clone());
-                if !v.provisioning {
-                    return Ok(Some(v.clone()));
+                let done = !v.provisioning;
+                *last = Some(v);
+                if done {
+                    return Ok(last.clone());
                 }
             }
             tokio::select! {
@@ -214,6 +276,14 @@ impl Poller {
         }
     }
 
+    /// A quarter of the newest wait's age, within [`POLL_FIRST`] and [`POLL_MAX`]: a V-Net is
+    /// seen at most about 25 % later than it settled, and a long wait is not polled often.
+    fn delay(&self) -> Duration {
+        let newest = *self.newest.lock().unwrap_or_else(PoisonError::into_inner);
+        let age = newest.map_or(Duration::ZERO, |t| t.elapsed());
+        (age / 4).clamp(POLL_FIRST, POLL_MAX)
+    }
+
     /// Lists the VPC's V-Nets when the pace allows, and publishes the answer.
     async fn tick(
         &self,
@@ -221,13 +291,16 @@ impl Poller {
         vpc_id: i64,
         pace: &mut Pace,
     ) -> Result<(), NetrisError> {
-        // A quarter of the newest wait's age: a V-Net is seen at most 25 % later than it
-        // settled (and within POLL_FIRST early on), and a long wait is not polled often.
-        let newest = *self.newest.lock().unwrap_or_else(PoisonError::into_inner);
-        let age = newest.map_or(Duration::ZERO, |t| t.elapsed());
-        let delay = (age / 4).clamp(POLL_FIRST, POLL_MAX);
+        // Sleeps in steps of POLL_FIRST, so a wait that begins meanwhile shortens the delay.
         if let Some(last) = pace.last {
-            tokio::time::sleep_until(last + delay).await;
+            loop {
+                let due = last + self.delay();
+                let now = Instant::now();
+                if now >= due {
+                    break;
+                }
+                tokio::time::sleep((due - now).min(POLL_FIRST)).await;
+            }
         }
         pace.last = Some(Instant::now());
         let sent = self.sequence.fetch_add(1, Ordering::SeqCst);
@@ -242,23 +315,30 @@ impl Poller {
 #[async_trait]
 impl<A: NetrisApi> NetrisApi for Cached<A> {
     async fn tenants(&self) -> Result<Vec<Tenant>, NetrisError> {
-        once(&self.tenants, self.inner.tenants()).await
+        let list = self.inner.tenants();
+        self.tenants.get(None, None, &self.sequence, list).await
     }
 
     async fn sites(&self) -> Result<Vec<Site>, NetrisError> {
-        once(&self.sites, self.inner.sites()).await
+        let list = self.inner.sites();
+        self.sites.get(None, None, &self.sequence, list).await
     }
 
     async fn vpcs(&self) -> Result<Vec<Vpc>, NetrisError> {
-        once(&self.vpcs, self.inner.vpcs()).await
+        let list = self.inner.vpcs();
+        self.vpcs.get(None, None, &self.sequence, list).await
     }
 
     async fn servers(&self) -> Result<Vec<Server>, NetrisError> {
-        once(&self.servers, self.inner.servers()).await
+        let list = self.inner.servers();
+        self.servers.get(None, None, &self.sequence, list).await
     }
 
     async fn ipam(&self, vpc_id: Option<i64>) -> Result<Vec<IpamNode>, NetrisError> {
-        per_vpc(&self.ipam, &self.deletes, vpc_id, self.inner.ipam(vpc_id)).await
+        let list = self.inner.ipam(vpc_id);
+        self.ipam
+            .get(vpc_id, Some(&self.deletes), &self.sequence, list)
+            .await
     }
 
     async fn create_allocation(&self, body: &AllocationWrite) -> Result<i64, NetrisError> {
@@ -266,9 +346,8 @@ impl<A: NetrisApi> NetrisApi for Cached<A> {
     }
 
     async fn delete_allocation(&self, id: i64) -> Result<bool, NetrisError> {
-        let r = self.inner.delete_allocation(id).await;
-        self.deleted();
-        r
+        let _stale = self.deleting();
+        self.inner.delete_allocation(id).await
     }
 
     async fn create_subnet(&self, body: &SubnetWrite) -> Result<i64, NetrisError> {
@@ -280,17 +359,24 @@ impl<A: NetrisApi> NetrisApi for Cached<A> {
     }
 
     async fn delete_subnet(&self, id: i64) -> Result<bool, NetrisError> {
-        let r = self.inner.delete_subnet(id).await;
-        self.deleted();
-        r
+        let _stale = self.deleting();
+        self.inner.delete_subnet(id).await
     }
 
     async fn vnets(&self, vpc_id: Option<i64>) -> Result<Vec<VNet>, NetrisError> {
-        per_vpc(&self.vnets, &self.deletes, vpc_id, self.inner.vnets(vpc_id)).await
+        let list = self.inner.vnets(vpc_id);
+        self.vnets
+            .get(vpc_id, Some(&self.deletes), &self.sequence, list)
+            .await
     }
 
     async fn vnet(&self, id: i64) -> Result<Option<VNet>, NetrisError> {
-        self.inner.vnet(id).await
+        let v = self.inner.vnet(id).await?;
+        if v.is_none() {
+            // Gone since a V-Net list may have been kept (a delete's last poll, say).
+            self.deletes.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(v)
     }
 
     async fn settled_vnet(
@@ -314,9 +400,8 @@ impl<A: NetrisApi> NetrisApi for Cached<A> {
     }
 
     async fn delete_vnet(&self, id: i64) -> Result<bool, NetrisError> {
-        let r = self.inner.delete_vnet(id).await;
-        self.deleted();
-        r
+        let _stale = self.deleting();
+        self.inner.delete_vnet(id).await
     }
 
     fn stats(&self) -> CallStats {

@@ -345,7 +345,7 @@ pub struct FromSettings;
 impl NetrisBackend for FromSettings {
     fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
         let config = NetrisConfig::from_settings(&ctx.settings)?;
-        match shared_client(&config) {
+        match shared_client(&config, ctx.settings.configuration) {
             Ok(client) => Ok(client),
             Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
         }
@@ -360,12 +360,31 @@ impl<A: NetrisApi + 'static> NetrisBackend for Arc<A> {
 }
 
 /// A client for `config`, shared with every other operation that uses the same settings, so
-/// sessions and the process's lists ([`Cached`]) are reused across resources.
-pub fn shared_client(config: &NetrisConfig) -> Result<Arc<Cached<NetrisClient>>, NetrisError> {
-    static CLIENTS: ClientCache<NetrisConfig, Cached<NetrisClient>> = ClientCache::new();
-    CLIENTS.get_or_make(config, || {
-        NetrisClient::new(config.clone()).map(|c| Cached::new(Arc::new(c)))
-    })
+/// sessions are reused across resources; with the lists of provider configuration
+/// `configuration` ([`Cached`]: one run), so the next configuration lists afresh.
+pub fn shared_client(
+    config: &NetrisConfig,
+    configuration: u64,
+) -> Result<Arc<Cached<NetrisClient>>, NetrisError> {
+    static CLIENTS: ClientCache<NetrisConfig, NetrisClient> = ClientCache::new();
+    /// The lists of a run: the settings, the provider configuration, the cache.
+    type Run = (NetrisConfig, u64, Arc<Cached<NetrisClient>>);
+    static RUNS: std::sync::Mutex<Vec<Run>> = std::sync::Mutex::new(Vec::new());
+    let client = CLIENTS.get_or_make(config, || NetrisClient::new(config.clone()))?;
+    let mut runs = RUNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, _, cached)) = runs
+        .iter()
+        .find(|(c, n, _)| c == config && *n == configuration)
+    {
+        return Ok(Arc::clone(cached));
+    }
+    // Only the newest configuration's lists are kept: an older run has ended.
+    runs.retain(|(c, _, _)| c != config);
+    let cached = Arc::new(Cached::new(client));
+    runs.push((config.clone(), configuration, Arc::clone(&cached)));
+    Ok(cached)
 }
 
 #[cfg(test)]
@@ -400,6 +419,23 @@ mod tests {
         assert!(check_endpoint("http://localhost:8080").is_ok());
         assert!(check_endpoint("http://netris.example").is_err());
         assert!(check_endpoint("netris.example").is_err());
+    }
+
+    #[test]
+    fn each_provider_configuration_gets_its_own_lists_over_one_session() {
+        let config = NetrisConfig::new("http://127.0.0.1:9", "admin", "pw");
+        let (Ok(first), Ok(again), Ok(next)) = (
+            shared_client(&config, 1),
+            shared_client(&config, 1),
+            shared_client(&config, 2),
+        ) else {
+            panic!("a client");
+        };
+        assert!(Arc::ptr_eq(&first, &again));
+        // A provider configured again (a reattached `-debug` provider's next run) lists
+        // afresh, over the same logged-in client.
+        assert!(!Arc::ptr_eq(&first, &next));
+        assert!(std::ptr::eq(first.inner(), next.inner()));
     }
 
     #[test]
