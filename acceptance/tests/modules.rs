@@ -3,13 +3,14 @@
 //! an empty second plan, destroy, and nothing left behind (no namespace, every node as found).
 //! In every tier a pod created through the tenant's kubeconfig is synced to the host by
 //! vCluster's syncer, scheduled onto the tenant's nodes, and runs, and the tenant sees only
-//! those nodes.
+//! those nodes; and the state holds no admin credential (the modules' default).
 
 use std::{
     collections::BTreeSet,
     sync::{Mutex, PoisonError},
 };
 
+use base64::Engine as _;
 use gpufleet_acceptance::{
     Session, module_source,
     tenant::{eventually, tenant_client},
@@ -100,6 +101,22 @@ fn names(items: &[Value]) -> BTreeSet<String> {
 /// the tenant lists only such nodes.
 fn a_tenant_pod_runs_on_its_own_nodes(s: &Session, name: &str, namespace: &str, own_nodes: &str) {
     let vc = s.resource("module.tenant.gpufleet_virtual_cluster.this");
+    // The modules keep the admin credentials out of state: nothing in it administers the
+    // tenant. An operator finds the kubeconfig in the host Secret, as the test does here.
+    for secret in ["kubeconfig", "client_certificate", "client_key"] {
+        assert!(vc[secret].is_null(), "{secret} is in state: {vc}");
+    }
+    let state = s.ok(&["state", "pull"]).stdout;
+    assert!(
+        !state.contains("PRIVATE KEY"),
+        "the state holds a private key"
+    );
+    let stored = host()
+        .get(&format!("/api/v1/namespaces/{namespace}/secrets/vc-{name}"))
+        .expect("the control plane's kubeconfig Secret");
+    let kubeconfig = base64::engine::general_purpose::STANDARD
+        .decode(stored["data"]["config"].as_str().expect("a config key"))
+        .expect("base64");
     let dir = tempfile::tempdir().expect("tempdir");
     // A ClusterIP-only tenant, reached as from outside the host cluster: a port-forward
     // through the host API server.
@@ -107,7 +124,7 @@ fn a_tenant_pod_runs_on_its_own_nodes(s: &Session, name: &str, namespace: &str, 
         dir.path(),
         namespace,
         name,
-        vc["kubeconfig"].as_str().expect("a kubeconfig"),
+        std::str::from_utf8(&kubeconfig).expect("UTF-8"),
     );
     let own = names(
         &host()

@@ -76,7 +76,7 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
             setting(
                 "cluster_ca_certificate",
                 "GPUFLEET_KUBE_CLUSTER_CA_CERTIFICATE",
-                "PEM CA bundle that the API server's certificate is verified against.",
+                "PEM CA bundle that the API server's certificate is verified against: the PEM text itself (`file(\"ca.pem\")`), not a path.",
             ),
             secret(
                 "token",
@@ -86,12 +86,12 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
             setting(
                 "client_certificate",
                 "GPUFLEET_KUBE_CLIENT_CERTIFICATE",
-                "PEM client certificate for the API server.",
+                "PEM client certificate for the API server: the PEM text itself, not a path.",
             ),
             secret(
                 "client_key",
                 "GPUFLEET_KUBE_CLIENT_KEY",
-                "PEM private key of `client_certificate`.",
+                "PEM private key of `client_certificate`: the PEM text itself, not a path.",
             ),
             setting(
                 "device_plugin_namespace",
@@ -117,17 +117,17 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
             setting(
                 "client_certificate",
                 "GPUFLEET_BCM_CLIENT_CERTIFICATE",
-                "PEM client certificate of a BCM profile.",
+                "PEM client certificate of a BCM profile: the PEM text, or the path of a file that holds it.",
             ),
             secret(
                 "client_key",
                 "GPUFLEET_BCM_CLIENT_KEY",
-                "PEM private key of `client_certificate`.",
+                "PEM private key of `client_certificate`: the PEM text, or the path of a file that holds it.",
             ),
             setting(
                 "ca_certificate",
                 "GPUFLEET_BCM_CA_CERTIFICATE",
-                "PEM CA that the head node's certificate is verified against.",
+                "PEM CA that the head node's certificate is verified against: the PEM text, or the path of a file that holds it.",
             ),
             setting(
                 "username",
@@ -159,7 +159,7 @@ pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
             setting(
                 "ca_certificate",
                 "GPUFLEET_NETRIS_CA_CERTIFICATE",
-                "PEM CA that the controller's certificate is verified against. Defaults to the system roots.",
+                "PEM CA that the controller's certificate is verified against: the PEM text, or the path of a file that holds it. Defaults to the system roots.",
             ),
         ],
     ),

@@ -1739,3 +1739,40 @@ async fn a_virtual_cluster_replace_interrupted_at_any_call_converges() {
 async fn a_virtual_cluster_destroy_interrupted_at_any_call_converges() {
     sweep_vc("delete", &[&[("quota", quota(50))]], None).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn admin_credentials_stay_out_of_state_when_asked_and_come_back_when_asked() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let off = vc(&k, &[("admin_credentials_in_state", Value::Bool(false))]);
+    assert_eq!(tf.apply_ok(&off).await, Action::Create);
+    let s = tf.state.clone();
+    for secret in ["kubeconfig", "client_certificate", "client_key"] {
+        assert!(s.get(secret).is_null(), "{secret}: {s:?}");
+    }
+    // What is not secret is still known: where the cluster is and which CA it has.
+    assert_eq!(s.get("endpoint"), &Value::string("https://127.0.0.1:41000"));
+    assert_eq!(s.get("cluster_ca_certificate"), &Value::string("CA PEM"));
+    // A refresh reads the Secret and still records nothing of it.
+    assert_eq!(tf.plan(&off).await.action, Action::NoOp);
+    assert!(tf.state.get("client_key").is_null());
+    host.take_calls();
+
+    // Asking for them again is an in-place change that reads them; the control plane keeps
+    // running (nothing is written to the host but what apply always re-applies).
+    let on = vc(&k, &[("admin_credentials_in_state", Value::Bool(true))]);
+    assert_eq!(tf.apply_ok(&on).await, Action::Update);
+    assert!(
+        tf.state
+            .get("kubeconfig")
+            .as_str()
+            .is_some_and(|k| k.contains("127.0.0.1:41000"))
+    );
+    assert!(tf.state.get("client_key").as_str().is_some());
+    assert_eq!(tf.plan(&on).await.action, Action::NoOp);
+
+    // And turning them off again drops them from state.
+    assert_eq!(tf.apply_ok(&off).await, Action::Update);
+    assert!(tf.state.get("kubeconfig").is_null());
+    assert!(tf.state.get("client_key").is_null());
+}

@@ -803,7 +803,7 @@ async fn sleep_plans_with_a_warning_and_private_without_one() {
         .filter(|d| d.severity == Severity::Warning && d.summary != IN_CLUSTER_ONLY)
         .collect();
     assert_eq!(warnings.len(), 1, "{}", show(&p.diagnostics));
-    assert_eq!(warnings[0].summary, "Sleep Needs vCluster Platform");
+    assert_eq!(warnings[0].summary, "Sleep Is Not Applied");
     assert_eq!(
         warnings[0].path,
         Some(AttrPath(vec![PathStep::Attr("sleep".into())]))
@@ -885,4 +885,33 @@ async fn an_address_only_the_host_cluster_reaches_is_planned_with_a_warning() {
         "{}",
         show(&p.diagnostics)
     );
+}
+
+#[tokio::test]
+async fn credentials_kept_out_of_state_are_known_null_at_plan() {
+    let off = [("admin_credentials_in_state", Value::Bool(false))];
+    let p = plan(&kind(), &Context::default(), &Value::Null, &vc(&off)).await;
+    for a in ACCESS {
+        let secret = ["kubeconfig", "client_certificate", "client_key"].contains(&a);
+        assert_eq!(p.planned.get(a).is_null(), secret, "{a}");
+        assert_eq!(p.planned.get(a).is_unknown(), !secret, "{a}");
+    }
+    // Turning them on is an in-place change that leaves only them to apply.
+    let prior = applied(&p.planned);
+    let on = [("admin_credentials_in_state", Value::Bool(true))];
+    let p = plan(&kind(), &Context::default(), &prior, &vc(&on)).await;
+    assert_eq!(p.action, Action::Update);
+    for a in ["kubeconfig", "client_certificate", "client_key"] {
+        assert!(p.planned.get(a).is_unknown(), "{a}");
+    }
+    assert_eq!(p.planned.get("endpoint"), prior.get("endpoint"));
+    // Unknown until apply: so are they.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &vc(&[("admin_credentials_in_state", Value::unknown())]),
+    )
+    .await;
+    assert!(p.planned.get("client_key").is_unknown());
 }

@@ -23,6 +23,9 @@ resource "gpufleet_virtual_cluster" "this" {
     default_request_memory = "256Mi"
   }
 
+  # Users reach the tenant through gpufleet_virtual_cluster_connection unless asked otherwise.
+  admin_credentials_in_state = var.admin_credentials_in_state
+
   lifecycle {
     postcondition {
       condition     = self.vcluster_version == module.platform.vcluster_version

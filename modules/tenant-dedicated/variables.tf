@@ -67,3 +67,9 @@ variable "labels" {
   type        = map(string)
   default     = {}
 }
+
+variable "admin_credentials_in_state" {
+  description = "Record the admin kubeconfig and client key in Terraform state. Off by default: reach the tenant through the gpufleet_virtual_cluster_connection ephemeral resource, whose short-lived token never reaches state."
+  type        = bool
+  default     = false
+}

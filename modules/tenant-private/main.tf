@@ -15,6 +15,9 @@ resource "gpufleet_virtual_cluster" "this" {
   network_isolation  = true
   labels             = var.labels
 
+  # Users reach the tenant through gpufleet_virtual_cluster_connection unless asked otherwise.
+  admin_credentials_in_state = var.admin_credentials_in_state
+
   lifecycle {
     postcondition {
       condition     = self.vcluster_version == module.platform.vcluster_version

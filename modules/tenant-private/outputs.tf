@@ -4,7 +4,7 @@ output "virtual_cluster_id" {
 }
 
 output "kubeconfig" {
-  description = "Admin kubeconfig of the tenant's virtual cluster."
+  description = "Admin kubeconfig of the tenant's virtual cluster; null unless admin_credentials_in_state is true."
   value       = gpufleet_virtual_cluster.this.kubeconfig
   sensitive   = true
 }

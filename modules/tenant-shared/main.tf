@@ -1,7 +1,6 @@
 # A development team's tenant: a virtual cluster on the shared tier, bounded by a tight quota
-# and a LimitRange (so pods without requests still count), optionally asleep when nobody uses
-# it (a vCluster Platform feature), and optionally some time-sliced nodes it adds to the
-# shared pool.
+# and a LimitRange (so pods without requests still count), and optionally some time-sliced
+# nodes it adds to the shared pool.
 
 module "platform" {
   source = "../platform"
@@ -24,10 +23,13 @@ resource "gpufleet_virtual_cluster" "this" {
     default_request_memory = "256Mi"
   }
 
-  # Sleep is carried out by vCluster Platform; without it the provider warns and renders none.
+  # gpufleet does not render vCluster's sleep mode: the provider warns and renders none.
   sleep = var.sleep_after == null ? null : {
     after_inactivity = var.sleep_after
   }
+
+  # Users reach the tenant through gpufleet_virtual_cluster_connection unless asked otherwise.
+  admin_credentials_in_state = var.admin_credentials_in_state
 
   lifecycle {
     postcondition {

@@ -14,7 +14,7 @@ output "endpoint" {
 }
 
 output "kubeconfig" {
-  description = "Admin kubeconfig of the tenant's virtual cluster."
+  description = "Admin kubeconfig of the tenant's virtual cluster; null unless admin_credentials_in_state is true."
   value       = gpufleet_virtual_cluster.this.kubeconfig
   sensitive   = true
 }

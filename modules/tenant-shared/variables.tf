@@ -53,7 +53,7 @@ variable "quota" {
 }
 
 variable "sleep_after" {
-  description = "Put the virtual cluster to sleep after this long without API activity, e.g. \"30m\". Needs vCluster Platform; null (the default) sets no sleep."
+  description = "Sleep after this long without API activity, e.g. \"30m\". gpufleet does not render vCluster's sleep mode: the provider warns and the cluster never sleeps (use paused). null (the default) sets none."
   type        = string
   default     = null
 
@@ -67,4 +67,10 @@ variable "labels" {
   description = "Extra labels for the tenant's host objects (cost centre, team, ...)."
   type        = map(string)
   default     = {}
+}
+
+variable "admin_credentials_in_state" {
+  description = "Record the admin kubeconfig and client key in Terraform state. Off by default: reach the tenant through the gpufleet_virtual_cluster_connection ephemeral resource, whose short-lived token never reaches state."
+  type        = bool
+  default     = false
 }

@@ -200,7 +200,8 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
         _ => ("Pending", None),
     };
     fill(&mut s, "status", Value::string(status));
-    for (k, v) in access_values(access) {
+    // The plan already made the credentials null when they stay out of state.
+    for (k, v) in access_values(access, true) {
         fill(&mut s, k, v);
     }
     fill(&mut s, "drift", Value::List(Vec::new()));

@@ -136,16 +136,37 @@ pub(super) const ACCESS: &[&str] = &[
     "client_key",
 ];
 
-/// The credentials attributes ([`ACCESS`]) of `access`, null without one.
-pub(super) fn access_values(access: Option<&Access>) -> [(&'static str, Value); 6] {
+/// The admin credentials among [`ACCESS`]: what `admin_credentials_in_state = false` keeps
+/// out of state.
+pub(super) const CREDENTIALS: &[&str] = &["kubeconfig", "client_certificate", "client_key"];
+
+/// Whether `v` (a configuration, plan or state) records the admin credentials in state; null
+/// (the default, and states from before the setting) means yes, `None` that it is unknown.
+pub(super) fn credentials_in_state(v: &Value) -> Option<bool> {
+    let setting = v.get("admin_credentials_in_state");
+    (!setting.is_unknown()).then(|| setting.as_bool() != Some(false))
+}
+
+/// The [`ACCESS`] attributes of `access`, null without one; the [`CREDENTIALS`] also null
+/// unless `credentials` says they go into state.
+pub(super) fn access_values(
+    access: Option<&Access>,
+    credentials: bool,
+) -> [(&'static str, Value); 6] {
     let text = |f: fn(&Access) -> Option<String>| -> Value { access.and_then(f).into() };
+    let secret = |f: fn(&Access) -> Option<String>| -> Value {
+        if credentials { text(f) } else { Value::Null }
+    };
     [
-        ("kubeconfig", text(|a| Some(a.kubeconfig.clone()))),
+        ("kubeconfig", secret(|a| Some(a.kubeconfig.clone()))),
         ("endpoint", text(|a| a.endpoint.clone())),
         ("host", text(|a| a.endpoint.clone())),
         ("cluster_ca_certificate", text(|a| a.ca.clone())),
-        ("client_certificate", text(|a| a.client_certificate.clone())),
-        ("client_key", text(|a| a.client_key.clone())),
+        (
+            "client_certificate",
+            secret(|a| a.client_certificate.clone()),
+        ),
+        ("client_key", secret(|a| a.client_key.clone())),
     ]
 }
 

@@ -3,7 +3,7 @@
 
 use super::{
     expose,
-    model::{ACCESS, default_namespace},
+    model::{ACCESS, CREDENTIALS, credentials_in_state, default_namespace},
     persistence, versions,
 };
 use crate::{
@@ -52,7 +52,13 @@ fn in_cluster_only_warning(req: &PlanRequest, planned: &Value) -> Option<Diagnos
         Diagnostic::warning(
             "API Server Reachable Inside The Host Cluster Only",
             format!(
-                "expose is a ClusterIP Service without host, so host, endpoint and kubeconfig                  name {address}, which only pods of the host cluster can reach. To use the                  virtual cluster from outside (for example to configure a kubernetes or helm                  provider), open it with the ephemeral resource                  gpufleet_virtual_cluster_connection, which port-forwards through the host API                  server; or set expose.type to NodePort or LoadBalancer, or expose.host to a                  name that leads to the Service."
+                "expose is a ClusterIP Service without host, so host, endpoint and kubeconfig \
+                 name {address}, which only pods of the host cluster can reach. To use the \
+                 virtual cluster from outside (for example to configure a kubernetes or helm \
+                 provider), open it with the ephemeral resource \
+                 gpufleet_virtual_cluster_connection, which port-forwards through the host API \
+                 server; or set expose.type to NodePort or LoadBalancer, or expose.host to a \
+                 name that leads to the Service."
             ),
         )
         .with_path(AttrPath::attr("expose")),
@@ -90,12 +96,13 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
     if !planned.get("sleep").is_null() {
         diagnostics.push(
             Diagnostic::warning(
-                "Sleep Needs vCluster Platform",
+                "Sleep Is Not Applied",
                 format!(
                     "sleep.after_inactivity is vCluster's sleep mode (sleep.auto), a vCluster \
                      Platform feature that open-source vCluster {} does not implement. gpufleet \
-                     leaves it out of vcluster.yaml, so this virtual cluster never goes to \
-                     sleep. Set paused = true to scale it to zero instead, and remove sleep.",
+                     leaves it out of vcluster.yaml, also where vCluster Platform runs, so this \
+                     virtual cluster never goes to sleep. Set paused = true to scale it to zero \
+                     instead, and remove sleep.",
                     versions::VCLUSTER_VERSION
                 ),
             )
@@ -148,13 +155,21 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
             .iter()
             .any(|a| planned.get(a) != req.prior.get(a))
             || expose_changes(req.prior.get("expose"), planned.get("expose"));
+        // Credentials that start going into state are read from the Secret at apply.
+        let credentials_added = credentials_in_state(&req.prior) == Some(false)
+            && credentials_in_state(&planned) != Some(false);
         for a in ACCESS {
-            let v = if restarts {
+            let v = if restarts || (credentials_added && CREDENTIALS.contains(a)) {
                 Value::unknown()
             } else {
                 req.prior.get(a).clone()
             };
             planned.set_attr(a, v);
+        }
+    }
+    if credentials_in_state(&planned) == Some(false) {
+        for a in CREDENTIALS {
+            planned.set_attr(a, Value::Null);
         }
     }
     PlanResponse {

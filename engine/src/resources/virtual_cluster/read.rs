@@ -27,7 +27,7 @@ use serde_json::Value as Json;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, compare,
     expose::Expose,
-    model::{ACCESS, Address, Spec, access_values, default_namespace},
+    model::{ACCESS, Address, Spec, access_values, credentials_in_state, default_namespace},
     objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
@@ -438,7 +438,8 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     };
     s.set_attr("status", Value::string(status));
     if access.is_some() {
-        for (k, v) in access_values(access.as_ref()) {
+        let credentials = credentials_in_state(prior).unwrap_or(true);
+        for (k, v) in access_values(access.as_ref(), credentials) {
             s.set_attr(k, v);
         }
     } else if status != "Running" {

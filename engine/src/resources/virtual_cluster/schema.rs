@@ -250,9 +250,10 @@ pub fn resource_schema() -> Schema {
                 ],
             )
             .describe(
-                "vCluster's sleep mode (`sleep.auto.afterInactivity`). It is a vCluster \
-                 Platform feature that open-source vCluster lacks: gpufleet leaves it out of \
-                 vcluster.yaml and plans with a warning. Use `paused` instead.",
+                "vCluster's sleep mode (`sleep.auto.afterInactivity`), a vCluster Platform \
+                 feature that open-source vCluster lacks. gpufleet never renders it (with or \
+                 without vCluster Platform): it leaves it out of vcluster.yaml and plans with a \
+                 warning, and the virtual cluster never sleeps. Use `paused` instead.",
             ),
         )
         .attr(
@@ -333,6 +334,18 @@ pub fn resource_schema() -> Schema {
                 .describe(super::chart_schema::override_description()),
         )
         .attr(
+            Attribute::optional("admin_credentials_in_state", Type::Bool).describe(
+                "Whether the admin credentials (`kubeconfig`, `client_certificate`, \
+                 `client_key`) are recorded in Terraform state. Unset means `true`. Set \
+                 `false` when people and providers reach the virtual cluster through the \
+                 ephemeral resource `gpufleet_virtual_cluster_connection`, whose short-lived \
+                 token never reaches state: the three attributes are then null, and anyone who \
+                 can read the state cannot use it to administer the tenant. The credentials \
+                 stay in the host Secret `vc-<name>`. Changing it changes nothing on the host \
+                 cluster.",
+            ),
+        )
+        .attr(
             Attribute::computed("endpoint", Type::String).describe(
                 "The virtual API server's URL, as `expose` makes it reachable: the server in \
                  its kubeconfig for a ClusterIP Service without `expose.host` \
@@ -353,7 +366,8 @@ pub fn resource_schema() -> Schema {
                 .sensitive()
                 .describe(
                     "An admin kubeconfig of the virtual cluster: the Secret `vc-<name>` key \
-                     `config`, with its cluster's `server` set to `endpoint`.",
+                     `config`, with its cluster's `server` set to `endpoint`. Null when \
+                     `admin_credentials_in_state` is `false`.",
                 ),
         )
         .attr(
@@ -364,7 +378,8 @@ pub fn resource_schema() -> Schema {
             Attribute::computed("client_certificate", Type::String).describe(
                 "PEM client certificate of the virtual cluster's admin user (Secret \
                  `vc-<name>` key `client-certificate`), for the `kubernetes` and `helm` \
-                 providers' `client_certificate`.",
+                 providers' `client_certificate`. Null when `admin_credentials_in_state` is \
+                 `false`.",
             ),
         )
         .attr(
@@ -373,7 +388,7 @@ pub fn resource_schema() -> Schema {
                 .describe(
                     "PEM private key of the virtual cluster's admin user (Secret `vc-<name>` \
                      key `client-key`), for the `kubernetes` and `helm` providers' \
-                     `client_key`.",
+                     `client_key`. Null when `admin_credentials_in_state` is `false`.",
                 ),
         )
         .attr(Attribute::computed("status", Type::String).describe(
