@@ -44,25 +44,46 @@ pub fn bcm_device(hostname: &str) -> Value {
         .unwrap_or_else(|| panic!("BCM has no device named {hostname}"))
 }
 
-/// `method path` on the shared lab's Netris emulator's admin plane (`curl`); the JSON answer.
-pub fn netris_admin(method: &str, path: &str) -> Value {
+/// `curl` against the shared lab's Netris emulator (trusting its CA), with an optional JSON
+/// body and cookie jar; the HTTP status and the JSON body.
+pub fn netris_curl(
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    jar: Option<&std::path::Path>,
+) -> (u16, Value) {
     let lab = Lab::shared();
-    let ca = lab
-        .settings_env()
-        .into_iter()
-        .find(|(k, _)| k == "GPUFLEET_NETRIS_CA_CERTIFICATE")
-        .map(|(_, v)| v)
-        .expect("the lab sets GPUFLEET_NETRIS_CA_CERTIFICATE");
-    let out = Command::new("curl")
-        .args(["-sS", "-f", "-X", method, "--cacert"])
-        .arg(ca)
-        .arg(format!("{}{path}", lab.netris_url()))
-        .output()
-        .expect("run curl");
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}", "--cacert"])
+        .arg(lab.paths().netris_ca())
+        .arg(format!("{}{path}", lab.netris_url()));
+    if let Some(b) = body {
+        cmd.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &b.to_string(),
+        ]);
+    }
+    if let Some(jar) = jar {
+        cmd.arg("-b").arg(jar).arg("-c").arg(jar);
+    }
+    let out = cmd.output().expect("run curl");
     assert!(
         out.status.success(),
-        "{method} {path}: {}",
+        "curl {method} {path}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_string()));
+    (code.trim().parse().expect("status"), value)
+}
+
+/// `method path` on the shared lab's Netris emulator's admin plane, which must answer 200;
+/// the JSON answer.
+pub fn netris_admin(method: &str, path: &str, body: Option<&Value>) -> Value {
+    let (status, value) = netris_curl(method, path, body, None);
+    assert_eq!(status, 200, "{method} {path}: {value}");
+    value
 }

@@ -8,10 +8,13 @@
 //! (`GET /_admin/state`), filtered to its own names. Tests that inject faults take a
 //! process-wide lock, as faults apply to every client of the emulator.
 
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use gpufleet_acceptance::{Output, Session, sweep, workspace_root};
+use gpufleet_acceptance::{
+    Output, Session,
+    emulators::{netris_admin, netris_curl},
+    sweep, workspace_root,
+};
 use gpufleet_lab::Lab;
 use serde_json::{Value, json};
 
@@ -123,60 +126,18 @@ fn state_of(show: &Value, address: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// `curl` against the emulator (trusting its CA), with an optional cookie jar; returns
-/// the HTTP status and the JSON body.
-fn curl(
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-    jar: Option<&std::path::Path>,
-) -> (u16, Value) {
-    let lab = Lab::shared();
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}", "--cacert"])
-        .arg(lab.paths().netris_ca())
-        .arg(format!("{}{path}", lab.netris_url()));
-    if let Some(b) = body {
-        cmd.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data",
-            &b.to_string(),
-        ]);
-    }
-    if let Some(jar) = jar {
-        cmd.arg("-b").arg(jar).arg("-c").arg(jar);
-    }
-    let out = cmd.output().expect("run curl");
-    assert!(
-        out.status.success(),
-        "curl {method} {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').expect("status line");
-    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_string()));
-    (code.trim().parse().expect("status"), value)
-}
-
-fn admin(method: &str, path: &str, body: Option<&Value>) -> Value {
-    let (status, value) = curl(method, path, body, None);
-    assert_eq!(status, 200, "{method} {path}: {value}");
-    value
-}
-
 fn fault(body: &Value) {
-    admin("POST", "/_admin/fault", Some(body));
+    netris_admin("POST", "/_admin/fault", Some(body));
 }
 
 fn clear_faults() {
-    admin("DELETE", "/_admin/fault", None);
+    netris_admin("DELETE", "/_admin/fault", None);
 }
 
 /// The controller's allocations, subnets and V-Nets whose names contain `tag`, without
 /// the fields that change by themselves (provisioning status, timestamps).
 fn objects(tag: &str) -> Value {
-    let state = admin("GET", "/_admin/state", None);
+    let state = netris_admin("GET", "/_admin/state", None);
     let pick = |kind: &str| -> Vec<Value> {
         state[kind]
             .as_array()
@@ -358,14 +319,14 @@ fn drift_is_repaired() {
 /// killed right after that call) would.
 fn delete_vnet_out_of_band(id: &str) {
     let jar = tempfile::NamedTempFile::new().expect("jar");
-    let (status, body) = curl(
+    let (status, body) = netris_curl(
         "POST",
         "/api/auth",
         Some(&json!({"user": "netris", "password": "newNet0ps", "auth_scheme_id": 1})),
         Some(jar.path()),
     );
     assert_eq!(status, 200, "{body}");
-    let (status, body) = curl(
+    let (status, body) = netris_curl(
         "DELETE",
         &format!("/api/v2/vnet/{id}"),
         None,
@@ -535,7 +496,7 @@ fn faults_converge_without_duplicates() {
 #[test]
 fn bad_input_fails_at_plan_and_leaves_the_controller_alone() {
     let _g = fault_lock();
-    let before = admin("GET", "/_admin/state", None);
+    let before = netris_admin("GET", "/_admin/state", None);
     let keep = |s: &Value| json!({"a": s["allocations"], "s": s["subnets"], "v": s["vnets"]});
     let tf = Tf::new(&segment(
         "acc-bad",
@@ -555,7 +516,10 @@ fn bad_input_fails_at_plan_and_leaves_the_controller_alone() {
     ));
     let out = tf.plan_err();
     assert!(out.combined().contains("vlan_id"), "{out}");
-    assert_eq!(keep(&admin("GET", "/_admin/state", None)), keep(&before));
+    assert_eq!(
+        keep(&netris_admin("GET", "/_admin/state", None)),
+        keep(&before)
+    );
 }
 
 #[test]
@@ -639,7 +603,7 @@ struct Netris {
 
 impl sweep::Controller for Netris {
     fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
-        admin(method, path, body)
+        netris_admin(method, path, body)
     }
 
     fn refusal(&self) -> Value {

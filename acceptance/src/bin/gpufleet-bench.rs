@@ -76,8 +76,8 @@ fn segments(counts: &[usize]) {
     };
     // Requests per segment since the last call, and the routes that took most.
     let per_segment = |n: usize| {
-        let counts = netris_admin("GET", "/_admin/requests");
-        netris_admin("DELETE", "/_admin/requests");
+        let counts = netris_admin("GET", "/_admin/requests", None);
+        netris_admin("DELETE", "/_admin/requests", None);
         let mut routes: Vec<(String, u64)> = counts
             .as_object()
             .into_iter()
@@ -120,7 +120,7 @@ fn segments(counts: &[usize]) {
         let floor_apply = timed(&floor, "apply");
         floor.destroy();
         let s = gpufleet_acceptance::Session::new(&config(n, 9000), lab.settings_env());
-        netris_admin("DELETE", "/_admin/requests");
+        netris_admin("DELETE", "/_admin/requests", None);
         let apply = timed(&s, "apply");
         let created = per_segment(n);
         s.write(&config(n, 1500));

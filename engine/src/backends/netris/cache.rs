@@ -56,6 +56,14 @@ pub const POLL_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between two polls.
 pub const POLL_MAX: Duration = Duration::from_secs(5);
 
+/// The wait after poll number `n` (0-based) of one V-Net polled on its own: from
+/// [`POLL_FIRST`], doubling up to [`POLL_MAX`].
+pub fn poll_delay(n: u32) -> Duration {
+    POLL_FIRST
+        .saturating_mul(2u32.saturating_pow(n.min(8)))
+        .min(POLL_MAX)
+}
+
 /// `inner` with the process's lists kept and one poller per VPC; see the module docs.
 #[derive(Debug)]
 pub struct Cached<A> {

@@ -25,10 +25,10 @@
 //! object up by its name and adopts it if it exists, and only posts again when it does not.
 //! Every object gpufleet creates has a deterministic name, so this lookup is exact.
 //!
-//! # One process, one list
+//! # One run, one list
 //!
-//! [`shared_client`] wraps the client in [`Cached`]: within one provider process (one plan
-//! or one apply), tenants, VPCs, sites and servers are listed once, the IPAM tree and V-Net
+//! [`shared_client`] wraps the client in [`Cached`]: within one provider configuration (one
+//! plan or one apply), tenants, VPCs, sites and servers are listed once, the IPAM tree and V-Net
 //! list of a VPC once until the process deletes something, and every segment waiting for
 //! provisioning reads one shared list of its VPC per poll. Refreshes always read afresh.
 //!
@@ -118,19 +118,18 @@ pub trait NetrisApi: Send + Sync + fmt::Debug {
         last: &mut Option<VNet>,
     ) -> Result<Option<VNet>, NetrisError> {
         let _ = vpc_id;
-        let mut delay = cache::POLL_FIRST;
-        loop {
+        for n in 0.. {
             let Some(v) = self.vnet(id).await? else {
                 return Ok(None);
             };
             let done = !v.provisioning;
             *last = Some(v);
             if done {
-                return Ok(last.clone());
+                break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(cache::POLL_MAX);
+            tokio::time::sleep(cache::poll_delay(n)).await;
         }
+        Ok(last.clone())
     }
 
     /// Creates a V-Net and returns its id, adopting one of the same name when the outcome

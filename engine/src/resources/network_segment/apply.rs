@@ -22,15 +22,6 @@ use crate::{
     value::Value,
 };
 
-/// The wait after poll number `n` (0-based) of a V-Net being deleted: from
-/// [`cache::POLL_FIRST`], doubling up to [`cache::POLL_MAX`], so quick controllers are seen
-/// quickly and slow ones are not flooded.
-fn poll_delay(n: u32) -> Duration {
-    cache::POLL_FIRST
-        .saturating_mul(2u32.saturating_pow(n.min(8)))
-        .min(cache::POLL_MAX)
-}
-
 /// A segment's own reason for a step of apply, read or import to stop.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum SegmentError {
@@ -572,7 +563,7 @@ pub(super) async fn apply_delete(
             // The subnet can only go once no V-Net uses its gateway.
             let mut n = 0;
             while api.vnet(id).await?.is_some() {
-                tokio::time::sleep(poll_delay(n)).await;
+                tokio::time::sleep(cache::poll_delay(n)).await;
                 n += 1;
             }
             ids.vnet = None;
