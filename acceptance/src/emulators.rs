@@ -35,6 +35,31 @@ pub fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
+/// `method path` on the shared lab's BCM emulator's admin plane (trusting the lab CA), which
+/// must succeed; the JSON answer.
+pub fn bcm_admin(method: &str, path: &str, body: Option<&Value>) -> Value {
+    let lab = Lab::shared();
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-f", "-X", method, "--cacert"])
+        .arg(lab.bcm_ca())
+        .arg(format!("{}{path}", lab.bcm_url()));
+    if let Some(b) = body {
+        cmd.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &b.to_string(),
+        ]);
+    }
+    let out = cmd.output().expect("run curl");
+    assert!(
+        out.status.success(),
+        "curl {method} {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
 /// The BCM device named `hostname`, found as clients resolve names: among all devices
 /// (cmdaemon fetches single devices by uuid only).
 pub fn bcm_device(hostname: &str) -> Value {

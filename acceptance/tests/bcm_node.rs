@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use gpufleet_acceptance::{
     Output, Session,
-    emulators::{bcm_call, bcm_device},
+    emulators::{bcm_admin as admin, bcm_call, bcm_device},
     sweep, terraform_launcher, workspace_root,
 };
 use gpufleet_lab::Lab;
@@ -78,30 +78,6 @@ impl Tf {
             .cloned()
             .unwrap_or_default()
     }
-}
-
-/// `curl` against the emulator's admin plane (trusting the lab CA).
-fn admin(method: &str, path: &str, body: Option<&Value>) -> Value {
-    let lab = Lab::shared();
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-f", "-X", method, "--cacert"])
-        .arg(lab.bcm_ca())
-        .arg(format!("{}{path}", lab.bcm_url()));
-    if let Some(b) = body {
-        cmd.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data",
-            &b.to_string(),
-        ]);
-    }
-    let out = cmd.output().expect("run curl");
-    assert!(
-        out.status.success(),
-        "curl {method} {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 /// The emulator's record of one node: status, power, data owner, …

@@ -99,6 +99,19 @@ impl Diagnostics {
     pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
         self.0.iter()
     }
+
+    /// These diagnostics with every path moved into the block `name`, for a configuration that
+    /// Terraform nests in a block of its own (a list block's filters sit in `config { }`).
+    #[must_use]
+    pub fn nested_in(mut self, name: &str) -> Diagnostics {
+        for d in &mut self.0 {
+            if let Some(path) = &mut d.path {
+                path.0
+                    .insert(0, crate::path::PathStep::Attr(name.to_owned()));
+            }
+        }
+        self
+    }
 }
 
 impl From<Diagnostic> for Diagnostics {

@@ -174,6 +174,57 @@ pub trait DataSourceKind: Send + Sync {
     async fn read(&self, ctx: &Context, config: Value) -> ReadResponse;
 }
 
+/// What `ListKind::list` is given.
+#[derive(Debug, Clone)]
+pub struct ListRequest {
+    /// The list block's `config`, wholly known (every attribute null when the block is left
+    /// out).
+    pub config: Value,
+    /// Whether each result must carry the full resource object, as `include_resource = true`
+    /// (or `-generate-config-out`) asks.
+    pub include_resource: bool,
+    /// The most results Terraform wants.
+    pub limit: usize,
+}
+
+/// One object a list found.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// What Terraform shows for it, e.g. `acme-net (tenant acme)`.
+    pub display_name: String,
+    /// Its state as a read (after an import) would record it: only the identifying attributes
+    /// are needed when the request did not ask for the resource, every attribute when it did.
+    pub state: Value,
+}
+
+/// What `ListKind::list` returns.
+#[derive(Debug, Clone, Default)]
+pub struct ListResponse {
+    /// What was found, in a stable order, at most the request's limit.
+    pub results: Vec<Listed>,
+    /// Problems found; an error ends the listing.
+    pub diagnostics: Diagnostics,
+}
+
+/// A list resource: finds the objects a managed resource type of the same name could import,
+/// for `terraform query` (Terraform 1.14 and newer).
+#[async_trait]
+pub trait ListKind: Send + Sync {
+    /// The full type name, the same as the managed resource's, e.g. `gpufleet_bcm_node`.
+    fn type_name(&self) -> &'static str;
+
+    /// The schema of the list block's `config` (its filters).
+    fn schema(&self) -> Schema;
+
+    /// Offline checks of the filters, beyond the per-attribute validators.
+    fn validate(&self, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Finds the matching objects.
+    async fn list(&self, ctx: &Context, req: ListRequest) -> ListResponse;
+}
+
 /// What `EphemeralKind::open` returns.
 #[derive(Debug, Clone)]
 pub struct OpenResponse {

@@ -1,9 +1,11 @@
-//! Every resource, data source, ephemeral resource and function the provider offers, in one place.
+//! Every resource, data source, ephemeral resource, list resource and function the provider
+//! offers, in one place.
 //!
 //! The provider crate serves exactly what is listed here, and the docs generator documents
 //! exactly this, so adding a kind is one line.
 
 use crate::{
+    apply::Listing,
     backends::kube::host,
     data_sources::bcm_nodes::BcmNodes,
     data_sources::fleet_inventory::FleetInventory,
@@ -11,7 +13,7 @@ use crate::{
     data_sources::virtual_cluster::VirtualClusterData,
     ephemeral_resources::virtual_cluster_connection::VirtualClusterConnection,
     functions::mig_profiles::MigProfiles,
-    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
     resources::bcm_node::BcmNode,
     resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
@@ -43,6 +45,12 @@ pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[
 pub const EPHEMERAL_RESOURCES: &[&dyn EphemeralKind] =
     &[&VirtualClusterConnection(host::FromSettings)];
 
+/// List resources, for `terraform query`; each has a managed resource type of the same name.
+pub const LIST_RESOURCES: &[&dyn ListKind] = &[
+    &Listing(NetworkSegment(crate::backends::netris::FromSettings)),
+    &Listing(BcmNode(crate::backends::bcm::FromSettings)),
+];
+
 /// Provider-defined functions.
 pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];
 
@@ -68,6 +76,14 @@ pub fn ephemeral_resource(type_name: &str) -> Option<&'static dyn EphemeralKind>
         .iter()
         .copied()
         .find(|e| e.type_name() == type_name)
+}
+
+/// A list resource type by its full name.
+pub fn list_resource(type_name: &str) -> Option<&'static dyn ListKind> {
+    LIST_RESOURCES
+        .iter()
+        .copied()
+        .find(|l| l.type_name() == type_name)
 }
 
 /// A function by name.

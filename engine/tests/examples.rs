@@ -1,7 +1,8 @@
-//! Every Terraform file under `examples/` and `modules/` is checked against the provider's own
-//! schemas, without Terraform: an unknown resource, data source or ephemeral resource type, an unknown or
-//! computed-only attribute, an unknown nested block, a missing required attribute or an
-//! unknown provider function fails here, naming the file and the path inside it.
+//! Every Terraform file (and query file) under `examples/` and `modules/` is checked against the
+//! provider's own schemas, without Terraform: an unknown resource, data source, ephemeral or
+//! list resource type, an unknown or computed-only attribute, an unknown nested block, a
+//! missing required attribute or an unknown provider function fails here, naming the file and
+//! the path inside it.
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +37,9 @@ fn tf_files(dir: &Path, out: &mut Vec<PathBuf>) {
                 continue;
             }
             tf_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "tf") {
+        } else if path.extension().is_some_and(|e| e == "tf")
+            || path.to_string_lossy().ends_with(".tfquery.hcl")
+        {
             out.push(path);
         }
     }
@@ -90,6 +93,9 @@ fn check_text(text: &str) -> Vec<String> {
                     )),
                 }
             }
+            ("list", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
+                check_list_block(block, ty, name, &mut problems);
+            }
             ("provider", ["gpufleet"]) => {
                 let mut body = block.body().clone();
                 body.0
@@ -116,6 +122,37 @@ fn check_text(text: &str) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Arguments Terraform itself understands in a `list` block of a query file.
+const LIST_ARGUMENTS: &[&str] = &["provider", "include_resource", "limit", "count", "for_each"];
+
+/// A `list` block of a query file: Terraform's own arguments, and the list resource's
+/// filters inside `config`.
+fn check_list_block(block: &hcl::Block, ty: &str, name: &str, problems: &mut Vec<String>) {
+    let Some(kind) = registry::list_resource(ty) else {
+        problems.push(format!("list.{ty}.{name}: unknown list resource type"));
+        return;
+    };
+    for structure in block.body().iter() {
+        match structure {
+            Structure::Attribute(a) if LIST_ARGUMENTS.contains(&a.key()) => {}
+            Structure::Attribute(a) => {
+                problems.push(format!("list.{ty}.{name}.{}: unknown argument", a.key()));
+            }
+            Structure::Block(b) if b.identifier() == "config" => check_body(
+                b.body(),
+                &kind.schema().block,
+                &format!("list.{ty}.{name}.config"),
+                false,
+                problems,
+            ),
+            Structure::Block(b) => problems.push(format!(
+                "list.{ty}.{name}.{}: unknown block",
+                b.identifier()
+            )),
+        }
+    }
 }
 
 fn check_body(body: &Body, block: &Block, path: &str, meta: bool, problems: &mut Vec<String>) {
@@ -275,6 +312,15 @@ fn the_check_catches_what_terraform_would_reject() {
           token = "t"
         }
         ephemeral "gpufleet_tunnel_to_nowhere" "x" {}
+        list "gpufleet_bcm_node" "l" {
+          provider = gpufleet
+          colour   = "blue"
+          config {
+            rack = "r1"
+            zone = "z"
+          }
+        }
+        list "gpufleet_gpu_catalog" "l" {}
         output "p" { value = provider::gpufleet::no_such_function("x") }
         "#,
     );
@@ -287,6 +333,9 @@ fn the_check_catches_what_terraform_would_reject() {
         "ephemeral.gpufleet_virtual_cluster_connection.c.token: computed attribute cannot be set",
         "ephemeral.gpufleet_virtual_cluster_connection.c.virtual_cluster_id: required attribute missing",
         "ephemeral.gpufleet_tunnel_to_nowhere.x: unknown ephemeral resource type",
+        "list.gpufleet_bcm_node.l.colour: unknown argument",
+        "list.gpufleet_bcm_node.l.config.zone: unknown attribute",
+        "list.gpufleet_gpu_catalog.l: unknown list resource type",
         "provider::gpufleet::no_such_function: unknown function",
     ];
     for e in expected {

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use gpufleet_engine::{
     context::Context,
-    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
     open_handles::OpenHandles,
     planned_pools::PlannedPools,
     planned_releases::PlannedReleases,
@@ -29,6 +29,8 @@ pub struct Kinds {
     pub data_sources: Vec<&'static dyn DataSourceKind>,
     /// Ephemeral resource types.
     pub ephemeral_resources: Vec<&'static dyn EphemeralKind>,
+    /// List resources.
+    pub list_resources: Vec<&'static dyn ListKind>,
     /// Functions.
     pub functions: Vec<&'static dyn FunctionKind>,
 }
@@ -39,6 +41,7 @@ impl Default for Kinds {
             resources: registry::RESOURCES.to_vec(),
             data_sources: registry::DATA_SOURCES.to_vec(),
             ephemeral_resources: registry::EPHEMERAL_RESOURCES.to_vec(),
+            list_resources: registry::LIST_RESOURCES.to_vec(),
             functions: registry::FUNCTIONS.to_vec(),
         }
     }
@@ -82,6 +85,14 @@ impl Kinds {
             .iter()
             .copied()
             .find(|e| e.type_name() == name)
+    }
+
+    /// A list resource type by name.
+    pub fn list_resource(&self, name: &str) -> Option<&'static dyn ListKind> {
+        self.list_resources
+            .iter()
+            .copied()
+            .find(|l| l.type_name() == name)
     }
 
     /// A function by name.
@@ -343,16 +354,25 @@ impl pb::provider_server::Provider for ProviderService {
 
     async fn list_resource(
         &self,
-        _req: Request<pb::list_resource::Request>,
+        req: Request<pb::list_resource::Request>,
     ) -> Result<Response<BoxStream<pb::list_resource::Event>>, Status> {
-        unsupported("ListResource")
+        let started = std::time::Instant::now();
+        let events = rpc::list_resource::handle(&self.shared, req.into_inner()).await;
+        tracing::debug!(
+            rpc = "list_resource",
+            events = events.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "rpc served"
+        );
+        let stream = tokio_stream::iter(events.into_iter().map(Ok));
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn validate_list_resource_config(
         &self,
-        _req: Request<pb::validate_list_resource_config::Request>,
+        req: Request<pb::validate_list_resource_config::Request>,
     ) -> Result<Response<pb::validate_list_resource_config::Response>, Status> {
-        unsupported("ValidateListResourceConfig")
+        handle!(self, req, validate_list_resource_config)
     }
 
     async fn validate_state_store_config(

@@ -12,12 +12,14 @@
 //!   ([`read_outcome`] the read response); [`local_update`] answers an update that changes
 //!   nothing the backend holds;
 //! - [`RemoteKind`] is what a kind over one backend client writes; it gets its
-//!   [`ResourceKind`](crate::kinds::ResourceKind) from it.
+//!   [`ResourceKind`](crate::kinds::ResourceKind) from it, and a [`ListableKind`] its list
+//!   resource through [`Listing`].
 
 mod bounded;
 mod failed;
 mod local_update;
 mod remote_kind;
+mod remote_list;
 mod step_error;
 mod steps;
 
@@ -25,5 +27,6 @@ pub use bounded::bounded;
 pub use failed::{failed, read_outcome};
 pub use local_update::local_update;
 pub use remote_kind::RemoteKind;
+pub use remote_list::{Found, ListableKind, Listing};
 pub use step_error::{KindError, StepError, stopped_detail, subject};
 pub use steps::{Machine, Step, Stopped, run_steps};

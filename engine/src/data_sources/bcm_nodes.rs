@@ -41,7 +41,7 @@ pub const STATUSES: &[&str] = &[
 ];
 
 /// A `status` filter must be a status cmdaemon reports (case is ignored).
-fn validate_filters(config: &Value) -> Diagnostics {
+pub(crate) fn validate_filters(config: &Value) -> Diagnostics {
     let mut d = Diagnostics::new();
     if let Some(s) = config.get("status").as_str()
         && !STATUSES.iter().any(|known| known.eq_ignore_ascii_case(s))
@@ -172,12 +172,7 @@ async fn list_nodes(api: &dyn BcmApi, config: &Value) -> Result<Value, BcmError>
         .devices()
         .await?
         .into_iter()
-        .filter(|d| {
-            d.rest
-                .get("childType")
-                .and_then(serde_json::Value::as_str)
-                .is_none_or(|t| t.ends_with("Node") && t != "HeadNode")
-        })
+        .filter(Device::is_compute_node)
         .collect();
     let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
     let (statuses, infos): (HashMap<String, DeviceStatus>, HashMap<String, SysInfo>) =

@@ -10,6 +10,7 @@
 //! | `resources/<short name>.md`   | `resources/<type>/resource.tf` (+ `import.sh`) |
 //! | `data-sources/<short name>.md`| `data-sources/<type>/data-source.tf`           |
 //! | `ephemeral-resources/<short name>.md` | `ephemeral-resources/<type>/ephemeral-resource.tf` |
+//! | `list-resources/<short name>.md` | `list-resources/<type>/list-resource.tfquery.hcl` |
 //! | `functions/<name>.md`         | `functions/<name>/function.tf`                 |
 //!
 //! `<short name>` is the type name without [`TYPE_PREFIX`]. Every page must show an example,
@@ -43,6 +44,7 @@ pub const GENERATED_DIRS: &[&str] = &[
     "resources",
     "data-sources",
     "ephemeral-resources",
+    "list-resources",
     "functions",
 ];
 
@@ -119,6 +121,14 @@ pub fn ephemeral_resource_example(type_name: &str) -> PathBuf {
         .join("ephemeral-resource.tf")
 }
 
+/// Example file of a list resource page, relative to the examples directory: a query file,
+/// since `list` blocks live only there.
+pub fn list_resource_example(type_name: &str) -> PathBuf {
+    PathBuf::from("list-resources")
+        .join(type_name)
+        .join("list-resource.tfquery.hcl")
+}
+
 /// Example file of a function page, relative to the examples directory.
 pub fn function_example(name: &str) -> PathBuf {
     PathBuf::from("functions").join(name).join("function.tf")
@@ -141,6 +151,11 @@ pub fn required_examples() -> Vec<PathBuf> {
         registry::EPHEMERAL_RESOURCES
             .iter()
             .map(|e| ephemeral_resource_example(e.type_name())),
+    );
+    files.extend(
+        registry::LIST_RESOURCES
+            .iter()
+            .map(|l| list_resource_example(l.type_name())),
     );
     files.extend(
         registry::FUNCTIONS
@@ -233,6 +248,15 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
         );
     }
 
+    for l in registry::LIST_RESOURCES {
+        let name = l.type_name();
+        let example = ex.required(list_resource_example(name))?;
+        out.insert(
+            Path::new("list-resources").join(format!("{}.md", short_name(name))),
+            pages::list_resource(name, &l.schema(), example.as_deref()),
+        );
+    }
+
     for f in registry::FUNCTIONS {
         let name = f.name();
         let example = ex.required(function_example(name))?;
@@ -274,6 +298,10 @@ pub fn missing_descriptions() -> Vec<String> {
     for e in registry::EPHEMERAL_RESOURCES {
         let at = format!("ephemeral resource {}", e.type_name());
         block_missing(&at, "", &e.schema().block, &mut missing);
+    }
+    for l in registry::LIST_RESOURCES {
+        let at = format!("list resource {}", l.type_name());
+        block_missing(&at, "", &l.schema().block, &mut missing);
     }
     for f in registry::FUNCTIONS {
         let sig = f.signature();

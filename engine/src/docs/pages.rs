@@ -130,6 +130,23 @@ pub(super) fn ephemeral_resource(
     page
 }
 
+/// `list-resources/<short name>.md`: the filters, which sit in the list block's `config`.
+pub(super) fn list_resource(type_name: &str, schema: &Schema, example: Option<&str>) -> String {
+    let mut page = kind_page(type_name, "List Resource", schema, example, false);
+    page.push_str(&format!(
+        "\n## Adopting What Is Found\n\nList resources need Terraform 1.14 or later. Write \
+         `list` blocks in a `.tfquery.hcl` file beside the configuration, with the filters \
+         above in their `config` block, and run `terraform query`. Each result carries the \
+         identity of a [`{type_name}`](../resources/{short}.md), so `terraform query \
+         -generate-config-out=generated.tf` writes an `import` block and a resource block for \
+         each; the next `terraform plan` imports them without changing anything. The \
+         [Adopt an Existing Fleet](../guides/adopt-an-existing-fleet.md) guide walks through \
+         it.\n",
+        short = super::short_name(type_name)
+    ));
+    page
+}
+
 fn kind_page(
     type_name: &str,
     kind: &str,

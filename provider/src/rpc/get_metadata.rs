@@ -33,6 +33,14 @@ pub(crate) async fn handle(
                 type_name: e.type_name().to_owned(),
             })
             .collect(),
+        list_resources: shared
+            .kinds
+            .list_resources
+            .iter()
+            .map(|l| m::ListResourceMetadata {
+                type_name: l.type_name().to_owned(),
+            })
+            .collect(),
         functions: shared
             .kinds
             .functions

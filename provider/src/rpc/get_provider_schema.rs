@@ -40,6 +40,12 @@ pub(crate) async fn handle(
             .iter()
             .map(|e| (e.type_name().to_owned(), convert::schema(&e.schema())))
             .collect(),
+        list_resource_schemas: shared
+            .kinds
+            .list_resources
+            .iter()
+            .map(|l| (l.type_name().to_owned(), convert::schema(&l.schema())))
+            .collect(),
         functions: shared
             .kinds
             .functions

@@ -9,6 +9,7 @@ pub mod get_metadata;
 pub mod get_provider_schema;
 pub mod get_resource_identity_schemas;
 pub mod import_resource_state;
+pub mod list_resource;
 pub mod open_ephemeral_resource;
 pub mod plan_resource_change;
 pub mod read_data_source;
@@ -19,12 +20,13 @@ pub mod upgrade_resource_identity;
 pub mod upgrade_resource_state;
 pub mod validate_data_resource_config;
 pub mod validate_ephemeral_resource_config;
+pub mod validate_list_resource_config;
 pub mod validate_provider_config;
 pub mod validate_resource_config;
 
 use gpufleet_engine::{
     diag::Diagnostic,
-    kinds::{DataSourceKind, EphemeralKind, ResourceKind},
+    kinds::{DataSourceKind, EphemeralKind, ListKind, ResourceKind},
     value::Value,
 };
 
@@ -65,6 +67,18 @@ fn ephemeral_resource(
         .kinds
         .ephemeral_resource(name)
         .ok_or_else(|| unknown_type("Ephemeral Resource", name))
+}
+
+/// The block of a `list` block that holds the list resource's own configuration; paths in
+/// its diagnostics start there.
+const LIST_CONFIG_BLOCK: &str = "config";
+
+/// Looks up a list resource kind or says which one is missing.
+fn list_resource(shared: &Shared, name: &str) -> Result<&'static dyn ListKind, Diagnostic> {
+    shared
+        .kinds
+        .list_resource(name)
+        .ok_or_else(|| unknown_type("List Resource", name))
 }
 
 /// The identity of a resource instance, derived from its state, if the type has one and the

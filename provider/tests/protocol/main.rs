@@ -9,6 +9,7 @@
 
 mod data_and_functions;
 mod ephemeral;
+mod list_resources;
 mod provider_config;
 mod resource_lifecycle;
 mod schema;

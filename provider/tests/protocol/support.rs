@@ -18,7 +18,7 @@ use std::{
 
 use gpufleet_engine::{
     consistency::{self, PathError, proposed_new},
-    kinds::ResourceKind,
+    kinds::{ListKind, ResourceKind},
     path::{AttrPath, PathStep},
     registry,
     schema::Schema,
@@ -35,16 +35,22 @@ use terraform_provider_gpufleet::{
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Server, Uri};
 
-use crate::widget::TestWidget;
+use crate::widget::{TestWidget, TestWidgetList};
 
-/// The production kinds plus `test_widget`.
+/// The production kinds plus `test_widget` and its list resource.
 pub(crate) fn test_kinds() -> Kinds {
     let widget: &'static dyn ResourceKind = &TestWidget;
+    let widgets: &'static dyn ListKind = &TestWidgetList;
     Kinds {
         resources: registry::RESOURCES
             .iter()
             .copied()
             .chain([widget])
+            .collect(),
+        list_resources: registry::LIST_RESOURCES
+            .iter()
+            .copied()
+            .chain([widgets])
             .collect(),
         ..Kinds::default()
     }
@@ -245,6 +251,14 @@ pub(crate) struct Applied {
     /// The new identity, if the provider sent one.
     pub(crate) identity: Option<Value>,
     /// The diagnostics of apply (and of the apply-time plan).
+    pub(crate) diagnostics: Vec<pb::Diagnostic>,
+}
+
+/// What a list block found: (display name, identity, object or null) per result, and every
+/// diagnostic of every event.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub(crate) results: Vec<(String, Value, Value)>,
     pub(crate) diagnostics: Vec<pb::Diagnostic>,
 }
 
@@ -810,6 +824,108 @@ impl Harness {
             })
             .collect();
         (states, resp.diagnostics)
+    }
+
+    /// Runs a list block like Terraform core (`terraform query`): ValidateListResourceConfig,
+    /// then ListResource, reading at most `limit` events. Every result must carry an identity
+    /// that fits the resource's identity schema and, when the resource was asked for, a wholly
+    /// known object of the resource's schema whose identity it is; only an event with
+    /// diagnostics may come without an identity, and none may follow an error.
+    pub(crate) async fn list(
+        &self,
+        type_name: &str,
+        config: &Value,
+        include_resource: bool,
+        limit: i64,
+    ) -> Listing {
+        let list_type = self
+            .kinds
+            .list_resource(type_name)
+            .unwrap_or_else(|| panic!("the harness serves no list resource {type_name}"))
+            .schema()
+            .value_type();
+        let validated = self
+            .client()
+            .validate_list_resource_config(pb::validate_list_resource_config::Request {
+                type_name: type_name.to_owned(),
+                config: Some(dv(config, &list_type)),
+                include_resource_object: None,
+                limit: None,
+            })
+            .await
+            .expect("ValidateListResourceConfig")
+            .into_inner();
+        self.record(&validated.diagnostics);
+        if has_error(&validated.diagnostics) {
+            return Listing {
+                results: Vec::new(),
+                diagnostics: validated.diagnostics,
+            };
+        }
+        let mut stream = self
+            .client()
+            .list_resource(pb::list_resource::Request {
+                type_name: type_name.to_owned(),
+                config: Some(dv(config, &list_type)),
+                include_resource_object: include_resource,
+                limit,
+            })
+            .await
+            .expect("ListResource")
+            .into_inner();
+        let ty = self.resource_schema(type_name).value_type();
+        let mut listing = Listing {
+            results: Vec::new(),
+            diagnostics: Vec::new(),
+        };
+        while let Some(event) = stream.message().await.expect("a ListResource event") {
+            assert!(
+                !has_error(&listing.diagnostics),
+                "an event followed an error: {event:?}"
+            );
+            self.record(&event.diagnostic);
+            listing.diagnostics.extend(event.diagnostic.iter().cloned());
+            let Some(identity) = event.identity.as_ref() else {
+                assert!(
+                    !event.diagnostic.is_empty(),
+                    "a result without an identity: {event:?}"
+                );
+                continue;
+            };
+            assert!(
+                !event.display_name.is_empty(),
+                "a result without a display name"
+            );
+            let state = if include_resource {
+                let dv = event
+                    .resource_object
+                    .as_ref()
+                    .expect("the resource object was asked for");
+                let state = from_dv(Some(dv), &ty);
+                assert_rules(
+                    &consistency::assert_wholly_known_conformant(&ty, &state, "listed object"),
+                    "Provider produced invalid object",
+                    type_name,
+                );
+                state
+            } else {
+                assert!(
+                    event.resource_object.is_none(),
+                    "an object nobody asked for: {event:?}"
+                );
+                Value::Null
+            };
+            let identity = self
+                .checked_identity(type_name, Some(identity), &state, "listed identity")
+                .expect("the listed type has an identity");
+            listing.results.push((event.display_name, identity, state));
+        }
+        assert!(
+            i64::try_from(listing.results.len()).unwrap_or(i64::MAX) <= limit,
+            "{} results for a limit of {limit}",
+            listing.results.len()
+        );
+        listing
     }
 
     /// Reads a data source like Terraform core, checking a successful result is a wholly known,

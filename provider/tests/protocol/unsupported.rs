@@ -38,11 +38,6 @@ async fn unsupported_rpcs_are_unimplemented() {
         "GenerateResourceConfig",
     );
     assert_unsupported(
-        c.validate_list_resource_config(pb::validate_list_resource_config::Request::default())
-            .await,
-        "ValidateListResourceConfig",
-    );
-    assert_unsupported(
         c.lock_state(pb::lock_state::Request::default()).await,
         "LockState",
     );
@@ -56,10 +51,6 @@ async fn unsupported_rpcs_are_unimplemented() {
 async fn streaming_unsupported_rpcs_are_unimplemented() {
     let h = Harness::start().await;
     let mut c = h.client();
-    assert_unsupported(
-        c.list_resource(pb::list_resource::Request::default()).await,
-        "ListResource",
-    );
     assert_unsupported(
         c.read_state_bytes(pb::read_state_bytes::Request::default())
             .await,

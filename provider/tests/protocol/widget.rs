@@ -27,7 +27,10 @@ use async_trait::async_trait;
 use gpufleet_engine::{
     context::Context,
     diag::{Diagnostic, Diagnostics},
-    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    kinds::{
+        ApplyRequest, ApplyResponse, ListKind, ListRequest, ListResponse, Listed, PlanRequest,
+        PlanResponse, ReadResponse, ResourceKind,
+    },
     path::AttrPath,
     schema::{Attribute, Block, NestedBlock, Schema},
     value::{Refinements, Type, Value},
@@ -385,4 +388,68 @@ pub(crate) fn port(number: i64, protocol: Option<&str>) -> Value {
 /// A `timeouts` block with `create` set.
 pub(crate) fn timeouts(create: &str) -> Value {
     Value::object([("create", Value::string(create))])
+}
+
+/// `test_widget`'s list resource: the stored widgets, filtered by `zone`, by name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TestWidgetList;
+
+#[async_trait]
+impl ListKind for TestWidgetList {
+    fn type_name(&self) -> &'static str {
+        TYPE
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(
+            Block::new("Finds widgets.").attr(
+                Attribute::optional("zone", Type::String).describe("Only widgets in this zone."),
+            ),
+        )
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let mut diags = Diagnostics::new();
+        if let Some(zone) = config.get("zone").as_str()
+            && !zone.starts_with("zone-")
+        {
+            diags.error_at(
+                AttrPath::attr("zone"),
+                "Invalid Zone",
+                format!("zone: {zone:?} is not a zone; zones are named `zone-<letter>`."),
+            );
+        }
+        diags
+    }
+
+    async fn list(&self, _ctx: &Context, req: ListRequest) -> ListResponse {
+        let zone = req.config.get("zone").as_str().map(str::to_owned);
+        let mut found: Vec<Value> = store()
+            .values()
+            .filter(|w| {
+                zone.as_deref()
+                    .is_none_or(|z| w.get("zone").as_str() == Some(z))
+            })
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| a.get("name").as_str().cmp(&b.get("name").as_str()));
+        let schema = TestWidget.schema();
+        ListResponse {
+            results: found
+                .into_iter()
+                .take(req.limit)
+                .map(|w| Listed {
+                    display_name: w.get("name").as_str().unwrap_or_default().to_owned(),
+                    state: if req.include_resource {
+                        w
+                    } else {
+                        schema
+                            .block
+                            .complete(&Value::object([("name", w.get("name").clone())]))
+                    },
+                })
+                .collect(),
+            diagnostics: Diagnostics::new(),
+        }
+    }
 }

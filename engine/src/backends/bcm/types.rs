@@ -190,6 +190,15 @@ impl Device {
         self.extra(TENANT_KEY)
     }
 
+    /// Whether the device is a compute node (not the head node, a switch or a PDU); a device
+    /// whose type is not given counts as a node.
+    pub fn is_compute_node(&self) -> bool {
+        self.rest
+            .get("childType")
+            .and_then(serde_json::Value::as_str)
+            .is_none_or(|t| t.ends_with("Node") && t != "HeadNode")
+    }
+
     /// The tenant whose data a pending wipe is removing; `None` when no wipe is pending.
     pub fn releasing(&self) -> Option<&str> {
         self.extra(RELEASING_KEY)

@@ -74,7 +74,7 @@ use self::{
     validate::validate_node,
 };
 use crate::{
-    apply::RemoteKind,
+    apply::{Found, ListableKind, RemoteKind},
     backends::bcm::{BcmApi, BcmBackend, FromSettings},
     context::Context,
     diag::Diagnostics,
@@ -85,6 +85,7 @@ use crate::{
 };
 
 mod apply;
+mod list;
 mod model;
 mod plan;
 mod read;
@@ -158,5 +159,20 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
 
     async fn refresh(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
         read_node(api, ctx, state).await
+    }
+}
+
+#[async_trait]
+impl<B: BcmBackend> ListableKind for BcmNode<B> {
+    fn list_schema() -> Schema {
+        list::list_schema()
+    }
+
+    fn validate_list(config: &Value) -> Diagnostics {
+        list::validate_list(config)
+    }
+
+    async fn find(api: &dyn BcmApi, config: &Value) -> Result<Vec<Found>, Diagnostics> {
+        list::find(api, config).await
     }
 }

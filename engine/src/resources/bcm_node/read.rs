@@ -18,6 +18,9 @@ use crate::{
     value::Value,
 };
 
+/// The install mode BCM uses when neither the node nor its category sets one.
+const BCM_DEFAULT_INSTALL_MODE: &str = "AUTO";
+
 /// The state of a held node as BCM shows it, normalised against `prior`.
 pub(super) async fn observe(
     api: &dyn BcmApi,
@@ -28,12 +31,12 @@ pub(super) async fn observe(
     s.set_attr("id", Value::string(d.uuid.clone()));
     s.set_attr("hostname", Value::string(d.hostname.clone()));
     s.set_attr("tenant", opt(d.tenant().or(d.releasing())));
-    let category = match d.category.as_deref().filter(|c| !c.is_empty()) {
+    let (category, category_mode) = match d.category.as_deref().filter(|c| !c.is_empty()) {
         Some(uuid) => match api.category(uuid).await? {
-            Some(c) => Value::string(c.name),
-            None => Value::string(uuid),
+            Some(c) => (Value::string(c.name), c.install_mode),
+            None => (Value::string(uuid), None),
         },
-        None => Value::Null,
+        None => (Value::Null, None),
     };
     s.set_attr("category", category);
     let image = match d.image() {
@@ -44,7 +47,13 @@ pub(super) async fn observe(
         None => Value::Null,
     };
     s.set_attr("software_image", image);
-    s.set_attr("install_mode", opt(d.install_mode.as_deref()));
+    // A node without a mode of its own boots with its category's, and BCM's default is AUTO:
+    // the mode it will really use, so that adopting a node set up by hand plans no change.
+    let mode = d.install_mode.clone().or(category_mode);
+    s.set_attr(
+        "install_mode",
+        Value::string(mode.as_deref().unwrap_or(BCM_DEFAULT_INSTALL_MODE)),
+    );
     let status = api.status(&d.uuid).await?;
     if let Some(st) = &status {
         s.set_attr("status", Value::string(st.status.clone()));

@@ -75,7 +75,7 @@ use self::{
     validate::validate_segment,
 };
 use crate::{
-    apply::RemoteKind,
+    apply::{Found, ListableKind, RemoteKind},
     backends::netris::{FromSettings, NetrisApi, NetrisBackend},
     context::Context,
     diag::Diagnostics,
@@ -86,6 +86,7 @@ use crate::{
 };
 
 mod apply;
+mod list;
 mod model;
 mod plan;
 mod read;
@@ -159,5 +160,16 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
 
     async fn refresh(api: &dyn NetrisApi, ctx: &Context, state: &Value) -> ReadResponse {
         read_segment(api, ctx, state).await
+    }
+}
+
+#[async_trait]
+impl<B: NetrisBackend> ListableKind for NetworkSegment<B> {
+    fn list_schema() -> Schema {
+        list::list_schema()
+    }
+
+    async fn find(api: &dyn NetrisApi, config: &Value) -> Result<Vec<Found>, Diagnostics> {
+        list::find(api, config).await
     }
 }

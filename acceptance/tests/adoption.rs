@@ -1,0 +1,322 @@
+//! Adopting what already runs with `terraform query` (Terraform 1.14 and newer list
+//! resources), through the real CLI against the shared lab's emulators: objects made out of
+//! band, the way a team's own scripts made them, are found by `list` blocks;
+//! `-generate-config-out` writes import and resource blocks; the plan imports them changing
+//! nothing; after the apply the next plan is empty; and a destroy removes them like any
+//! other.
+
+use gpufleet_acceptance::{
+    Output, Session,
+    emulators::{bcm_admin, bcm_call, bcm_device, netris_curl},
+};
+use gpufleet_lab::Lab;
+use serde_json::{Value, json};
+
+const REQUIRED_PROVIDERS: &str = r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+provider "gpufleet" {}
+"#;
+
+/// A session whose configuration is only the provider, with `query` as its query file.
+fn query_session(query: &str) -> Session {
+    let s = Session::new(REQUIRED_PROVIDERS, Lab::shared().settings_env());
+    s.wd.write("adopt.tfquery.hcl", query);
+    s
+}
+
+/// `terraform query -generate-config-out=generated.tf`, which must succeed; its output and
+/// the file it wrote.
+fn generate(s: &Session) -> (Output, String) {
+    let out = s.ok(&["query", "-no-color", "-generate-config-out=generated.tf"]);
+    (out, s.wd.read("generated.tf"))
+}
+
+/// The plan's resource changes as (address, actions, importing).
+fn planned(s: &Session) -> Vec<(String, Vec<String>, bool)> {
+    s.ok(&["plan", "-input=false", "-no-color", "-out=tfplan"]);
+    let plan = s.ok(&["show", "-json", "-no-color", "tfplan"]).json();
+    plan["resource_changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|rc| {
+            let actions = rc["change"]["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect();
+            (
+                rc["address"].as_str().unwrap_or_default().to_owned(),
+                actions,
+                !rc["change"]["importing"].is_null(),
+            )
+        })
+        .collect()
+}
+
+/// A logged-in cookie jar for the Netris emulator's API, as an operator's script would have.
+fn netris_login() -> tempfile::NamedTempFile {
+    let jar = tempfile::NamedTempFile::new().expect("jar");
+    let (status, body) = netris_curl(
+        "POST",
+        "/api/auth",
+        Some(&json!({"user": "netris", "password": "newNet0ps", "auth_scheme_id": 1})),
+        Some(jar.path()),
+    );
+    assert_eq!(status, 200, "{body}");
+    jar
+}
+
+/// The id of the object named `name` in the list at `path`.
+fn netris_id(jar: &tempfile::NamedTempFile, path: &str, name: &str) -> i64 {
+    let (status, body) = netris_curl("GET", path, None, Some(jar.path()));
+    assert_eq!(status, 200, "{body}");
+    body["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["name"] == name)
+        .and_then(|o| o["id"].as_i64())
+        .unwrap_or_else(|| panic!("{path} has no {name}: {body}"))
+}
+
+/// Makes a V-Net the way a team's own automation would: an allocation and a subnet of its own
+/// naming, then the V-Net with a gateway in it; no gpufleet tags.
+fn vnet_out_of_band(name: &str, tenant: &str, prefix: &str, gateway: &str) {
+    let jar = netris_login();
+    let tenant_id = netris_id(&jar, "/api/tenants", tenant);
+    let vpc_id = netris_id(&jar, "/api/v2/vpc", "Default");
+    let site_id = netris_id(&jar, "/api/v2/sites", &site());
+    let post = |path: &str, body: Value| {
+        let (status, answer) = netris_curl("POST", path, Some(&body), Some(jar.path()));
+        assert_eq!(status, 200, "POST {path}: {answer}");
+    };
+    post(
+        "/api/v2/ipam/allocation",
+        json!({"name": format!("ops-{name}"), "prefix": prefix, "tenant": {"id": tenant_id},
+               "vpc": {"id": vpc_id}, "description": "made by the ops team"}),
+    );
+    post(
+        "/api/v2/ipam/subnet",
+        json!({"name": format!("ops-{name}"), "prefix": prefix, "purpose": "common",
+               "tenant": {"id": tenant_id}, "sites": [{"id": site_id}], "vpc": {"id": vpc_id},
+               "defaultGateway": gateway, "tags": [], "globalRouting": false,
+               "description": "made by the ops team"}),
+    );
+    let len = prefix.split_once('/').map_or("24", |(_, l)| l);
+    post(
+        "/api/v2/vnet",
+        json!({"name": name, "tenant": {"id": tenant_id}, "guestTenants": [],
+               "sites": [{"id": site_id}], "vpc": {"id": vpc_id}, "state": "active",
+               "vlan": "auto", "vxlanID": 0, "ipFamily": "ipv4", "tags": [], "mtu": 9000,
+               "gateways": [{"prefix": format!("{gateway}/{len}"), "dhcpEnabled": false}],
+               "ports": []}),
+    );
+}
+
+/// The first site of the emulator's inventory.
+fn site() -> String {
+    let jar = netris_login();
+    let (status, body) = netris_curl("GET", "/api/v2/sites", None, Some(jar.path()));
+    assert_eq!(status, 200, "{body}");
+    body["data"][0]["name"]
+        .as_str()
+        .expect("the emulator has a site")
+        .to_owned()
+}
+
+#[test]
+fn vnets_made_out_of_band_are_adopted_as_segments_without_a_change() {
+    let names = ["acc-adopt-a", "acc-adopt-b"];
+    vnet_out_of_band(names[0], "tenant-a", "10.141.0.0/24", "10.141.0.1");
+    vnet_out_of_band(names[1], "tenant-a", "10.141.1.0/24", "10.141.1.1");
+    let s = query_session(
+        r#"
+list "gpufleet_network_segment" "ops" {
+  provider = gpufleet
+  config {
+    tenant = "tenant-a"
+  }
+}
+"#,
+    );
+    let _cleanup = s.destroy_on_panic();
+
+    // Listing alone shows what is there, by name, without reading each segment.
+    let out = s.ok(&["query", "-no-color"]);
+    for name in names {
+        assert!(out.contains(name), "query does not list {name}:\n{out}");
+    }
+
+    let (_, generated) = generate(&s);
+    for name in names {
+        assert!(
+            generated.contains(&format!("name = \"{name}\"")) || generated.contains(name),
+            "generated.tf has no block for {name}:\n{generated}"
+        );
+    }
+    // Only the two made above are imported; other tests' segments of tenant-a may exist, so
+    // keep just ours.
+    let ours: String = generated
+        .split("\n\n")
+        .filter(|block| names.iter().any(|n| block.contains(&format!("\"{n}\""))))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    s.wd.write("generated.tf", &ours);
+
+    let plan = planned(&s);
+    assert_eq!(plan.len(), 2, "{plan:?}\n{ours}");
+    for (address, actions, importing) in &plan {
+        assert!(*importing, "{address} is not imported: {plan:?}");
+        assert_eq!(
+            actions,
+            &["no-op"],
+            "{address} would change: {plan:?}\n{ours}"
+        );
+    }
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    s.assert_plan_empty();
+    let state = s.wd.run(&["state", "list"]).stdout;
+    assert_eq!(state.lines().count(), 2, "{state}");
+    s.destroy();
+    let jar = netris_login();
+    let (_, vnets) = netris_curl("GET", "/api/v2/vnet", None, Some(jar.path()));
+    for name in names {
+        assert!(
+            !vnets.to_string().contains(&format!("\"{name}\"")),
+            "{name} outlived the destroy: {vnets}"
+        );
+    }
+}
+
+/// The lowest hostname of `rack`, away from the nodes the node tests take (the highest).
+fn node_in(rack: &str) -> String {
+    Lab::shared()
+        .fleet()
+        .nodes()
+        .iter()
+        .filter(|n| n.rack == rack)
+        .map(|n| n.name.clone())
+        .min()
+        .unwrap_or_else(|| panic!("the lab has no {rack}"))
+}
+
+#[test]
+fn a_node_a_tenant_holds_is_adopted_without_a_reboot_and_a_filter_mistake_is_named() {
+    let host = node_in("rack-a2");
+    // Held the way an earlier workspace (or an operator) left it: in a tenant category,
+    // marked with the tenant.
+    let compute = bcm_call("cmdevice", "getCategories", &json!([]))
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == "gpu-compute").cloned())
+        .expect("BCM has the gpu-compute category");
+    let mut d = bcm_device(&host);
+    d["category"] = compute["uuid"].clone();
+    d["extra_values"]["gpufleet_tenant"] = json!("acc-adopter");
+    let r = bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    assert_eq!(r["success"], true, "{r}");
+    let _release = Release(&host);
+    let journal_before = power_calls(&host);
+
+    let s = query_session(
+        r#"
+list "gpufleet_bcm_node" "held" {
+  provider = gpufleet
+  config {
+    tenant = "acc-adopter"
+  }
+}
+"#,
+    );
+    let _cleanup = s.destroy_on_panic();
+    let (out, generated) = generate(&s);
+    assert!(out.contains(&host), "{out}");
+    assert!(generated.contains(&host), "{generated}");
+    assert!(
+        generated.contains("tenant") && generated.contains("acc-adopter"),
+        "{generated}"
+    );
+    let plan = planned(&s);
+    assert_eq!(plan.len(), 1, "{plan:?}\n{generated}");
+    assert!(plan[0].2, "not an import: {plan:?}");
+    assert_eq!(
+        plan[0].1,
+        ["no-op"],
+        "{plan:?}\n{generated}\n{}",
+        s.run(&["show", "-no-color", "tfplan"])
+    );
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    s.assert_plan_empty();
+    assert_eq!(
+        power_calls(&host),
+        journal_before,
+        "adopting the node must not power it"
+    );
+
+    // A status BCM never reports is refused at the filter, before anything is listed.
+    s.wd.write(
+        "adopt.tfquery.hcl",
+        r#"
+list "gpufleet_bcm_node" "held" {
+  provider = gpufleet
+  config {
+    status = "RUNNING"
+  }
+}
+"#,
+    );
+    let bad = s.run(&["query", "-no-color"]);
+    assert!(!bad.success(), "{bad}");
+    assert!(bad.contains("Unknown Status"), "{bad}");
+    assert!(
+        bad.contains("status = \"RUNNING\""),
+        "not shown on the attribute:\n{bad}"
+    );
+
+    s.destroy();
+    assert!(
+        bcm_device(&host)["extra_values"]["gpufleet_tenant"].is_null(),
+        "the destroy released the node"
+    );
+}
+
+/// How many power operations the BCM journal holds for `hostname`'s device.
+fn power_calls(hostname: &str) -> usize {
+    let uuid = bcm_device(hostname)["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    bcm_admin("GET", "/_admin/journal", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["call"] == "powerOperation" && e["args"].to_string().contains(&uuid))
+        .count()
+}
+
+/// Puts a node this test marked back into the free pool if the test ends before its destroy
+/// released it, so the next tests find the fleet as they expect.
+struct Release<'a>(&'a str);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let mut d = bcm_device(self.0);
+        if d["extra_values"]["gpufleet_tenant"] != "acc-adopter" {
+            return;
+        }
+        let free = bcm_call("cmdevice", "getCategories", &json!([]))
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == "free-pool").cloned());
+        if let Some(free) = free {
+            d["category"] = free["uuid"].clone();
+        }
+        d["extra_values"]["gpufleet_tenant"] = Value::Null;
+        bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    }
+}
