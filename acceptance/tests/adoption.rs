@@ -1,6 +1,6 @@
 //! Adopting what already runs with `terraform query` (Terraform 1.14 and newer list
-//! resources), through the real CLI against the shared lab's emulators: objects made out of
-//! band, the way a team's own scripts made them, are found by `list` blocks;
+//! resources), through the real CLI against the shared lab: objects made out of band (the way
+//! a team's own scripts made them, or by another workspace) are found by `list` blocks;
 //! `-generate-config-out` writes import and resource blocks; the plan imports them changing
 //! nothing; after the apply the next plan is empty; and a destroy removes them like any
 //! other.
@@ -9,7 +9,7 @@ use gpufleet_acceptance::{
     Output, Session,
     emulators::{bcm_admin, bcm_call, bcm_device, netris_curl},
 };
-use gpufleet_lab::Lab;
+use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::{Value, json};
 
 const REQUIRED_PROVIDERS: &str = r#"
@@ -319,4 +319,98 @@ impl Drop for Release<'_> {
         d["extra_values"]["gpufleet_tenant"] = Value::Null;
         bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
     }
+}
+
+/// The uids of the pods in host namespace `ns`, sorted.
+fn pod_uids(ns: &str) -> Vec<String> {
+    let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client");
+    let pods = host
+        .get(&format!("/api/v1/namespaces/{ns}/pods"))
+        .expect("pods");
+    let mut uids: Vec<String> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
+        .collect();
+    uids.sort();
+    uids
+}
+
+#[test]
+fn a_virtual_cluster_another_workspace_made_is_adopted_without_restarting_its_control_plane() {
+    let name = "acc-adopt-vc";
+    let ns = format!("vc-{name}");
+    let resource = format!(
+        r#"
+resource "gpufleet_virtual_cluster" "t" {{
+  name   = "{name}"
+  labels = {{ "example.com/tier" = "acc-adopt" }}
+  quota  = {{ gpus = 2, cpu = "8", memory = "32Gi", pods = 40 }}
+}}
+"#
+    );
+    // The workspace that made it, whose state is then lost to the adopting one.
+    let maker = Session::new(
+        &format!("{REQUIRED_PROVIDERS}\n{resource}"),
+        Lab::shared().settings_env(),
+    );
+    let _cleanup = maker.destroy_on_panic();
+    maker.apply();
+    let control_plane = pod_uids(&ns);
+    assert!(!control_plane.is_empty(), "the control plane runs");
+
+    let s = query_session(
+        r#"
+list "gpufleet_virtual_cluster" "gold" {
+  provider = gpufleet
+  config {
+    labels = { "example.com/tier" = "acc-adopt" }
+  }
+}
+"#,
+    );
+    let (out, generated) = generate(&s);
+    assert!(out.contains(name), "{out}");
+    let plan = planned(&s);
+    assert_eq!(plan.len(), 1, "{plan:?}\n{generated}");
+    assert!(plan[0].2, "not an import: {plan:?}");
+    assert_eq!(
+        plan[0].1,
+        ["no-op"],
+        "{plan:?}\n{generated}\n{}",
+        s.run(&["show", "-no-color", "tfplan"])
+    );
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    s.assert_plan_empty();
+    assert_eq!(
+        pod_uids(&ns),
+        control_plane,
+        "adopting restarted the control plane"
+    );
+
+    // A label filter that is no label is refused on its attribute.
+    s.wd.write(
+        "adopt.tfquery.hcl",
+        r#"
+list "gpufleet_virtual_cluster" "gold" {
+  provider = gpufleet
+  config {
+    labels = { "tier" = "gold,app=other" }
+  }
+}
+"#,
+    );
+    let bad = s.run(&["query", "-no-color"]);
+    assert!(!bad.success(), "{bad}");
+    assert!(bad.contains("Invalid Label Filter"), "{bad}");
+
+    // Hand it back: the adopting workspace forgets it, the maker destroys it.
+    s.ok(&[
+        "state",
+        "rm",
+        "-no-color",
+        "gpufleet_virtual_cluster.gold_0",
+    ]);
+    maker.destroy();
 }

@@ -18,7 +18,7 @@ use crate::{
     resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
     resources::network_segment::NetworkSegment,
-    resources::virtual_cluster::VirtualCluster,
+    resources::virtual_cluster::{VirtualCluster, VirtualClusterList},
 };
 
 /// Prefix of every resource and data source type name.
@@ -49,6 +49,7 @@ pub const EPHEMERAL_RESOURCES: &[&dyn EphemeralKind] =
 pub const LIST_RESOURCES: &[&dyn ListKind] = &[
     &Listing(NetworkSegment(crate::backends::netris::FromSettings)),
     &Listing(BcmNode(crate::backends::bcm::FromSettings)),
+    &VirtualClusterList(host::FromSettings),
 ];
 
 /// Provider-defined functions.

@@ -50,6 +50,7 @@ pub mod apply;
 pub mod chart_schema;
 pub mod compare;
 pub mod expose;
+mod list;
 pub mod model;
 pub mod objects;
 pub mod pause;
@@ -69,6 +70,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use list::VirtualClusterList;
 pub use read::{import_skeleton, read_virtual_cluster};
 
 use self::{plan::plan_virtual_cluster, validate::validate_virtual_cluster};

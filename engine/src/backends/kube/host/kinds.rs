@@ -178,10 +178,12 @@ impl ObjectKind {
     pub const fn access(self) -> &'static [Access] {
         use Access::{Apply, Delete, Get, List, Logs, MergePatch};
         match self {
+            // A virtual cluster's namespace: applied, read back, removed, and listed (by
+            // gpufleet's labels) to find the virtual clusters `terraform query` can adopt.
+            ObjectKind::Namespace => &[Apply, Get, Delete, List],
             // Written by virtual clusters: applied, read back, removed when turned off or
             // destroyed.
-            ObjectKind::Namespace
-            | ObjectKind::ServiceAccount
+            ObjectKind::ServiceAccount
             | ObjectKind::Role
             | ObjectKind::RoleBinding
             | ObjectKind::ClusterRole
