@@ -631,3 +631,92 @@ fn interrupted_at_any_call_converges_without_orphans_or_duplicates() {
         sweep::sweep_both(&case, &bcm, session);
     }
 }
+
+/// How many power operations the BCM journal holds for `hostname`'s device.
+fn power_calls(hostname: &str) -> usize {
+    let uuid = bcm_device(hostname)["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    admin("GET", "/_admin/journal", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["call"] == "powerOperation" && e["args"].to_string().contains(&uuid))
+        .count()
+}
+
+fn power_action(hostname: &str, operation: &str, force: bool) -> String {
+    format!(
+        r#"
+action "gpufleet_bcm_node_power" "p" {{
+  config {{
+    hostname  = "{hostname}"
+    operation = "{operation}"
+    force     = {force}
+  }}
+}}
+"#
+    )
+}
+
+#[test]
+fn the_power_action_resets_a_free_node_and_refuses_a_held_one_unless_forced() {
+    let _g = lock();
+    let host = rack("rack-a1").pop().expect("rack-a1 has nodes");
+    let invoke = [
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-invoke=action.gpufleet_bcm_node_power.p",
+    ];
+    let tf = Tf::new(&power_action(&host, "reset", false));
+    let before = power_calls(&host);
+    let out = tf.ok(&invoke);
+    assert_eq!(power_calls(&host), before + 1, "one reset:\n{out}");
+    assert!(
+        out.contains("is UP"),
+        "the progress shows the node came up:\n{out}"
+    );
+    assert_eq!(emulated(&host)["status"], "UP", "{:#}", emulated(&host));
+
+    // Held by a tenant: refused at plan, naming the tenant, and nothing is powered.
+    let mut d = device(&host);
+    d["extra_values"]["gpufleet_tenant"] = json!("acc-power-tenant");
+    let r = bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    assert_eq!(r["success"], true, "{r}");
+    let unmark = || {
+        let mut d = device(&host);
+        d["extra_values"]["gpufleet_tenant"] = Value::Null;
+        bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    };
+    tf.write(&power_action(&host, "off", false));
+    let refused = tf.run(&invoke);
+    if refused.success() {
+        // Leave the fleet as found before the assertion below fails.
+        unmark();
+    }
+    assert!(refused.contains("BCM Node Held By A Tenant"), "{refused}");
+    assert!(refused.contains("acc-power-tenant"), "{refused}");
+    assert!(refused.contains("hostname"), "on the attribute:\n{refused}");
+    assert_eq!(
+        power_calls(&host),
+        before + 1,
+        "a refused action powers nothing"
+    );
+
+    // Forced, it runs.
+    tf.write(&power_action(&host, "on", true));
+    let forced = tf.run(&invoke);
+    unmark();
+    assert!(forced.success(), "{forced}");
+    assert_eq!(power_calls(&host), before + 2);
+
+    // A misspelt operation is refused on its attribute at plan.
+    tf.write(&power_action(&host, "cycle", false));
+    let bad = tf.run(&invoke);
+    assert!(!bad.success(), "{bad}");
+    assert!(bad.contains("operation"), "{bad}");
+    assert_eq!(power_calls(&host), before + 2);
+}

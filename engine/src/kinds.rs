@@ -300,6 +300,39 @@ pub trait EphemeralKind: Send + Sync {
     async fn close(&self, ctx: &Context, private: Option<&[u8]>) -> Diagnostics;
 }
 
+/// Where an action reports what it is doing while it runs; Terraform shows each message as
+/// it comes.
+pub type ProgressSink<'a> = &'a (dyn Fn(String) + Send + Sync);
+
+/// An action: a day-2 operation run by `terraform apply -invoke=action.<type>.<name>` or by a
+/// resource's `action_trigger` (Terraform 1.14 and newer). It changes no state.
+#[async_trait]
+pub trait ActionKind: Send + Sync {
+    /// The full type name, e.g. `gpufleet_bcm_node_power`.
+    fn type_name(&self) -> &'static str;
+
+    /// The schema of the action's `config` block.
+    fn schema(&self) -> Schema;
+
+    /// Offline checks across attributes, beyond the per-attribute validators. The config may
+    /// contain unknowns, which must be tolerated.
+    fn validate(&self, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// What the backend already knows that refuses the action (a node another tenant holds),
+    /// checked when the plan is made so a refused action costs nothing. The config may
+    /// contain unknowns; then only what is known is checked.
+    async fn plan(&self, _ctx: &Context, _config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
+    /// Runs the action for a wholly known `config`, reporting progress as it goes; the
+    /// diagnostics say how it ended.
+    async fn invoke(&self, ctx: &Context, config: Value, progress: ProgressSink<'_>)
+    -> Diagnostics;
+}
+
 /// An error from a function call, optionally blaming one argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionError {

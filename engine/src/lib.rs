@@ -4,6 +4,7 @@
 //! listed in [`registry`]; the engine validates, plans and applies against the backends and
 //! hands values back. The engine knows nothing of gRPC or msgpack.
 
+pub mod actions;
 pub mod apply;
 pub mod backends;
 pub mod benchmark;

@@ -1,10 +1,11 @@
-//! Every resource, data source, ephemeral resource, list resource and function the provider
-//! offers, in one place.
+//! Every resource, data source, ephemeral resource, list resource, action and function the
+//! provider offers, in one place.
 //!
 //! The provider crate serves exactly what is listed here, and the docs generator documents
 //! exactly this, so adding a kind is one line.
 
 use crate::{
+    actions::bcm_node_power::BcmNodePower,
     apply::Listing,
     backends::kube::host,
     data_sources::bcm_nodes::BcmNodes,
@@ -13,7 +14,7 @@ use crate::{
     data_sources::virtual_cluster::VirtualClusterData,
     ephemeral_resources::virtual_cluster_connection::VirtualClusterConnection,
     functions::mig_profiles::MigProfiles,
-    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
+    kinds::{ActionKind, DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
     resources::bcm_node::BcmNode,
     resources::benchmark::Benchmark,
     resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
@@ -52,6 +53,9 @@ pub const LIST_RESOURCES: &[&dyn ListKind] = &[
     &VirtualClusterList(host::FromSettings),
 ];
 
+/// Actions, for day-2 operations.
+pub const ACTIONS: &[&dyn ActionKind] = &[&BcmNodePower(crate::backends::bcm::FromSettings)];
+
 /// Provider-defined functions.
 pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];
 
@@ -85,6 +89,11 @@ pub fn list_resource(type_name: &str) -> Option<&'static dyn ListKind> {
         .iter()
         .copied()
         .find(|l| l.type_name() == type_name)
+}
+
+/// An action type by its full name.
+pub fn action(type_name: &str) -> Option<&'static dyn ActionKind> {
+    ACTIONS.iter().copied().find(|a| a.type_name() == type_name)
 }
 
 /// A function by name.

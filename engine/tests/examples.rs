@@ -96,6 +96,9 @@ fn check_text(text: &str) -> Vec<String> {
             ("list", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
                 check_list_block(block, ty, name, &mut problems);
             }
+            ("action", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
+                check_action_block(block, ty, name, &mut problems);
+            }
             ("provider", ["gpufleet"]) => {
                 let mut body = block.body().clone();
                 body.0
@@ -152,6 +155,50 @@ fn check_list_block(block: &hcl::Block, ty: &str, name: &str, problems: &mut Vec
                 b.identifier()
             )),
         }
+    }
+}
+
+/// Arguments Terraform itself understands in an `action` block.
+const ACTION_ARGUMENTS: &[&str] = &["provider", "count", "for_each"];
+
+/// An `action` block: Terraform's own arguments, and the action's attributes inside
+/// `config`.
+fn check_action_block(block: &hcl::Block, ty: &str, name: &str, problems: &mut Vec<String>) {
+    let Some(kind) = registry::action(ty) else {
+        problems.push(format!("action.{ty}.{name}: unknown action type"));
+        return;
+    };
+    let mut configured = false;
+    for structure in block.body().iter() {
+        match structure {
+            Structure::Attribute(a) if ACTION_ARGUMENTS.contains(&a.key()) => {}
+            Structure::Attribute(a) => {
+                problems.push(format!("action.{ty}.{name}.{}: unknown argument", a.key()));
+            }
+            Structure::Block(b) if b.identifier() == "config" => {
+                configured = true;
+                check_body(
+                    b.body(),
+                    &kind.schema().block,
+                    &format!("action.{ty}.{name}.config"),
+                    false,
+                    problems,
+                );
+            }
+            Structure::Block(b) => problems.push(format!(
+                "action.{ty}.{name}.{}: unknown block",
+                b.identifier()
+            )),
+        }
+    }
+    if !configured {
+        check_body(
+            &Body::default(),
+            &kind.schema().block,
+            &format!("action.{ty}.{name}.config"),
+            false,
+            problems,
+        );
     }
 }
 
@@ -321,6 +368,12 @@ fn the_check_catches_what_terraform_would_reject() {
           }
         }
         list "gpufleet_gpu_catalog" "l" {}
+        action "gpufleet_bcm_node_power" "a" {
+          config {
+            hostname = "gpu-01"
+          }
+        }
+        action "gpufleet_node_teleport" "a" {}
         output "p" { value = provider::gpufleet::no_such_function("x") }
         "#,
     );
@@ -336,6 +389,8 @@ fn the_check_catches_what_terraform_would_reject() {
         "list.gpufleet_bcm_node.l.colour: unknown argument",
         "list.gpufleet_bcm_node.l.config.zone: unknown attribute",
         "list.gpufleet_gpu_catalog.l: unknown list resource type",
+        "action.gpufleet_bcm_node_power.a.config.operation: required attribute missing",
+        "action.gpufleet_node_teleport.a: unknown action type",
         "provider::gpufleet::no_such_function: unknown function",
     ];
     for e in expected {

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use gpufleet_engine::{
     context::Context,
-    kinds::{DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
+    kinds::{ActionKind, DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
     open_handles::OpenHandles,
     planned_pools::PlannedPools,
     planned_releases::PlannedReleases,
@@ -31,6 +31,8 @@ pub struct Kinds {
     pub ephemeral_resources: Vec<&'static dyn EphemeralKind>,
     /// List resources.
     pub list_resources: Vec<&'static dyn ListKind>,
+    /// Actions.
+    pub actions: Vec<&'static dyn ActionKind>,
     /// Functions.
     pub functions: Vec<&'static dyn FunctionKind>,
 }
@@ -42,6 +44,7 @@ impl Default for Kinds {
             data_sources: registry::DATA_SOURCES.to_vec(),
             ephemeral_resources: registry::EPHEMERAL_RESOURCES.to_vec(),
             list_resources: registry::LIST_RESOURCES.to_vec(),
+            actions: registry::ACTIONS.to_vec(),
             functions: registry::FUNCTIONS.to_vec(),
         }
     }
@@ -93,6 +96,11 @@ impl Kinds {
             .iter()
             .copied()
             .find(|l| l.type_name() == name)
+    }
+
+    /// An action type by name.
+    pub fn action(&self, name: &str) -> Option<&'static dyn ActionKind> {
+        self.actions.iter().copied().find(|a| a.type_name() == name)
     }
 
     /// A function by name.
@@ -433,22 +441,26 @@ impl pb::provider_server::Provider for ProviderService {
 
     async fn plan_action(
         &self,
-        _req: Request<pb::plan_action::Request>,
+        req: Request<pb::plan_action::Request>,
     ) -> Result<Response<pb::plan_action::Response>, Status> {
-        unsupported("PlanAction")
+        handle!(self, req, plan_action)
     }
 
     async fn invoke_action(
         &self,
-        _req: Request<pb::invoke_action::Request>,
+        req: Request<pb::invoke_action::Request>,
     ) -> Result<Response<BoxStream<pb::invoke_action::Event>>, Status> {
-        unsupported("InvokeAction")
+        let events = rpc::invoke_action::handle(&self.shared, req.into_inner());
+        let stream = tokio_stream::wrappers::ReceiverStream::new(events);
+        Ok(Response::new(Box::pin(tokio_stream::StreamExt::map(
+            stream, Ok,
+        ))))
     }
 
     async fn validate_action_config(
         &self,
-        _req: Request<pb::validate_action_config::Request>,
+        req: Request<pb::validate_action_config::Request>,
     ) -> Result<Response<pb::validate_action_config::Response>, Status> {
-        unsupported("ValidateActionConfig")
+        handle!(self, req, validate_action_config)
     }
 }

@@ -11,6 +11,7 @@
 //! | `data-sources/<short name>.md`| `data-sources/<type>/data-source.tf`           |
 //! | `ephemeral-resources/<short name>.md` | `ephemeral-resources/<type>/ephemeral-resource.tf` |
 //! | `list-resources/<short name>.md` | `list-resources/<type>/list-resource.tfquery.hcl` |
+//! | `actions/<short name>.md`     | `actions/<type>/action.tf`                     |
 //! | `functions/<name>.md`         | `functions/<name>/function.tf`                 |
 //!
 //! `<short name>` is the type name without [`TYPE_PREFIX`]. Every page must show an example,
@@ -45,6 +46,7 @@ pub const GENERATED_DIRS: &[&str] = &[
     "data-sources",
     "ephemeral-resources",
     "list-resources",
+    "actions",
     "functions",
 ];
 
@@ -129,6 +131,11 @@ pub fn list_resource_example(type_name: &str) -> PathBuf {
         .join("list-resource.tfquery.hcl")
 }
 
+/// Example file of an action page, relative to the examples directory.
+pub fn action_example(type_name: &str) -> PathBuf {
+    PathBuf::from("actions").join(type_name).join("action.tf")
+}
+
 /// Example file of a function page, relative to the examples directory.
 pub fn function_example(name: &str) -> PathBuf {
     PathBuf::from("functions").join(name).join("function.tf")
@@ -156,6 +163,11 @@ pub fn required_examples() -> Vec<PathBuf> {
         registry::LIST_RESOURCES
             .iter()
             .map(|l| list_resource_example(l.type_name())),
+    );
+    files.extend(
+        registry::ACTIONS
+            .iter()
+            .map(|a| action_example(a.type_name())),
     );
     files.extend(
         registry::FUNCTIONS
@@ -257,6 +269,15 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
         );
     }
 
+    for a in registry::ACTIONS {
+        let name = a.type_name();
+        let example = ex.required(action_example(name))?;
+        out.insert(
+            Path::new("actions").join(format!("{}.md", short_name(name))),
+            pages::action(name, &a.schema(), example.as_deref()),
+        );
+    }
+
     for f in registry::FUNCTIONS {
         let name = f.name();
         let example = ex.required(function_example(name))?;
@@ -302,6 +323,10 @@ pub fn missing_descriptions() -> Vec<String> {
     for l in registry::LIST_RESOURCES {
         let at = format!("list resource {}", l.type_name());
         block_missing(&at, "", &l.schema().block, &mut missing);
+    }
+    for a in registry::ACTIONS {
+        let at = format!("action {}", a.type_name());
+        block_missing(&at, "", &a.schema().block, &mut missing);
     }
     for f in registry::FUNCTIONS {
         let sig = f.signature();

@@ -147,6 +147,21 @@ pub(super) fn list_resource(type_name: &str, schema: &Schema, example: Option<&s
     page
 }
 
+/// `actions/<short name>.md`: the attributes, which sit in the action block's `config`.
+pub(super) fn action(type_name: &str, schema: &Schema, example: Option<&str>) -> String {
+    let mut page = kind_page(type_name, "Action", schema, example, false);
+    page.push_str(
+        "\n## Running It\n\nActions need Terraform 1.14 or later. Declare an `action` block \
+         with the attributes above in its `config` block, then run it on demand with \
+         `terraform apply -invoke=action.<type>.<name>`, or from a resource's `lifecycle` \
+         with an `action_trigger`. Terraform shows the action's progress as it runs. A \
+         refusal that the backend already knows of (a node a tenant holds) fails the plan, \
+         before anything is done. Actions change no state and return nothing to resources. \
+         The [Day-2 operations](../guides/day-2-operations.md) guide has more.\n",
+    );
+    page
+}
+
 fn kind_page(
     type_name: &str,
     kind: &str,

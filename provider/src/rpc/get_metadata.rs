@@ -41,6 +41,14 @@ pub(crate) async fn handle(
                 type_name: l.type_name().to_owned(),
             })
             .collect(),
+        actions: shared
+            .kinds
+            .actions
+            .iter()
+            .map(|a| m::ActionMetadata {
+                type_name: a.type_name().to_owned(),
+            })
+            .collect(),
         functions: shared
             .kinds
             .functions

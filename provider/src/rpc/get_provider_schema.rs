@@ -46,6 +46,15 @@ pub(crate) async fn handle(
             .iter()
             .map(|l| (l.type_name().to_owned(), convert::schema(&l.schema())))
             .collect(),
+        action_schemas: shared
+            .kinds
+            .actions
+            .iter()
+            .map(|a| {
+                let schema = Some(convert::schema(&a.schema()));
+                (a.type_name().to_owned(), pb::ActionSchema { schema })
+            })
+            .collect(),
         functions: shared
             .kinds
             .functions

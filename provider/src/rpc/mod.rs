@@ -9,8 +9,10 @@ pub mod get_metadata;
 pub mod get_provider_schema;
 pub mod get_resource_identity_schemas;
 pub mod import_resource_state;
+pub mod invoke_action;
 pub mod list_resource;
 pub mod open_ephemeral_resource;
+pub mod plan_action;
 pub mod plan_resource_change;
 pub mod read_data_source;
 pub mod read_resource;
@@ -18,6 +20,7 @@ pub mod renew_ephemeral_resource;
 pub mod stop_provider;
 pub mod upgrade_resource_identity;
 pub mod upgrade_resource_state;
+pub mod validate_action_config;
 pub mod validate_data_resource_config;
 pub mod validate_ephemeral_resource_config;
 pub mod validate_list_resource_config;
@@ -26,7 +29,7 @@ pub mod validate_resource_config;
 
 use gpufleet_engine::{
     diag::Diagnostic,
-    kinds::{DataSourceKind, EphemeralKind, ListKind, ResourceKind},
+    kinds::{ActionKind, DataSourceKind, EphemeralKind, ListKind, ResourceKind},
     value::Value,
 };
 
@@ -67,6 +70,28 @@ fn ephemeral_resource(
         .kinds
         .ephemeral_resource(name)
         .ok_or_else(|| unknown_type("Ephemeral Resource", name))
+}
+
+/// Looks up an action kind or says which one is missing.
+fn action(shared: &Shared, name: &str) -> Result<&'static dyn ActionKind, Diagnostic> {
+    shared
+        .kinds
+        .action(name)
+        .ok_or_else(|| unknown_type("Action", name))
+}
+
+/// An action's configuration, decoded and checked as ValidateActionConfig checks it: the
+/// attribute validators and the action's own offline checks.
+fn action_config(
+    kind: &dyn ActionKind,
+    config: Option<&pb::DynamicValue>,
+) -> Result<(Value, gpufleet_engine::diag::Diagnostics), Diagnostic> {
+    let schema = kind.schema();
+    let config = convert::decode(config, &schema.value_type(), "action configuration")?;
+    let config = schema.block.complete(&config);
+    let mut diags = gpufleet_engine::validate::validate_block(&schema.block, &config);
+    diags.extend(kind.validate(&config));
+    Ok((config, diags))
 }
 
 /// The block of a `list` block that holds the list resource's own configuration; paths in

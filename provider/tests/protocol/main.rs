@@ -7,6 +7,7 @@
 //! resource against the rules Terraform applies to its result. Resource lifecycles run against
 //! `test_widget` ([`widget`]), a resource kind that lives in this binary's memory.
 
+mod actions;
 mod data_and_functions;
 mod ephemeral;
 mod list_resources;

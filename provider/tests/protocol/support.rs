@@ -18,7 +18,7 @@ use std::{
 
 use gpufleet_engine::{
     consistency::{self, PathError, proposed_new},
-    kinds::{ListKind, ResourceKind},
+    kinds::{ActionKind, ListKind, ResourceKind},
     path::{AttrPath, PathStep},
     registry,
     schema::Schema,
@@ -35,12 +35,13 @@ use terraform_provider_gpufleet::{
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Server, Uri};
 
-use crate::widget::{TestWidget, TestWidgetList};
+use crate::widget::{TestWidget, TestWidgetList, TestWidgetPoke};
 
-/// The production kinds plus `test_widget` and its list resource.
+/// The production kinds plus `test_widget`, its list resource and its action.
 pub(crate) fn test_kinds() -> Kinds {
     let widget: &'static dyn ResourceKind = &TestWidget;
     let widgets: &'static dyn ListKind = &TestWidgetList;
+    let poke: &'static dyn ActionKind = &TestWidgetPoke;
     Kinds {
         resources: registry::RESOURCES
             .iter()
@@ -52,6 +53,7 @@ pub(crate) fn test_kinds() -> Kinds {
             .copied()
             .chain([widgets])
             .collect(),
+        actions: registry::ACTIONS.iter().copied().chain([poke]).collect(),
         ..Kinds::default()
     }
 }

@@ -41,10 +41,6 @@ async fn unsupported_rpcs_are_unimplemented() {
         c.lock_state(pb::lock_state::Request::default()).await,
         "LockState",
     );
-    assert_unsupported(
-        c.plan_action(pb::plan_action::Request::default()).await,
-        "PlanAction",
-    );
 }
 
 #[tokio::test]
@@ -55,10 +51,6 @@ async fn streaming_unsupported_rpcs_are_unimplemented() {
         c.read_state_bytes(pb::read_state_bytes::Request::default())
             .await,
         "ReadStateBytes",
-    );
-    assert_unsupported(
-        c.invoke_action(pb::invoke_action::Request::default()).await,
-        "InvokeAction",
     );
     // The server is unaffected.
     let schema = c

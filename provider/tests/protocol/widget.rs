@@ -28,8 +28,8 @@ use gpufleet_engine::{
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{
-        ApplyRequest, ApplyResponse, ListKind, ListRequest, ListResponse, Listed, PlanRequest,
-        PlanResponse, ReadResponse, ResourceKind,
+        ActionKind, ApplyRequest, ApplyResponse, ListKind, ListRequest, ListResponse, Listed,
+        PlanRequest, PlanResponse, ProgressSink, ReadResponse, ResourceKind,
     },
     path::AttrPath,
     schema::{Attribute, Block, NestedBlock, Schema},
@@ -451,5 +451,45 @@ impl ListKind for TestWidgetList {
                 .collect(),
             diagnostics: Diagnostics::new(),
         }
+    }
+}
+
+/// `test_widget_poke`: an action that reports each of its `steps` as progress, and fails
+/// when a step is `fail`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TestWidgetPoke;
+
+/// The poke action's type name.
+pub(crate) const POKE: &str = "test_widget_poke";
+
+#[async_trait]
+impl ActionKind for TestWidgetPoke {
+    fn type_name(&self) -> &'static str {
+        POKE
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(
+            Block::new("Pokes widgets.").attr(
+                Attribute::required("steps", Type::list(Type::String))
+                    .describe("What to report, in order."),
+            ),
+        )
+    }
+
+    async fn invoke(
+        &self,
+        _ctx: &Context,
+        config: Value,
+        progress: ProgressSink<'_>,
+    ) -> Diagnostics {
+        for step in config.get("steps").as_seq().unwrap_or_default() {
+            let step = step.as_str().unwrap_or_default();
+            if step == "fail" {
+                return Diagnostic::error("Poke Failed", "the widget did not like it").into();
+            }
+            progress(step.to_owned());
+        }
+        Diagnostics::new()
     }
 }

@@ -1,0 +1,4 @@
+//! Actions: day-2 operations that change no state, run by `terraform apply
+//! -invoke=action.<type>.<name>` or by a resource's `action_trigger`.
+
+pub mod bcm_node_power;
