@@ -39,6 +39,14 @@ impl Restated {
             if let Some(bound) = sentence.strip_prefix("Must be a whole number ") {
                 let bound = bound.trim_end_matches('.');
                 telltales.push(bound.strip_prefix("of ").unwrap_or(bound).to_lowercase());
+                // A range written as `min–max` or `min-max` says the same.
+                if let Some((min, max)) = bound
+                    .strip_prefix("from ")
+                    .and_then(|r| r.split_once(" to "))
+                {
+                    telltales.push(format!("{min}–{max}"));
+                    telltales.push(format!("{min}-{max}"));
+                }
             }
         }
         Restated {
@@ -239,6 +247,12 @@ mod tests {
                     .describe("Replicas, from 1 to 8.")
                     .validate(IntBetween::new(1, 8)),
                 "from 1 to 8",
+            ),
+            (
+                Attribute::optional("mtu", Type::Number)
+                    .describe("MTU, 1280–9216.")
+                    .validate(IntBetween::new(1280, 9216)),
+                "1280–9216",
             ),
             (
                 Attribute::required("t", Type::String)

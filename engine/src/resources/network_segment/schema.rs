@@ -95,7 +95,7 @@ pub(super) fn segment_schema() -> Schema {
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 4094))
                 .describe(
-                    "The VLAN, 1–4094. When not set, the controller allocates one, and it stays \
+                    "The VLAN. When not set, the controller allocates one, and it stays \
                      the same for the life of the segment.",
                 ),
         )
@@ -104,7 +104,7 @@ pub(super) fn segment_schema() -> Schema {
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 16_777_215))
                 .describe(
-                    "The VXLAN network identifier, 1–16777215. When not set, the controller \
+                    "The VXLAN network identifier. When not set, the controller \
                      allocates one, and it stays the same for the life of the segment.",
                 ),
         )
@@ -145,8 +145,7 @@ pub(super) fn segment_schema() -> Schema {
                 .default(9000)
                 .validate(IntBetween::new(1280, 9216))
                 .describe(
-                    "MTU of the segment, 1280–9216. Also recorded on the V-Net as the tag \
-                     `gpufleet:mtu`.",
+                    "MTU of the segment. Also recorded on the V-Net as the tag `gpufleet:mtu`.",
                 ),
         )
         .attr(
