@@ -127,7 +127,7 @@ pub fn block(description: &'static str) -> NestedBlock {
         Block::new(description)
             .attr(attr(
                 "create",
-                "How long creating may take, including waiting for readiness, e.g. `\"10m\"`.",
+                "How long creating may take, including waiting for readiness.",
             ))
             .attr(attr(
                 "update",

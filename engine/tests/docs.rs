@@ -1,5 +1,5 @@
-//! The committed Registry docs match the schemas, every schema is described, and every page
-//! has its example.
+//! The committed Registry docs match the schemas, every schema is described, no description
+//! repeats itself, and every page has its example.
 
 use std::{
     collections::BTreeMap,
@@ -65,6 +65,18 @@ fn every_schema_is_described() {
         missing.is_empty(),
         "these have no description, so their docs would be empty:\n  {}",
         missing.join("\n  ")
+    );
+}
+
+#[test]
+fn every_description_says_each_thing_once() {
+    let found = docs::restatements();
+    assert!(
+        found.is_empty(),
+        "these generated descriptions repeat themselves; say each rule once, and leave what \
+         the docs append (validator rules, `Defaults to`, `Changing this forces a new \
+         resource.`) to the schema:\n  {}",
+        found.join("\n  ")
     );
 }
 

@@ -2,7 +2,7 @@
 //! provider's own schemas, without Terraform: an unknown resource, data source, ephemeral or
 //! list resource type, an unknown or computed-only attribute, an unknown nested block, a
 //! missing required attribute or an unknown provider function fails here, naming the file and
-//! the path inside it.
+//! the path inside it. The HCL snippets of the guides and the README are checked the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -399,4 +399,66 @@ fn the_check_catches_what_terraform_would_reject() {
             "missing {e:?} in {problems:#?}"
         );
     }
+}
+
+/// The `hcl` and `terraform` fenced blocks of a markdown text, with the line each starts on.
+fn hcl_snippets(markdown: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        let fence = line.trim_start();
+        match &mut current {
+            None if fence == "```hcl" || fence == "```terraform" => {
+                current = Some((i + 2, String::new()));
+            }
+            Some(_) if fence.starts_with("```") => out.extend(current.take()),
+            Some((_, text)) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn guide_and_readme_snippets_match_the_schemas() {
+    let root = workspace_root();
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/guides"))
+        .expect("docs/guides")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.push(root.join("README.md"));
+    pages.sort();
+    let mut problems = Vec::new();
+    let mut snippets = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("readable page");
+        let rel = page
+            .strip_prefix(&root)
+            .unwrap_or(page)
+            .display()
+            .to_string();
+        for (line, hcl) in hcl_snippets(&text) {
+            // CLI configuration (`~/.terraformrc`) is not the Terraform language, and quotes
+            // its keys where the language does not.
+            if hcl.contains("provider_installation {") {
+                continue;
+            }
+            snippets += 1;
+            problems.extend(
+                check_text(&hcl)
+                    .into_iter()
+                    .map(|p| format!("{rel}:{line}: {p}")),
+            );
+        }
+    }
+    assert!(snippets > 0, "no HCL snippets found in the guides");
+    assert!(
+        problems.is_empty(),
+        "snippets in the guides disagree with the schemas:\n{}",
+        problems.join("\n")
+    );
 }

@@ -14,7 +14,7 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
-    schema::{Attribute, Block, Schema},
+    schema::{Attribute, Block, FieldDocs, Schema},
     value::{Type, Value},
 };
 
@@ -81,6 +81,51 @@ fn node_type() -> Type {
     ])
 }
 
+/// Descriptions of the fields of [`node_type`].
+fn node_docs() -> FieldDocs {
+    FieldDocs::new().fields(
+        "",
+        &[
+            ("hostname", "The node's hostname in BCM."),
+            ("id", "The node's BCM uuid."),
+            (
+                "status",
+                "BCM's status of the node, e.g. `UP`; null when BCM reports none.",
+            ),
+            (
+                "power",
+                "`on`, or `off` when BCM reports the node `DOWN` (BCM's API reports no power \
+                 state of its own).",
+            ),
+            ("category", "The node's category."),
+            (
+                "software_image",
+                "The node's software image, else its category's.",
+            ),
+            (
+                "tenant",
+                "The tenant holding the node; null when it is free.",
+            ),
+            (
+                "rack",
+                "The rack the node is in; null when BCM records none.",
+            ),
+            (
+                "gpu_product",
+                "The node's GPU product as GPU feature discovery would label it, from the \
+                 GPUs BCM's system information reports; null without GPUs or with mixed \
+                 products.",
+            ),
+            ("gpu_count", "GPUs the node reports; null when none."),
+            (
+                "mac",
+                "The node's MAC address, else its boot interface's; null when unassigned.",
+            ),
+            ("ip", "The boot interface's IP address; null when unset."),
+        ],
+    )
+}
+
 fn nodes_schema() -> Schema {
     Schema::new(
         Block::new(
@@ -110,12 +155,9 @@ fn nodes_schema() -> Schema {
                 .describe("When `true`, only nodes no tenant holds."),
         )
         .attr(
-            Attribute::computed("nodes", Type::list(node_type())).describe(
-                "The matching nodes, sorted by hostname. Each has `hostname`, `id` (BCM uuid), \
-                 `status`, `power` (`on`/`off`; `off` when BCM reports the node `DOWN`), `category`, `software_image` (the node's own, \
-                 else its category's), `tenant` (null when free), `rack`, `gpu_product`, \
-                 `gpu_count`, `mac` and `ip`.",
-            ),
+            Attribute::computed("nodes", Type::list(node_type()))
+                .describe("The matching nodes, sorted by hostname.")
+                .describe_fields(node_docs()),
         )
         .attr(
             Attribute::computed("hostnames", Type::list(Type::String))

@@ -29,7 +29,7 @@ use crate::{
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
     resources::gpu_node_pool::{Backend, FromSettings, node_config::is_free},
-    schema::{Attribute, Block, Schema},
+    schema::{Attribute, Block, FieldDocs, Schema},
     value::{Type, Value},
 };
 
@@ -56,6 +56,57 @@ fn node_type() -> Type {
     ])
 }
 
+/// Descriptions of the fields of [`node_type`].
+fn node_docs() -> FieldDocs {
+    FieldDocs::new().fields(
+        "",
+        &[
+            ("name", "The host-cluster node's name."),
+            (
+                "gpu_product",
+                "Its GPU product: the catalog's name for its `nvidia.com/gpu.product` label, \
+                 or the label itself when the catalog does not know it.",
+            ),
+            (
+                "gpus",
+                "Its physical GPUs, whatever sharing does to the advertised capacity \
+                 (`nvidia.com/gpu.count`, else the capacity over `nvidia.com/gpu.replicas`).",
+            ),
+            (
+                "block",
+                "Its switch block: topograph's `network.topology.nvidia.com/block` label.",
+            ),
+            ("zone", "Its `topology.kubernetes.io/zone` label."),
+            (
+                "nvlink_domain",
+                "Its NVLink domain: GPU feature discovery's `nvidia.com/gpu.clique`, else \
+                 topograph's `network.topology.nvidia.com/accelerator`; null with neither \
+                 (such as an HGX server whose NVLink ends at the node).",
+            ),
+            ("ready", "Whether the node is Ready."),
+            (
+                "pool",
+                "The pool holding it, `<virtual cluster>.<pool>` (its `gpufleet.dev/pool` \
+                 label); null when no pool does.",
+            ),
+            (
+                "tenant",
+                "The virtual cluster a dedicated or private pool holds it for (its \
+                 `gpufleet.dev/tenant` label); null otherwise.",
+            ),
+            (
+                "isolation",
+                "The tier of the virtual cluster whose pool holds it (its \
+                 `gpufleet.dev/isolation` label); null when no pool holds it.",
+            ),
+            (
+                "free",
+                "Whether it is free: Ready, not cordoned and held by no pool.",
+            ),
+        ],
+    )
+}
+
 fn product_type() -> Type {
     Type::object([
         ("gpu_product", Type::String),
@@ -65,6 +116,21 @@ fn product_type() -> Type {
         ("free_gpus", Type::Number),
         ("held_gpus", Type::Number),
     ])
+}
+
+/// Descriptions of the fields of [`product_type`].
+fn product_docs() -> FieldDocs {
+    FieldDocs::new().fields(
+        "",
+        &[
+            ("gpu_product", "The GPU product, as in `nodes`."),
+            ("nodes", "Matching nodes of the product."),
+            ("free_nodes", "How many of them are free."),
+            ("gpus", "Physical GPUs on those nodes."),
+            ("free_gpus", "GPUs on the free nodes."),
+            ("held_gpus", "GPUs on nodes a pool holds."),
+        ],
+    )
 }
 
 fn inventory_schema() -> Schema {
@@ -95,19 +161,15 @@ fn inventory_schema() -> Schema {
         .attr(Attribute::optional("free_only", Type::Bool).describe("Only free nodes."))
         .attr(
             Attribute::computed("nodes", Type::list(node_type()))
-                .describe(
-                    "The matching nodes, sorted by name. `block` and `zone` are the node's \
-                     topograph block and zone labels; `nvlink_domain` is GPU feature \
-                     discovery's `nvidia.com/gpu.clique`, else topograph's \
-                     `network.topology.nvidia.com/accelerator` (null on nodes with neither, \
-                     such as an HGX server whose NVLink ends at the node).",
-                ),
+                .describe("The matching nodes, sorted by name.")
+                .describe_fields(node_docs()),
         )
         .attr(
             Attribute::computed("products", Type::list(product_type())).describe(
-                "Per GPU product among the matching nodes: nodes, free nodes, GPUs, free and \
-                 held GPUs.",
-            ),
+                "Per GPU product among the matching nodes, sorted by product: nodes, free \
+                 nodes, GPUs, free and held GPUs.",
+            )
+            .describe_fields(product_docs()),
         )
         .attr(
             Attribute::computed("total_gpus", Type::Number).describe("GPUs on the matching nodes."),

@@ -8,11 +8,11 @@ use crate::{
     catalog::GpuModel,
     context::Context,
     diag::Diagnostics,
-    functions::{mig_profile_type, mig_profile_value},
+    functions::{mig_profile_docs, mig_profile_type, mig_profile_value},
     gpu_products::{self, Declared, Resolution},
     kinds::{DataSourceKind, ReadResponse},
     path::AttrPath,
-    schema::{Attribute, Block, Schema},
+    schema::{Attribute, Block, FieldDocs, Schema},
     value::{Type, Value},
 };
 
@@ -32,6 +32,58 @@ fn gpu_type() -> Type {
         ("nvlink_domain_size", Type::Number),
         ("gpus_per_node", Type::Number),
     ])
+}
+
+/// Descriptions of the fields of [`gpu_type`].
+fn gpu_docs() -> FieldDocs {
+    let docs = FieldDocs::new().fields(
+        "",
+        &[
+            (
+                "product",
+                "The `nvidia.com/gpu.product` label value GPU feature discovery writes, e.g. \
+                 `NVIDIA-A100-SXM4-80GB`.",
+            ),
+            (
+                "display_name",
+                "Name for people, e.g. `NVIDIA A100 80GB SXM4`.",
+            ),
+            (
+                "architecture",
+                "GPU architecture, e.g. `hopper` or `blackwell`; `unknown` for a declared \
+                 product that names none.",
+            ),
+            (
+                "memory_mib",
+                "Memory per GPU in MiB, as GPU feature discovery reports it in \
+                 `nvidia.com/gpu.memory`.",
+            ),
+            (
+                "memory_gb",
+                "Memory per GPU in GB, rounded up, as the whole-GPU MIG profile names it \
+                 (`80` for 81559 MiB).",
+            ),
+            (
+                "mig_capable",
+                "Whether the GPU can be partitioned with Multi-Instance GPU.",
+            ),
+            (
+                "mig_profiles",
+                "The MIG profiles it supports, smallest first; empty without MIG.",
+            ),
+            (
+                "nvlink_domain_size",
+                "GPUs in one NVLink domain on the product's reference platform (8 on an HGX \
+                 baseboard, 72 in an NVL72 rack); null without NVLink.",
+            ),
+            (
+                "gpus_per_node",
+                "GPUs in one node when all its nodes have the same number (declared, or 4 for \
+                 NVL72 compute trays and 8 on HGX baseboards); null for PCIe cards.",
+            ),
+        ],
+    );
+    mig_profile_docs(docs, "mig_profiles")
 }
 
 fn gpu_value(m: &GpuModel) -> Value {
@@ -88,13 +140,16 @@ impl DataSourceKind for GpuCatalog {
             ))
             .attr(
                 Attribute::computed("gpu", gpu_type())
-                    .describe("The product named by `product`, or null when `product` is not set."),
+                    .describe("The product named by `product`, or null when `product` is not set.")
+                    .describe_fields(gpu_docs()),
             )
             .attr(
-                Attribute::computed("gpus", Type::list(gpu_type())).describe(
-                    "Every known product that matches the filters (`product` and \
+                Attribute::computed("gpus", Type::list(gpu_type()))
+                    .describe(
+                        "Every known product that matches the filters (`product` and \
                      `mig_capable`), sorted by name.",
-                ),
+                    )
+                    .describe_fields(gpu_docs()),
             )
             .attr(
                 Attribute::computed("products", Type::list(Type::String)).describe(

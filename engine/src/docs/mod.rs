@@ -18,6 +18,7 @@
 //! so a missing example file is an error naming the files to write. The module does no I/O
 //! besides reading those example files; the `gpufleet-docs` binary writes the pages.
 
+mod audit;
 mod check;
 mod pages;
 mod schema_md;
@@ -28,12 +29,13 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub use audit::restatements;
 pub use check::{STALE_MESSAGE, stale_report};
 
 use crate::{
     provider_config,
     registry::{self, TYPE_PREFIX},
-    schema::{AttrType, Attribute, Block},
+    schema::{AttrType, Attribute, Block, FieldDocs},
 };
 
 /// The provider's name as Terraform users write it (`provider "gpufleet"`).
@@ -297,9 +299,11 @@ pub fn render_all(examples_dir: &Path) -> Result<BTreeMap<PathBuf, String>, Docs
     }
 }
 
-/// Every description the docs would show empty: attributes and blocks of the provider, every
-/// resource, data source and ephemeral resource (as `<where>: <path>`), and every function's summary,
-/// description and parameters.
+/// Every description the docs would show empty: attributes, nested attributes, blocks and the
+/// fields of object-typed attributes of the provider, every resource, data source and
+/// ephemeral resource (as `<where>: <path>`), and every function's summary, description,
+/// parameters and result fields. A field description for a field that does not exist is
+/// listed too, so that descriptions cannot outlive their fields.
 pub fn missing_descriptions() -> Vec<String> {
     let mut missing = Vec::new();
     block_missing(
@@ -342,8 +346,38 @@ pub fn missing_descriptions() -> Vec<String> {
                 missing.push(format!("{at}: parameter {}", p.name));
             }
         }
+        fields_missing(
+            &at,
+            "result",
+            &sig.return_type,
+            &sig.return_docs,
+            &mut missing,
+        );
     }
     missing
+}
+
+/// The fields of the objects in `ty` that `docs` leaves undescribed, and the paths `docs`
+/// describes that `ty` does not have.
+fn fields_missing(
+    at: &str,
+    path: &str,
+    ty: &crate::value::Type,
+    docs: &FieldDocs,
+    missing: &mut Vec<String>,
+) {
+    let fields = FieldDocs::field_paths(ty);
+    for f in &fields {
+        if docs.get(f).trim().is_empty() {
+            missing.push(format!("{at}: {}", join(path, f)));
+        }
+    }
+    for d in docs.paths().filter(|d| !fields.iter().any(|f| f == d)) {
+        missing.push(format!(
+            "{at}: {} (described, but no such field)",
+            join(path, d)
+        ));
+    }
 }
 
 fn block_missing(at: &str, prefix: &str, block: &Block, missing: &mut Vec<String>) {
@@ -367,8 +401,9 @@ fn attrs_missing(at: &str, prefix: &str, attrs: &[Attribute], missing: &mut Vec<
         if a.description.trim().is_empty() {
             missing.push(format!("{at}: {path}"));
         }
-        if let AttrType::Nested { attributes, .. } = &a.ty {
-            attrs_missing(at, &path, attributes, missing);
+        match &a.ty {
+            AttrType::Nested { attributes, .. } => attrs_missing(at, &path, attributes, missing),
+            AttrType::Plain(ty) => fields_missing(at, &path, ty, &a.field_docs, missing),
         }
     }
 }

@@ -228,7 +228,7 @@ pub(super) fn function(name: &str, sig: &FunctionSignature, example: Option<&str
         page.push('\n');
     }
 
-    let fields = schema_md::object_fields("result", &sig.return_type);
+    let fields = schema_md::object_fields("result", &sig.return_type, &sig.return_docs);
     page.push_str(&format!(
         "\n## Return Type\n\n`{}`",
         schema_md::type_signature(&sig.return_type)

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::{
-    schema::{AttrMode, AttrType, Attribute, Block, NestedBlock, Nesting},
+    schema::{AttrMode, AttrType, Attribute, Block, FieldDocs, NestedBlock, Nesting},
     value::{Type, Value},
 };
 
@@ -74,6 +74,9 @@ enum Pending<'a> {
         anchor: String,
         fields: &'a BTreeMap<String, Type>,
         group: Group,
+        /// Descriptions of the fields, and the object's path relative to their value.
+        docs: &'a FieldDocs,
+        relative: String,
     },
 }
 
@@ -98,10 +101,10 @@ pub(super) fn schema(block: &Block, resource: bool) -> String {
     w.finish()
 }
 
-/// A list of the attributes of the object inside `ty` (under lists, sets and maps), with
-/// nested sections for objects within it, anchored under `path`. Empty when `ty` holds no
-/// object.
-pub(super) fn object_fields(path: &str, ty: &Type) -> String {
+/// A list of the attributes of the object inside `ty` (under lists, sets and maps), described
+/// by `docs`, with nested sections for objects within it, anchored under `path`. Empty when
+/// `ty` holds no object.
+pub(super) fn object_fields<'a>(path: &str, ty: &'a Type, docs: &'a FieldDocs) -> String {
     let Some(fields) = inner_object(ty) else {
         return String::new();
     };
@@ -110,7 +113,7 @@ pub(super) fn object_fields(path: &str, ty: &Type) -> String {
         pending: VecDeque::new(),
         resource: false,
     };
-    w.object(path, fields, None);
+    w.object(path, fields, None, docs, "");
     w.drain();
     w.finish()
 }
@@ -135,7 +138,13 @@ impl<'a> Writer<'a> {
             ));
             match p {
                 Pending::Items { items, .. } => self.items(&path, &items, false),
-                Pending::Object { fields, group, .. } => self.object(&path, fields, Some(group)),
+                Pending::Object {
+                    fields,
+                    group,
+                    docs,
+                    relative,
+                    ..
+                } => self.object(&path, fields, Some(group), docs, &relative),
             }
             self.pending.extend(siblings);
         }
@@ -167,24 +176,37 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The fields of an object type, under the parent's group heading (none at top level).
-    fn object(&mut self, path: &str, fields: &'a BTreeMap<String, Type>, group: Option<Group>) {
+    /// The fields of an object type, under the parent's group heading (none at top level),
+    /// described by `docs` (`relative` is the object's path within their value).
+    fn object(
+        &mut self,
+        path: &str,
+        fields: &'a BTreeMap<String, Type>,
+        group: Option<Group>,
+        docs: &'a FieldDocs,
+        relative: &str,
+    ) {
         if let Some(g) = group {
             self.out.push_str(&format!("{}:\n\n", g.title()));
         }
         for (name, ty) in fields {
-            let mut line = format!("- `{name}` ({})", type_label(ty));
+            let mut text = Vec::new();
+            let field = join(relative, name);
+            push_nonempty(&mut text, docs.get(&field));
             let child = join(path, name);
             if let Some(inner) = inner_object(ty) {
                 let anchor = anchor("nestedobjatt", &child);
-                line.push_str(&format!(" {}", see_below(&anchor)));
+                text.push(see_below(&anchor));
                 self.pending.push_back(Pending::Object {
                     path: child,
                     anchor,
                     fields: inner,
                     group: group.unwrap_or(Group::ReadOnly),
+                    docs,
+                    relative: field,
                 });
             }
+            let line = item_line(name, &type_label(ty), &text);
             self.out.push_str(&line);
             self.out.push('\n');
         }
@@ -217,13 +239,7 @@ impl<'a> Writer<'a> {
             text.push(format!("**Deprecated:** {msg}"));
         }
         push_nonempty(&mut text, a.description);
-        text.extend(a.validators.iter().map(|v| v.description()));
-        if let Some(d) = &a.default {
-            text.push(format!("Defaults to `{}`.", hcl_literal(d)));
-        }
-        if self.resource && a.requires_replace {
-            text.push("Changing this forces a new resource.".to_owned());
-        }
+        text.extend(appended(a, self.resource));
 
         match &a.ty {
             AttrType::Nested { attributes, .. } => {
@@ -244,6 +260,8 @@ impl<'a> Writer<'a> {
                         anchor,
                         fields,
                         group: Group::of_mode(a.mode),
+                        docs: &a.field_docs,
+                        relative: String::new(),
                     });
                 }
             }
@@ -286,6 +304,23 @@ impl<'a> Writer<'a> {
         });
         item_line(b.type_name, &label, &text)
     }
+}
+
+/// What resource pages append to attributes whose change replaces the object.
+pub(super) const REPLACES: &str = "Changing this forces a new resource.";
+
+/// The sentences the docs append to an attribute's own description, in order: the rules of
+/// its validators that the description does not already state, its default and, on resource
+/// pages (`resource`), that changing it replaces the object.
+pub(super) fn appended(a: &Attribute, resource: bool) -> Vec<String> {
+    let mut text = a.validator_sentences();
+    if let Some(d) = &a.default {
+        text.push(format!("Defaults to `{}`.", hcl_literal(d)));
+    }
+    if resource && a.requires_replace {
+        text.push(REPLACES.to_owned());
+    }
+    text
 }
 
 fn block_items(block: &Block) -> Vec<Item<'_>> {

@@ -68,7 +68,7 @@ fn connection_schema() -> Schema {
             Attribute::optional(TTL, Type::String)
                 .validate(PositiveDuration::new())
                 .describe(
-                    "How long the token is valid, from `\"10m\"` to `\"24h\"`; `\"1h\"` when \
+                    "How long the token is valid, from 10 minutes to 24 hours; an hour when \
                      unset. A run that lasts longer gets a warning when the token is about to \
                      expire.",
                 ),

@@ -1,10 +1,10 @@
 //! `provider::gpufleet::mig_profiles(product)`: the MIG profiles a GPU product offers.
 
-use super::{mig_profile_type, mig_profile_value};
+use super::{mig_profile_docs, mig_profile_type, mig_profile_value};
 use crate::{
     catalog,
     kinds::{FunctionError, FunctionKind},
-    schema::{FunctionSignature, Parameter},
+    schema::{FieldDocs, FunctionSignature, Parameter},
     value::{Type, Value},
 };
 
@@ -27,6 +27,7 @@ impl FunctionKind for MigProfiles {
             )],
             variadic: None,
             return_type: Type::list(mig_profile_type()),
+            return_docs: mig_profile_docs(FieldDocs::new(), ""),
             summary: "MIG profiles of a GPU product",
             description: "Returns the Multi-Instance GPU profiles that `product` supports, \
                           smallest first, each with its compute and memory slices, memory in \

@@ -1,5 +1,6 @@
 //! Signatures of provider-defined functions.
 
+use super::FieldDocs;
 use crate::value::Type;
 
 /// One positional parameter of a function.
@@ -39,6 +40,8 @@ pub struct FunctionSignature {
     pub variadic: Option<Parameter>,
     /// The result type.
     pub return_type: Type,
+    /// Descriptions of the fields of the objects in the result.
+    pub return_docs: FieldDocs,
     /// One-line summary.
     pub summary: &'static str,
     /// Markdown description.

@@ -5,11 +5,13 @@
 //! into markdown, and validation, defaults and plan modifiers are driven from them, so an
 //! attribute's type, mode, description and rules are written exactly once.
 
+mod field_docs;
 mod function;
 mod validator;
 
 use std::sync::Arc;
 
+pub use field_docs::FieldDocs;
 pub use function::{FunctionSignature, Parameter};
 pub use validator::Validator;
 
@@ -100,6 +102,9 @@ pub struct Attribute {
     pub description: &'static str,
     /// A deprecation message, if the attribute is deprecated.
     pub deprecated: Option<&'static str>,
+    /// Descriptions of the fields of a plain object-typed value (nested attributes describe
+    /// themselves).
+    pub field_docs: FieldDocs,
 }
 
 impl Attribute {
@@ -116,6 +121,7 @@ impl Attribute {
             validators: Vec::new(),
             description: "",
             deprecated: None,
+            field_docs: FieldDocs::new(),
         }
     }
 
@@ -161,6 +167,23 @@ impl Attribute {
     pub fn describe(mut self, description: &'static str) -> Attribute {
         self.description = description;
         self
+    }
+
+    /// Sets the descriptions of the fields of its object-typed value.
+    #[must_use]
+    pub fn describe_fields(mut self, docs: FieldDocs) -> Attribute {
+        self.field_docs = docs;
+        self
+    }
+
+    /// The sentences of its validators that the description does not already say, in order:
+    /// what the docs and language servers show after the description.
+    pub fn validator_sentences(&self) -> Vec<String> {
+        self.validators
+            .iter()
+            .filter(|v| !v.stated_in(self.description))
+            .map(|v| v.description())
+            .collect()
     }
 
     /// Marks the attribute sensitive.

@@ -12,6 +12,13 @@ pub trait Validator: Debug + Send + Sync {
     /// A markdown sentence for the docs ("Must be between 1 and 4094.").
     fn description(&self) -> String;
 
+    /// Whether an attribute's own description `prose` already says all that
+    /// [`description`](Validator::description) would, so that it is not appended again.
+    fn stated_in(&self, prose: &str) -> bool {
+        let _ = prose;
+        false
+    }
+
     /// Appends a diagnostic at `path` for each problem with `value`.
     fn validate(&self, path: &AttrPath, value: &Value, diags: &mut Diagnostics);
 }

@@ -28,6 +28,14 @@ impl Validator for OneOf {
         format!("Must be one of {}.", self.list())
     }
 
+    /// Prose that names every allowed value as code (usually while saying what each does)
+    /// needs no list after it.
+    fn stated_in(&self, prose: &str) -> bool {
+        self.allowed
+            .iter()
+            .all(|a| prose.contains(&format!("`{a}`")))
+    }
+
     fn validate(&self, path: &AttrPath, value: &Value, diags: &mut Diagnostics) {
         // Only strings are judged; the type was checked by Terraform.
         let Some(s) = value.as_str() else { return };
@@ -53,5 +61,13 @@ mod tests {
             v.validate(&AttrPath::attr("power"), &Value::string(input), &mut d);
             assert_eq!(!d.has_error(), ok, "{input:?}");
         }
+    }
+
+    #[test]
+    fn prose_naming_every_value_states_it() {
+        let v = OneOf::new(&["on", "off"]);
+        assert!(v.stated_in("`on`: powered. `off`: held, powered off."));
+        assert!(!v.stated_in("`on` powers the node."));
+        assert!(!v.stated_in("Power state."));
     }
 }

@@ -59,9 +59,9 @@ fn attribute(a: &Attribute) -> pb::schema::Attribute {
 /// rules are documented where they are enforced.
 fn describe_attribute(a: &Attribute) -> String {
     let mut text = a.description.to_owned();
-    for v in &a.validators {
+    for sentence in a.validator_sentences() {
         text.push(' ');
-        text.push_str(&v.description());
+        text.push_str(&sentence);
     }
     text
 }

@@ -30,8 +30,8 @@ pub(super) fn node_schema() -> Schema {
                 .requires_replace()
                 .describe(
                     "The node's hostname in BCM (the same server's Kubernetes node name). The \
-                     node must be free or already held by `tenant`. Changing it replaces the \
-                     resource: the old node is released and the new one claimed.",
+                     node must be free or already held by `tenant`. On a change the old node is \
+                     released and the new one claimed.",
                 ),
         )
         .attr(Attribute::required("category", Type::String).describe(
@@ -70,8 +70,8 @@ pub(super) fn node_schema() -> Schema {
                 .requires_replace()
                 .describe(
                     "The tenant holding the node, recorded on the device. A node held by \
-                     another tenant cannot be claimed. Changing it replaces the resource, so \
-                     the node is wiped between tenants.",
+                     another tenant cannot be claimed. A node changing tenants is released \
+                     first, and wiped unless `wipe_on_destroy` is `false`.",
                 ),
         )
         .attr(

@@ -69,8 +69,7 @@ pub fn benchmark_schema() -> Schema {
                 .requires_replace()
                 .validate(DnsLabel::new(NAME_MAX))
                 .describe(
-                    "Name of the benchmark, unique in its namespace; lowercase letters, digits \
-                     and `-`, at most 40 characters. The Job is `gfb-<name>`.",
+                    "Name of the benchmark, unique in its namespace. The Job is `gfb-<name>`.",
                 ),
         )
         .attr(
@@ -152,7 +151,7 @@ pub fn benchmark_schema() -> Schema {
                      into a launcher running `mpirun` and one worker per node. `gpufleet`: an \
                      Indexed Job whose pods run the SSH daemon, pod 0 also running `mpirun` \
                      over a hostfile of the pods' stable names, with a key pair in a Secret. \
-                     `auto` (the default): `mpi-operator` when the host cluster serves \
+                     `auto`: `mpi-operator` when the host cluster serves \
                      `MPIJob`, else `gpufleet`. Other suites and single-node runs run one \
                      pod per node either way.",
                 ),
@@ -228,7 +227,7 @@ pub fn benchmark_schema() -> Schema {
                 .validate(PositiveDuration::new())
                 .describe(
                     "How long every pod may take to be scheduled and running (the gang \
-                     deadline). Defaults to `5m`.",
+                     deadline).",
                 ),
         )
         .attr(Attribute::computed("status", Type::String).describe(

@@ -363,7 +363,7 @@ pub fn attribute() -> Attribute {
                         .describe("Node label key, e.g. `karpenter.sh/capacity-type`."),
                     Attribute::required("operator", Type::String)
                         .validate(OneOf::new(OPERATORS))
-                        .describe("`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`."),
+                        .describe("How the node label is compared with `values`."),
                     Attribute::optional("values", Type::list(Type::String)).describe(
                         "Values: at least one for `In` and `NotIn`, none for `Exists` and \
                          `DoesNotExist`, one whole number for `Gt` and `Lt`.",

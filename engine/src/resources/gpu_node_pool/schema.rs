@@ -79,7 +79,7 @@ fn taint_attributes() -> Vec<Attribute> {
         Attribute::optional("value", Type::String).describe("Taint value; may be left out."),
         Attribute::required("effect", Type::String)
             .validate(OneOf::new(&["NoSchedule", "PreferNoSchedule", "NoExecute"]))
-            .describe("`NoSchedule`, `PreferNoSchedule` or `NoExecute`."),
+            .describe("What the taint does to pods that do not tolerate it."),
     ]
 }
 
@@ -111,7 +111,7 @@ pub fn pool_schema() -> Schema {
                 .validate(DnsLabel::new(63))
                 .describe(
                     "Name of the pool, unique within its virtual cluster. Nodes carry \
-                     `gpufleet.dev/pool=<virtual cluster>.<name>`. Changing it replaces the pool.",
+                     `gpufleet.dev/pool=<virtual cluster>.<name>`.",
                 ),
         )
         .attr(
@@ -150,8 +150,7 @@ pub fn pool_schema() -> Schema {
                 .describe(
                     "The GPU product, as GPU feature discovery writes it in the \
                      `nvidia.com/gpu.product` label (e.g. `NVIDIA-H100-80GB-HBM3`; catalog \
-                     aliases work too). Must be in `gpufleet_gpu_catalog`. Changing it \
-                     replaces the pool.",
+                     aliases work too). Must be in `gpufleet_gpu_catalog`.",
                 ),
         )
         .attr(
@@ -194,8 +193,7 @@ pub fn pool_schema() -> Schema {
                      nodes of `gpu_product` in Base Command Manager for the virtual cluster \
                      (recorded on each device), provisions them until they are `UP`, then \
                      claims their host-cluster nodes of the same names, and wipes them (FULL \
-                     reinstall) when they are released; it needs the provider's `bcm` block. \
-                     Changing it replaces the pool.",
+                     reinstall) when they are released; it needs the provider's `bcm` block.",
                 ),
         )
         .attr(
@@ -235,7 +233,7 @@ pub fn pool_schema() -> Schema {
                 .validate(PositiveDuration::new())
                 .describe(
                     "How long to wait for a node's pods to be evicted (disruption budgets \
-                     apply) before scaling down or destroying fails, e.g. `\"10m\"`.",
+                     apply) before scaling down or destroying fails.",
                 ),
         )
         .attr(

@@ -51,43 +51,35 @@ pub(super) fn segment_schema() -> Schema {
                 .requires_replace()
                 .validate(DnsLabel::new(60))
                 .describe(
-                    "Name of the segment and its V-Net; unique on the controller. Lowercase \
-                     letters, digits and `-`, at most 60 characters (the IPAM objects are named \
-                     `gf-<name>`). Changing it replaces the segment.",
+                    "Name of the segment and its V-Net; unique on the controller. The IPAM \
+                     objects are named `gf-<name>`.",
                 ),
         )
         .attr(
             Attribute::required("tenant", Type::String)
                 .requires_replace()
-                .describe(
-                    "Name of the controller tenant that owns the segment. Changing it replaces \
-                     the segment.",
-                ),
+                .describe("Name of the controller tenant that owns the segment."),
         )
         .attr(
             Attribute::required("vpc", Type::String)
                 .requires_replace()
                 .describe(
                     "Name of the VPC the segment lives in (the controller's default VPC is \
-                     `Default`). Changing it replaces the segment.",
+                     `Default`).",
                 ),
         )
         .attr(
             Attribute::required("site", Type::String)
                 .requires_replace()
-                .describe(
-                    "Name of the site whose switches carry the segment. Changing it replaces \
-                     the segment.",
-                ),
+                .describe("Name of the site whose switches carry the segment."),
         )
         .attr(
             Attribute::required("cidr", Type::String)
                 .requires_replace()
                 .validate(Ipv4Cidr::new(8, 30))
                 .describe(
-                    "The segment's IPv4 network, e.g. `10.20.0.0/24`; host bits must be clear. \
-                     Becomes the prefix of the allocation and the subnet. Changing it replaces \
-                     the segment.",
+                    "The segment's network; host bits must be clear. Becomes the prefix \
+                     of the allocation and the subnet.",
                 ),
         )
         .attr(
@@ -95,8 +87,7 @@ pub(super) fn segment_schema() -> Schema {
                 .validate(Ipv4Address::new())
                 .describe(
                     "The gateway address inside `cidr`, neither its network nor its broadcast \
-                     address. Defaults to the first host address (`10.20.0.1` for \
-                     `10.20.0.0/24`). Changes in place.",
+                     address; when unset, the first host address of `cidr`. Changes in place.",
                 ),
         )
         .attr(
@@ -104,7 +95,7 @@ pub(super) fn segment_schema() -> Schema {
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 4094))
                 .describe(
-                    "The VLAN, 1–4094. When not set, the controller allocates one, and it stays \
+                    "The VLAN. When not set, the controller allocates one, and it stays \
                      the same for the life of the segment.",
                 ),
         )
@@ -113,7 +104,7 @@ pub(super) fn segment_schema() -> Schema {
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 16_777_215))
                 .describe(
-                    "The VXLAN network identifier, 1–16777215. When not set, the controller \
+                    "The VXLAN network identifier. When not set, the controller \
                      allocates one, and it stays the same for the life of the segment.",
                 ),
         )
@@ -154,8 +145,7 @@ pub(super) fn segment_schema() -> Schema {
                 .default(9000)
                 .validate(IntBetween::new(1280, 9216))
                 .describe(
-                    "MTU of the segment, 1280–9216. Also recorded on the V-Net as the tag \
-                     `gpufleet:mtu`.",
+                    "MTU of the segment. Also recorded on the V-Net as the tag `gpufleet:mtu`.",
                 ),
         )
         .attr(

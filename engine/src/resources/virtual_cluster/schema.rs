@@ -99,7 +99,7 @@ fn expose_attributes() -> Vec<Attribute> {
             .validate(OneOf::new(SERVICE_TYPES))
             .describe(
                 "The type of the API server's Service `<name>` \
-                 (`controlPlane.service.spec.type`): `ClusterIP` (the default: reachable inside \
+                 (`controlPlane.service.spec.type`): `ClusterIP` (reachable inside \
                  the host cluster at `https://<name>.<namespace>.svc:443`, or through a proxy \
                  named by `host`; from outside, use the ephemeral resource \
                  `gpufleet_virtual_cluster_connection`), `NodePort` (a port on \
@@ -147,9 +147,7 @@ pub fn resource_schema() -> Schema {
                 .requires_replace()
                 .validate(DnsLabel::new(NAME_MAX))
                 .describe(
-                    "Name of the virtual cluster (and of its StatefulSet and Service). Lowercase \
-                     letters, digits and `-`, at most 52 characters. Changing it replaces the \
-                     virtual cluster.",
+                    "Name of the virtual cluster (and of its StatefulSet and Service).",
                 ),
         )
         .attr(
@@ -159,7 +157,7 @@ pub fn resource_schema() -> Schema {
                 .describe(
                     "The host namespace the virtual cluster lives in; defaults to `vc-<name>`. \
                      gpufleet creates it and deletes it with the virtual cluster, so it must not \
-                     be a namespace anything else uses. Changing it replaces the virtual cluster.",
+                     be a namespace anything else uses.",
                 ),
         )
         .attr(
@@ -167,9 +165,8 @@ pub fn resource_schema() -> Schema {
                 .default(default_kubernetes_version())
                 .validate(SupportedKubernetesVersion)
                 .describe(
-                    "Kubernetes minor version of the virtual control plane, one the pinned \
-                     vCluster release runs; defaults to the newest. Upgrades happen in place \
-                     (the control plane restarts); downgrades are refused.",
+                    "Kubernetes minor version of the virtual control plane. Upgrades happen in \
+                     place (the control plane restarts); downgrades are refused.",
                 ),
         )
         .attr(
@@ -184,8 +181,7 @@ pub fn resource_schema() -> Schema {
                      provide) or `private` (as `dedicated`, but only pools that hold whole servers \
                      for the tenant, `bcm` or `auto`, may provide the nodes; vCluster's own \
                      private-nodes mode is a vCluster Pro feature and is not used). \
-                     **Changing it replaces the virtual cluster**: its API server, data and \
-                     kubeconfig are created anew.",
+                     **A change creates its API server, data and kubeconfig anew.**",
                 ),
         )
         .attr(
@@ -245,7 +241,7 @@ pub fn resource_schema() -> Schema {
                         .validate(PositiveDuration::new())
                         .describe(
                             "Put the virtual cluster to sleep after this long without \
-                                   API activity, e.g. `\"1h\"`.",
+                             API activity.",
                         ),
                 ],
             )
@@ -281,7 +277,7 @@ pub fn resource_schema() -> Schema {
             .describe(
                 "The volume claim that keeps the control plane's data (the tenant's objects in \
                  its SQLite database, and its certificates) across restarts, pauses, upgrades \
-                 and rescheduling. It is the vCluster chart's default: the StatefulSet's claim \
+                 and rescheduling. It is the claim the vCluster chart makes: the StatefulSet's claim \
                  template `data` (`controlPlane.statefulSet.persistence.volumeClaim`, \
                  ReadWriteOnce, `persistentVolumeClaimRetentionPolicy.whenDeleted: Retain`), \
                  from which the control-plane pod gets the PersistentVolumeClaim \
@@ -307,7 +303,7 @@ pub fn resource_schema() -> Schema {
             .describe(
                 "How the virtual API server is reached from outside the host cluster: the type \
                  of its Service `<name>` and, optionally, a DNS name or address in front of \
-                 it. The default is a ClusterIP Service, reached inside the host cluster at its \
+                 it. Without it, the Service is a ClusterIP Service, reached inside the host cluster at its \
                  cluster DNS name `https://<name>.<namespace>.svc:443` (which gpufleet adds to \
                  the serving certificate and writes into the control plane's exported \
                  kubeconfig); a plan that creates such a virtual cluster warns that clients \
