@@ -129,6 +129,7 @@ async fn run(
     let Some(op) = operation(config) else {
         return Diagnostics::new();
     };
+    let word = config.get("operation").as_str().unwrap_or_default();
     let d = match find(api, hostname).await {
         Ok(d) => d,
         Err(diags) => return diags,
@@ -138,14 +139,14 @@ async fn run(
         return refused;
     }
     let started = Instant::now();
-    progress(format!("node {hostname}: power {}", op.as_str()));
+    progress(format!("node {hostname}: power {word}"));
     let what = format!("node {hostname}");
     let done = match api.power(std::slice::from_ref(&d.uuid), op, &what).await {
         Ok(r) => r,
         Err(e) => {
             return Diagnostic::error(
                 "BCM Node Power Failed",
-                format!("{TYPE_NAME}: node {hostname}: power {}: {e}.", op.as_str()),
+                format!("{TYPE_NAME}: node {hostname}: power {word}: {e}."),
             )
             .into();
         }
@@ -181,10 +182,8 @@ async fn run(
             Diagnostics::new()
         }
         Ok(Some(Err(LifecycleError::InstallFailed { status, .. }))) => failed(format!(
-            "{TYPE_NAME}: node {hostname} stopped in {} after `{}`: {}",
-            status.status,
-            op.as_str(),
-            status.message
+            "{TYPE_NAME}: node {hostname} stopped in {} after `{word}`: {}",
+            status.status, status.message
         )),
         Ok(Some(Err(e))) => failed(format!("{TYPE_NAME}: node {hostname}: {e}.")),
         Ok(None) => failed(format!(
@@ -192,10 +191,9 @@ async fn run(
              power operation was sent, so the node goes on booting."
         )),
         Err(_) => failed(format!(
-            "{TYPE_NAME}: node {hostname} was not UP within {} minutes of `{}` (last seen \
-             {last}).",
-            UP_WITHIN.as_secs() / 60,
-            op.as_str()
+            "{TYPE_NAME}: node {hostname} was not UP within {} minutes of `{word}` (last \
+             seen {last}).",
+            UP_WITHIN.as_secs() / 60
         )),
     }
 }
