@@ -15,8 +15,8 @@ pub fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
             .unwrap_or_else(|| panic!("{name} is not set by the lab"))
     };
     let body = json!({"service": service, "call": call, "args": args});
-    let out = Command::new("curl")
-        .args(["-sS", "-f", "-X", "POST", "--cacert"])
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-f", "-X", "POST", "--cacert"])
         .arg(get("GPUFLEET_BCM_CA_CERTIFICATE"))
         .arg("--cert")
         .arg(get("GPUFLEET_BCM_CLIENT_CERTIFICATE"))
@@ -24,12 +24,16 @@ pub fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
         .arg(get("GPUFLEET_BCM_CLIENT_KEY"))
         .args(["-H", "Content-Type: application/json", "--data"])
         .arg(body.to_string())
-        .arg(format!("{}/json", get("GPUFLEET_BCM_ENDPOINT")))
-        .output()
-        .expect("run curl");
+        .arg(format!("{}/json", get("GPUFLEET_BCM_ENDPOINT")));
+    json_of(cmd, &format!("{service}.{call}"))
+}
+
+/// Runs a `curl` that must succeed; its JSON answer (null when it is none).
+fn json_of(mut cmd: Command, what: &str) -> Value {
+    let out = cmd.output().expect("run curl");
     assert!(
         out.status.success(),
-        "{service}.{call}: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
@@ -51,13 +55,21 @@ pub fn bcm_admin(method: &str, path: &str, body: Option<&Value>) -> Value {
             &b.to_string(),
         ]);
     }
-    let out = cmd.output().expect("run curl");
-    assert!(
-        out.status.success(),
-        "curl {method} {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    json_of(cmd, &format!("curl {method} {path}"))
+}
+
+/// How many power operations BCM's journal holds for the device of `hostname`.
+pub fn bcm_power_calls(hostname: &str) -> usize {
+    let uuid = bcm_device(hostname)["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    bcm_admin("GET", "/_admin/journal", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["call"] == "powerOperation" && e["args"].to_string().contains(&uuid))
+        .count()
 }
 
 /// The BCM device named `hostname`, found as clients resolve names: among all devices

@@ -7,24 +7,14 @@
 
 use gpufleet_acceptance::{
     Output, Session,
-    emulators::{bcm_admin, bcm_call, bcm_device, netris_curl},
+    emulators::{bcm_call, bcm_device, bcm_power_calls as power_calls, netris_curl},
 };
 use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::{Value, json};
 
-const REQUIRED_PROVIDERS: &str = r#"
-terraform {
-  required_providers {
-    gpufleet = { source = "gpufleet/gpufleet" }
-  }
-}
-
-provider "gpufleet" {}
-"#;
-
 /// A session whose configuration is only the provider, with `query` as its query file.
 fn query_session(query: &str) -> Session {
-    let s = Session::new(REQUIRED_PROVIDERS, Lab::shared().settings_env());
+    let s = Session::on_shared_lab("");
     s.wd.write("adopt.tfquery.hcl", query);
     s
 }
@@ -58,6 +48,24 @@ fn planned(s: &Session) -> Vec<(String, Vec<String>, bool)> {
             )
         })
         .collect()
+}
+
+/// Plans the generated configuration, which must import exactly `count` objects changing
+/// nothing, applies that plan, and requires the next plan to be empty.
+fn import_unchanged(s: &Session, count: usize, generated: &str) {
+    let plan = planned(s);
+    assert_eq!(plan.len(), count, "{plan:?}\n{generated}");
+    for (address, actions, importing) in &plan {
+        assert!(*importing, "{address} is not imported: {plan:?}");
+        assert_eq!(
+            actions,
+            &["no-op"],
+            "{address} would change: {plan:?}\n{generated}\n{}",
+            s.run(&["show", "-no-color", "tfplan"])
+        );
+    }
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    s.assert_plan_empty();
 }
 
 /// A logged-in cookie jar for the Netris emulator's API, as an operator's script would have.
@@ -120,6 +128,38 @@ fn vnet_out_of_band(name: &str, tenant: &str, prefix: &str, gateway: &str) {
     );
 }
 
+/// Removes the allocation and subnet [`vnet_out_of_band`] made for `name`, as the team whose
+/// objects they are would: an adopted segment does not own IPAM objects of other names, so
+/// its destroy leaves them. Subnets go first, as the controller requires.
+fn remove_ipam_out_of_band(name: &str) {
+    let jar = netris_login();
+    let (status, tree) = netris_curl("GET", "/api/v2/ipam", None, Some(jar.path()));
+    assert_eq!(status, 200, "{tree}");
+    fn walk<'a>(node: &'a Value, out: &mut Vec<&'a Value>) {
+        out.push(node);
+        for child in node["children"].as_array().into_iter().flatten() {
+            walk(child, out);
+        }
+    }
+    let mut nodes = Vec::new();
+    for root in tree["data"].as_array().into_iter().flatten() {
+        walk(root, &mut nodes);
+    }
+    let ours = format!("ops-{name}");
+    for kind in ["subnet", "allocation"] {
+        for node in nodes.iter().filter(|n| {
+            n["name"] == ours.as_str()
+                && n["type"]
+                    .as_str()
+                    .is_some_and(|t| t.eq_ignore_ascii_case(kind))
+        }) {
+            let path = format!("/api/v2/ipam/{kind}/{}", node["id"]);
+            let (status, answer) = netris_curl("DELETE", &path, None, Some(jar.path()));
+            assert_eq!(status, 200, "DELETE {path}: {answer}");
+        }
+    }
+}
+
 /// The first site of the emulator's inventory.
 fn site() -> String {
     let jar = netris_login();
@@ -134,8 +174,12 @@ fn site() -> String {
 #[test]
 fn vnets_made_out_of_band_are_adopted_as_segments_without_a_change() {
     let names = ["acc-adopt-a", "acc-adopt-b"];
-    vnet_out_of_band(names[0], "tenant-a", "10.141.0.0/24", "10.141.0.1");
-    vnet_out_of_band(names[1], "tenant-a", "10.141.1.0/24", "10.141.1.1");
+    // What an earlier run on the same lab left, if it stopped half-way.
+    for name in names {
+        remove_ipam_out_of_band(name);
+    }
+    vnet_out_of_band(names[0], "tenant-a", "10.151.0.0/24", "10.151.0.1");
+    vnet_out_of_band(names[1], "tenant-a", "10.151.1.0/24", "10.151.1.1");
     let s = query_session(
         r#"
 list "gpufleet_network_segment" "ops" {
@@ -170,18 +214,7 @@ list "gpufleet_network_segment" "ops" {
         .join("\n\n");
     s.wd.write("generated.tf", &ours);
 
-    let plan = planned(&s);
-    assert_eq!(plan.len(), 2, "{plan:?}\n{ours}");
-    for (address, actions, importing) in &plan {
-        assert!(*importing, "{address} is not imported: {plan:?}");
-        assert_eq!(
-            actions,
-            &["no-op"],
-            "{address} would change: {plan:?}\n{ours}"
-        );
-    }
-    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
-    s.assert_plan_empty();
+    import_unchanged(&s, 2, &ours);
     let state = s.wd.run(&["state", "list"]).stdout;
     assert_eq!(state.lines().count(), 2, "{state}");
     s.destroy();
@@ -192,6 +225,10 @@ list "gpufleet_network_segment" "ops" {
             !vnets.to_string().contains(&format!("\"{name}\"")),
             "{name} outlived the destroy: {vnets}"
         );
+    }
+    // The allocations and subnets of other names were never the segments' to remove.
+    for name in names {
+        remove_ipam_out_of_band(name);
     }
 }
 
@@ -242,17 +279,7 @@ list "gpufleet_bcm_node" "held" {
         generated.contains("tenant") && generated.contains("acc-adopter"),
         "{generated}"
     );
-    let plan = planned(&s);
-    assert_eq!(plan.len(), 1, "{plan:?}\n{generated}");
-    assert!(plan[0].2, "not an import: {plan:?}");
-    assert_eq!(
-        plan[0].1,
-        ["no-op"],
-        "{plan:?}\n{generated}\n{}",
-        s.run(&["show", "-no-color", "tfplan"])
-    );
-    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
-    s.assert_plan_empty();
+    import_unchanged(&s, 1, &generated);
     assert_eq!(
         power_calls(&host),
         journal_before,
@@ -284,20 +311,6 @@ list "gpufleet_bcm_node" "held" {
         bcm_device(&host)["extra_values"]["gpufleet_tenant"].is_null(),
         "the destroy released the node"
     );
-}
-
-/// How many power operations the BCM journal holds for `hostname`'s device.
-fn power_calls(hostname: &str) -> usize {
-    let uuid = bcm_device(hostname)["uuid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    bcm_admin("GET", "/_admin/journal", None)
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["call"] == "powerOperation" && e["args"].to_string().contains(&uuid))
-        .count()
 }
 
 /// Puts a node this test marked back into the free pool if the test ends before its destroy
@@ -351,10 +364,7 @@ resource "gpufleet_virtual_cluster" "t" {{
 "#
     );
     // The workspace that made it, whose state is then lost to the adopting one.
-    let maker = Session::new(
-        &format!("{REQUIRED_PROVIDERS}\n{resource}"),
-        Lab::shared().settings_env(),
-    );
+    let maker = Session::on_shared_lab(&resource);
     let _cleanup = maker.destroy_on_panic();
     maker.apply();
     let control_plane = pod_uids(&ns);
@@ -372,17 +382,7 @@ list "gpufleet_virtual_cluster" "gold" {
     );
     let (out, generated) = generate(&s);
     assert!(out.contains(name), "{out}");
-    let plan = planned(&s);
-    assert_eq!(plan.len(), 1, "{plan:?}\n{generated}");
-    assert!(plan[0].2, "not an import: {plan:?}");
-    assert_eq!(
-        plan[0].1,
-        ["no-op"],
-        "{plan:?}\n{generated}\n{}",
-        s.run(&["show", "-no-color", "tfplan"])
-    );
-    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
-    s.assert_plan_empty();
+    import_unchanged(&s, 1, &generated);
     assert_eq!(
         pod_uids(&ns),
         control_plane,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use gpufleet_acceptance::{
     Output, Session,
-    emulators::{bcm_admin as admin, bcm_call, bcm_device},
+    emulators::{bcm_admin as admin, bcm_call, bcm_device, bcm_power_calls as power_calls},
     sweep, terraform_launcher, workspace_root,
 };
 use gpufleet_lab::Lab;
@@ -632,20 +632,6 @@ fn interrupted_at_any_call_converges_without_orphans_or_duplicates() {
     }
 }
 
-/// How many power operations the BCM journal holds for `hostname`'s device.
-fn power_calls(hostname: &str) -> usize {
-    let uuid = bcm_device(hostname)["uuid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    admin("GET", "/_admin/journal", None)
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["call"] == "powerOperation" && e["args"].to_string().contains(&uuid))
-        .count()
-}
-
 fn power_action(hostname: &str, operation: &str, force: bool) -> String {
     format!(
         r#"
@@ -719,4 +705,71 @@ fn the_power_action_resets_a_free_node_and_refuses_a_held_one_unless_forced() {
     assert!(!bad.success(), "{bad}");
     assert!(bad.contains("operation"), "{bad}");
     assert_eq!(power_calls(&host), before + 2);
+}
+
+#[test]
+fn the_reprovision_action_reinstalls_a_free_node_and_refuses_a_held_one() {
+    let _g = lock();
+    let host = rack("rack-a1")
+        .into_iter()
+        .rev()
+        .nth(1)
+        .expect("rack-a1 has two nodes");
+    let action = |force: bool| {
+        format!(
+            r#"
+action "gpufleet_bcm_node_reprovision" "r" {{
+  config {{
+    hostname = "{host}"
+    force    = {force}
+  }}
+}}
+"#
+        )
+    };
+    let invoke = [
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-invoke=action.gpufleet_bcm_node_reprovision.r",
+    ];
+    let tf = Tf::new(&action(false));
+    let updates = updates_of(&host);
+    let powers = power_calls(&host);
+    let out = tf.ok(&invoke);
+    assert!(out.contains("next boot installs FULL"), "{out}");
+    assert!(out.contains("reinstalled (FULL)"), "{out}");
+    assert_eq!(
+        updates_of(&host),
+        updates + 1,
+        "one update marks the install"
+    );
+    assert_eq!(power_calls(&host), powers + 1, "one boot");
+    assert!(
+        device(&host)["nextBootInstallMode"]
+            .as_str()
+            .is_none_or(str::is_empty),
+        "the installer consumed the one-shot mode: {:#}",
+        device(&host)
+    );
+
+    // Held by a tenant: refused at plan, and nothing is marked or powered.
+    let mut d = device(&host);
+    d["extra_values"]["gpufleet_tenant"] = json!("acc-reprovision-tenant");
+    let r = bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    assert_eq!(r["success"], true, "{r}");
+    let updates = updates_of(&host);
+    let refused = tf.run(&invoke);
+    let updates_after = updates_of(&host);
+    let mut d = device(&host);
+    d["extra_values"]["gpufleet_tenant"] = Value::Null;
+    bcm_call("cmdevice", "updateDevice", &json!([d, 0]));
+    assert!(!refused.success(), "{refused}");
+    assert!(refused.contains("acc-reprovision-tenant"), "{refused}");
+    assert_eq!(
+        updates_after, updates,
+        "a refused reprovision marks nothing"
+    );
+    assert_eq!(power_calls(&host), powers + 1);
 }

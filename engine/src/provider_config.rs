@@ -372,7 +372,10 @@ impl ProviderSettings {
 /// needs `bcm` only when its nodes come from BCM.
 pub fn backends_needed(type_name: &str, config: &Value) -> Vec<&'static str> {
     match type_name {
-        "gpufleet_bcm_node" | "gpufleet_bcm_nodes" | "gpufleet_bcm_node_power" => vec!["bcm"],
+        "gpufleet_bcm_node"
+        | "gpufleet_bcm_nodes"
+        | "gpufleet_bcm_node_power"
+        | "gpufleet_bcm_node_reprovision" => vec!["bcm"],
         "gpufleet_network_segment" => vec!["netris"],
         "gpufleet_gpu_node_pool" if config.get("source").as_str() == Some("bcm") => {
             vec!["kubernetes", "bcm"]

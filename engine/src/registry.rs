@@ -5,7 +5,7 @@
 //! exactly this, so adding a kind is one line.
 
 use crate::{
-    actions::bcm_node_power::BcmNodePower,
+    actions::{bcm_node_power::BcmNodePower, bcm_node_reprovision::BcmNodeReprovision},
     apply::Listing,
     backends::kube::host,
     data_sources::bcm_nodes::BcmNodes,
@@ -54,7 +54,10 @@ pub const LIST_RESOURCES: &[&dyn ListKind] = &[
 ];
 
 /// Actions, for day-2 operations.
-pub const ACTIONS: &[&dyn ActionKind] = &[&BcmNodePower(crate::backends::bcm::FromSettings)];
+pub const ACTIONS: &[&dyn ActionKind] = &[
+    &BcmNodePower(crate::backends::bcm::FromSettings),
+    &BcmNodeReprovision(crate::backends::bcm::FromSettings),
+];
 
 /// Provider-defined functions.
 pub const FUNCTIONS: &[&dyn FunctionKind] = &[&MigProfiles];

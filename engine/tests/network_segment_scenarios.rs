@@ -263,3 +263,63 @@ async fn a_replacement_under_the_same_name_does_not_adopt_what_it_deleted() {
     assert_eq!(tf.state.get("cidr").as_str(), Some("10.21.0.0/24"));
     assert_eq!(fake.counts(), (1, 1, 1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn listing_is_one_list_and_a_read_per_result_only_when_the_resource_is_asked_for() {
+    use gpufleet_engine::{
+        apply::Listing,
+        context::Context,
+        kinds::{ListKind, ListRequest},
+    };
+    let fake = FakeNetris::new();
+    let k = kind(&fake);
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&segment(&k, &[])).await;
+    let mut other = Terraform::new(&k);
+    other
+        .apply_ok(&segment(
+            &k,
+            &[
+                ("name", Value::string("tenant-a-net-2")),
+                ("cidr", Value::string("10.20.1.0/24")),
+            ],
+        ))
+        .await;
+    fake.take_log();
+    let lister = Listing(kind(&fake));
+    let ctx = Context::default();
+    let request = |include_resource: bool, limit: usize| ListRequest {
+        config: Value::object([("tenant", Value::string("tenant-a"))]),
+        include_resource,
+        limit,
+    };
+
+    let names = lister.list(&ctx, request(false, 100)).await;
+    assert!(names.diagnostics.is_empty(), "{:?}", names.diagnostics);
+    let found: Vec<&Value> = names.results.iter().map(|r| r.state.get("name")).collect();
+    assert_eq!(
+        found,
+        [
+            &Value::string("tenant-a-net"),
+            &Value::string("tenant-a-net-2")
+        ]
+    );
+    expect(&fake, &["GET /api/v2/vnet"]);
+
+    let full = lister.list(&ctx, request(true, 1)).await;
+    assert_eq!(full.results.len(), 1, "the limit is honoured");
+    assert_eq!(
+        full.results[0].state.get("cidr"),
+        &Value::string("10.20.0.0/24"),
+        "the object as a read after an import records it"
+    );
+    let log = routes(&fake);
+    assert_eq!(log.first().map(String::as_str), Some("GET /api/v2/vnet"));
+    assert!(
+        log.iter()
+            .filter(|r| r.starts_with("GET /api/v2/vnet"))
+            .count()
+            >= 2,
+        "the listed segment is read: {log:?}"
+    );
+}

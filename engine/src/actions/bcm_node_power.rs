@@ -7,20 +7,16 @@
 //! before the power call, since the fleet can change between the two. `on` and `reset`
 //! then wait until BCM reports the node `UP`; `off` is done when BCM takes the call.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::time::Instant;
 
+use super::bcm_node_steps::{find, guard, wait_until_up};
 use crate::{
-    backends::bcm::{
-        BcmApi, BcmBackend, Device, FromSettings, PowerOp,
-        lifecycle::{LifecycleError, Progress, wait_up},
-    },
+    backends::bcm::{BcmApi, BcmBackend, FromSettings, PowerOp},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ActionKind, ProgressSink},
-    path::AttrPath,
     schema::{Attribute, Block, Schema},
     validate::OneOf,
     value::{Type, Value},
@@ -31,10 +27,6 @@ pub const TYPE_NAME: &str = "gpufleet_bcm_node_power";
 
 /// The operations, as `operation` takes them.
 const OPERATIONS: &[&str] = &["on", "off", "reset"];
-
-/// How long `on` and `reset` wait for the node to come up: a full install of a GPU server
-/// takes 5–10 minutes on real hardware.
-const UP_WITHIN: Duration = Duration::from_secs(30 * 60);
 
 /// The `gpufleet_bcm_node_power` action over a [`BcmBackend`]. The registry uses
 /// `BcmNodePower(FromSettings)`.
@@ -75,48 +67,8 @@ fn operation(config: &Value) -> Option<PowerOp> {
     }
 }
 
-/// The node, or the diagnostic on `hostname` that says BCM has none of that name.
-async fn find(api: &dyn BcmApi, hostname: &str) -> Result<Device, Diagnostics> {
-    match api.device_named(hostname).await {
-        Ok(Some(d)) => Ok(d),
-        Ok(None) => Err(Diagnostic::error(
-            "Unknown BCM Node",
-            format!("hostname: BCM has no node named {hostname:?}."),
-        )
-        .with_path(AttrPath::attr("hostname"))
-        .into()),
-        Err(e) => Err(Diagnostic::error(
-            "BCM Node Power Failed",
-            format!("{TYPE_NAME}: reading node {hostname}: {e}."),
-        )
-        .into()),
-    }
-}
-
-/// The refusal for a node someone holds, unless `force` is set (or not yet known).
-fn guard(d: &Device, config: &Value) -> Diagnostics {
-    let force = config.get("force");
-    if force.as_bool() == Some(true) || force.is_unknown() {
-        return Diagnostics::new();
-    }
-    let (tenant, how) = match (d.tenant(), d.releasing()) {
-        (Some(t), _) => (t, "holds it"),
-        (None, Some(t)) => (t, "released it and its wipe has not finished"),
-        (None, None) => return Diagnostics::new(),
-    };
-    let op = config.get("operation").as_str().unwrap_or("power");
-    Diagnostic::error(
-        "BCM Node Held By A Tenant",
-        format!(
-            "hostname: node {} is not free: tenant {tenant:?} {how}, and `{op}` would stop \
-             what runs on it. Set `force = true` to act anyway, or change the tenant's \
-             gpufleet_bcm_node instead.",
-            d.hostname
-        ),
-    )
-    .with_path(AttrPath::attr("hostname"))
-    .into()
-}
+/// The summary of this action's errors.
+const FAILED: &str = "BCM Node Power Failed";
 
 /// Switches the node and, for `on` and `reset`, waits until it is `UP`.
 async fn run(
@@ -130,22 +82,21 @@ async fn run(
         return Diagnostics::new();
     };
     let word = config.get("operation").as_str().unwrap_or_default();
-    let d = match find(api, hostname).await {
+    let d = match find(api, TYPE_NAME, FAILED, hostname).await {
         Ok(d) => d,
         Err(diags) => return diags,
     };
-    let refused = guard(&d, config);
+    let refused = guard(&d, config, &refusal(config));
     if refused.has_error() {
         return refused;
     }
-    let started = Instant::now();
     progress(format!("node {hostname}: power {word}"));
     let what = format!("node {hostname}");
     let done = match api.power(std::slice::from_ref(&d.uuid), op, &what).await {
         Ok(r) => r,
         Err(e) => {
             return Diagnostic::error(
-                "BCM Node Power Failed",
+                FAILED,
                 format!("{TYPE_NAME}: node {hostname}: power {word}: {e}."),
             )
             .into();
@@ -159,43 +110,14 @@ async fn run(
         });
         return Diagnostics::new();
     }
-    progress(format!("node {hostname}: waiting for UP"));
     let booting = done.count > 0 || op == PowerOp::Reset;
-    let mut seen = Progress::default();
-    let waited = tokio::time::timeout(
-        UP_WITHIN,
-        ctx.cancel
-            .run_until_cancelled(wait_up(api, &d.uuid, hostname, booting, &mut seen)),
-    )
-    .await;
-    let last = seen
-        .status
-        .as_ref()
-        .map_or_else(|| "no status yet".to_owned(), |s| s.status.clone());
-    let failed = |detail: String| Diagnostic::error("BCM Node Power Failed", detail).into();
-    match waited {
-        Ok(Some(Ok(()))) => {
-            progress(format!(
-                "node {hostname} is UP after {}s",
-                started.elapsed().as_secs()
-            ));
-            Diagnostics::new()
-        }
-        Ok(Some(Err(LifecycleError::InstallFailed { status, .. }))) => failed(format!(
-            "{TYPE_NAME}: node {hostname} stopped in {} after `{word}`: {}",
-            status.status, status.message
-        )),
-        Ok(Some(Err(e))) => failed(format!("{TYPE_NAME}: node {hostname}: {e}.")),
-        Ok(None) => failed(format!(
-            "{TYPE_NAME}: stopped by Terraform while node {hostname} came up ({last}); the \
-             power operation was sent, so the node goes on booting."
-        )),
-        Err(_) => failed(format!(
-            "{TYPE_NAME}: node {hostname} was not UP within {} minutes of `{word}` (last \
-             seen {last}).",
-            UP_WITHIN.as_secs() / 60
-        )),
-    }
+    wait_until_up(api, ctx, (TYPE_NAME, FAILED), &d, (word, booting), progress).await
+}
+
+/// What the guard says this action would do to a tenant's node.
+fn refusal(config: &Value) -> String {
+    let op = config.get("operation").as_str().unwrap_or("power");
+    format!("`{op}` would stop what runs on it")
 }
 
 #[async_trait]
@@ -216,8 +138,8 @@ impl<B: BcmBackend> ActionKind for BcmNodePower<B> {
             Ok(api) => api,
             Err(diagnostics) => return diagnostics,
         };
-        match find(api.as_ref(), hostname).await {
-            Ok(d) => guard(&d, config),
+        match find(api.as_ref(), TYPE_NAME, FAILED, hostname).await {
+            Ok(d) => guard(&d, config, &refusal(config)),
             Err(diags) => diags,
         }
     }

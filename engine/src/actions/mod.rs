@@ -2,3 +2,5 @@
 //! -invoke=action.<type>.<name>` or by a resource's `action_trigger`.
 
 pub mod bcm_node_power;
+pub mod bcm_node_reprovision;
+mod bcm_node_steps;

@@ -27,6 +27,6 @@ pub use bounded::bounded;
 pub use failed::{failed, read_outcome};
 pub use local_update::local_update;
 pub use remote_kind::RemoteKind;
-pub use remote_list::{Found, ListableKind, Listing};
+pub use remote_list::{Found, ListableKind, Listing, read_found};
 pub use step_error::{KindError, StepError, stopped_detail, subject};
 pub use steps::{Machine, Step, Stopped, run_steps};

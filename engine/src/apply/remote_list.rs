@@ -1,12 +1,14 @@
 //! List resources for kinds whose objects live behind one backend client.
 
+use std::future::Future;
+
 use async_trait::async_trait;
 
 use super::RemoteKind;
 use crate::{
     context::Context,
     diag::Diagnostics,
-    kinds::{ListKind, ListRequest, ListResponse, Listed},
+    kinds::{ListKind, ListRequest, ListResponse, Listed, ReadResponse},
     schema::Schema,
     value::Value,
 };
@@ -14,7 +16,8 @@ use crate::{
 /// One object a backend listing found, before it is read.
 #[derive(Debug, Clone)]
 pub struct Found {
-    /// The state an import of it starts from: its identifying attributes set.
+    /// The state an import of it starts from: its identifying attributes set (every other
+    /// attribute null, once listed).
     pub skeleton: Value,
     /// What Terraform shows for it.
     pub display_name: String,
@@ -73,31 +76,54 @@ impl<K: ListableKind> ListKind for Listing<K> {
             }
         };
         let schema = K::schema();
-        for f in found.into_iter().take(req.limit) {
-            if ctx.cancel.is_cancelled() {
+        let found = found.into_iter().map(|f| Found {
+            skeleton: schema.block.complete(&f.skeleton),
+            ..f
+        });
+        let api = &api;
+        read_found(ctx, &req, found, |skeleton| async move {
+            K::refresh(api, ctx, &skeleton).await
+        })
+        .await
+    }
+}
+
+/// What a list found, as Terraform gets it: each object up to the limit, read with `read` as
+/// a refresh after an import reads it when the resource itself is asked for (an object gone
+/// by then is left out, a failed read ends the listing), else only its skeleton.
+pub async fn read_found<F, Fut>(
+    ctx: &Context,
+    req: &ListRequest,
+    found: impl IntoIterator<Item = Found>,
+    read: F,
+) -> ListResponse
+where
+    F: Fn(Value) -> Fut,
+    Fut: Future<Output = ReadResponse>,
+{
+    let mut resp = ListResponse::default();
+    for f in found.into_iter().take(req.limit) {
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        let state = if req.include_resource {
+            let read = read(f.skeleton).await;
+            let failed = read.diagnostics.has_error();
+            resp.diagnostics.extend(read.diagnostics);
+            if failed {
                 break;
             }
-            let skeleton = schema.block.complete(&f.skeleton);
-            let state = if req.include_resource {
-                let read = K::refresh(&api, ctx, &skeleton).await;
-                let failed = read.diagnostics.has_error();
-                resp.diagnostics.extend(read.diagnostics);
-                if failed {
-                    break;
-                }
-                // Gone between the listing and the read: nothing to adopt.
-                if read.new_state.is_null() {
-                    continue;
-                }
-                read.new_state
-            } else {
-                skeleton
-            };
-            resp.results.push(Listed {
-                display_name: f.display_name,
-                state,
-            });
-        }
-        resp
+            if read.new_state.is_null() {
+                continue;
+            }
+            read.new_state
+        } else {
+            f.skeleton
+        };
+        resp.results.push(Listed {
+            display_name: f.display_name,
+            state,
+        });
     }
+    resp
 }

@@ -64,12 +64,7 @@ fn steps(steps: &[&str]) -> Value {
 #[tokio::test]
 async fn actions_are_announced_with_their_schemas() {
     let h = Harness::start().await;
-    let meta = h
-        .client()
-        .get_metadata(pb::get_metadata::Request {})
-        .await
-        .expect("GetMetadata")
-        .into_inner();
+    let meta = h.metadata().await;
     let names: Vec<&str> = meta.actions.iter().map(|a| a.type_name.as_str()).collect();
     for name in ["gpufleet_bcm_node_power", POKE] {
         assert!(names.contains(&name), "{name} not in {names:?}");

@@ -150,12 +150,7 @@ async fn the_connection_is_announced_with_its_secrets_sensitive() {
     }
     assert!(!block.description.is_empty());
 
-    let meta = h
-        .client()
-        .get_metadata(pb::get_metadata::Request {})
-        .await
-        .expect("GetMetadata")
-        .into_inner();
+    let meta = h.metadata().await;
     assert!(
         meta.ephemeral_resources
             .iter()

@@ -17,12 +17,7 @@ const SERVED: &[&str] = &["gpufleet_network_segment", "gpufleet_bcm_node"];
 #[tokio::test]
 async fn list_resources_are_announced_with_schemas_and_identities() {
     let h = Harness::start().await;
-    let meta = h
-        .client()
-        .get_metadata(pb::get_metadata::Request {})
-        .await
-        .expect("GetMetadata")
-        .into_inner();
+    let meta = h.metadata().await;
     let announced: Vec<&str> = meta
         .list_resources
         .iter()

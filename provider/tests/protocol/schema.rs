@@ -304,12 +304,7 @@ async fn wire_schemas_imply_the_engine_value_types() {
 #[tokio::test]
 async fn metadata_lists_the_same_names_as_the_schema() {
     let h = Harness::start().await;
-    let meta = h
-        .client()
-        .get_metadata(pb::get_metadata::Request {})
-        .await
-        .expect("GetMetadata")
-        .into_inner();
+    let meta = h.metadata().await;
     assert_no_errors(&meta.diagnostics, "GetMetadata");
     let schema = h.wire_schema();
 

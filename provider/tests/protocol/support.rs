@@ -357,6 +357,15 @@ impl Harness {
         self.client.clone()
     }
 
+    /// GetMetadata's answer.
+    pub(crate) async fn metadata(&self) -> pb::get_metadata::Response {
+        self.client()
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .expect("GetMetadata")
+            .into_inner()
+    }
+
     /// The schemas as fetched from GetProviderSchema when the harness started.
     pub(crate) fn wire_schema(&self) -> &pb::get_provider_schema::Response {
         &self.schema

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 
 use super::{TYPE_NAME, read::import_skeleton, read_virtual_cluster};
 use crate::{
+    apply::{Found, read_found},
     backends::kube::{
         MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER,
         host::{ObjectKind, ObjectsBackend},
@@ -17,7 +18,7 @@ use crate::{
     },
     context::Context,
     diag::{Diagnostic, Diagnostics},
-    kinds::{ListKind, ListRequest, ListResponse, Listed},
+    kinds::{ListKind, ListRequest, ListResponse},
     path::AttrPath,
     schema::{Attribute, Block, Schema},
     value::{Type, Value},
@@ -145,33 +146,17 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
             .filter(|(namespace, _)| only.is_none_or(|o| o == namespace))
             .collect();
         found.sort();
-        for (namespace, name) in found.into_iter().take(req.limit) {
-            if ctx.cancel.is_cancelled() {
-                break;
-            }
-            let Ok(skeleton) = import_skeleton(&format!("{namespace}/{name}")) else {
-                continue;
-            };
-            let state = if req.include_resource {
-                let read = read_virtual_cluster(host.as_ref(), ctx, &skeleton).await;
-                let failed = read.diagnostics.has_error();
-                resp.diagnostics.extend(read.diagnostics);
-                if failed {
-                    break;
-                }
-                if read.new_state.is_null() {
-                    continue;
-                }
-                read.new_state
-            } else {
-                skeleton
-            };
-            resp.results.push(Listed {
+        let found = found.into_iter().filter_map(|(namespace, name)| {
+            Some(Found {
+                skeleton: import_skeleton(&format!("{namespace}/{name}")).ok()?,
                 display_name: format!("{name} (namespace {namespace})"),
-                state,
-            });
-        }
-        resp
+            })
+        });
+        let host = host.as_ref();
+        read_found(ctx, &req, found, |skeleton| async move {
+            read_virtual_cluster(host, ctx, &skeleton).await
+        })
+        .await
     }
 }
 
