@@ -334,11 +334,14 @@ impl Drop for Release<'_> {
     }
 }
 
-/// The uids of the pods in host namespace `ns`, sorted.
+/// The uids of the control-plane pods in host namespace `ns`, sorted. Pods the syncer copies
+/// from inside the tenant (its DNS) come and go on their own, so they are left out.
 fn pod_uids(ns: &str) -> Vec<String> {
     let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client");
     let pods = host
-        .get(&format!("/api/v1/namespaces/{ns}/pods"))
+        .get(&format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dvcluster"
+        ))
         .expect("pods");
     let mut uids: Vec<String> = pods["items"]
         .as_array()
