@@ -7,11 +7,9 @@
 //! before the power call, since the fleet can change between the two. `on` and `reset`
 //! then wait until BCM reports the node `UP`; `off` is done when BCM takes the call.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
-use super::bcm_node_steps::{find, guard, wait_until_up};
+use super::bcm_node_steps::{find, guard, plan_check, wait_until_up};
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, FromSettings, PowerOp},
     context::Context,
@@ -131,17 +129,7 @@ impl<B: BcmBackend> ActionKind for BcmNodePower<B> {
     }
 
     async fn plan(&self, ctx: &Context, config: &Value) -> Diagnostics {
-        let Some(hostname) = config.get("hostname").as_str() else {
-            return Diagnostics::new();
-        };
-        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
-            Ok(api) => api,
-            Err(diagnostics) => return diagnostics,
-        };
-        match find(api.as_ref(), TYPE_NAME, FAILED, hostname).await {
-            Ok(d) => guard(&d, config, &refusal(config)),
-            Err(diags) => diags,
-        }
+        plan_check(&self.0, ctx, config, (TYPE_NAME, FAILED), &refusal(config)).await
     }
 
     async fn invoke(

@@ -7,11 +7,9 @@
 //! waited for until `UP`. BCM clears the one-shot mode only when the node-installer ran, so a
 //! node that comes up with it still set did not reinstall, and the action says so.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
-use super::bcm_node_steps::{find, guard, wait_until_up};
+use super::bcm_node_steps::{find, guard, plan_check, wait_until_up};
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, FromSettings, PowerOp},
     context::Context,
@@ -153,17 +151,7 @@ impl<B: BcmBackend> ActionKind for BcmNodeReprovision<B> {
     }
 
     async fn plan(&self, ctx: &Context, config: &Value) -> Diagnostics {
-        let Some(hostname) = config.get("hostname").as_str() else {
-            return Diagnostics::new();
-        };
-        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
-            Ok(api) => api,
-            Err(diagnostics) => return diagnostics,
-        };
-        match find(api.as_ref(), TYPE_NAME, FAILED, hostname).await {
-            Ok(d) => guard(&d, config, REFUSAL),
-            Err(diags) => diags,
-        }
+        plan_check(&self.0, ctx, config, (TYPE_NAME, FAILED), REFUSAL).await
     }
 
     async fn invoke(

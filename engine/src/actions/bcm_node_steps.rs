@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::{
     backends::bcm::{
-        BcmApi, Device,
+        BcmApi, BcmBackend, Device,
         lifecycle::{LifecycleError, Progress, wait_up},
     },
     context::Context,
@@ -42,6 +42,29 @@ pub(super) async fn find(
             format!("{action}: reading node {hostname}: {e}."),
         )
         .into()),
+    }
+}
+
+/// What the BCM node actions check when the plan is made: the node exists and, unless
+/// forced, no tenant holds it (`what` as for [`guard`]). Nothing is checked before the
+/// hostname is known.
+pub(super) async fn plan_check(
+    backend: &dyn BcmBackend,
+    ctx: &Context,
+    config: &Value,
+    (action, failed): (&str, &str),
+    what: &str,
+) -> Diagnostics {
+    let Some(hostname) = config.get("hostname").as_str() else {
+        return Diagnostics::new();
+    };
+    let api = match backend.connect(ctx) {
+        Ok(api) => api,
+        Err(diagnostics) => return diagnostics,
+    };
+    match find(api.as_ref(), action, failed, hostname).await {
+        Ok(d) => guard(&d, config, what),
+        Err(diags) => diags,
     }
 }
 
