@@ -28,6 +28,18 @@ pub fn bcm_call(service: &str, call: &str, args: &Value) -> Value {
     json_of(cmd, &format!("{service}.{call}"))
 }
 
+/// Adds `body`, if any, to a `curl` as its JSON request body.
+fn with_json_body(cmd: &mut Command, body: Option<&Value>) {
+    if let Some(b) = body {
+        cmd.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &b.to_string(),
+        ]);
+    }
+}
+
 /// Runs a `curl` that must succeed; its JSON answer (null when it is none).
 fn json_of(mut cmd: Command, what: &str) -> Value {
     let out = cmd.output().expect("run curl");
@@ -47,14 +59,7 @@ pub fn bcm_admin(method: &str, path: &str, body: Option<&Value>) -> Value {
     cmd.args(["-sS", "-f", "-X", method, "--cacert"])
         .arg(lab.bcm_ca())
         .arg(format!("{}{path}", lab.bcm_url()));
-    if let Some(b) = body {
-        cmd.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data",
-            &b.to_string(),
-        ]);
-    }
+    with_json_body(&mut cmd, body);
     json_of(cmd, &format!("curl {method} {path}"))
 }
 
@@ -94,14 +99,7 @@ pub fn netris_curl(
     cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}", "--cacert"])
         .arg(lab.paths().netris_ca())
         .arg(format!("{}{path}", lab.netris_url()));
-    if let Some(b) = body {
-        cmd.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data",
-            &b.to_string(),
-        ]);
-    }
+    with_json_body(&mut cmd, body);
     if let Some(jar) = jar {
         cmd.arg("-b").arg(jar).arg("-c").arg(jar);
     }
@@ -123,4 +121,18 @@ pub fn netris_admin(method: &str, path: &str, body: Option<&Value>) -> Value {
     let (status, value) = netris_curl(method, path, body, None);
     assert_eq!(status, 200, "{method} {path}: {value}");
     value
+}
+
+/// A cookie jar logged in to the shared lab's Netris emulator as its admin user, for calls
+/// made through the controller's own API the way an operator's script makes them.
+pub fn netris_login() -> tempfile::NamedTempFile {
+    let jar = tempfile::NamedTempFile::new().expect("jar");
+    let (status, body) = netris_curl(
+        "POST",
+        "/api/auth",
+        Some(&json!({"user": "netris", "password": "newNet0ps", "auth_scheme_id": 1})),
+        Some(jar.path()),
+    );
+    assert_eq!(status, 200, "{body}");
+    jar
 }

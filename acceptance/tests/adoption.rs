@@ -7,7 +7,7 @@
 
 use gpufleet_acceptance::{
     Output, Session,
-    emulators::{bcm_call, bcm_device, bcm_power_calls as power_calls, netris_curl},
+    emulators::{bcm_call, bcm_device, bcm_power_calls as power_calls, netris_curl, netris_login},
 };
 use gpufleet_lab::{Lab, rest::KubeRest};
 use serde_json::{Value, json};
@@ -66,19 +66,6 @@ fn import_unchanged(s: &Session, count: usize, generated: &str) {
     }
     s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
     s.assert_plan_empty();
-}
-
-/// A logged-in cookie jar for the Netris emulator's API, as an operator's script would have.
-fn netris_login() -> tempfile::NamedTempFile {
-    let jar = tempfile::NamedTempFile::new().expect("jar");
-    let (status, body) = netris_curl(
-        "POST",
-        "/api/auth",
-        Some(&json!({"user": "netris", "password": "newNet0ps", "auth_scheme_id": 1})),
-        Some(jar.path()),
-    );
-    assert_eq!(status, 200, "{body}");
-    jar
 }
 
 /// The id of the object named `name` in the list at `path`.

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpufleet_acceptance::{
     Output, Session,
-    emulators::{netris_admin, netris_curl},
+    emulators::{netris_admin, netris_curl, netris_login},
     sweep, workspace_root,
 };
 use gpufleet_lab::Lab;
@@ -318,14 +318,7 @@ fn drift_is_repaired() {
 /// Deletes the segment's V-Net through the controller's API, as an operator (or a destroy
 /// killed right after that call) would.
 fn delete_vnet_out_of_band(id: &str) {
-    let jar = tempfile::NamedTempFile::new().expect("jar");
-    let (status, body) = netris_curl(
-        "POST",
-        "/api/auth",
-        Some(&json!({"user": "netris", "password": "newNet0ps", "auth_scheme_id": 1})),
-        Some(jar.path()),
-    );
-    assert_eq!(status, 200, "{body}");
+    let jar = netris_login();
     let (status, body) = netris_curl(
         "DELETE",
         &format!("/api/v2/vnet/{id}"),

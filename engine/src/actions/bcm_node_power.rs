@@ -9,7 +9,9 @@
 
 use async_trait::async_trait;
 
-use super::bcm_node_steps::{find, guard, plan_check, wait_until_up};
+use super::bcm_node_steps::{
+    find, force_attribute, guard, hostname_attribute, plan_check, wait_until_up,
+};
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, FromSettings, PowerOp},
     context::Context,
@@ -39,19 +41,13 @@ fn action_schema() -> Schema {
              action changes no Terraform state: a `gpufleet_bcm_node` whose `power` differs \
              afterwards shows it at its next plan.",
         )
-        .attr(
-            Attribute::required("hostname", Type::String)
-                .describe("The node's hostname in BCM, e.g. `gpu-a1-01`."),
-        )
+        .attr(hostname_attribute())
         .attr(
             Attribute::required("operation", Type::String)
                 .validate(OneOf::new(OPERATIONS))
                 .describe("What to do: `on`, `off` or `reset` (a power cycle)."),
         )
-        .attr(Attribute::optional("force", Type::Bool).describe(
-            "Act also on a node a tenant holds, or one being wiped after a release; without \
-             it such a node is refused, naming the tenant.",
-        )),
+        .attr(force_attribute()),
     )
 }
 

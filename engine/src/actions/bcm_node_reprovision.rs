@@ -9,7 +9,9 @@
 
 use async_trait::async_trait;
 
-use super::bcm_node_steps::{find, guard, plan_check, wait_until_up};
+use super::bcm_node_steps::{
+    find, force_attribute, guard, hostname_attribute, plan_check, wait_until_up,
+};
 use crate::{
     backends::bcm::{BcmApi, BcmBackend, FromSettings, PowerOp},
     context::Context,
@@ -45,10 +47,7 @@ fn action_schema() -> Schema {
              node a tenant holds is refused unless `force` is set. The node keeps its \
              category, image and tenant; only its disks are provisioned again.",
         )
-        .attr(
-            Attribute::required("hostname", Type::String)
-                .describe("The node's hostname in BCM, e.g. `gpu-a1-01`."),
-        )
+        .attr(hostname_attribute())
         .attr(
             Attribute::optional("install_mode", Type::String)
                 .default("FULL")
@@ -58,10 +57,7 @@ fn action_schema() -> Schema {
                      only what differs from the image.",
                 ),
         )
-        .attr(Attribute::optional("force", Type::Bool).describe(
-            "Act also on a node a tenant holds, or one being wiped after a release; without \
-             it such a node is refused, naming the tenant.",
-        )),
+        .attr(force_attribute()),
     )
 }
 

@@ -14,7 +14,8 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::ProgressSink,
     path::AttrPath,
-    value::Value,
+    schema::Attribute,
+    value::{Type, Value},
 };
 
 /// How long a boot may take to come up: a full install of a GPU server takes 5–10 minutes
@@ -43,6 +44,20 @@ pub(super) async fn find(
         )
         .into()),
     }
+}
+
+/// The `hostname` attribute every BCM node action takes.
+pub(super) fn hostname_attribute() -> Attribute {
+    Attribute::required("hostname", Type::String)
+        .describe("The node's hostname in BCM, e.g. `gpu-a1-01`.")
+}
+
+/// The `force` attribute that lets a BCM node action act on a node a tenant holds.
+pub(super) fn force_attribute() -> Attribute {
+    Attribute::optional("force", Type::Bool).describe(
+        "Act also on a node a tenant holds, or one being wiped after a release; without it \
+         such a node is refused, naming the tenant.",
+    )
 }
 
 /// What the BCM node actions check when the plan is made: the node exists and, unless
