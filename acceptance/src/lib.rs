@@ -312,11 +312,13 @@ impl Output {
 
 impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Stderr first: Terraform's errors go there, and a long plan on stdout would push
+        // them out of a log that keeps only the start of a failure.
         writeln!(f, "$ {}  (exit code {})", self.command, self.status_code)?;
-        writeln!(f, "----- stdout -----")?;
-        writeln!(f, "{}", self.stdout.trim_end())?;
         writeln!(f, "----- stderr -----")?;
         writeln!(f, "{}", self.stderr.trim_end())?;
+        writeln!(f, "----- stdout -----")?;
+        writeln!(f, "{}", self.stdout.trim_end())?;
         write!(f, "------------------")
     }
 }
