@@ -243,6 +243,10 @@ pub trait HostNodes: Send + Sync {
     async fn node_claims(&self, name: &str) -> Result<Vec<String>, HostError>;
 }
 
+/// How long one eviction may take, retries of a busy API server included, before it counts
+/// as refused for now.
+const EVICTION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Karpenter's NodePool, cluster-scoped.
 const NODE_POOL: Gvk = Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools");
 /// Karpenter's NodeClaim, cluster-scoped: one per instance it launched.
@@ -461,7 +465,15 @@ impl HostNodes for KubeHost {
 
     async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
         let api: Api<Pod> = Api::namespaced(typed(self), &pod.namespace);
-        match api.evict(&pod.name, &EvictParams::default()).await {
+        // A budget's refusal is a 429, which kube's client retries with a backoff of up to
+        // 1000 s: a drain would sit here far past its own timeout. Its callers ask again on
+        // their own schedule, so a refusal that outlasts this is "refused for now".
+        let params = EvictParams::default();
+        let asked = tokio::time::timeout(EVICTION_PATIENCE, api.evict(&pod.name, &params));
+        let Ok(answer) = asked.await else {
+            return Ok(false);
+        };
+        match answer {
             Ok(_) => Ok(true),
             Err(e) if status_code(&e) == Some(404) => Ok(true),
             Err(e) if status_code(&e) == Some(429) => Ok(false),
