@@ -4,7 +4,7 @@
 //!
 //! Tests share one lab, so each uses a product and counts of its own and cleans up: H200 for
 //! the concurrent claims (10 of 16 nodes), B200 for over-asking (nothing is claimed), H100 for
-//! the Terraform life cycle (at most 2 nodes), one A100 for MIG. Virtual clusters are stood in for by their host
+//! the Terraform life cycle (at most 2 nodes) and the drain action (1), one A100 for MIG. Virtual clusters are stood in for by their host
 //! namespaces, labelled as the host-cluster contract says.
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
@@ -20,7 +20,10 @@ use gpufleet_engine::{
     value::Value,
 };
 use gpufleet_lab::Lab;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node, Pod},
+    policy::v1::PodDisruptionBudget,
+};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams},
@@ -705,6 +708,162 @@ fn terraform_life_cycle_drift_import_and_destroy() {
         .len();
     assert_eq!(held_before, held_after);
 
+    tf.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
+    assert_eq!(
+        rt.block_on(snapshot(&client, H100)),
+        before,
+        "every node as found"
+    );
+}
+
+fn drain_action(extra: &str) -> String {
+    format!(
+        r#"
+resource "gpufleet_gpu_node_pool" "p" {{
+  name               = "maint"
+  virtual_cluster_id = "vc-gnp-drain/gnp-drain"
+  gpu_product        = "{H100}"
+  node_count         = 1
+}}
+
+action "gpufleet_gpu_node_pool_drain" "d" {{
+  config {{
+    node_pool_id = gpufleet_gpu_node_pool.p.id
+    {extra}
+  }}
+}}
+"#
+    )
+}
+
+/// Whether node `name` is cordoned, and whether it carries the cordon's taint.
+fn cordon_of(rt: &tokio::runtime::Runtime, nodes: &Api<Node>, name: &str) -> (bool, bool) {
+    let spec = rt
+        .block_on(nodes.get(name))
+        .expect("node")
+        .spec
+        .unwrap_or_default();
+    let tainted = spec
+        .taints
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t.key == "node.kubernetes.io/unschedulable");
+    (spec.unschedulable.unwrap_or(false), tainted)
+}
+
+/// The drain action: a budget that allows no disruption holds a tenant's pod, and the
+/// action fails within its timeout naming the pod, the node left cordoned; once the budget
+/// goes, the pod is evicted; `uncordon` gives the node back. The pool plans no change
+/// throughout, a node outside the pool is refused at plan, and destroy leaves every node as
+/// found.
+#[test]
+fn terraform_drain_action_honours_a_budget_and_uncordon_gives_the_node_back() {
+    let lab = Lab::shared();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, "gnp-drain", "dedicated"));
+    let before = rt.block_on(snapshot(&client, H100));
+    let invoke = [
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-invoke=action.gpufleet_gpu_node_pool_drain.d",
+    ];
+
+    let tf = Tf::new(&drain_action(""));
+    let _cleanup = tf.destroy_on_panic();
+    tf.apply();
+    let node = tf.resource("gpufleet_gpu_node_pool.p")["nodes"][0]
+        .as_str()
+        .expect("the pool's node")
+        .to_owned();
+
+    // A tenant's pod on the node, which its budget lets nobody disrupt.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "vc-gnp-drain");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "vc-gnp-drain");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "trainer", "labels": { "app": "trainer" } },
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{ "operator": "Exists" }],
+            "containers": [{ "name": "train", "image": "registry.example.com/train:1" }],
+        },
+    }))
+    .expect("pod");
+    rt.block_on(pods.create(&Default::default(), &pod))
+        .expect("create the pod");
+    let budget: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "trainer" },
+        "spec": { "maxUnavailable": 0, "selector": { "matchLabels": { "app": "trainer" } } },
+    }))
+    .expect("budget");
+    rt.block_on(budgets.create(&Default::default(), &budget))
+        .expect("create the budget");
+    // The Eviction API lets a pending pod go whatever its budget says: wait until it runs.
+    let started = Instant::now();
+    while rt
+        .block_on(pods.get("trainer"))
+        .ok()
+        .and_then(|p| p.status)
+        .and_then(|s| s.phase)
+        .as_deref()
+        != Some("Running")
+    {
+        assert!(started.elapsed().as_secs() < 60, "the pod never ran");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    tf.write(&drain_action(r#"timeout = "6s""#));
+    let held = tf.run(&invoke);
+    assert!(!held.success(), "{held}");
+    assert!(
+        held.contains("vc-gnp-drain/trainer") && held.contains("PodDisruptionBudgets refused"),
+        "names the pod and the budget:\n{held}"
+    );
+    assert!(held.contains(&format!("cordoned {node}")), "{held}");
+    assert!(
+        cordon_of(&rt, &Api::all(client.clone()), &node).0,
+        "left cordoned"
+    );
+    assert!(rt.block_on(pods.get_opt("trainer")).expect("get").is_some());
+    assert_eq!(tf.plan_exit(), 0, "a drain is no change to the pool");
+
+    rt.block_on(budgets.delete("trainer", &DeleteParams::default()))
+        .expect("delete the budget");
+    tf.write(&drain_action(r#"timeout = "2m""#));
+    let drained = tf.ok(&invoke);
+    assert!(drained.contains("drained 1 node(s)"), "{drained}");
+    assert!(
+        rt.block_on(pods.get_opt("trainer")).expect("get").is_none(),
+        "the pod was evicted"
+    );
+
+    tf.write(&drain_action(r#"operation = "uncordon""#));
+    let back = tf.ok(&invoke);
+    assert!(
+        back.contains(&format!("node {node} is schedulable")),
+        "{back}"
+    );
+    assert_eq!(
+        cordon_of(&rt, &Api::all(client.clone()), &node),
+        (false, false)
+    );
+    assert_eq!(tf.plan_exit(), 0);
+
+    // Another tenant's node, or any node the pool does not hold, is refused at plan.
+    tf.write(&drain_action(r#"nodes = ["gpu-not-in-this-pool"]"#));
+    let foreign = tf.run(&invoke);
+    assert!(!foreign.success(), "{foreign}");
+    assert!(
+        foreign.contains("Node Not In Pool") && foreign.contains("gpu-not-in-this-pool"),
+        "{foreign}"
+    );
+
+    tf.write(&drain_action(""));
     tf.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
     assert_eq!(
         rt.block_on(snapshot(&client, H100)),

@@ -381,6 +381,7 @@ pub fn backends_needed(type_name: &str, config: &Value) -> Vec<&'static str> {
             vec!["kubernetes", "bcm"]
         }
         "gpufleet_gpu_node_pool"
+        | "gpufleet_gpu_node_pool_drain"
         | "gpufleet_virtual_cluster"
         | "gpufleet_benchmark"
         | "gpufleet_fleet_inventory" => vec!["kubernetes"],

@@ -5,7 +5,10 @@
 //! exactly this, so adding a kind is one line.
 
 use crate::{
-    actions::{bcm_node_power::BcmNodePower, bcm_node_reprovision::BcmNodeReprovision},
+    actions::{
+        bcm_node_power::BcmNodePower, bcm_node_reprovision::BcmNodeReprovision,
+        gpu_node_pool_drain::GpuNodePoolDrain,
+    },
     apply::Listing,
     backends::kube::host,
     data_sources::bcm_nodes::BcmNodes,
@@ -57,6 +60,7 @@ pub const LIST_RESOURCES: &[&dyn ListKind] = &[
 pub const ACTIONS: &[&dyn ActionKind] = &[
     &BcmNodePower(crate::backends::bcm::FromSettings),
     &BcmNodeReprovision(crate::backends::bcm::FromSettings),
+    &GpuNodePoolDrain(crate::resources::gpu_node_pool::FromSettings),
 ];
 
 /// Provider-defined functions.

@@ -4,3 +4,4 @@
 pub mod bcm_node_power;
 pub mod bcm_node_reprovision;
 mod bcm_node_steps;
+pub mod gpu_node_pool_drain;

@@ -283,6 +283,20 @@ pub fn cordon_write(node: &HostNode) -> NodeWrite {
     w
 }
 
+/// The write that ends a drain the pool did not ask for (the drain action's `uncordon`): the
+/// cordon the node had before, which is none for a node claimed free, and no record of it,
+/// so a later release does not put the cordon back.
+pub fn uncordon_write(node: &HostNode) -> NodeWrite {
+    let mut o = originals_of(node);
+    let mut w = NodeWrite::of(node);
+    w.unschedulable = o.unschedulable.take().unwrap_or(false);
+    if !w.unschedulable {
+        w.taints.retain(|t| t.key != UNSCHEDULABLE_TAINT);
+    }
+    put_originals(&mut w, &o);
+    w
+}
+
 /// The write that starts letting a MIG node go: `nvidia.com/mig.config` set to `release`
 /// (the fleet's default), and the node marked [`RELEASING`] for `pool`. Everything else stays
 /// (the pool label, the cordon, the record), so the node is neither free nor the pool's to
