@@ -5,10 +5,13 @@
 //! than its pool fails within its deadline; and nothing the runs made is left behind.
 //!
 //! The tests share one lab and run at once, so each has its own tenant and takes A100 nodes
-//! (16 in the lab; these tests hold at most 6 at a time).
+//! (16 in the lab; these tests hold at most 7 at a time).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use base64::{Engine, engine::general_purpose::STANDARD};
 
 use gpufleet_acceptance::Session;
 use gpufleet_lab::{Lab, rest::KubeRest};
@@ -235,6 +238,115 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
     s.destroy();
 }
 
+/// An endpoint's key, written only to the write-only attribute from an ephemeral variable:
+/// the run's container gets it through a Secret that leaves with the run, and neither the
+/// state, `terraform show -json` nor a plan ever holds it. Rotating it (a new version) updates
+/// the record in place without running again.
+#[test]
+fn an_endpoint_key_reaches_the_run_and_is_never_stored() {
+    const KEY: &str = "sk-gpufleet-acceptance-4c1e9b";
+    let lab = Lab::shared();
+    let main_tf = |version: u32| {
+        let run = benchmark(
+            "keyed",
+            "aiperf",
+            &format!(
+                r#"parameters = {{ model = "meta-llama/Llama-3.1-8B-Instruct", url = "http://vllm.inference.svc:8000" }}
+  endpoint_api_key_wo         = var.endpoint_api_key
+  endpoint_api_key_wo_version = {version}"#
+            ),
+        );
+        let variable = r#"
+variable "endpoint_api_key" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+"#;
+        config("bench-key", 1, &format!("{variable}{run}"))
+    };
+    let mut env = lab.settings_env();
+    env.push(("TF_VAR_endpoint_api_key".to_owned(), KEY.to_owned()));
+    let s = Session::new(&main_tf(1), env);
+    let _cleanup = s.destroy_on_panic();
+
+    // The Secret lives only while the run does: watch for it during the apply.
+    let secret = "/api/v1/namespaces/vc-bench-key/secrets/gfb-keyed-endpoint";
+    let applying = AtomicBool::new(true);
+    let seen = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let host = host(lab);
+            while applying.load(Ordering::Relaxed) {
+                if let Ok(found) = host.get(secret) {
+                    return Some(found);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            None
+        });
+        let applied = s.apply();
+        applying.store(false, Ordering::Relaxed);
+        assert!(!applied.combined().contains(KEY), "{applied}");
+        watcher.join().expect("the watcher")
+    });
+    let seen = seen.expect("the run's Secret existed while it ran");
+    let stored = seen["data"]["api-key"].as_str().unwrap_or_default();
+    assert_eq!(
+        STANDARD.decode(stored).ok().as_deref(),
+        Some(KEY.as_bytes())
+    );
+    let r = s.resource("gpufleet_benchmark.keyed");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    assert!(
+        r["environment"]["image"].is_string(),
+        "the run is recorded: {r:#}"
+    );
+
+    let namespace = host_namespace(&s);
+    assert_eq!(
+        benchmark_objects(&host(lab), &namespace),
+        Vec::<String>::new()
+    );
+    for (what, text) in [
+        ("the state", s.ok(&["state", "pull"]).stdout),
+        (
+            "terraform show -json",
+            s.ok(&["show", "-json", "-no-color"]).stdout,
+        ),
+        ("a plan", s.plan().combined()),
+    ] {
+        assert!(!text.contains(KEY), "{what} holds the key");
+    }
+    s.assert_plan_empty();
+
+    // A rotated key: an update in place, and no second run.
+    s.write(&main_tf(2));
+    s.ok(&["plan", "-input=false", "-no-color", "-out=tfplan"]);
+    let plan = s.ok(&["show", "-json", "-no-color", "tfplan"]);
+    assert!(!plan.stdout.contains(KEY), "the saved plan holds the key");
+    let change = plan.json()["resource_changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["address"] == "gpufleet_benchmark.keyed")
+        .cloned()
+        .expect("the benchmark's change");
+    assert_eq!(
+        change["change"]["actions"],
+        serde_json::json!(["update"]),
+        "{change:#}"
+    );
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    let after = s.resource("gpufleet_benchmark.keyed");
+    assert_eq!(
+        after["started_at"], r["started_at"],
+        "the run was not repeated"
+    );
+    assert_eq!(after["endpoint_api_key_wo_version"], 2);
+    s.assert_plan_empty();
+    s.destroy();
+}
+
 #[test]
 fn same_configuration_hashes_the_same_in_fresh_workdirs() {
     let lab = Lab::shared();
@@ -422,7 +534,7 @@ fn watch_mpijob(
             "/api/v1/namespaces/{namespace}/pods?labelSelector=training.kubeflow.org/job-name={job}"
         );
         let mpijob = format!("/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{job}");
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) {
             seen.mpijob |= host.get(&mpijob).is_ok();
             for p in host.list(&pods).unwrap_or_default() {
                 let name = p["metadata"]["name"]
@@ -481,7 +593,7 @@ fn a_two_node_all_reduce_is_one_mpi_world_that_the_mpi_operator_launches() {
     );
     s.write(&config("bench-mpi", 2, &run));
     s.apply();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     let seen = watcher.join().expect("watcher");
 
     // The real MPI Operator expanded the MPIJob: one launcher running mpirun with 16 ranks,

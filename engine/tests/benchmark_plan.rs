@@ -377,3 +377,107 @@ async fn suite_parameters_are_checked_on_their_own_key() {
     .await;
     assert!(e.is_empty(), "{e:?}");
 }
+
+/// An aiperf run's base configuration with `extra`.
+fn aiperf(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+    let mut attrs = vec![
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[("model", "llama"), ("url", "http://vllm:8000")]),
+        ),
+    ];
+    attrs.extend_from_slice(extra);
+    attrs
+}
+
+#[tokio::test]
+async fn the_endpoint_key_is_never_planned_and_its_version_updates_in_place() {
+    let key = ("endpoint_api_key_wo", Value::string("sk-plan-1"));
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &bench(&aiperf(&[
+            key.clone(),
+            ("endpoint_api_key_wo_version", Value::int(1)),
+        ])),
+    )
+    .await;
+    assert!(!p.diagnostics.has_error(), "{}", show(&p.diagnostics));
+    assert!(p.planned.get("endpoint_api_key_wo").is_null());
+    let prior = applied(&p.planned);
+    let rotated = bench(&aiperf(&[
+        ("endpoint_api_key_wo", Value::string("sk-plan-2")),
+        ("endpoint_api_key_wo_version", Value::int(2)),
+    ]));
+    let p = plan(&kind(), &Context::default(), &prior, &rotated).await;
+    assert_eq!(p.action, Action::Update, "a new key does not run again");
+    assert!(p.planned.get("endpoint_api_key_wo").is_null());
+}
+
+#[tokio::test]
+async fn the_endpoint_key_is_refused_where_no_endpoint_is_reached() {
+    let key = ("endpoint_api_key_wo", Value::string("sk-1"));
+    let e = errors(std::slice::from_ref(&key)).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("endpoint_api_key_wo")));
+    assert!(
+        e[0].1.contains("nccl-all-reduce suite reaches no endpoint"),
+        "{}",
+        e[0].1
+    );
+
+    let e = errors(&aiperf(&[("endpoint_api_key_wo_version", Value::int(3))])).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("endpoint_api_key_wo_version")));
+    assert!(errors(&aiperf(&[key])).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_secret_in_parameters_is_pointed_at_the_write_only_key() {
+    let e = errors(&[
+        ("suite", Value::string("aiperf")),
+        (
+            "parameters",
+            params(&[
+                ("model", "llama"),
+                ("url", "http://vllm:8000"),
+                ("api_key", "sk-1"),
+            ]),
+        ),
+    ])
+    .await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        e[0].0,
+        Some(AttrPath::attr("parameters").push_key("api_key"))
+    );
+    assert!(e[0].1.contains("endpoint_api_key_wo"), "{}", e[0].1);
+
+    // The custom suite takes any parameter, so a secret-looking one is only a warning.
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &Value::Null,
+        &bench(&[
+            ("suite", Value::string("custom")),
+            ("command", Value::List(vec![Value::string("run.sh")])),
+            (
+                "parameters",
+                params(&[("hf_token", "hf_x"), ("tokens", "512")]),
+            ),
+        ]),
+    )
+    .await;
+    let warned: Vec<_> = p
+        .diagnostics
+        .iter()
+        .filter(|d| d.summary == "Secret In Parameters")
+        .map(|d| d.path.clone())
+        .collect();
+    assert_eq!(
+        warned,
+        [Some(AttrPath::attr("parameters").push_key("hf_token"))]
+    );
+}

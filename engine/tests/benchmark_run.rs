@@ -34,6 +34,7 @@ use std::{
 };
 
 use async_trait::async_trait;
+use base64::{Engine, engine::general_purpose::STANDARD};
 use gpufleet_engine::{
     backends::kube::{
         ObjectError, POOL, TENANT,
@@ -246,6 +247,8 @@ struct World {
     serial: u64,
     events: Vec<String>,
     job_applies: Vec<Json>,
+    /// Every Secret applied, as sent.
+    secret_applies: Vec<Json>,
     pods_created: usize,
     most_jobs_at_once: usize,
     /// Calls still carried out before every call fails.
@@ -736,6 +739,7 @@ impl FakeCluster {
                 serial: 0,
                 events: Vec::new(),
                 job_applies: Vec::new(),
+                secret_applies: Vec::new(),
                 pods_created: 0,
                 most_jobs_at_once: 0,
                 budget: sweep::Budget::default(),
@@ -759,15 +763,15 @@ impl FakeCluster {
         self.world().scripts = scripts;
     }
 
-    /// What is left of benchmarks in the namespace: `Job x`, `Service x`, `Pod x`.
+    /// What is left of benchmarks in the namespace: `Job x`, `Service x`, `Secret x`, `Pod x`.
     fn left(&self) -> Vec<String> {
         let w = self.world();
         let mut out: Vec<String> = w.jobs.keys().map(|(_, n)| format!("Job {n}")).collect();
         out.extend(
             w.objects
                 .keys()
-                .filter(|(k, _, _)| *k == "Service")
-                .map(|(_, _, n)| format!("Service {n}")),
+                .filter(|(k, _, _)| *k == "Service" || *k == "Secret")
+                .map(|(k, _, n)| format!("{k} {n}")),
         );
         out.extend(w.pods.keys().map(|(_, n)| format!("Pod {n}")));
         out
@@ -779,6 +783,10 @@ impl FakeCluster {
 
     fn job_applies(&self) -> Vec<Json> {
         self.world().job_applies.clone()
+    }
+
+    fn secret_applies(&self) -> Vec<Json> {
+        self.world().secret_applies.clone()
     }
 
     fn pods_created(&self) -> usize {
@@ -865,6 +873,9 @@ impl HostObjects for FakeCluster {
                 } else {
                     "Secret"
                 };
+                if kind == "Secret" {
+                    w.secret_applies.push(object.clone());
+                }
                 w.objects.insert(
                     (kind, namespace.to_owned(), name.to_owned()),
                     object.clone(),
@@ -1162,7 +1173,7 @@ fn expected_results() -> BTreeMap<String, String> {
 async fn a_passing_run_is_recorded_with_its_environment_and_leaves_nothing() {
     let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
     let planned = planned("solo", "solo", &[]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1215,6 +1226,58 @@ async fn a_passing_run_is_recorded_with_its_environment_and_leaves_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_endpoint_key_reaches_the_container_by_reference_and_leaves_with_the_run() {
+    const KEY: &str = "sk-write-only-7f3a";
+    let fake = FakeCluster::new("keyed", 1, vec![PodScript::prints(LOG)]);
+    let key = [("endpoint_api_key_wo", Value::string(KEY))];
+    let planned = planned("keyed", "keyed", &key).await;
+    assert!(
+        planned.get("endpoint_api_key_wo").is_null(),
+        "a write-only value is never planned"
+    );
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, Some(KEY)).await;
+    assert!(
+        r.diagnostics.is_empty(),
+        "{}",
+        support::show(&r.diagnostics)
+    );
+    assert_recorded(&planned, &r);
+    assert!(!format!("{:?}", r.new_state).contains(KEY));
+
+    let secrets = fake.secret_applies();
+    assert_eq!(secrets.len(), 1, "{:?}", fake.events());
+    assert_eq!(secrets[0]["metadata"]["name"], "gfb-keyed-endpoint");
+    assert_eq!(secrets[0]["data"]["api-key"], STANDARD.encode(KEY));
+    let events = fake.events();
+    let at = |e: &str| events.iter().position(|x| x.starts_with(e));
+    assert!(
+        at("apply Secret gfb-keyed-endpoint") < at("apply Job"),
+        "the Secret is there before the pods: {events:?}"
+    );
+    let job = &fake.job_applies()[0];
+    assert!(
+        !job.to_string().contains(KEY),
+        "the Job holds no key: {job}"
+    );
+    let env = &job["spec"]["template"]["spec"]["containers"][0]["env"];
+    let reference = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "GPUFLEET_ENDPOINT_API_KEY")
+        .unwrap_or_else(|| panic!("no key variable in {env}"));
+    assert_eq!(
+        reference["valueFrom"]["secretKeyRef"],
+        json!({ "name": "gfb-keyed-endpoint", "key": "api-key" })
+    );
+    assert_eq!(
+        fake.left(),
+        Vec::<String>::new(),
+        "the Secret goes with the run"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
     let fake = FakeCluster::new(
         "adopt",
@@ -1228,9 +1291,12 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
     let ctx = Context::default();
 
     // The provider dies while the pods run: nothing cleans up.
-    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
-        .await
-        .expect_err("the run is killed while its pods run");
+    tokio::time::timeout(
+        ms(1200),
+        apply::apply_create(fake.as_ref(), &ctx, &planned, None),
+    )
+    .await
+    .expect_err("the run is killed while its pods run");
     let job = fake
         .job("gfb-adopt")
         .expect("the Job outlives the provider");
@@ -1239,7 +1305,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
         .expect("a creation time")
         .to_owned();
 
-    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned, None).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1273,14 +1339,17 @@ async fn a_leftover_job_of_another_configuration_is_deleted_before_the_new_one()
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
-        .await
-        .expect_err("the old run is killed while its pod runs");
+    tokio::time::timeout(
+        ms(1200),
+        apply::apply_create(fake.as_ref(), &ctx, &old, None),
+    )
+    .await
+    .expect_err("the old run is killed while its pod runs");
     assert!(fake.job("gfb-replace").is_some());
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("replace", "replace", &[]).await;
-    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned, None).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1331,13 +1400,16 @@ async fn the_pods_of_a_replaced_leftover_are_not_taken_for_the_new_run() {
         &[("command", command(&["python", "old.py"]))],
     )
     .await;
-    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &old))
-        .await
-        .expect_err("the old run is killed while its pod runs");
+    tokio::time::timeout(
+        ms(1200),
+        apply::apply_create(fake.as_ref(), &ctx, &old, None),
+    )
+    .await
+    .expect_err("the old run is killed while its pod runs");
 
     fake.set_scripts(vec![PodScript::prints(LOG)]);
     let planned = planned("linger", "linger", &[]).await;
-    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned, None).await;
     assert!(
         r.diagnostics.is_empty(),
         "{}",
@@ -1366,7 +1438,7 @@ async fn a_gang_that_cannot_start_within_start_timeout_fails_and_leaves_nothing(
     // Another workload holds every GPU of the second node.
     fake.occupy("gpu-gang-02", 8);
     let planned = planned("gang", "gang", &[("nodes", Value::int(2))]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1405,7 +1477,7 @@ async fn a_gang_whose_pods_ran_one_after_another_on_one_node_fails() {
         ],
     );
     let planned = planned("serial", "serial", &[("nodes", Value::int(2))]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1437,7 +1509,7 @@ async fn a_gang_whose_pod_crashes_at_once_is_recorded_with_the_crash() {
         ],
     )
     .await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1467,7 +1539,7 @@ async fn an_unreadable_log_falls_back_to_the_termination_message() {
         ],
     );
     let planned = planned("msg", "msg", &[("on_failure", Value::string("record"))]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert!(
         r.diagnostics.is_empty(),
@@ -1496,7 +1568,7 @@ async fn an_unreadable_log_without_a_termination_message_fails_the_run() {
         vec![PodScript::prints(LOG).log_unreadable("the node gpu-nolog-01 is gone")],
     );
     let planned = planned("nolog", "nolog", &[]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert_eq!(r.new_state, Value::Null);
     let e = the_error(&r);
@@ -1526,7 +1598,7 @@ async fn a_failed_dcgm_diagnostic_is_recorded_with_its_failed_test_not_its_exit_
         ],
     )
     .await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     assert!(
         !r.diagnostics.has_error(),
@@ -1562,7 +1634,7 @@ async fn a_broken_threshold_fails_the_apply_and_still_records_the_run() {
         Value::object([("min", Value::int(2000)), ("max", Value::Null)]),
     )]));
     let planned = planned("slow", "slow", &[("thresholds", thresholds)]).await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
 
     let e = the_error(&r);
     assert!(
@@ -1601,9 +1673,12 @@ async fn destroy_removes_what_an_interrupted_run_left() {
     );
     let planned = planned("left", "left", &[("nodes", Value::int(2))]).await;
     let ctx = Context::default();
-    tokio::time::timeout(ms(1200), apply::apply_create(fake.as_ref(), &ctx, &planned))
-        .await
-        .expect_err("the run is killed while its pods run");
+    tokio::time::timeout(
+        ms(1200),
+        apply::apply_create(fake.as_ref(), &ctx, &planned, None),
+    )
+    .await
+    .expect_err("the run is killed while its pods run");
     assert_eq!(fake.left().len(), 4, "{:?}", fake.left());
 
     let r = apply::apply_delete(fake.as_ref(), &ctx, &planned).await;
@@ -1635,7 +1710,7 @@ async fn a_stop_request_ends_the_run_and_removes_what_it_created() {
         tokio::time::sleep(ms(1200)).await;
         cancel.cancel();
     });
-    let r = apply::apply_create(fake.as_ref(), &ctx, &planned).await;
+    let r = apply::apply_create(fake.as_ref(), &ctx, &planned, None).await;
     stopper.await.expect("the stopper ran");
 
     assert_eq!(r.new_state, Value::Null);
@@ -1651,8 +1726,8 @@ async fn runs_on_one_pool_take_turns() {
     let second = planned("turn-b", "turns", &[]).await;
     let ctx = Context::default();
     let (a, b) = tokio::join!(
-        apply::apply_create(fake.as_ref(), &ctx, &first),
-        apply::apply_create(fake.as_ref(), &ctx, &second),
+        apply::apply_create(fake.as_ref(), &ctx, &first, None),
+        apply::apply_create(fake.as_ref(), &ctx, &second, None),
     );
     for r in [&a, &b] {
         assert!(

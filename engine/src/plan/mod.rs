@@ -4,7 +4,7 @@
 //! 1. defaults fill attributes the configuration leaves null;
 //! 2. computed attributes the configuration leaves null become unknown, unless nothing
 //!    changed or the attribute keeps its prior value (`use_state_for_unknown`);
-//! 3. the kind's own `plan` refines the result;
+//! 3. the kind's own `plan` refines the result, and write-only attributes become null;
 //! 4. requires-replace paths are collected from the schema and the kind, sorted and
 //!    deduplicated, keeping only attributes that actually change.
 //!
@@ -72,6 +72,7 @@ pub async fn plan_resource(
             },
         )
         .await;
+    let planned = schema.block.without_write_only(resp.planned);
 
     let mut requires_replace = resp.requires_replace;
     if !prior.is_null() {
@@ -81,7 +82,7 @@ pub async fn plan_resource(
             .iter()
             .filter(|a| a.requires_replace)
         {
-            if prior.get(attr.name) != resp.planned.get(attr.name) {
+            if prior.get(attr.name) != planned.get(attr.name) {
                 requires_replace.push(AttrPath::attr(attr.name));
             }
         }
@@ -89,7 +90,7 @@ pub async fn plan_resource(
     requires_replace.sort();
     requires_replace.dedup();
     Planned {
-        planned: resp.planned,
+        planned,
         requires_replace,
         diagnostics: resp.diagnostics,
     }

@@ -345,6 +345,21 @@ impl Block {
         self
     }
 
+    /// `v` with every top-level write-only attribute set to null. Terraform hands the
+    /// provider a write-only value in the configuration and the proposed state, and requires
+    /// the planned and new state to hold null there: the value is used during the call and
+    /// never stored.
+    #[must_use]
+    pub fn without_write_only(&self, v: Value) -> Value {
+        let mut v = v;
+        for a in self.attributes.iter().filter(|a| a.write_only) {
+            if v.attr(a.name).is_some_and(|x| !x.is_null()) {
+                v.set_attr(a.name, Value::Null);
+            }
+        }
+        v
+    }
+
     /// An attribute by name.
     pub fn attribute(&self, name: &str) -> Option<&Attribute> {
         self.attributes.iter().find(|a| a.name == name)

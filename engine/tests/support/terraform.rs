@@ -71,10 +71,14 @@ pub fn show(d: &Diagnostics) -> String {
 /// Validation errors come back in `diagnostics` (with a null plan).
 pub async fn plan(kind: &dyn ResourceKind, ctx: &Context, prior: &Value, config: &Value) -> Plan {
     let schema = kind.schema();
+    // Validation's warnings reach the user too, with the plan's own.
+    let mut validated = Diagnostics::new();
     if !config.is_null() {
         let mut d = validate_block(&schema.block, config);
         d.extend(kind.validate(config));
-        if d.has_error() {
+        if !d.has_error() {
+            validated = d;
+        } else {
             return Plan {
                 prior: prior.clone(),
                 config: config.clone(),
@@ -86,7 +90,9 @@ pub async fn plan(kind: &dyn ResourceKind, ctx: &Context, prior: &Value, config:
         }
     }
     let proposed = proposed_new(&schema.block, prior, config);
-    let p = plan_resource(kind, ctx, prior.clone(), proposed, config.clone()).await;
+    let mut p = plan_resource(kind, ctx, prior.clone(), proposed, config.clone()).await;
+    validated.extend(p.diagnostics);
+    p.diagnostics = validated;
     if !p.diagnostics.has_error() {
         assert_rules(
             &assert_plan_valid(&schema.block, prior, config, &p.planned),

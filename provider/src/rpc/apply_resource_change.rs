@@ -44,7 +44,9 @@ pub(crate) async fn handle(
         )
         .await;
     resp.diagnostics = convert::diagnostics(&applied.diagnostics);
-    if !applied.new_state.is_wholly_known() {
+    // A write-only value served its call and is never stored.
+    let new_state = kind.schema().block.without_write_only(applied.new_state);
+    if !new_state.is_wholly_known() {
         resp.diagnostics
             .push(convert::diagnostic(&Diagnostic::error(
                 "Incomplete Result After Apply",
@@ -54,8 +56,8 @@ pub(crate) async fn handle(
                 ),
             )));
     }
-    resp.new_identity = super::identity(kind, &applied.new_state);
-    match convert::encode(&applied.new_state, &ty, "new state") {
+    resp.new_identity = super::identity(kind, &new_state);
+    match convert::encode(&new_state, &ty, "new state") {
         Ok(dv) => resp.new_state = Some(dv),
         Err(d) => resp.diagnostics.push(convert::diagnostic(&d)),
     }

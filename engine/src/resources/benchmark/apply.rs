@@ -336,13 +336,14 @@ async fn cleanup(
     cluster
         .delete(ObjectKind::Service, Some(namespace), &job)
         .await?;
-    cluster
-        .delete(
-            ObjectKind::Secret,
-            Some(namespace),
-            &launch::ssh_secret_name(name),
-        )
-        .await?;
+    for secret in [
+        launch::ssh_secret_name(name),
+        render::endpoint_secret_name(name),
+    ] {
+        cluster
+            .delete(ObjectKind::Secret, Some(namespace), &secret)
+            .await?;
+    }
     for pod in cluster
         .list(
             ObjectKind::Pod,
@@ -406,18 +407,21 @@ async fn take_turn(spec: &BenchmarkSpec) -> Option<tokio::sync::OwnedMutexGuard<
     Some(turn.lock_owned().await)
 }
 
-/// Create: runs the benchmark of `planned` and returns its record.
+/// Create: runs the benchmark of `planned` and returns its record. `endpoint_api_key` is the
+/// configuration's write-only key, which no state holds.
 pub async fn apply_create(
     cluster: &dyn HostObjects,
     ctx: &Context,
     planned: &Value,
+    endpoint_api_key: Option<&str>,
 ) -> ApplyResponse {
-    let spec = match BenchmarkSpec::from_value(planned) {
+    let mut spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
             return ApplyResponse::refused(Value::Null, diagnostics);
         }
     };
+    spec.endpoint_api_key = endpoint_api_key.is_some();
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let done = ctx
         .cancel
@@ -438,8 +442,12 @@ pub async fn apply_create(
             // The create timeout counts from the run's turn, not from the wait for it.
             let started = Instant::now();
             let deadline = started + t.create;
-            let response = match execute(cluster, &spec, planned, started, deadline, t.create).await
-            {
+            let run = Run {
+                spec: &spec,
+                planned,
+                endpoint_api_key,
+            };
+            let response = match execute(cluster, &run, started, deadline, t.create).await {
                 Ok(response) => response,
                 // Cleaned up before the turn passes on: the next run finds the nodes free.
                 Err(e) => failed(cluster, &spec, &t, e).await,
@@ -483,16 +491,28 @@ async fn failed(
     }
 }
 
+/// What one run is made of: the planned record, and the key no state holds.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    spec: &'a BenchmarkSpec,
+    planned: &'a Value,
+    endpoint_api_key: Option<&'a str>,
+}
+
 /// Steps 1 to 6 of a run that has its turn (see the module docs); `deadline` ends the create
 /// timeout `limit`, counted from `started`.
 async fn execute(
     cluster: &dyn HostObjects,
-    spec: &BenchmarkSpec,
-    planned: &Value,
+    run: &Run<'_>,
     started: Instant,
     deadline: Instant,
     limit: Duration,
 ) -> Result<ApplyResponse, StepError> {
+    let Run {
+        spec,
+        planned,
+        endpoint_api_key,
+    } = *run;
     if cluster
         .get(ObjectKind::Namespace, None, &spec.namespace)
         .await?
@@ -589,7 +609,13 @@ async fn execute(
         {
             cluster.apply(&svc).await?;
         }
+        if let Some(key) = endpoint_api_key {
+            cluster.apply(&render::endpoint_secret(spec, key)).await?;
+        }
         cluster.apply(&main).await?;
+    } else if let Some(key) = endpoint_api_key {
+        // The run of a killed provider, taken over: its key may have gone with a cleanup.
+        cluster.apply(&render::endpoint_secret(spec, key)).await?;
     }
     tracing::info!(
         target: "gpufleet::benchmark",

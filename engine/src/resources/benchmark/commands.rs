@@ -5,13 +5,13 @@
 //! |---|---|
 //! | `nvbandwidth` | `nvbandwidth -j [-t <testcase>…] [-b <MiB>] [-i <samples>]` |
 //! | `dcgm-diag` | embedded host engine: `sh -c` starting `nv-hostengine`, waiting for it, then `dcgmi diag -r <level> -j`; remote: `dcgmi diag -r <level> -j --host <host[:port]>` |
-//! | `aiperf` | `sh -c 'aiperf profile --model … --url … --endpoint-type … [--streaming] --concurrency … --artifact-dir /tmp/aiperf && cat /tmp/aiperf/profile_export_aiperf.json'` |
+//! | `aiperf` | `sh -c 'aiperf profile --model … --url … [--api-key "$GPUFLEET_ENDPOINT_API_KEY"] --endpoint-type … [--streaming] --concurrency … --artifact-dir /tmp/aiperf && cat /tmp/aiperf/profile_export_aiperf.json'` |
 //! | `gpu-burn` | `./gpu_burn [-d] [-tc] [-m <X|N%>] <seconds>` |
 //!
 //! Values that go through `sh -c` are read from the `GPUFLEET_PARAM_*` environment inside
 //! the script, never spliced into it, so a parameter cannot change the script.
 
-use super::model::BenchmarkSpec;
+use super::{model::BenchmarkSpec, render::ENDPOINT_API_KEY_ENV};
 
 /// `parameters.host_engine` value that starts a host engine inside the container.
 pub const EMBEDDED_HOST_ENGINE: &str = "embedded";
@@ -104,8 +104,13 @@ fn aiperf(spec: &BenchmarkSpec) -> Vec<String> {
     } else {
         ""
     };
+    let api_key = if spec.endpoint_api_key {
+        format!(" --api-key \"${ENDPOINT_API_KEY_ENV}\"")
+    } else {
+        String::new()
+    };
     let script = format!(
-        "aiperf profile --model \"$GPUFLEET_PARAM_MODEL\" --url \"$GPUFLEET_PARAM_URL\" \
+        "aiperf profile --model \"$GPUFLEET_PARAM_MODEL\" --url \"$GPUFLEET_PARAM_URL\"{api_key} \
          --endpoint-type \"${{GPUFLEET_PARAM_ENDPOINT_TYPE:-{DEFAULT_ENDPOINT_TYPE}}}\"{streaming} \
          --concurrency \"${{GPUFLEET_PARAM_CONCURRENCY:-1}}\" --artifact-dir {AIPERF_ARTIFACT_DIR} \
          && cat {AIPERF_ARTIFACT_DIR}/profile_export_aiperf.json"

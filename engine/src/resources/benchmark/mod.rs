@@ -125,7 +125,8 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
         if req.planned.is_null() {
             apply_delete(cluster.as_ref(), ctx, &req.prior).await
         } else {
-            apply_create(cluster.as_ref(), ctx, &req.planned).await
+            let key = req.config.get(schema::ENDPOINT_API_KEY).as_str();
+            apply_create(cluster.as_ref(), ctx, &req.planned, key).await
         }
     }
 

@@ -94,6 +94,9 @@ pub struct BenchmarkSpec {
     pub launcher: LauncherSetting,
     /// Per-node environment fields the nodes may differ in.
     pub allow_node_differences: BTreeSet<String>,
+    /// Whether the run reads the endpoint's API key from its Secret. The key is write-only,
+    /// so it is never in a planned state: apply sets this from the configuration.
+    pub endpoint_api_key: bool,
 }
 
 impl std::fmt::Debug for BenchmarkSpec {
@@ -191,6 +194,7 @@ impl BenchmarkSpec {
                         .collect()
                 })
                 .unwrap_or_default(),
+            endpoint_api_key: false,
         })
     }
 
@@ -287,6 +291,7 @@ pub(crate) mod tests {
             start_timeout: Duration::from_secs(60),
             launcher: LauncherSetting::Auto,
             allow_node_differences: BTreeSet::new(),
+            endpoint_api_key: false,
         }
     }
 

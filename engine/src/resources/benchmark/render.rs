@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value as Json, json};
 
 use crate::backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL};
@@ -71,6 +72,30 @@ impl Placement {
 /// The name of the Job and the Service.
 pub fn job_name(benchmark: &str) -> String {
     format!("gfb-{benchmark}")
+}
+
+/// The variable a run's container reads the endpoint's API key from.
+pub const ENDPOINT_API_KEY_ENV: &str = "GPUFLEET_ENDPOINT_API_KEY";
+
+/// The name of the Secret that holds the endpoint's API key while a run lasts.
+pub fn endpoint_secret_name(benchmark: &str) -> String {
+    format!("{}-endpoint", job_name(benchmark))
+}
+
+/// The Secret of the endpoint's API key, which [`env`] refers to.
+pub fn endpoint_secret(spec: &BenchmarkSpec, api_key: &str) -> Json {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": endpoint_secret_name(&spec.name),
+            "namespace": spec.namespace,
+            "labels": labels(spec),
+        },
+        // `data`, not `stringData`: a server-side apply of the latter is not read back.
+        "data": { "api-key": STANDARD.encode(api_key) },
+    })
 }
 
 /// The label selector of everything a benchmark made.
@@ -146,6 +171,16 @@ pub fn env(spec: &BenchmarkSpec) -> Vec<Json> {
     }
     for (k, v) in &spec.parameters {
         env.push(json!({ "name": param_env_name(k), "value": v }));
+    }
+    // By reference: the pod spec, and so the Job's spec hash, never holds the key.
+    if spec.endpoint_api_key {
+        env.push(json!({
+            "name": ENDPOINT_API_KEY_ENV,
+            "valueFrom": { "secretKeyRef": {
+                "name": endpoint_secret_name(&spec.name),
+                "key": "api-key",
+            } },
+        }));
     }
     env
 }

@@ -21,6 +21,13 @@ pub const SUITE_NAMES: &[&str] = &[
     "custom",
 ];
 
+/// The write-only API key of the endpoint a run reaches.
+pub const ENDPOINT_API_KEY: &str = "endpoint_api_key_wo";
+/// The version a user changes with the write-only key.
+pub const ENDPOINT_API_KEY_VERSION: &str = "endpoint_api_key_wo_version";
+/// The suites that reach an endpoint, and so may take its key.
+pub const ENDPOINT_SUITES: &[&str] = &["aiperf", "custom"];
+
 /// What `launcher` accepts.
 pub const LAUNCHERS: &[&str] = &["auto", "mpi-operator", "gpufleet"];
 
@@ -190,6 +197,28 @@ pub fn benchmark_schema() -> Schema {
                      (MB or `N%`). The benchmarks guide says what each suite runs and needs in \
                      its image. Every entry is also set as an environment variable \
                      `GPUFLEET_PARAM_<KEY>` in the container.",
+                ),
+        )
+        .attr(
+            Attribute::optional(ENDPOINT_API_KEY, Type::String)
+                .sensitive()
+                .write_only()
+                .describe(
+                    "The API key of the endpoint an `aiperf` run profiles (AIPerf sends it as \
+                     `Authorization: Bearer`), or of whatever a `custom` run reaches. The run's \
+                     container reads it from `GPUFLEET_ENDPOINT_API_KEY`, set from a Secret that \
+                     lives only as long as the run. Write-only (Terraform 1.11 or later): it is \
+                     never in the plan or the state, so feed it from an ephemeral variable or \
+                     resource. Keep secrets out of `parameters`, which are recorded.",
+                ),
+        )
+        .attr(
+            Attribute::optional(ENDPOINT_API_KEY_VERSION, Type::Number)
+                .validate(IntBetween::new(0, i64::MAX))
+                .describe(
+                    "A number to change when `endpoint_api_key_wo` changes, since Terraform \
+                     cannot see a write-only value. Changing it updates the resource in place \
+                     and does not run the benchmark again: the key is read when a run starts.",
                 ),
         )
         .attr(

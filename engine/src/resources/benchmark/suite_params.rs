@@ -83,6 +83,13 @@ pub const SUITE_PARAMETERS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Whether a parameter's name says it holds a credential (`api_key`, `hf_token`, …).
+pub fn looks_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    const WORDS: &[&str] = &["key", "apikey", "token", "password", "passwd", "secret"];
+    key.split(['_', '-', '.']).any(|w| WORDS.contains(&w))
+}
+
 /// The checks of `suite`'s parameters and of its thresholds against them.
 pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
     if !config.get("command").is_null() {
@@ -98,11 +105,16 @@ pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
         {
             if !accepted.contains(&key.as_str()) {
                 let path = parameter_path(key);
+                let hint = if looks_secret(key) {
+                    " An endpoint's key goes in endpoint_api_key_wo, which is never stored."
+                } else {
+                    ""
+                };
                 d.error_at(
                     path.clone(),
                     "Unknown Parameter",
                     format!(
-                        "{path}: {key:?} is not a parameter of the {} suite; accepted: {}.",
+                        "{path}: {key:?} is not a parameter of the {} suite; accepted: {}.{hint}",
                         suite.name(),
                         accepted.join(", ")
                     ),

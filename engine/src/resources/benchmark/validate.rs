@@ -2,10 +2,18 @@
 //! per-attribute rules are validators in the schema.
 
 use crate::{
-    benchmark, diag::Diagnostics, path::AttrPath, tenancy::VirtualClusterRef, value::Value,
+    benchmark,
+    diag::{Diagnostic, Diagnostics},
+    path::AttrPath,
+    tenancy::VirtualClusterRef,
+    value::Value,
 };
 
-use super::{model::PoolRef, schema::NODE_FIELDS, suite_params, thresholds};
+use super::{
+    model::PoolRef,
+    schema::{ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, NODE_FIELDS},
+    suite_params, thresholds,
+};
 
 /// The checks across attributes.
 pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
@@ -116,5 +124,61 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             "command must have at least the program; leave it out for the suite's default.",
         );
     }
+    endpoint_key_checks(config, suite.map(|s| s.name()), &mut d);
     d
+}
+
+/// The write-only key is used by the suites that reach an endpoint, its version only with it,
+/// and a secret never travels in the recorded `parameters`.
+fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics) {
+    let key = config.get(ENDPOINT_API_KEY);
+    if let Some(suite) = suite
+        && !key.is_null()
+        && !ENDPOINT_SUITES.contains(&suite)
+    {
+        d.error_at(
+            AttrPath::attr(ENDPOINT_API_KEY),
+            "Endpoint Key Not Used",
+            format!(
+                "the {suite} suite reaches no endpoint; {ENDPOINT_API_KEY} is read by {} runs \
+                 only. Leave it out.",
+                ENDPOINT_SUITES.join(" and ")
+            ),
+        );
+    }
+    let version = config.get(ENDPOINT_API_KEY_VERSION);
+    if !version.is_null() && !version.is_unknown() && key.is_null() {
+        d.error_at(
+            AttrPath::attr(ENDPOINT_API_KEY_VERSION),
+            "Missing Endpoint Key",
+            format!(
+                "{ENDPOINT_API_KEY_VERSION} tracks changes of {ENDPOINT_API_KEY}, which is not \
+                 set: set the key, or leave the version out."
+            ),
+        );
+    }
+    // Suites with a fixed set of parameters refuse any other key already.
+    if suite != Some("custom") {
+        return;
+    }
+    for name in config
+        .get("parameters")
+        .as_map()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| suite_params::looks_secret(k))
+    {
+        d.push(
+            Diagnostic::warning(
+                "Secret In Parameters",
+                format!(
+                    "parameters.{name} looks like a secret, but parameters are recorded in the \
+                     state and in environment.parameters. Pass an endpoint's key in \
+                     {ENDPOINT_API_KEY}, which is never stored."
+                ),
+            )
+            .with_path(AttrPath::attr("parameters").push_key(name)),
+        );
+    }
 }
