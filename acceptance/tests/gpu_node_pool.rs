@@ -4,8 +4,10 @@
 //!
 //! Tests share one lab, so each uses a product and counts of its own and cleans up: H200 for
 //! the concurrent claims (10 of 16 nodes), B200 for over-asking (nothing is claimed), H100 for
-//! the Terraform life cycle (at most 2 nodes) and the drain action (1), one A100 for MIG. Virtual clusters are stood in for by their host
-//! namespaces, labelled as the host-cluster contract says.
+//! the Terraform life cycle (at most 2 nodes), one L40S for the drain action, one A100 for
+//! MIG. A test that compares every node of its product before and after must be the only one
+//! claiming that product. Virtual clusters are stood in for by their host namespaces,
+//! labelled as the host-cluster contract says.
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
@@ -33,6 +35,7 @@ const H100: &str = "NVIDIA-H100-80GB-HBM3";
 const H200: &str = "NVIDIA-H200";
 const B200: &str = "NVIDIA-B200";
 const A100: &str = "NVIDIA-A100-SXM4-80GB";
+const L40S: &str = "NVIDIA-L40S";
 
 /// Labels, taints, cordon and whether the originals record is there, per node.
 type Snapshot = BTreeMap<String, (BTreeMap<String, String>, String, bool, bool)>;
@@ -722,7 +725,7 @@ fn drain_action(extra: &str) -> String {
 resource "gpufleet_gpu_node_pool" "p" {{
   name               = "maint"
   virtual_cluster_id = "vc-gnp-drain/gnp-drain"
-  gpu_product        = "{H100}"
+  gpu_product        = "{L40S}"
   node_count         = 1
 }}
 
@@ -765,7 +768,7 @@ fn terraform_drain_action_honours_a_budget_and_uncordon_gives_the_node_back() {
         .expect("runtime");
     let client = rt.block_on(async { lab.client() });
     rt.block_on(virtual_cluster(&client, "gnp-drain", "dedicated"));
-    let before = rt.block_on(snapshot(&client, H100));
+    let before = rt.block_on(snapshot(&client, L40S));
     let invoke = [
         "apply",
         "-auto-approve",
@@ -866,7 +869,7 @@ fn terraform_drain_action_honours_a_budget_and_uncordon_gives_the_node_back() {
     tf.write(&drain_action(""));
     tf.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
     assert_eq!(
-        rt.block_on(snapshot(&client, H100)),
+        rt.block_on(snapshot(&client, L40S)),
         before,
         "every node as found"
     );

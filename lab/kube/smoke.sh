@@ -82,7 +82,7 @@ cert() { # name subject extensions [ca]
     -extfile "$1.ext" -out "$1.crt"
 }
 cert apiserver "/CN=kube-apiserver" \
-  "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+  "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 extendedKeyUsage=serverAuth"
 cert admin "/O=system:masters/CN=gpufleet-admin" "extendedKeyUsage=clientAuth"
 cert front-proxy-client "/CN=front-proxy-client" "extendedKeyUsage=clientAuth" front-proxy-ca
@@ -166,7 +166,7 @@ start kube-apiserver kube-apiserver \
   --tls-cert-file="$w/apiserver.crt" --tls-private-key-file="$w/apiserver.key" \
   --client-ca-file="$w/ca.crt" \
   --authorization-mode=RBAC \
-  --service-cluster-ip-range=10.0.0.0/24 \
+  --service-cluster-ip-range=10.96.0.0/12 \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$w/sa.pub" \
   --service-account-signing-key-file="$w/sa.key" \
@@ -203,7 +203,7 @@ start kube-controller-manager kube-controller-manager \
   --root-ca-file="$w/ca.crt" \
   --service-account-private-key-file="$w/sa.key" \
   --cluster-signing-cert-file="$w/ca.crt" --cluster-signing-key-file="$w/ca.key" \
-  --service-cluster-ip-range=10.0.0.0/24
+  --service-cluster-ip-range=10.96.0.0/12
 start kube-scheduler kube-scheduler \
   --kubeconfig="$w/scheduler.kubeconfig" \
   --authentication-kubeconfig="$w/scheduler.kubeconfig" \

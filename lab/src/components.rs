@@ -46,8 +46,12 @@ use crate::ports::Ports;
 /// go Succeeded, and deleted pods are removed.
 pub const KWOK_STAGES_YAML: &str = include_str!("../kube/stages/kwok-stages.yaml");
 
-/// The service CIDR (no kube-proxy runs, so it is bookkeeping only).
-pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The service CIDR: Kubernetes' own default (kubeadm's), as on most host clusters. No
+/// kube-proxy runs, but the size matters. vCluster gives the virtual API server the host's
+/// range, and a virtual Service's address that happens to equal the host Service of the
+/// control plane stops the syncer for good ("provided IP is already allocated"). In a /24
+/// that hit about one control plane in 250, which no production range does.
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 
 /// The tenants the lab's Netris emulator has besides its own `Admin` (created at start
 /// when missing): one per test or example that wants a tenant of its own.

@@ -5,7 +5,7 @@
 //! | file | what | used by |
 //! |---|---|---|
 //! | `ca.crt`, `ca.key` | the CA (also the client CA, and the signer of CSRs) | all |
-//! | `kube-apiserver.crt/.key` | serving cert: `127.0.0.1`, `10.0.0.1`, `localhost`, `kubernetes.default.svc…` | kube-apiserver |
+//! | `kube-apiserver.crt/.key` | serving cert: `127.0.0.1`, `10.96.0.1`, `localhost`, `kubernetes.default.svc…` | kube-apiserver |
 //! | `kube-controller-manager-serving.crt/.key`, `kube-scheduler-serving.crt/.key` | serving certs for `127.0.0.1` (so `/healthz` is checked with TLS verification on) | kcm, scheduler |
 //! | `admin.crt/.key` | client: `CN=gpufleet-admin, O=system:masters` | the admin kubeconfig |
 //! | `kube-controller-manager.crt/.key` | client: `CN=system:kube-controller-manager` | kcm |
@@ -37,7 +37,7 @@ use time::{Duration, OffsetDateTime};
 /// names and first service IP the in-cluster `kubernetes` Service would use.
 pub const APISERVER_SANS: &[&str] = &[
     "127.0.0.1",
-    "10.0.0.1",
+    "10.96.0.1",
     "localhost",
     "kubernetes",
     "kubernetes.default",

@@ -165,7 +165,7 @@ async fn selected(
         .collect())
 }
 
-/// The diagnostic of a host call that failed mid-way, saying where the nodes are left.
+/// The diagnostic of a host call that failed: what was being done, and the host's error.
 fn host_failed(step: &str, e: impl std::fmt::Display) -> Diagnostics {
     Diagnostic::error(FAILED, format!("{TYPE_NAME}: {step}: {e}.")).into()
 }
