@@ -437,7 +437,7 @@ mod tests {
             }
         }
         assert!(ips.contains(&vec![127, 0, 0, 1]));
-        assert!(ips.contains(&vec![10, 0, 0, 1]));
+        assert!(ips.contains(&vec![10, 96, 0, 1]));
         assert!(dns.contains(&"kubernetes.default.svc.cluster.local".to_string()));
         assert!(dns.contains(&"localhost".to_string()));
         let eku = api.extended_key_usage().expect("eku").expect("has eku");
