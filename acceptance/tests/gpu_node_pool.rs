@@ -97,6 +97,18 @@ async fn virtual_cluster(client: &kube::Client, name: &str, tier: &str) -> Strin
     format!("{namespace}/{name}")
 }
 
+/// For the CLI tests: a runtime for the kube client, the lab's client, and the host
+/// namespace standing in for virtual cluster `name` of `tier`.
+fn lab_tenant(lab: &Lab, name: &str, tier: &str) -> (tokio::runtime::Runtime, kube::Client) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async { lab.client() });
+    rt.block_on(virtual_cluster(&client, name, tier));
+    (rt, client)
+}
+
 fn config(kind: &dyn ResourceKind, attrs: &[(&str, Value)]) -> Value {
     let schema = kind.schema();
     let mut obj: BTreeMap<String, Value> = schema
@@ -541,12 +553,7 @@ const A100_NODES: u32 = 16;
 fn terraform_a_node_a_mig_pool_let_go_comes_back_with_whole_gpus() {
     let _rack = A100_RACK.blocking_lock();
     let lab = Lab::shared();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = rt.block_on(async { lab.client() });
-    rt.block_on(virtual_cluster(&client, "gnp-migrel", "dedicated"));
+    let (rt, client) = lab_tenant(lab, "gnp-migrel", "dedicated");
     let nodes: Api<Node> = Api::all(client.clone());
     let mig = format!(
         r#"
@@ -627,12 +634,7 @@ output "allocatable" {{ value = gpufleet_gpu_node_pool.whole.allocatable }}
 #[test]
 fn terraform_life_cycle_drift_import_and_destroy() {
     let lab = Lab::shared();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = rt.block_on(async { lab.client() });
-    rt.block_on(virtual_cluster(&client, "gnp-life", "dedicated"));
+    let (rt, client) = lab_tenant(lab, "gnp-life", "dedicated");
     let before = rt.block_on(snapshot(&client, H100));
 
     let tf = Tf::new(&pool_tf(1, ""));
@@ -762,12 +764,7 @@ fn cordon_of(rt: &tokio::runtime::Runtime, nodes: &Api<Node>, name: &str) -> (bo
 #[test]
 fn terraform_drain_action_honours_a_budget_and_uncordon_gives_the_node_back() {
     let lab = Lab::shared();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = rt.block_on(async { lab.client() });
-    rt.block_on(virtual_cluster(&client, "gnp-drain", "dedicated"));
+    let (rt, client) = lab_tenant(lab, "gnp-drain", "dedicated");
     let before = rt.block_on(snapshot(&client, L40S));
     let invoke = [
         "apply",
@@ -878,12 +875,7 @@ fn terraform_drain_action_honours_a_budget_and_uncordon_gives_the_node_back() {
 #[test]
 fn terraform_refuses_bad_input_at_plan_on_its_attribute() {
     let lab = Lab::shared();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = rt.block_on(async { lab.client() });
-    rt.block_on(virtual_cluster(&client, "gnp-priv", "private"));
+    let _namespace = lab_tenant(lab, "gnp-priv", "private");
     let cases = [
         (
             r#"gpu_product = "NVIDIA-A100-SXM4-80GB"
@@ -961,12 +953,7 @@ provider "gpufleet" {
 #[test]
 fn terraform_auto_pools_constrain_karpenter_and_accept_declared_products() {
     let lab = Lab::shared();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = rt.block_on(async { lab.client() });
-    rt.block_on(virtual_cluster(&client, "gnp-auto", "private"));
+    let (rt, client) = lab_tenant(lab, "gnp-auto", "private");
     let body = r#"
 resource "gpufleet_gpu_node_pool" "h100" {
   name               = "h100"

@@ -112,9 +112,9 @@ fn pool_of(config: &Value) -> Result<Option<PoolRef>, Diagnostics> {
 async fn selected(
     api: &dyn HostNodes,
     pool: &PoolRef,
+    label: &str,
     config: &Value,
 ) -> Result<Vec<HostNode>, Diagnostics> {
-    let label = pool_label(&pool.vc.name, &pool.name);
     let held = api
         .list_nodes(&format!("{POOL}={label}"))
         .await
@@ -311,7 +311,8 @@ impl<B: Backend> ActionKind for GpuNodePoolDrain<B> {
             Ok(api) => api,
             Err(diagnostics) => return diagnostics,
         };
-        match selected(api.as_ref(), &pool, config).await {
+        let label = pool_label(&pool.vc.name, &pool.name);
+        match selected(api.as_ref(), &pool, &label, config).await {
             Ok(_) => Diagnostics::new(),
             Err(diagnostics) => diagnostics,
         }
@@ -332,11 +333,11 @@ impl<B: Backend> ActionKind for GpuNodePoolDrain<B> {
             Ok(api) => api,
             Err(diagnostics) => return diagnostics,
         };
-        let nodes = match selected(api.as_ref(), &pool, &config).await {
+        let label = pool_label(&pool.vc.name, &pool.name);
+        let nodes = match selected(api.as_ref(), &pool, &label, &config).await {
             Ok(n) => n,
             Err(diagnostics) => return diagnostics,
         };
-        let label = pool_label(&pool.vc.name, &pool.name);
         if config.get("operation").as_str() == Some("uncordon") {
             return uncordon(api.as_ref(), &label, &nodes, progress).await;
         }
