@@ -5,7 +5,7 @@
 //! than its pool fails within its deadline; and nothing the runs made is left behind.
 //!
 //! The tests share one lab and run at once, so each has its own tenant and takes A100 nodes
-//! (16 in the lab; these tests hold at most 7 at a time).
+//! (16 in the lab; these tests hold at most 8 at a time).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -344,6 +344,126 @@ variable "endpoint_api_key" {
     );
     assert_eq!(after["endpoint_api_key_wo_version"], 2);
     s.assert_plan_empty();
+    s.destroy();
+}
+
+/// The records `gpufleet_benchmark_run` kept for benchmark `name` in `namespace`, oldest
+/// first, as their `record.json`.
+fn run_records(host: &KubeRest, namespace: &str, name: &str) -> Vec<Value> {
+    host.list(&format!(
+        "/api/v1/namespaces/{namespace}/configmaps?labelSelector=gpufleet.dev/benchmark%3D{name}"
+    ))
+    .expect("list ConfigMaps")
+    .iter()
+    .map(|cm| {
+        serde_json::from_str(cm["data"]["record.json"].as_str().unwrap_or("null"))
+            .expect("record.json is JSON")
+    })
+    .collect()
+}
+
+#[test]
+fn the_run_action_smoke_tests_a_new_pool_reruns_a_benchmark_and_refuses_what_the_pool_cannot_hold()
+{
+    let lab = Lab::shared();
+    let on_demand = |name: &str, definition: &str| {
+        format!(
+            r#"
+action "gpufleet_benchmark_run" "{name}" {{
+  config {{
+    benchmark = {definition}
+  }}
+}}
+"#
+        )
+    };
+    let definition = |name: &str, extra: &str| {
+        format!(
+            r#"{{
+      name               = "{name}"
+      virtual_cluster_id = gpufleet_virtual_cluster.t.id
+      node_pool_id       = gpufleet_gpu_node_pool.p.id
+      suite              = "gpu-burn"
+      image              = "nvcr.io/nvidia/pytorch:25.04-py3"
+      {extra}
+    }}"#
+        )
+    };
+    // The pool runs a smoke test when it is created.
+    let main_tf = config("bench-act", 1, "").replace(
+        "  node_count         = 1\n}",
+        "  node_count         = 1\n\n  lifecycle {\n    action_trigger {\n      \
+             events  = [after_create]\n      actions = [action.gpufleet_benchmark_run.smoke]\n    \
+             }\n  }\n}",
+    ) + &benchmark("burn", "gpu-burn", "")
+        + &on_demand("smoke", &definition("smoke", ""))
+        + &on_demand("again", "gpufleet_benchmark.burn")
+        + &on_demand("too_big", &definition("too-big", "nodes = 3"));
+    assert!(main_tf.contains("action_trigger"), "{main_tf}");
+    let s = Session::new(&main_tf, lab.settings_env());
+    let _cleanup = s.destroy_on_panic();
+
+    let applied = s.apply();
+    let out = applied.combined();
+    assert!(out.contains("status passed"), "{out}");
+    assert!(
+        out.contains("record kept in ConfigMap vc-bench-act/gfb-smoke-run-"),
+        "{out}"
+    );
+    let host = host(lab);
+    let namespace = host_namespace(&s);
+    let smoke = run_records(&host, &namespace, "smoke");
+    assert_eq!(smoke.len(), 1, "{smoke:#?}");
+    assert_eq!(smoke[0]["status"], "passed", "{:#}", smoke[0]);
+    assert_eq!(smoke[0]["environment"]["suite"], "gpu-burn");
+    assert_eq!(
+        smoke[0]["environment_hash"].as_str().map(str::len),
+        Some(64)
+    );
+    // An action is no change: the next plan is empty, and runs nothing.
+    s.assert_plan_empty();
+    assert_eq!(run_records(&host, &namespace, "smoke").len(), 1);
+
+    // The resource's definition again, on demand: a record beside it, the state untouched.
+    let burn = s.resource("gpufleet_benchmark.burn");
+    let invoke = |action: &str| {
+        s.run(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            &format!("-invoke=action.gpufleet_benchmark_run.{action}"),
+        ])
+    };
+    let again = invoke("again");
+    assert!(again.success(), "{again}");
+    assert!(
+        again.contains("created Job gfb-burn") && again.contains("running on "),
+        "each phase is shown: {again}"
+    );
+    let records = run_records(&host, &namespace, "burn");
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["status"], "passed");
+    assert_eq!(
+        records[0]["environment_hash"], burn["environment_hash"],
+        "the same definition on the same nodes hashes the same"
+    );
+    assert_eq!(
+        s.resource("gpufleet_benchmark.burn")["started_at"],
+        burn["started_at"],
+        "the resource's own record is untouched"
+    );
+    s.assert_plan_empty();
+
+    // More nodes than the pool has: refused at plan, on the attribute, before anything runs.
+    let refused = invoke("too_big");
+    assert!(!refused.success(), "{refused}");
+    assert!(
+        refused.contains("nodes = 3") && refused.contains("has 1 node(s)"),
+        "{refused}"
+    );
+    assert!(run_records(&host, &namespace, "too-big").is_empty());
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }
 

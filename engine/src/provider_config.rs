@@ -384,6 +384,7 @@ pub fn backends_needed(type_name: &str, config: &Value) -> Vec<&'static str> {
         | "gpufleet_gpu_node_pool_drain"
         | "gpufleet_virtual_cluster"
         | "gpufleet_benchmark"
+        | "gpufleet_benchmark_run"
         | "gpufleet_fleet_inventory" => vec!["kubernetes"],
         _ => Vec::new(),
     }

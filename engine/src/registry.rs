@@ -7,7 +7,7 @@
 use crate::{
     actions::{
         bcm_node_power::BcmNodePower, bcm_node_reprovision::BcmNodeReprovision,
-        gpu_node_pool_drain::GpuNodePoolDrain,
+        benchmark_run::BenchmarkRun, gpu_node_pool_drain::GpuNodePoolDrain,
     },
     apply::Listing,
     backends::kube::host,
@@ -61,6 +61,7 @@ pub const ACTIONS: &[&dyn ActionKind] = &[
     &BcmNodePower(crate::backends::bcm::FromSettings),
     &BcmNodeReprovision(crate::backends::bcm::FromSettings),
     &GpuNodePoolDrain(crate::resources::gpu_node_pool::FromSettings),
+    &BenchmarkRun(host::FromSettings),
 ];
 
 /// Provider-defined functions.

@@ -36,6 +36,7 @@ use std::{
 use async_trait::async_trait;
 use base64::{Engine, engine::general_purpose::STANDARD};
 use gpufleet_engine::{
+    actions::benchmark_run::BenchmarkRun,
     backends::kube::{
         ObjectError, POOL, TENANT,
         host::{Access, FromSettings, HeldTurn, HostObjects, ObjectKind},
@@ -43,7 +44,7 @@ use gpufleet_engine::{
     },
     consistency::{assert_object_compatible, assert_wholly_known_conformant},
     context::Context,
-    kinds::{ApplyResponse, ResourceKind},
+    kinds::{ActionKind, ApplyResponse, ResourceKind},
     resources::benchmark::{
         Benchmark, apply,
         render::{COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL, SPEC_HASH_ANNOTATION},
@@ -781,6 +782,16 @@ impl FakeCluster {
         self.world().events.clone()
     }
 
+    /// The ConfigMaps applied, by name.
+    fn configmaps(&self) -> BTreeMap<String, Json> {
+        self.world()
+            .objects
+            .iter()
+            .filter(|((k, _, _), _)| *k == "ConfigMap")
+            .map(|((_, _, n), o)| (n.clone(), o.clone()))
+            .collect()
+    }
+
     fn job_applies(&self) -> Vec<Json> {
         self.world().job_applies.clone()
     }
@@ -867,11 +878,11 @@ impl HostObjects for FakeCluster {
         }
         match kind {
             "Job" => w.apply_job(object, namespace, name),
-            "Service" | "Secret" => {
-                let kind = if kind == "Service" {
-                    "Service"
-                } else {
-                    "Secret"
+            "Service" | "Secret" | "ConfigMap" => {
+                let kind = match kind {
+                    "Service" => "Service",
+                    "Secret" => "Secret",
+                    _ => "ConfigMap",
                 };
                 if kind == "Secret" {
                     w.secret_applies.push(object.clone());
@@ -1785,4 +1796,114 @@ async fn a_rerun_interrupted_at_any_call_converges() {
 #[tokio::test(start_paused = true)]
 async fn a_run_destroy_interrupted_at_any_call_converges() {
     sweep_benchmark("delete", &[&[]], None).await;
+}
+
+/// The `gpufleet_benchmark_run` action's configuration: the definition of [`configured`]
+/// (as an object of the resource's arguments), plus `extra` action attributes.
+fn run_action_config(name: &str, pool: &str, def_extra: &[(&str, Value)]) -> Value {
+    let definition = configured(name, pool, def_extra);
+    let attrs: BTreeMap<String, Value> = definition
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| !v.is_null() && k.as_str() != "timeouts")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::object([
+        ("benchmark", Value::Object(attrs)),
+        ("endpoint_api_key", Value::Null),
+        ("timeout", Value::Null),
+    ])
+}
+
+/// Invokes the action on `fake`; returns its diagnostics and the progress it reported.
+async fn invoke_run(
+    fake: &Arc<FakeCluster>,
+    config: Value,
+) -> (gpufleet_engine::diag::Diagnostics, Vec<String>) {
+    let said = Mutex::new(Vec::new());
+    let sink = |m: String| said.lock().unwrap_or_else(PoisonError::into_inner).push(m);
+    let action = BenchmarkRun(fake.clone());
+    let d = action.invoke(&Context::default(), config, &sink).await;
+    (d, said.into_inner().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// The record a run on demand kept, as JSON.
+fn kept_record(fake: &FakeCluster) -> (String, Json) {
+    let records = fake.configmaps();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let (name, cm) = records.into_iter().next().expect("one record");
+    assert_eq!(cm["metadata"]["labels"]["gpufleet.dev/benchmark"], "solo");
+    let record = serde_json::from_str(cm["data"]["record.json"].as_str().expect("record.json"))
+        .expect("record JSON");
+    (name, record)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_run_action_runs_the_definition_reports_each_phase_and_keeps_the_record() {
+    let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
+    let (d, said) = invoke_run(&fake, run_action_config("solo", "solo", &[])).await;
+
+    assert!(!d.has_error(), "{}", support::show(&d));
+    let said = said.join("\n");
+    for phase in [
+        "has its turn on node pool vc-team-a/team-a/solo",
+        "created Job gfb-solo (1 node(s), pods launcher)",
+        "running on gpu-solo-01",
+        "reading the results",
+        "status passed: loss = 2.3125, steps = 500, tokens_per_second = 1832.5",
+    ] {
+        assert!(said.contains(phase), "{phase:?} not in:\n{said}");
+    }
+    let (name, record) = kept_record(&fake);
+    assert!(name.starts_with("gfb-solo-run-"), "{name}");
+    assert!(
+        said.contains(&format!("record kept in ConfigMap {NAMESPACE}/{name}")),
+        "{said}"
+    );
+    assert_eq!(record["status"], "passed");
+    assert_eq!(record["results"]["tokens_per_second"], json!(1832.5));
+    assert_eq!(
+        record["environment"]["node_pool_id"],
+        "vc-team-a/team-a/solo"
+    );
+    assert_eq!(record["environment_hash"].as_str().map(str::len), Some(64));
+    // The run's own objects go, as after an apply; the record stays.
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_on_demand_that_breaks_a_threshold_fails_the_action_and_is_still_recorded() {
+    let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
+    let thresholds = Value::Map(BTreeMap::from([(
+        "tokens_per_second".to_owned(),
+        Value::object([("min", Value::int(2000)), ("max", Value::Null)]),
+    )]));
+    let config = run_action_config("solo", "solo", &[("thresholds", thresholds)]);
+    let (d, said) = invoke_run(&fake, config).await;
+
+    assert!(d.has_error(), "{said:?}");
+    let text = support::show(&d);
+    assert!(
+        text.contains("tokens_per_second = 1832.5 is outside its bound (min 2000)"),
+        "{text}"
+    );
+    let (_, record) = kept_record(&fake);
+    assert_eq!(record["status"], "failed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_definition_is_refused_on_its_attribute_before_anything_runs() {
+    let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG)]);
+    let config = run_action_config(
+        "solo",
+        "solo",
+        &[("node_pool_id", Value::string("not-a-pool-id"))],
+    );
+    let action = BenchmarkRun(fake.clone());
+    let d = action.validate(&config);
+    let text = support::show(&d);
+    assert!(d.has_error(), "{text}");
+    assert!(text.contains(" at benchmark.node_pool_id: "), "{text}");
+    assert!(fake.events().is_empty(), "{:?}", fake.events());
 }

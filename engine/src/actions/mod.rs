@@ -4,4 +4,5 @@
 pub mod bcm_node_power;
 pub mod bcm_node_reprovision;
 mod bcm_node_steps;
+pub mod benchmark_run;
 pub mod gpu_node_pool_drain;

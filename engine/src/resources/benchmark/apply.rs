@@ -40,7 +40,7 @@ use crate::{
     },
     context::Context,
     diag::Diagnostic,
-    kinds::ApplyResponse,
+    kinds::{ApplyResponse, ProgressSink},
     tenancy::pool_label,
     timeouts::{self, Operation, Timeouts},
     value::Value,
@@ -415,6 +415,19 @@ pub async fn apply_create(
     planned: &Value,
     endpoint_api_key: Option<&str>,
 ) -> ApplyResponse {
+    run(cluster, ctx, planned, endpoint_api_key, &|_| {}).await
+}
+
+/// One run of the benchmark `planned` describes, as create makes it, telling `progress` each
+/// phase as it starts; the response holds the run's record. The `gpufleet_benchmark_run`
+/// action runs through here too, so a run on demand is the run an apply makes.
+pub async fn run(
+    cluster: &dyn HostObjects,
+    ctx: &Context,
+    planned: &Value,
+    endpoint_api_key: Option<&str>,
+    progress: ProgressSink<'_>,
+) -> ApplyResponse {
     let mut spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
         Err(diagnostics) => {
@@ -442,10 +455,14 @@ pub async fn apply_create(
             // The create timeout counts from the run's turn, not from the wait for it.
             let started = Instant::now();
             let deadline = started + t.create;
+            if let Some(pool) = &spec.pool {
+                progress(format!("has its turn on node pool {}", pool.id()));
+            }
             let run = Run {
                 spec: &spec,
                 planned,
                 endpoint_api_key,
+                progress,
             };
             let response = match execute(cluster, &run, started, deadline, t.create).await {
                 Ok(response) => response,
@@ -491,12 +508,14 @@ async fn failed(
     }
 }
 
-/// What one run is made of: the planned record, and the key no state holds.
+/// What one run is made of: the planned record, the key no state holds, and who hears of
+/// its phases.
 #[derive(Clone, Copy)]
 struct Run<'a> {
     spec: &'a BenchmarkSpec,
     planned: &'a Value,
     endpoint_api_key: Option<&'a str>,
+    progress: ProgressSink<'a>,
 }
 
 /// Steps 1 to 6 of a run that has its turn (see the module docs); `deadline` ends the create
@@ -512,6 +531,7 @@ async fn execute(
         spec,
         planned,
         endpoint_api_key,
+        progress,
     } = *run;
     if cluster
         .get(ObjectKind::Namespace, None, &spec.namespace)
@@ -627,6 +647,14 @@ async fn execute(
         spec.nodes,
         launcher
     );
+    progress(format!(
+        "{} {} {} ({} node(s), {} launcher); waiting for its pods to start",
+        if adopt { "took over" } else { "created" },
+        kind.kind(),
+        name,
+        spec.nodes,
+        launcher_name(launcher)
+    ));
 
     // The gang deadline counts from the creation, not from waiting out a leftover.
     let gang_deadline = (Instant::now() + spec.start_timeout).min(deadline);
@@ -638,7 +666,14 @@ async fn execute(
     if !differences.is_empty() {
         return Err(RunError::MixedNodes(describe_differences(&differences)).into());
     }
+    if !gang.is_empty() {
+        progress(format!("running on {}", gang.join(", ")));
+    }
     let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
+    progress(format!(
+        "finished after {}s; reading the results",
+        started.elapsed().as_secs()
+    ));
     let observed = observe(cluster, spec, &shape, &gang).await?;
     let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the

@@ -20,6 +20,8 @@ pub enum ObjectKind {
     ClusterRoleBinding,
     /// `v1/Secret`.
     Secret,
+    /// `v1/ConfigMap`.
+    ConfigMap,
     /// `v1/Service`.
     Service,
     /// `v1/ResourceQuota`.
@@ -95,6 +97,7 @@ const ALL: &[ObjectKind] = &[
     ObjectKind::ClusterRole,
     ObjectKind::ClusterRoleBinding,
     ObjectKind::Secret,
+    ObjectKind::ConfigMap,
     ObjectKind::Service,
     ObjectKind::ResourceQuota,
     ObjectKind::LimitRange,
@@ -123,6 +126,7 @@ impl ObjectKind {
                 Gvk::new(RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings")
             }
             ObjectKind::Secret => Gvk::new("", "v1", "Secret", "secrets"),
+            ObjectKind::ConfigMap => Gvk::new("", "v1", "ConfigMap", "configmaps"),
             ObjectKind::Service => Gvk::new("", "v1", "Service", "services"),
             ObjectKind::ResourceQuota => Gvk::new("", "v1", "ResourceQuota", "resourcequotas"),
             ObjectKind::LimitRange => Gvk::new("", "v1", "LimitRange", "limitranges"),
@@ -200,6 +204,8 @@ impl ObjectKind {
             // Made by controllers: listed (readiness, a benchmark's results), removed when
             // a virtual cluster is paused or its data is dropped; a run's logs read.
             ObjectKind::Pod => &[List, Delete, Logs],
+            // The records of benchmark runs on demand, kept beside the runs.
+            ObjectKind::ConfigMap => &[Apply],
             ObjectKind::PersistentVolumeClaim => &[List, Delete],
             // Benchmarks read the nodes they run on and the GPU Operator's settings.
             ObjectKind::Node => &[Get, List],
@@ -254,6 +260,7 @@ mod tests {
             ObjectKind::ClusterRole => served::<rbac::v1::ClusterRole>(),
             ObjectKind::ClusterRoleBinding => served::<rbac::v1::ClusterRoleBinding>(),
             ObjectKind::Secret => served::<core::v1::Secret>(),
+            ObjectKind::ConfigMap => served::<core::v1::ConfigMap>(),
             ObjectKind::Service => served::<core::v1::Service>(),
             ObjectKind::ResourceQuota => served::<core::v1::ResourceQuota>(),
             ObjectKind::LimitRange => served::<core::v1::LimitRange>(),
