@@ -3,7 +3,7 @@
 //! a team's own scripts made them, or by another workspace) are found by `list` blocks;
 //! `-generate-config-out` writes import and resource blocks; the plan imports them changing
 //! nothing; after the apply the next plan is empty; and a destroy removes them like any
-//! other.
+//! other. Node pools are adopted without a write to their nodes.
 
 use gpufleet_acceptance::{
     Output, Session,
@@ -401,6 +401,94 @@ list "gpufleet_virtual_cluster" "gold" {
         "rm",
         "-no-color",
         "gpufleet_virtual_cluster.gold_0",
+    ]);
+    maker.destroy();
+}
+
+/// The `metadata.resourceVersion` of host node `name`: any write to the node moves it.
+fn node_version(name: &str) -> String {
+    let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client");
+    host.get(&format!("/api/v1/nodes/{name}"))
+        .expect("the node")["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_node_pool_another_workspace_made_is_adopted_without_touching_its_nodes() {
+    let name = "acc-adopt-pool";
+    let resource = format!(
+        r#"
+resource "gpufleet_virtual_cluster" "t" {{
+  name      = "{name}"
+  isolation = "dedicated"
+}}
+
+resource "gpufleet_gpu_node_pool" "p" {{
+  name               = "infer"
+  virtual_cluster_id = gpufleet_virtual_cluster.t.id
+  gpu_product        = "NVIDIA-L40S"
+  node_count         = 1
+  sharing            = {{ strategy = "time-slicing", replicas = 4 }}
+  node_labels        = {{ "example.com/team" = "inference" }}
+}}
+"#
+    );
+    let maker = Session::on_shared_lab(&resource);
+    let _cleanup = maker.destroy_on_panic();
+    maker.apply();
+    let nodes = maker.resource("gpufleet_gpu_node_pool.p")["nodes"].clone();
+    let node = nodes[0].as_str().expect("the pool's node").to_owned();
+    let version = node_version(&node);
+
+    let s = query_session(&format!(
+        r#"
+list "gpufleet_gpu_node_pool" "tenant" {{
+  provider = gpufleet
+  config {{
+    virtual_cluster_id = "vc-{name}/{name}"
+  }}
+}}
+"#
+    ));
+    let (out, generated) = generate(&s);
+    assert!(out.contains("infer"), "{out}");
+    assert!(generated.contains("replicas"), "{generated}");
+    import_unchanged(&s, 1, &generated);
+    let adopted = s.resource("gpufleet_gpu_node_pool.tenant_0");
+    assert_eq!(adopted["nodes"], nodes, "{adopted:#}");
+    assert_eq!(
+        node_version(&node),
+        version,
+        "adopting wrote to the pool's node"
+    );
+
+    // A filter that names no virtual cluster is refused on its attribute.
+    s.wd.write(
+        "adopt.tfquery.hcl",
+        r#"
+list "gpufleet_gpu_node_pool" "tenant" {
+  provider = gpufleet
+  config {
+    virtual_cluster_id = "acc-adopt-pool"
+  }
+}
+"#,
+    );
+    let bad = s.run(&["query", "-no-color"]);
+    assert!(!bad.success(), "{bad}");
+    assert!(
+        bad.contains("Invalid Virtual Cluster ID") && bad.contains("virtual_cluster_id"),
+        "{bad}"
+    );
+
+    // Hand it back: the adopting workspace forgets it, the maker destroys it.
+    s.ok(&[
+        "state",
+        "rm",
+        "-no-color",
+        "gpufleet_gpu_node_pool.tenant_0",
     ]);
     maker.destroy();
 }

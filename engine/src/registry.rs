@@ -20,7 +20,7 @@ use crate::{
     kinds::{ActionKind, DataSourceKind, EphemeralKind, FunctionKind, ListKind, ResourceKind},
     resources::bcm_node::BcmNode,
     resources::benchmark::Benchmark,
-    resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool},
+    resources::gpu_node_pool::{self as gpu_node_pool, GpuNodePool, list::GpuNodePoolList},
     resources::network_segment::NetworkSegment,
     resources::virtual_cluster::{VirtualCluster, VirtualClusterList},
 };
@@ -54,6 +54,7 @@ pub const LIST_RESOURCES: &[&dyn ListKind] = &[
     &Listing(NetworkSegment(crate::backends::netris::FromSettings)),
     &Listing(BcmNode(crate::backends::bcm::FromSettings)),
     &VirtualClusterList(host::FromSettings),
+    &GpuNodePoolList(gpu_node_pool::FromSettings),
 ];
 
 /// Actions, for day-2 operations.

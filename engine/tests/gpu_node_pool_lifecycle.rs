@@ -15,9 +15,11 @@ use gpufleet_engine::{
     },
     context::Context,
     gpu_products::Declared,
-    kinds::ResourceKind,
+    kinds::{ListKind, ListRequest, ResourceKind},
     provider_config::ProviderSettings,
-    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, memory::MemoryHost},
+    resources::gpu_node_pool::{
+        DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, list::GpuNodePoolList, memory::MemoryHost,
+    },
     value::Value,
 };
 use support::{Action, Terraform, config, show, sweep};
@@ -1406,4 +1408,80 @@ async fn a_pool_rename_interrupted_at_any_node_write_converges() {
 #[tokio::test(start_paused = true)]
 async fn a_pool_destroy_interrupted_at_any_node_write_converges() {
     sweep_pool("delete", &[&nodes(3)], None).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_list_finds_pools_of_every_source_and_reads_them_as_an_import_does() {
+    let h = host();
+    let k = GpuNodePool(Arc::clone(&h));
+    let mut train = Terraform::new(&k);
+    train
+        .apply_ok(&pool(
+            &k,
+            &[("sharing", sharing("time-slicing", Some(2), None))],
+        ))
+        .await;
+    let mut burst = Terraform::new(&k);
+    burst
+        .apply_ok(&pool(
+            &k,
+            &[
+                ("name", Value::string("burst")),
+                ("virtual_cluster_id", Value::string("vc-p/p")),
+                ("source", Value::string("auto")),
+                ("node_count", Value::Null),
+                (
+                    "autoscaling",
+                    Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(3))]),
+                ),
+            ],
+        ))
+        .await;
+    let list = GpuNodePoolList(Arc::clone(&h));
+    let request = |vc: Option<&str>, include_resource: bool, limit: usize| ListRequest {
+        config: Value::object([("virtual_cluster_id", vc.map(Value::string).into())]),
+        include_resource,
+        limit,
+    };
+
+    let all = list
+        .list(&Context::default(), request(None, true, 100))
+        .await;
+    assert!(!all.diagnostics.has_error(), "{}", show(&all.diagnostics));
+    let ids: Vec<&str> = all
+        .results
+        .iter()
+        .filter_map(|r| r.state.get("id").as_str())
+        .collect();
+    assert_eq!(ids, ["vc-a/a/train", "vc-p/p/burst"]);
+    for (listed, applied) in all.results.iter().zip([&train.state, &burst.state]) {
+        for a in [
+            "name",
+            "virtual_cluster_id",
+            "gpu_product",
+            "source",
+            "node_count",
+            "nodes",
+        ] {
+            assert_eq!(listed.state.get(a), applied.get(a), "{a}");
+        }
+    }
+    assert_eq!(
+        all.results[0].state.get("sharing").get("replicas"),
+        &Value::int(2)
+    );
+
+    let only_p = list
+        .list(&Context::default(), request(Some("vc-p/p"), false, 100))
+        .await;
+    let names: Vec<&str> = only_p
+        .results
+        .iter()
+        .filter_map(|r| r.state.get("name").as_str())
+        .collect();
+    assert_eq!(names, ["burst"]);
+    let one = list
+        .list(&Context::default(), request(None, false, 1))
+        .await;
+    assert_eq!(one.results.len(), 1);
 }

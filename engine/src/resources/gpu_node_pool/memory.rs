@@ -251,12 +251,17 @@ impl MemoryHost {
 }
 
 fn matches(node: &HostNode, selector: &str) -> bool {
+    selects(&node.labels, selector)
+}
+
+/// Whether `labels` match an equality-based label selector (`k=v` and `k` terms).
+fn selects(labels: &BTreeMap<String, String>, selector: &str) -> bool {
     selector
         .split(',')
         .filter(|t| !t.is_empty())
         .all(|term| match term.split_once('=') {
-            Some((k, v)) => node.labels.get(k).map(String::as_str) == Some(v),
-            None => node.labels.contains_key(term),
+            Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+            None => labels.contains_key(term),
         })
 }
 
@@ -268,6 +273,20 @@ impl HostNodes for MemoryHost {
     ) -> Result<Option<BTreeMap<String, String>>, HostError> {
         self.count();
         Ok(self.lock().namespaces.get(name).cloned())
+    }
+
+    async fn list_namespaces(
+        &self,
+        selector: &str,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>, HostError> {
+        self.count();
+        Ok(self
+            .lock()
+            .namespaces
+            .iter()
+            .filter(|(_, labels)| selects(labels, selector))
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect())
     }
 
     async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
@@ -428,6 +447,21 @@ impl HostNodes for MemoryHost {
     async fn get_node_pool(&self, name: &str) -> Result<Option<serde_json::Value>, HostError> {
         self.count();
         Ok(self.node_pool(name))
+    }
+
+    async fn list_node_pools(&self, selector: &str) -> Result<Vec<serde_json::Value>, HostError> {
+        self.count();
+        Ok(self
+            .lock()
+            .node_pools
+            .values()
+            .filter(|np| {
+                let labels: BTreeMap<String, String> =
+                    serde_json::from_value(np["metadata"]["labels"].clone()).unwrap_or_default();
+                selects(&labels, selector)
+            })
+            .cloned()
+            .collect())
     }
 
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {

@@ -69,6 +69,7 @@ pub mod claim;
 pub mod device_plugin;
 mod gpus;
 pub mod karpenter;
+pub mod list;
 pub mod memory;
 pub mod mig;
 mod model;

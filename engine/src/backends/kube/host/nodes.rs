@@ -174,6 +174,12 @@ pub trait HostNodes: Send + Sync {
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, HostError>;
 
+    /// The namespaces matching a label selector, each with its labels.
+    async fn list_namespaces(
+        &self,
+        selector: &str,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>, HostError>;
+
     /// Nodes matching a label selector.
     async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError>;
 
@@ -235,6 +241,10 @@ pub trait HostNodes: Send + Sync {
     /// A Karpenter NodePool, or `None` when it does not exist.
     async fn get_node_pool(&self, name: &str) -> Result<Option<serde_json::Value>, HostError>;
 
+    /// The Karpenter NodePools matching a label selector; none when the cluster does not
+    /// serve NodePools (no Karpenter installed).
+    async fn list_node_pools(&self, selector: &str) -> Result<Vec<serde_json::Value>, HostError>;
+
     /// Deletes a Karpenter NodePool; a missing one is not an error.
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError>;
 
@@ -257,8 +267,8 @@ const CLUSTER_POLICY: Gvk = Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clust
 /// The API rights the [`HostNodes`] calls of [`KubeHost`] need, call by call: what the
 /// provider's ClusterRole grants node pools ([`crate::backends::kube::rbac`]).
 pub const RULES: &[Rule] = &[
-    // namespace_labels
-    Rule::new("", "namespaces", &["get"]),
+    // namespace_labels, list_namespaces
+    Rule::new("", "namespaces", &["get", "list"]),
     // list_nodes, get_node, write_node (a merge patch)
     Rule::new("", "nodes", &["get", "list", "patch"]),
     // pods_on, movable_pods
@@ -276,11 +286,11 @@ pub const RULES: &[Rule] = &[
     ),
     // node_claims
     Rule::new(NODE_CLAIM.group, NODE_CLAIM.plural, &["list"]),
-    // apply_node_pool (server-side apply), get_node_pool, delete_node_pool
+    // apply_node_pool (server-side apply), get_node_pool, list_node_pools, delete_node_pool
     Rule::new(
         NODE_POOL.group,
         NODE_POOL.plural,
-        &["get", "create", "patch", "delete"],
+        &["get", "list", "create", "patch", "delete"],
     ),
 ];
 
@@ -397,6 +407,24 @@ impl HostNodes for KubeHost {
             .await
             .map_err(err(format!("read namespace {name}")))?
             .map(|ns| ns.metadata.labels.unwrap_or_default()))
+    }
+
+    async fn list_namespaces(
+        &self,
+        selector: &str,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>, HostError> {
+        let api: Api<Namespace> = Api::all(typed(self));
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(err(format!("list namespaces ({selector})")))?;
+        Ok(list
+            .items
+            .into_iter()
+            // One being deleted holds no virtual cluster to adopt.
+            .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+            .filter_map(|ns| Some((ns.metadata.name?, ns.metadata.labels.unwrap_or_default())))
+            .collect())
     }
 
     async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
@@ -612,6 +640,22 @@ impl HostNodes for KubeHost {
             .get(&NODE_POOL, None, name)
             .await
             .map_err(object_err(format!("read Karpenter NodePool {name}")))
+    }
+
+    async fn list_node_pools(&self, selector: &str) -> Result<Vec<Json>, HostError> {
+        let what = format!("list Karpenter NodePools ({selector})");
+        match self
+            .objects()
+            .list(&NODE_POOL, None, selector, what.clone())
+            .await
+        {
+            Ok(items) => Ok(items),
+            // The kind is not served: no Karpenter.
+            Err(ObjectError::Call { source, .. }) if status_code(&source) == Some(404) => {
+                Ok(Vec::new())
+            }
+            Err(e) => Err(object_err(what)(e)),
+        }
     }
 
     async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
