@@ -496,7 +496,42 @@ fn cases() -> Vec<(&'static str, Spec)> {
                 ),
             ]),
         ),
+        (
+            "mirror",
+            spec(&[("values_override", Value::string(MIRROR_OVERRIDE))]),
+        ),
     ]
+}
+
+/// The registry mirror of the production guide: every image the control plane runs comes
+/// from it, pulled with the team's secret.
+const MIRROR: &str = "registry.internal.example.com";
+const MIRROR_OVERRIDE: &str = "controlPlane:\n  advanced:\n    defaultImageRegistry: \
+                               registry.internal.example.com\n    serviceAccount:\n      \
+                               imagePullSecrets:\n      - name: internal-registry\n";
+
+/// The images of the control plane's StatefulSet among `objects`: its containers and init
+/// containers, by container name.
+fn control_plane_images(objects: &[Json]) -> Vec<(String, String)> {
+    let sts = objects
+        .iter()
+        .find(|o| o["kind"] == "StatefulSet")
+        .expect("the control plane's StatefulSet");
+    ["containers", "initContainers"]
+        .iter()
+        .flat_map(|k| {
+            sts["spec"]["template"]["spec"][k]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_owned(),
+                c["image"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------------------------------------
@@ -653,6 +688,49 @@ fn every_tier_renders_like_the_chart() {
         versions::VCLUSTER_VERSION,
         report.join("\n")
     );
+}
+
+/// A registry mirror set with the chart's own `controlPlane.advanced.defaultImageRegistry`
+/// takes both images (the syncer and the Kubernetes distro's init container) to the mirror,
+/// in gpufleet's rendering as in the chart's, and the pull secret reaches the service account.
+#[test]
+fn a_default_image_registry_takes_both_images_to_the_mirror() {
+    let (_, spec) = cases()
+        .into_iter()
+        .find(|(name, _)| *name == "mirror")
+        .expect("the mirror case");
+    let rendered = render(&spec);
+    let ours: Vec<Json> = rendered.objects.iter().map(|(_, o)| o.clone()).collect();
+    let mut files = vec![values::settings(&spec)];
+    files.extend(spec.values_override.clone());
+    let theirs = helm_template(
+        &chart(),
+        &spec.name,
+        &spec.namespace,
+        &files.iter().collect::<Vec<_>>(),
+    );
+    for (who, objects) in [("gpufleet", &ours), ("the chart", &theirs)] {
+        let images = control_plane_images(objects);
+        assert!(images.len() >= 2, "{who}: {images:?}");
+        for (container, image) in &images {
+            assert!(
+                image.starts_with(&format!("{MIRROR}/loft-sh/")),
+                "{who}: container {container} runs {image}, not from {MIRROR}"
+            );
+        }
+        let account = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "ServiceAccount"
+                    && o["metadata"]["name"] == format!("vc-{}", spec.name)
+            })
+            .unwrap_or_else(|| panic!("{who}: the control plane's ServiceAccount"));
+        assert_eq!(
+            account["imagePullSecrets"],
+            json!([{ "name": "internal-registry" }]),
+            "{who}"
+        );
+    }
 }
 
 /// The comparison catches what matters: a chart default missing from vcluster.yaml (the
