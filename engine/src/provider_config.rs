@@ -385,7 +385,8 @@ pub fn backends_needed(type_name: &str, config: &Value) -> Vec<&'static str> {
         | "gpufleet_virtual_cluster"
         | "gpufleet_benchmark"
         | "gpufleet_benchmark_run"
-        | "gpufleet_fleet_inventory" => vec!["kubernetes"],
+        | "gpufleet_fleet_inventory"
+        | "gpufleet_host_preflight" => vec!["kubernetes"],
         _ => Vec::new(),
     }
 }

@@ -14,6 +14,7 @@ use crate::{
     data_sources::bcm_nodes::BcmNodes,
     data_sources::fleet_inventory::FleetInventory,
     data_sources::gpu_catalog::GpuCatalog,
+    data_sources::host_preflight::HostPreflight,
     data_sources::virtual_cluster::VirtualClusterData,
     ephemeral_resources::virtual_cluster_connection::VirtualClusterConnection,
     functions::mig_profiles::MigProfiles,
@@ -43,6 +44,7 @@ pub const DATA_SOURCES: &[&dyn DataSourceKind] = &[
     &BcmNodes(crate::backends::bcm::FromSettings),
     &VirtualClusterData(host::FromSettings),
     &FleetInventory(gpu_node_pool::FromSettings),
+    &HostPreflight(host::FromSettings),
 ];
 
 /// Ephemeral resource types.

@@ -44,6 +44,12 @@ pub enum ObjectKind {
     MpiJob,
     /// `nvidia.com/v1/ClusterPolicy` (the GPU Operator; cluster-scoped).
     ClusterPolicy,
+    /// `storage.k8s.io/v1/StorageClass` (cluster-scoped).
+    StorageClass,
+    /// `apps/v1/DaemonSet`.
+    DaemonSet,
+    /// `karpenter.sh/v1/NodePool` (Karpenter; cluster-scoped).
+    KarpenterNodePool,
 }
 
 /// What gpufleet does with objects of a kind through [`super::HostObjects`]. Each kind
@@ -109,6 +115,9 @@ const ALL: &[ObjectKind] = &[
     ObjectKind::Node,
     ObjectKind::MpiJob,
     ObjectKind::ClusterPolicy,
+    ObjectKind::StorageClass,
+    ObjectKind::DaemonSet,
+    ObjectKind::KarpenterNodePool,
 ];
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -147,6 +156,13 @@ impl ObjectKind {
             ObjectKind::ClusterPolicy => {
                 Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies")
             }
+            ObjectKind::StorageClass => {
+                Gvk::new("storage.k8s.io", "v1", "StorageClass", "storageclasses")
+            }
+            ObjectKind::DaemonSet => Gvk::new("apps", "v1", "DaemonSet", "daemonsets"),
+            ObjectKind::KarpenterNodePool => {
+                Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools")
+            }
         }
     }
 
@@ -174,6 +190,8 @@ impl ObjectKind {
                 | ObjectKind::ClusterRoleBinding
                 | ObjectKind::Node
                 | ObjectKind::ClusterPolicy
+                | ObjectKind::StorageClass
+                | ObjectKind::KarpenterNodePool
         )
     }
 
@@ -193,10 +211,12 @@ impl ObjectKind {
             | ObjectKind::ClusterRole
             | ObjectKind::ClusterRoleBinding
             | ObjectKind::Secret
-            | ObjectKind::Service
             | ObjectKind::ResourceQuota
             | ObjectKind::LimitRange
             | ObjectKind::NetworkPolicy => &[Apply, Get, Delete],
+            // Written by virtual clusters; listed by the preflight, which looks for a
+            // LoadBalancer Service with an address.
+            ObjectKind::Service => &[Apply, Get, Delete, List],
             // Its replica count is patched to pause a virtual cluster.
             ObjectKind::StatefulSet => &[Apply, Get, Delete, MergePatch],
             // Benchmarks' runs: applied, watched by reading, removed.
@@ -210,6 +230,10 @@ impl ObjectKind {
             // Benchmarks read the nodes they run on and the GPU Operator's settings.
             ObjectKind::Node => &[Get, List],
             ObjectKind::ClusterPolicy => &[List],
+            // The preflight looks for a default StorageClass and a network plugin's agents.
+            ObjectKind::StorageClass | ObjectKind::DaemonSet => &[List],
+            // Counted by the preflight; node pools reach NodePools through their own calls.
+            ObjectKind::KarpenterNodePool => &[List],
         }
     }
 
@@ -279,6 +303,12 @@ mod tests {
                 Gvk::new("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies"),
                 true,
             ),
+            ObjectKind::StorageClass => served::<api::storage::v1::StorageClass>(),
+            ObjectKind::DaemonSet => served::<apps::v1::DaemonSet>(),
+            ObjectKind::KarpenterNodePool => (
+                Gvk::new("karpenter.sh", "v1", "NodePool", "nodepools"),
+                true,
+            ),
         }
     }
 
@@ -288,7 +318,7 @@ mod tests {
         for (i, &kind) in ALL.iter().enumerate() {
             assert_eq!(kind as usize, i, "{kind:?}");
         }
-        assert_eq!(ALL.len(), ObjectKind::ClusterPolicy as usize + 1);
+        assert_eq!(ALL.len(), ObjectKind::KarpenterNodePool as usize + 1);
         for &kind in ALL {
             let (gvk, cluster_scoped) = expected(kind);
             assert_eq!(kind.gvk(), gvk, "{kind:?}");
