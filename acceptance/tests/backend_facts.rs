@@ -244,6 +244,8 @@ resource "gpufleet_benchmark" "b" {{
 /// The host-cluster rows; `pool_id` is a pool of `vc_id` holding one A100 node.
 fn host_rows(vc_id: &str, pool_id: &str) -> Vec<Row> {
     let quoted = format!("\"{pool_id}\"");
+    let (vc_namespace, vc_name) = vc_id.split_once('/').expect("a virtual cluster id");
+    let lives_in = format!("namespace {vc_namespace}");
     let planned_pool = format!(
         r#"
 resource "gpufleet_gpu_node_pool" "q" {{
@@ -255,6 +257,19 @@ resource "gpufleet_gpu_node_pool" "q" {{
 "#
     );
     vec![
+        row(
+            "a second virtual cluster of the tenant's name, in another namespace",
+            format!(
+                r#"
+resource "gpufleet_virtual_cluster" "twin" {{
+  name      = "{vc_name}"
+  namespace = "{vc_name}-twin"
+}}
+"#
+            ),
+            facts::VIRTUAL_CLUSTER_NAME_TAKEN,
+            &[&lives_in, "would share nodes"],
+        ),
         row(
             "a host pool larger than the free nodes",
             format!(

@@ -1776,3 +1776,30 @@ async fn admin_credentials_stay_out_of_state_when_asked_and_come_back_when_asked
     assert!(tf.state.get("kubeconfig").is_null());
     assert!(tf.state.get("client_key").is_null());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_second_virtual_cluster_of_one_name_is_refused_in_another_namespace() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    assert_eq!(tf.apply_ok(&vc(&k, &[])).await, Action::Create);
+    let twin = vc(&k, &[("namespace", Value::string("staging-team-a"))]);
+    let mut other = Terraform::new(&k);
+    let p = other.plan(&twin).await;
+    let text = show(&p.diagnostics);
+    assert!(p.diagnostics.has_error(), "{text}");
+    assert!(
+        text.contains("at name") && text.contains("already lives in namespace vc-team-a"),
+        "{text}"
+    );
+    assert!(
+        host.obj(ObjectKind::Namespace, "", "staging-team-a")
+            .is_none()
+    );
+    // Its own namespace, planned again (a create a killed provider left), is no conflict.
+    let again = Terraform::new(&k).plan(&vc(&k, &[])).await;
+    assert!(
+        !again.diagnostics.has_error(),
+        "{}",
+        show(&again.diagnostics)
+    );
+}

@@ -20,6 +20,7 @@ const BCM_NODE: &str = "gpufleet_bcm_node";
 const POOL: &str = "gpufleet_gpu_node_pool";
 const SEGMENT: &str = "gpufleet_network_segment";
 const BENCHMARK: &str = "gpufleet_benchmark";
+const VIRTUAL_CLUSTER: &str = "gpufleet_virtual_cluster";
 
 /// A row of [`BACKEND_FACTS`].
 pub const UNKNOWN_BCM_NODE: BackendFact = BackendFact {
@@ -118,6 +119,16 @@ pub const MORE_GPUS_THAN_NODES: BackendFact = BackendFact {
               `nvidia.com/gpu`)",
 };
 
+/// A row of [`BACKEND_FACTS`].
+pub const VIRTUAL_CLUSTER_NAME_TAKEN: BackendFact = BackendFact {
+    type_name: VIRTUAL_CLUSTER,
+    attribute: "name",
+    summary: "Virtual Cluster Name Taken",
+    refuses: "a new virtual cluster whose name a virtual cluster in another namespace already \
+              has: node pools label and taint their nodes with the name, so the two tenants \
+              would share nodes",
+};
+
 /// Every row.
 pub const BACKEND_FACTS: &[BackendFact] = &[
     UNKNOWN_BCM_NODE,
@@ -133,6 +144,7 @@ pub const BACKEND_FACTS: &[BackendFact] = &[
     CIDR_OVERLAP,
     MORE_NODES_THAN_POOL,
     MORE_GPUS_THAN_NODES,
+    VIRTUAL_CLUSTER_NAME_TAKEN,
 ];
 
 impl BackendFact {

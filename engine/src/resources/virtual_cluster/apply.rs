@@ -406,6 +406,31 @@ pub async fn apply_upsert(
     } else {
         Operation::Update
     };
+    if creating {
+        match super::name_taken::other_namespace(host, &spec.name, &spec.namespace).await {
+            Ok(None) => {}
+            Ok(Some(other)) => {
+                return ApplyResponse::refused(
+                    prior.clone(),
+                    super::name_taken::refusal(&spec.name, &other).into(),
+                );
+            }
+            Err(e) => {
+                return ApplyResponse::refused(
+                    prior.clone(),
+                    Diagnostic::error(
+                        "Virtual Cluster Create Failed",
+                        format!(
+                            "{TYPE_NAME} {:?}: could not check that no other namespace uses \
+                             its name: {e}. Nothing was created.",
+                            spec.name
+                        ),
+                    )
+                    .into(),
+                );
+            }
+        }
+    }
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let deadline = Instant::now() + t.get(op);
     let mut phase = Phase::Namespace;

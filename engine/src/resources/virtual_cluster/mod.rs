@@ -52,6 +52,7 @@ pub mod compare;
 pub mod expose;
 mod list;
 pub mod model;
+pub mod name_taken;
 pub mod objects;
 pub mod pause;
 pub mod persistence;
@@ -115,7 +116,24 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
-        let resp = plan_virtual_cluster(&req);
+        let mut resp = plan_virtual_cluster(&req);
+        if req.prior.is_null()
+            && let (Some(name), Some(namespace)) = (
+                resp.planned.get("name").as_str(),
+                resp.planned.get("namespace").as_str(),
+            )
+            && let Ok(host) = self.0.connect(ctx, TYPE_NAME).await
+        {
+            let check = async {
+                match name_taken::other_namespace(host.as_ref(), name, namespace).await {
+                    Ok(Some(other)) => name_taken::refusal(name, &other).into(),
+                    // A host that cannot be asked now is asked again at apply.
+                    _ => Diagnostics::new(),
+                }
+            };
+            resp.diagnostics
+                .extend(crate::plan::backend_facts::bounded(check).await);
+        }
         if let Some(id) = resp.planned.get("id").as_str() {
             ctx.virtual_clusters.planned(
                 id,

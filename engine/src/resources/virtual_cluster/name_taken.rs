@@ -1,0 +1,42 @@
+//! One name, one tenant. Node pools label and taint their nodes with the virtual cluster's
+//! name (`gpufleet.dev/pool=<name>.<pool>`, `gpufleet.dev/tenant=<name>`), so two virtual
+//! clusters of one name in two namespaces would hold, and tolerate, each other's nodes. A new
+//! virtual cluster whose name another namespace already uses is refused, at plan and again at
+//! apply before anything is written.
+
+use crate::{
+    backends::kube::{
+        MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER,
+        host::{HostObjects, ObjectKind},
+        json::str_at,
+    },
+    diag::Diagnostic,
+    plan::backend_facts::VIRTUAL_CLUSTER_NAME_TAKEN,
+};
+
+/// Another namespace that holds a virtual cluster named `name` (one being deleted does not
+/// count), if any.
+pub async fn other_namespace(
+    host: &dyn HostObjects,
+    name: &str,
+    namespace: &str,
+) -> Result<Option<String>, ObjectError> {
+    let selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}={name}");
+    Ok(host
+        .list(ObjectKind::Namespace, None, &selector)
+        .await?
+        .iter()
+        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|ns| str_at(ns, "/metadata/name"))
+        .find(|n| *n != namespace)
+        .map(str::to_owned))
+}
+
+/// The refusal of `name`, which namespace `other` already uses.
+pub fn refusal(name: &str, other: &str) -> Diagnostic {
+    VIRTUAL_CLUSTER_NAME_TAKEN.refuse(format!(
+        "name: a virtual cluster named {name:?} already lives in namespace {other}. Node pools \
+         label and taint their nodes with the virtual cluster's name, so two tenants of one \
+         name would share nodes: choose another name."
+    ))
+}
