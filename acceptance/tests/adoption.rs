@@ -3,7 +3,7 @@
 //! a team's own scripts made them, or by another workspace) are found by `list` blocks;
 //! `-generate-config-out` writes import and resource blocks; the plan imports them changing
 //! nothing; after the apply the next plan is empty; and a destroy removes them like any
-//! other. Node pools are adopted without a write to their nodes.
+//! other. Node pools are adopted without a change to their nodes.
 
 use gpufleet_acceptance::{
     Output, Session,
@@ -405,14 +405,19 @@ list "gpufleet_virtual_cluster" "gold" {
     maker.destroy();
 }
 
-/// The `metadata.resourceVersion` of host node `name`: any write to the node moves it.
-fn node_version(name: &str) -> String {
+/// What gpufleet writes on host node `name`: its labels, annotations, taints and cordon
+/// (a kubelet's own status updates are left out).
+fn node_marks(name: &str) -> Value {
     let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client");
-    host.get(&format!("/api/v1/nodes/{name}"))
-        .expect("the node")["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    let node = host
+        .get(&format!("/api/v1/nodes/{name}"))
+        .expect("the node");
+    json!({
+        "labels": node["metadata"]["labels"],
+        "annotations": node["metadata"]["annotations"],
+        "taints": node["spec"]["taints"],
+        "unschedulable": node["spec"]["unschedulable"],
+    })
 }
 
 #[test]
@@ -440,7 +445,7 @@ resource "gpufleet_gpu_node_pool" "p" {{
     maker.apply();
     let nodes = maker.resource("gpufleet_gpu_node_pool.p")["nodes"].clone();
     let node = nodes[0].as_str().expect("the pool's node").to_owned();
-    let version = node_version(&node);
+    let marks = node_marks(&node);
 
     let s = query_session(&format!(
         r#"
@@ -459,8 +464,8 @@ list "gpufleet_gpu_node_pool" "tenant" {{
     let adopted = s.resource("gpufleet_gpu_node_pool.tenant_0");
     assert_eq!(adopted["nodes"], nodes, "{adopted:#}");
     assert_eq!(
-        node_version(&node),
-        version,
+        node_marks(&node),
+        marks,
         "adopting wrote to the pool's node"
     );
 

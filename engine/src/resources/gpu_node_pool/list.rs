@@ -6,9 +6,11 @@
 //! may have no node yet). One list of gpufleet's virtual-cluster namespaces names the host
 //! namespace of each virtual cluster, one list of labelled nodes and one of labelled
 //! NodePools find the pools; each is then read as a refresh after an import reads it (only
-//! when the resource is asked for). A pool whose label had to be shortened with a hash (a
-//! virtual cluster and pool name longer than 62 characters together) cannot be named from
-//! its label and is not listed; import it by id.
+//! when the resource is asked for). Two kinds of pool are not listed, each named in a
+//! warning so that it can be imported by id: one whose label had to be shortened with a hash
+//! (a virtual cluster and pool name longer than 62 characters together), which does not
+//! carry the pool's name; and one whose virtual cluster's name two namespaces use, since the
+//! label does not say whose pool it is.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,9 +41,10 @@ fn list_schema() -> Schema {
              NodePools, labelled `gpufleet.dev/pool`), so that `terraform query \
              -generate-config-out` writes an import and a resource block for each. Pools of \
              every source are found: `host` and `bcm` pools by the nodes they hold, `auto` \
-             pools by their NodePool. A pool whose label gpufleet had to shorten (a virtual \
-             cluster and pool name longer than 62 characters together) is not listed; import \
-             it by id.",
+             pools by their NodePool. Not listed, each named in a warning so that it can be \
+             imported by id: a pool whose label gpufleet had to shorten (a virtual cluster and \
+             pool name longer than 62 characters together), and a pool of a virtual cluster \
+             whose name two namespaces use.",
         )
         .attr(
             Attribute::optional("virtual_cluster_id", Type::String).describe(
@@ -71,40 +74,85 @@ fn validate_filter(config: &Value) -> Diagnostics {
 
 /// Whether `label` has the shape of a label [`pool_label`] shortened: the first 54
 /// characters of `<virtual cluster>.<pool>` (less a trailing `-` or `.`), `-` and 8 hex
-/// digits. A name of its own that long with such an ending is not told apart, and is not
-/// listed either: importing it by id is always possible.
+/// digits. A name of its own that long with such an ending cannot be told apart and is
+/// skipped too, with a warning: importing it by id is always possible.
 fn looks_shortened(label: &str) -> bool {
     let Some((head, hash)) = label.rsplit_once('-') else {
         return false;
     };
-    head.len() >= 45
+    head.len() >= 50
         && hash.len() == 8
         && hash
             .chars()
             .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
 }
 
+/// What the pool labels name: the pools, `(namespace, virtual cluster, pool)` in order, and
+/// the labels that name none for certain.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Named {
+    pools: Vec<(String, String, String)>,
+    /// Labels shortened with a hash, which do not carry the pool's name.
+    shortened: Vec<String>,
+    /// Labels whose virtual cluster name is in more than one namespace: the label does not
+    /// say whose pool it is, so it is listed for neither.
+    ambiguous: Vec<(String, Vec<String>)>,
+}
+
 /// The pools that `labels` (values of `gpufleet.dev/pool`) name, given each virtual
-/// cluster's namespaces: `(namespace, virtual cluster, pool)`, in order. A shortened label
-/// names no pool.
-fn pools_named(
-    labels: &BTreeSet<String>,
-    namespaces: &BTreeMap<String, Vec<String>>,
-) -> Vec<(String, String, String)> {
-    let mut found = Vec::new();
+/// cluster's namespaces.
+fn pools_named(labels: &BTreeSet<String>, namespaces: &BTreeMap<String, Vec<String>>) -> Named {
+    let mut named = Named::default();
     for label in labels {
         let Some((vc, pool)) = label.split_once('.') else {
             continue;
         };
         if looks_shortened(label) || pool_label(vc, pool) != *label {
+            named.shortened.push(label.clone());
             continue;
         }
-        for namespace in namespaces.get(vc).into_iter().flatten() {
-            found.push((namespace.clone(), vc.to_owned(), pool.to_owned()));
+        match namespaces.get(vc).map(Vec::as_slice) {
+            Some([namespace]) => {
+                named
+                    .pools
+                    .push((namespace.clone(), vc.to_owned(), pool.to_owned()));
+            }
+            Some(several) if several.len() > 1 => {
+                named.ambiguous.push((label.clone(), several.to_vec()));
+            }
+            _ => {}
         }
     }
-    found.sort();
-    found
+    named.pools.sort();
+    named
+}
+
+/// The warnings for what could not be listed, each saying to import by id.
+fn skipped(named: &Named) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if !named.shortened.is_empty() {
+        d.push(Diagnostic::warning(
+            "Node Pools Not Listed",
+            format!(
+                "{TYPE_NAME}: the pool label(s) {} were shortened with a hash and do not carry \
+                 the pool's name; import such a pool by `<host namespace>/<virtual \
+                 cluster>/<pool>`.",
+                named.shortened.join(", ")
+            ),
+        ));
+    }
+    for (label, namespaces) in &named.ambiguous {
+        d.push(Diagnostic::warning(
+            "Node Pool Owner Ambiguous",
+            format!(
+                "{TYPE_NAME}: virtual clusters of the same name live in namespaces {}, and \
+                 the label {POOL}={label} does not say whose pool it is, so it is not listed; \
+                 import it by id once you know its namespace.",
+                namespaces.join(", ")
+            ),
+        ));
+    }
+    d
 }
 
 /// The diagnostic of a listing that failed.
@@ -164,14 +212,16 @@ impl<B: Backend> ListKind for GpuNodePoolList<B> {
                 &namespaces,
             ))
         };
-        let pools = match listed.await {
-            Ok(pools) => pools,
+        let named = match listed.await {
+            Ok(named) => named,
             Err(e) => {
                 resp.diagnostics = listing_failed(e);
                 return resp;
             }
         };
-        let found = pools
+        let warnings = skipped(&named);
+        let found = named
+            .pools
             .into_iter()
             .filter(|(namespace, vc, _)| {
                 only.as_ref()
@@ -184,10 +234,12 @@ impl<B: Backend> ListKind for GpuNodePoolList<B> {
                 })
             });
         let host = host.as_ref();
-        read_found(ctx, &req, found, |skeleton| async move {
+        let mut resp = read_found(ctx, &req, found, |skeleton| async move {
             read(host, None, ctx, &skeleton).await
         })
-        .await
+        .await;
+        resp.diagnostics.extend(warnings);
+        resp
     }
 }
 
@@ -196,10 +248,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_label_names_a_pool_only_when_it_is_that_pools_label() {
+    fn a_label_names_a_pool_only_when_it_is_that_pools_label_and_one_tenants() {
         let namespaces = BTreeMap::from([
             ("team-a".to_owned(), vec!["vc-team-a".to_owned()]),
             ("team-b".to_owned(), vec!["vc-team-b".to_owned()]),
+            (
+                "twin".to_owned(),
+                vec!["prod-twin".to_owned(), "test-twin".to_owned()],
+            ),
         ]);
         let long = pool_label("team-a", &"p".repeat(70));
         let labels: BTreeSet<String> = [
@@ -208,17 +264,30 @@ mod tests {
             // A virtual cluster no namespace holds any more.
             "gone.train".to_owned(),
             // Shortened with a hash: not this pool's name.
-            long,
+            long.clone(),
             "no-dot".to_owned(),
+            // Two tenants' virtual clusters share the name: whose pool is it?
+            "twin.train".to_owned(),
         ]
         .into();
+        let named = pools_named(&labels, &namespaces);
         assert_eq!(
-            pools_named(&labels, &namespaces),
+            named.pools,
             vec![
                 ("vc-team-a".into(), "team-a".into(), "train".into()),
                 ("vc-team-b".into(), "team-b".into(), "infer".into()),
             ]
         );
+        assert_eq!(named.shortened, vec![long]);
+        assert_eq!(
+            named.ambiguous,
+            vec![(
+                "twin.train".to_owned(),
+                vec!["prod-twin".to_owned(), "test-twin".to_owned()]
+            )]
+        );
+        let warnings = format!("{:?}", skipped(&named));
+        assert!(warnings.contains("prod-twin, test-twin"), "{warnings}");
     }
 
     #[test]
