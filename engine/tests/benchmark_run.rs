@@ -1900,10 +1900,11 @@ async fn a_bad_definition_is_refused_on_its_attribute_before_anything_runs() {
         "solo",
         &[("node_pool_id", Value::string("not-a-pool-id"))],
     );
-    let action = BenchmarkRun(fake.clone());
-    let d = action.validate(&config);
+    let (d, said) = invoke_run(&fake, config).await;
     let text = support::show(&d);
     assert!(d.has_error(), "{text}");
     assert!(text.contains(" at benchmark.node_pool_id: "), "{text}");
+    assert!(said.is_empty(), "{said:?}");
     assert!(fake.events().is_empty(), "{:?}", fake.events());
+    assert!(fake.configmaps().is_empty());
 }

@@ -40,10 +40,12 @@ pub const TYPE_NAME: &str = "gpufleet_benchmark_run";
 /// The attribute that holds the definition.
 const BENCHMARK: &str = "benchmark";
 
-/// The default of `timeout`: the resource's create timeout.
+/// The default of `timeout` when the definition has no `timeouts.create` either: the
+/// resource's default create timeout.
 const DEFAULT_TIMEOUT: &str = "30m";
 
-/// The label that tells a run's record from the run's own objects.
+/// The label on every record of a run on demand, so that
+/// `kubectl get configmaps -l gpufleet.dev/record=run` finds them all.
 const RECORD_LABEL: &str = "gpufleet.dev/record";
 
 /// The `gpufleet_benchmark_run` action over a host-objects backend. The registry uses
@@ -51,12 +53,34 @@ const RECORD_LABEL: &str = "gpufleet.dev/record";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BenchmarkRun<B = FromSettings>(pub B);
 
+/// What an attribute of the resource means in a run on demand, where the resource's words
+/// would be wrong (a run on demand is never tainted, re-checked or unique).
+fn on_demand_description(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "name" => {
+            "Name of the benchmark: the Job is `gfb-<name>`, and the record \
+             `gfb-<name>-run-<time>`. A resource's definition keeps the resource's name, so the \
+             run takes its turn with the resource's own runs."
+        }
+        "thresholds" => {
+            "Metric name → bounds (`min`, `max`). A metric outside its bounds fails the run; \
+             the record says which. Names must be metrics of the suite."
+        }
+        "on_failure" => {
+            "`fail` (the default): a failed run fails the action, after its record is kept. \
+             `record`: the record says `failed` and the action succeeds."
+        }
+        _ => return None,
+    })
+}
+
 /// The resource's own arguments, as `benchmark`'s nested attributes: what a definition is.
 /// Those that only make sense for a resource (`triggers`, the write-only key and its version)
-/// are left out, and nothing is computed: an action plans no values.
+/// are left out, and nothing is computed: an action plans no values. The resource's
+/// `timeouts` come along as an object, so a resource's definition keeps its create timeout.
 fn definition_attributes() -> Vec<Attribute> {
     let left_out = ["triggers", ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION];
-    benchmark_schema()
+    let mut attributes: Vec<Attribute> = benchmark_schema()
         .block
         .attributes
         .into_iter()
@@ -68,9 +92,32 @@ fn definition_attributes() -> Vec<Attribute> {
             a.default = None;
             a.requires_replace = false;
             a.use_state_for_unknown = false;
+            if let Some(text) = on_demand_description(a.name) {
+                a.description = text;
+            }
             a
         })
-        .collect()
+        .collect();
+    attributes.push(
+        Attribute::nested(
+            timeouts::BLOCK_NAME,
+            Nesting::Single,
+            AttrMode::Optional,
+            ["create", "read", "update", "delete"]
+                .into_iter()
+                .map(|op| {
+                    Attribute::optional(op, Type::String)
+                        .validate(PositiveDuration::new())
+                        .describe("As in the resource's `timeouts` block.")
+                })
+                .collect(),
+        )
+        .describe(
+            "The resource's `timeouts` (a resource's definition brings them along): \
+             `create` bounds the run when the action's `timeout` is unset.",
+        ),
+    );
+    attributes
 }
 
 fn action_schema() -> Schema {
@@ -103,9 +150,11 @@ fn action_schema() -> Schema {
                 .sensitive()
                 .describe(
                     "The API key of the endpoint an `aiperf` or `custom` run reaches, as the \
-                     resource's `endpoint_api_key_wo`. Actions keep nothing, so the key is in \
-                     no state or plan; it is in the host Secret `gfb-<name>-endpoint` only \
-                     while the run lasts.",
+                     resource's `endpoint_api_key_wo`. Sensitive: Terraform shows it nowhere \
+                     and actions keep no state, but a saved plan file (`-out`) holds it, as it \
+                     holds every sensitive value, so invoke without `-out` or keep plan files \
+                     as secret as the key. On the host it is in the Secret \
+                     `gfb-<name>-endpoint` only while the run lasts.",
                 ),
         )
         .attr(
@@ -113,7 +162,8 @@ fn action_schema() -> Schema {
                 .validate(PositiveDuration::new())
                 .describe(
                     "How long the run may take once it has its turn on the pool, its start \
-                     included, as the resource's create timeout. Unset means `30m`.",
+                     included, as the resource's create timeout. Unset means the \
+                     definition's `timeouts.create`, else `30m`.",
                 ),
         ),
     )
@@ -123,8 +173,13 @@ fn action_schema() -> Schema {
 /// other attribute null, and the action's timeout as the create timeout.
 fn resource_config(config: &Value) -> Value {
     let block = benchmark_schema().block;
-    let mut resource = block.complete(config.get(BENCHMARK));
-    let timeout = config.get("timeout").as_str().unwrap_or(DEFAULT_TIMEOUT);
+    let definition = config.get(BENCHMARK);
+    let mut resource = block.complete(definition);
+    let timeout = config
+        .get("timeout")
+        .as_str()
+        .or_else(|| definition.get(timeouts::BLOCK_NAME).get("create").as_str())
+        .unwrap_or(DEFAULT_TIMEOUT);
     resource.set_attr(
         timeouts::BLOCK_NAME,
         Value::object([
@@ -316,6 +371,11 @@ impl<B: ObjectsBackend + Clone> ActionKind for BenchmarkRun<B> {
         config: Value,
         progress: ProgressSink<'_>,
     ) -> Diagnostics {
+        // Terraform validated the configuration; checked again, since a run costs GPU time.
+        let invalid = self.validate(&config);
+        if invalid.has_error() {
+            return invalid;
+        }
         let resource = resource_config(&config);
         let kind = Benchmark(self.0.clone());
         let planned = plan_resource(&kind, ctx, Value::Null, resource.clone(), resource).await;

@@ -442,15 +442,15 @@ pub async fn run(
             // Within this process first (no polling), then across processes on the pool's
             // Lease.
             let _turn = take_turn(&spec).await;
-            let held = match &spec.pool {
-                Some(pool) => match cluster
-                    .take_turn(super::turn_name::turn_lease(pool), &ctx.cancel)
-                    .await
-                {
-                    Ok(held) => Some(held),
-                    Err(e) => return failed(cluster, &spec, &t, e.into()).await,
-                },
-                None => None,
+            // On a pool, the pool's turn; else the benchmark's own, which a run on demand of
+            // the same definition shares (their Job is the same).
+            let lease = match &spec.pool {
+                Some(pool) => super::turn_name::turn_lease(pool),
+                None => super::turn_name::run_lease(&spec.namespace, &spec.name),
+            };
+            let held = match cluster.take_turn(lease, &ctx.cancel).await {
+                Ok(held) => held,
+                Err(e) => return failed(cluster, &spec, &t, e.into()).await,
             };
             // The create timeout counts from the run's turn, not from the wait for it.
             let started = Instant::now();
@@ -469,9 +469,7 @@ pub async fn run(
                 // Cleaned up before the turn passes on: the next run finds the nodes free.
                 Err(e) => failed(cluster, &spec, &t, e).await,
             };
-            if let Some(held) = held {
-                held.release().await;
-            }
+            held.release().await;
             response
         })
         .await;

@@ -34,6 +34,17 @@ pub fn turn_lease(pool: &PoolRef) -> LeaseRef {
     }
 }
 
+/// The turn Lease of a benchmark that runs on no pool: `gpufleet-turn-run-<name>` in its
+/// namespace, so that a run on demand (`gpufleet_benchmark_run`) and the resource's own run of
+/// the same name, which share their Job, never run at once. Benchmark names are DNS labels of
+/// at most 40 characters, so the name always fits.
+pub fn run_lease(namespace: &str, name: &str) -> LeaseRef {
+    LeaseRef {
+        namespace: namespace.to_owned(),
+        name: format!("{PREFIX}run-{name}"),
+    }
+}
+
 /// `s` in lowercase letters, digits and single dashes, with no dash at either end.
 fn dns_label_chars(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
