@@ -97,8 +97,10 @@ fn data_schema() -> Schema {
              `network_policy` (a known enforcing network plugin's agent; `network_isolation`), \
              `karpenter` (`source = \"auto\"` pools) and `mpi_operator` (multi-node \
              `nccl-all-reduce` through the MPI Operator). Each check is `ok`, `missing` or \
-             `unknown` (the API cannot tell), and each missing one is also a warning in the \
-             plan. Needs the provider's `kubernetes` block.",
+             `unknown` (the API cannot tell, such as a device plugin installed without the GPU \
+             Operator). `missing` lists the missing checks for postconditions; a missing \
+             `gpu_feature_discovery`, which every pool needs, is also a warning in the plan. \
+             Needs the provider's `kubernetes` block.",
         )
         .attr(
             Attribute::computed(
@@ -172,16 +174,23 @@ fn operator_checks(policy: &Result<Json, String>) -> [Check; 2] {
     let p = match policy {
         Ok(p) => p,
         Err(why) => {
+            // A device plugin (and a MIG manager) installed without the operator is a
+            // supported setup that no object announces.
             return [
                 check(
                     "gpu_operator",
-                    Status::Missing,
-                    format!("{why}. Every node pool relies on its device plugin."),
+                    Status::Unknown,
+                    format!(
+                        "{why}. A device plugin installed on its own also works (set \
+                         `kubernetes.device_plugin_namespace`), but nothing in the API shows \
+                         one: `gpu_feature_discovery` tells whether GPUs are offered."
+                    ),
                 ),
                 check(
                     "mig_manager",
-                    Status::Missing,
-                    "no GPU Operator, so no MIG manager: MIG pools never get their layout.",
+                    Status::Unknown,
+                    "no GPU Operator to say whether a MIG manager runs; MIG pools wait for \
+                     `nvidia.com/mig.config.state=success`, which only a MIG manager writes.",
                 ),
             ];
         }
@@ -296,12 +305,20 @@ fn node_checks(policy: &Result<Json, String>, gpu_nodes: &[Json]) -> [Check; 2] 
             Status::Ok,
             format!("{counted}; placement can group every GPU node by {label}."),
         ),
+        None if counts.iter().all(|(_, n)| *n == 0) => check(
+            "topology_labels",
+            Status::Missing,
+            format!(
+                "{counted}: pools get nodes without grouping them, and a `placement` that \
+                 names a topology key finds no domain."
+            ),
+        ),
         None => check(
             "topology_labels",
             Status::Missing,
             format!(
-                "{counted}: no topology label is on every GPU node, so a pool's `placement` \
-                 refuses the nodes without the label it groups by."
+                "{counted}: no topology label is on every GPU node, so a pool's placement \
+                 refuses to choose among nodes labelled differently."
             ),
         ),
     };
@@ -504,7 +521,12 @@ impl<B: ObjectsBackend> DataSourceKind for HostPreflight<B> {
         match run_checks(host.as_ref()).await {
             Ok(checks) => {
                 let mut diagnostics = Diagnostics::new();
-                for c in checks.iter().filter(|c| c.status == Status::Missing) {
+                // Every pool needs GFD's labels; the rest serve features a fleet may not use,
+                // so they are for postconditions, not a warning in every plan.
+                for c in checks
+                    .iter()
+                    .filter(|c| c.status == Status::Missing && c.name == "gpu_feature_discovery")
+                {
                     diagnostics.push(Diagnostic::warning(
                         "Host Cluster Lacks A Prerequisite",
                         format!("{TYPE_NAME}: {}: {}", c.name, c.detail),
@@ -547,7 +569,7 @@ mod tests {
         let [operator, mig] = operator_checks(&Err("not installed".into()));
         assert_eq!(
             (operator.status, mig.status),
-            (Status::Missing, Status::Missing)
+            (Status::Unknown, Status::Unknown)
         );
     }
 
