@@ -12,8 +12,8 @@ use super::{TYPE_NAME, read::import_skeleton, read_virtual_cluster};
 use crate::{
     apply::{Found, read_found},
     backends::kube::{
-        MANAGED_BY, MANAGED_BY_VALUE, VIRTUAL_CLUSTER,
-        host::{ObjectKind, ObjectsBackend},
+        MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER,
+        host::{HostObjects, ObjectKind, ObjectsBackend},
         json::{labels_of, str_at},
     },
     context::Context,
@@ -92,6 +92,29 @@ fn validate_labels(config: &Value) -> Diagnostics {
     d
 }
 
+/// The virtual clusters gpufleet made, as `(namespace, name)`, from one list of namespaces
+/// by gpufleet's labels and `labels` besides; namespaces being deleted are left out.
+pub(super) async fn virtual_clusters(
+    host: &dyn HostObjects,
+    labels: &[(String, String)],
+) -> Result<Vec<(String, String)>, ObjectError> {
+    let mut selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}");
+    for (k, v) in labels {
+        selector.push_str(&format!(",{k}={v}"));
+    }
+    Ok(host
+        .list(ObjectKind::Namespace, None, &selector)
+        .await?
+        .iter()
+        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|ns| {
+            let namespace = str_at(ns, "/metadata/name")?.to_owned();
+            let name = labels_of(ns).get(VIRTUAL_CLUSTER)?.clone();
+            Some((namespace, name))
+        })
+        .collect())
+}
+
 #[async_trait]
 impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
     fn type_name(&self) -> &'static str {
@@ -115,15 +138,15 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
                 return resp;
             }
         };
-        let mut selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}");
-        if let Some(labels) = req.config.get("labels").as_map() {
-            for (k, v) in labels {
-                if let Some(v) = v.as_str() {
-                    selector.push_str(&format!(",{k}={v}"));
-                }
-            }
-        }
-        let namespaces = match host.list(ObjectKind::Namespace, None, &selector).await {
+        let labels: Vec<(String, String)> = req
+            .config
+            .get("labels")
+            .as_map()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect();
+        let mut found = match virtual_clusters(host.as_ref(), &labels).await {
             Ok(found) => found,
             Err(e) => {
                 resp.diagnostics = Diagnostic::error(
@@ -135,16 +158,7 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
             }
         };
         let only = req.config.get("namespace").as_str();
-        let mut found: Vec<(String, String)> = namespaces
-            .iter()
-            .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
-            .filter_map(|ns| {
-                let namespace = str_at(ns, "/metadata/name")?.to_owned();
-                let name = labels_of(ns).get(VIRTUAL_CLUSTER)?.clone();
-                Some((namespace, name))
-            })
-            .filter(|(namespace, _)| only.is_none_or(|o| o == namespace))
-            .collect();
+        found.retain(|(namespace, _)| only.is_none_or(|o| o == namespace));
         found.sort();
         let found = found.into_iter().filter_map(|(namespace, name)| {
             Some(Found {

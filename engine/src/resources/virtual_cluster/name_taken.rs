@@ -5,11 +5,7 @@
 //! apply before anything is written.
 
 use crate::{
-    backends::kube::{
-        MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER,
-        host::{HostObjects, ObjectKind},
-        json::str_at,
-    },
+    backends::kube::{ObjectError, VIRTUAL_CLUSTER, host::HostObjects},
     diag::Diagnostic,
     plan::backend_facts::VIRTUAL_CLUSTER_NAME_TAKEN,
 };
@@ -21,15 +17,12 @@ pub async fn other_namespace(
     name: &str,
     namespace: &str,
 ) -> Result<Option<String>, ObjectError> {
-    let selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}={name}");
-    Ok(host
-        .list(ObjectKind::Namespace, None, &selector)
+    let named = [(VIRTUAL_CLUSTER.to_owned(), name.to_owned())];
+    Ok(super::list::virtual_clusters(host, &named)
         .await?
-        .iter()
-        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
-        .filter_map(|ns| str_at(ns, "/metadata/name"))
-        .find(|n| *n != namespace)
-        .map(str::to_owned))
+        .into_iter()
+        .map(|(ns, _)| ns)
+        .find(|ns| ns != namespace))
 }
 
 /// The refusal of `name`, which namespace `other` already uses.
