@@ -2,11 +2,13 @@
 //! provider's own schemas, without Terraform: an unknown resource, data source, ephemeral or
 //! list resource type, an unknown or computed-only attribute, an unknown nested block, a
 //! missing required attribute or an unknown provider function fails here, naming the file and
-//! the path inside it. The HCL snippets of the guides and the README are checked the same way.
+//! the path inside it. The HCL snippets of the guides and the README are checked the same way,
+//! and so are the claims their prose makes about types, attributes, defaults and limits.
 
 use std::path::{Path, PathBuf};
 
 use gpufleet_engine::{
+    docs::{GuideContext, check_guide},
     provider_config,
     registry::{self, TYPE_PREFIX},
     schema::{AttrType, Attribute, Block, Nesting},
@@ -422,9 +424,8 @@ fn hcl_snippets(markdown: &str) -> Vec<(usize, String)> {
     out
 }
 
-#[test]
-fn guide_and_readme_snippets_match_the_schemas() {
-    let root = workspace_root();
+/// The guides and the README.
+fn guide_pages(root: &Path) -> Vec<PathBuf> {
     let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/guides"))
         .expect("docs/guides")
         .map(|e| e.expect("directory entry").path())
@@ -432,6 +433,74 @@ fn guide_and_readme_snippets_match_the_schemas() {
         .collect();
     pages.push(root.join("README.md"));
     pages.sort();
+    pages
+}
+
+/// Every input of the shipped modules, with its default as an HCL literal.
+fn module_inputs(root: &Path) -> GuideContext {
+    let mut files = Vec::new();
+    tf_files(&root.join("modules"), &mut files);
+    let mut context = GuideContext::default();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable module file");
+        let body: Body = hcl::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for block in body.blocks().filter(|b| b.identifier() == "variable") {
+            let Some(name) = block.labels().first() else {
+                continue;
+            };
+            let default = block
+                .body()
+                .attributes()
+                .find(|a| a.key() == "default")
+                .map(|a| hcl::format::to_string(a.expr()).unwrap_or_default());
+            context
+                .module_inputs
+                .entry(name.as_str().to_owned())
+                .or_default()
+                .push(default);
+        }
+    }
+    context
+}
+
+#[test]
+fn guide_and_readme_claims_match_the_schemas() {
+    let root = workspace_root();
+    let context = module_inputs(&root);
+    assert!(
+        context.module_inputs.contains_key("network"),
+        "the module inputs were not read"
+    );
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for page in guide_pages(&root) {
+        let text = std::fs::read_to_string(&page).expect("readable page");
+        let rel = page
+            .strip_prefix(&root)
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        let report = check_guide(&text, &context);
+        checked += report.checked;
+        problems.extend(report.problems.into_iter().map(|p| format!("{rel}: {p}")));
+    }
+    println!("{checked} claims checked");
+    // The guides make well over a hundred such claims; far fewer means the reader broke.
+    assert!(
+        checked > 100,
+        "only {checked} claims were found in the guides"
+    );
+    assert!(
+        problems.is_empty(),
+        "the guides say what the schemas do not:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn guide_and_readme_snippets_match_the_schemas() {
+    let root = workspace_root();
+    let pages = guide_pages(&root);
     let mut problems = Vec::new();
     let mut snippets = 0;
     for page in &pages {

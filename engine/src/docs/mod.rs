@@ -20,6 +20,7 @@
 
 mod audit;
 mod check;
+mod claims;
 mod pages;
 mod schema_md;
 
@@ -31,6 +32,7 @@ use std::{
 
 pub use audit::restatements;
 pub use check::{STALE_MESSAGE, stale_report};
+pub use claims::{GuideContext, GuideReport, check_guide};
 
 use crate::{
     provider_config,

@@ -404,7 +404,7 @@ pub(super) fn type_signature(ty: &Type) -> String {
 }
 
 /// A value as an HCL literal, for "Defaults to ..." sentences.
-fn hcl_literal(v: &Value) -> String {
+pub(super) fn hcl_literal(v: &Value) -> String {
     match v {
         Value::Null => "null".to_owned(),
         Value::Unknown(_) => "(known after apply)".to_owned(),

@@ -43,8 +43,8 @@ pub use error::{ApiError, BcmError};
 pub use lifecycle::{FREE_POOL, POOL_KEY};
 pub use types::{
     Category, CommitResult, Device, DeviceStatus, DiskInfo, GpuInfo, ImageProxy, Interface,
-    PowerOp, PowerResult, RackPosition, SoftwareImage, SysInfo, TENANT_KEY, Validation, ZERO_UUID,
-    same_block_device,
+    PowerOp, PowerResult, RELEASING_KEY, RackPosition, SoftwareImage, SysInfo, TENANT_KEY,
+    Validation, ZERO_UUID, same_block_device,
 };
 
 pub use crate::backends::netris::{CallStats, RetryPolicy, Secret};

@@ -19,7 +19,7 @@ pub const ZERO_UUID: &str = "00000000-0000-0000-0000-000000000000";
 pub const TENANT_KEY: &str = "gpufleet_tenant";
 /// Where gpufleet records, while a released node is being wiped, whose data is still on it.
 /// Such a node is neither held nor free: nobody can claim it until the wipe has finished.
-const RELEASING_KEY: &str = "gpufleet_releasing";
+pub const RELEASING_KEY: &str = "gpufleet_releasing";
 
 /// `Some(s)` unless `s` is empty or one of the sentinels for "inherited / unset".
 fn meaningful(s: Option<String>) -> Option<String> {
