@@ -129,7 +129,11 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
   parameters = { min_bytes = "8", max_bytes = "16G" }
   thresholds = { largest_size_bus_bandwidth = { min = 100 }, wrong_count = { max = 0 } }"#,
         ),
-        benchmark("nvbw", "nvbandwidth", ""),
+        benchmark(
+            "nvbw",
+            "nvbandwidth",
+            "nodes = 2\n  thresholds = { host_to_device_memcpy_ce = { min = 1000 } }",
+        ),
         benchmark(
             "dcgm",
             "dcgm-diag",
@@ -166,6 +170,7 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
     for (name, metric, expected) in [
         ("nccl", "wrong_count", Some(0.0)),
         ("nccl", "largest_size_bus_bandwidth", None),
+        ("nvbw", "host_to_device_memcpy_ce", Some(1985.6)),
         ("dcgm", "tests_failed", Some(0.0)),
         ("aiperf", "request_throughput", None),
         ("burn", "gpus_faulty", Some(0.0)),
@@ -183,6 +188,21 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
             !r["raw_output"].as_str().unwrap_or_default().is_empty(),
             "{name} keeps its output"
         );
+        // Each node that ran the tool on its own has its numbers; one MPI world has none.
+        let by_node = r["node_results"].as_object().cloned().unwrap_or_default();
+        let ran_alone = match name {
+            "nccl" => 0,
+            "nvbw" => 2,
+            _ => 1,
+        };
+        assert_eq!(by_node.len(), ran_alone, "{name}: {by_node:?}");
+        for (node, metrics) in &by_node {
+            assert!(
+                pool_nodes.contains(node),
+                "{name}: {node} is not the pool's"
+            );
+            assert_eq!(number(&metrics[metric]), value, "{name} on {node}");
+        }
 
         let env = &r["environment"];
         let ran_on: BTreeSet<String> = env["nodes"]

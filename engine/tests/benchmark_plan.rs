@@ -65,6 +65,7 @@ fn applied(planned: &Value) -> Value {
         ("environment", Value::Map(BTreeMap::new())),
         ("environment_hash", Value::string("ab".repeat(32))),
         ("node_environments", Value::Map(Default::default())),
+        ("node_results", Value::Map(Default::default())),
         (
             "raw_output",
             Value::string("# Avg bus bandwidth    : 159.151\n"),
@@ -480,4 +481,22 @@ async fn a_secret_in_parameters_is_pointed_at_the_write_only_key() {
         warned,
         [Some(AttrPath::attr("parameters").push_key("hf_token"))]
     );
+}
+
+#[tokio::test]
+async fn an_endpoint_run_on_several_nodes_is_refused_on_nodes() {
+    let e = errors(&aiperf(&[("nodes", Value::int(2))])).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("nodes")));
+    assert!(e[0].1.contains("Set nodes = 1"), "{}", e[0].1);
+    // Every suite that runs on each node on its own may take several.
+    for suite in ["nvbandwidth", "dcgm-diag", "gpu-burn"] {
+        let e = errors(&[
+            ("suite", Value::string(suite)),
+            ("command", Value::Null),
+            ("nodes", Value::int(2)),
+        ])
+        .await;
+        assert!(e.is_empty(), "{suite}: {e:?}");
+    }
 }

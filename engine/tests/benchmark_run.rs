@@ -1295,7 +1295,7 @@ async fn a_run_whose_provider_was_killed_is_adopted_not_started_again() {
         2,
         vec![
             PodScript::prints(LOG).runs_for(ms(3000)),
-            PodScript::prints("rank 1 done\n").runs_for(ms(3000)),
+            PodScript::prints(LOG).runs_for(ms(3000)),
         ],
     );
     let planned = planned("adopt", "adopt", &[("nodes", Value::int(2))]).await;
@@ -1663,6 +1663,91 @@ async fn a_broken_threshold_fails_the_apply_and_still_records_the_run() {
         ["threshold: tokens_per_second = 1832.5 is outside its bound (min 2000)"]
     );
     assert_eq!(results(&r.new_state), expected_results());
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+/// Node → metric → value, as plain strings.
+fn node_results(state: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
+    state
+        .get("node_results")
+        .as_map()
+        .map(|m| {
+            m.iter()
+                .map(|(node, metrics)| {
+                    let metrics = metrics
+                        .as_map()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| {
+                            let n = v.as_number().map(|n| n.normalized().to_plain_string());
+                            (k.clone(), n.unwrap_or_default())
+                        })
+                        .collect();
+                    (node.clone(), metrics)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_two_node_run_judges_each_node_and_names_the_slow_one() {
+    const SLOW: &str = "{\"tokens_per_second\": 912.0, \"loss\": 2.5, \"steps\": 500}\n";
+    let fake = FakeCluster::new(
+        "pair",
+        2,
+        vec![PodScript::prints(LOG), PodScript::prints(SLOW)],
+    );
+    let bound = |min: i64| {
+        Value::Map(BTreeMap::from([(
+            "tokens_per_second".to_owned(),
+            Value::object([("min", Value::int(min)), ("max", Value::Null)]),
+        )]))
+    };
+    let planned = planned(
+        "pair",
+        "pair",
+        &[("nodes", Value::int(2)), ("thresholds", bound(1000))],
+    )
+    .await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+
+    let e = the_error(&r);
+    assert!(
+        e.contains("node gpu-pair-02: tokens_per_second = 912 is outside its bound (min 1000)"),
+        "{e}"
+    );
+    assert_recorded(&planned, &r);
+    let s = &r.new_state;
+    assert_eq!(
+        failures(s),
+        ["threshold: node gpu-pair-02: tokens_per_second = 912 is outside its bound (min 1000)"]
+    );
+    // Every node's numbers are kept; `results` holds each metric's worst node.
+    let by_node = node_results(s);
+    assert_eq!(by_node.len(), 2, "{by_node:?}");
+    assert_eq!(by_node["gpu-pair-01"]["tokens_per_second"], "1832.5");
+    assert_eq!(by_node["gpu-pair-02"]["tokens_per_second"], "912");
+    assert_eq!(results(s)["tokens_per_second"], "912");
+    let raw = text(s.get("raw_output"));
+    assert!(
+        raw.contains("==> node gpu-pair-01 <==") && raw.contains("==> node gpu-pair-02 <=="),
+        "{raw}"
+    );
+
+    // A bound both nodes meet passes the recorded run again at plan, without running it.
+    let looser = configured(
+        "pair",
+        "pair",
+        &[("nodes", Value::int(2)), ("thresholds", bound(900))],
+    );
+    let p = support::plan(&kind(), &Context::default(), s, &looser).await;
+    assert!(
+        !p.diagnostics.has_error(),
+        "{}",
+        support::show(&p.diagnostics)
+    );
+    assert_eq!(text(p.planned.get("status")), "passed");
     assert_eq!(fake.left(), Vec::<String>::new());
 }
 

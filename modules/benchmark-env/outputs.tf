@@ -13,6 +13,11 @@ output "results" {
   value       = gpufleet_benchmark.this.results
 }
 
+output "node_results" {
+  description = "Node → metric name → value, when each node ran the tool on its own; `results` holds each metric's worst node."
+  value       = gpufleet_benchmark.this.node_results
+}
+
 output "failures" {
   description = "Why the run failed, one entry per reason; empty when it passed."
   value       = gpufleet_benchmark.this.failures

@@ -254,6 +254,7 @@ fn record_configmap(state: &Value) -> Option<Json> {
         "status",
         "failures",
         "results",
+        "node_results",
         "environment",
         "node_environments",
         "environment_hash",

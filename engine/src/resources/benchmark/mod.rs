@@ -33,6 +33,7 @@ pub mod commands;
 pub mod environment;
 pub mod launch;
 pub mod model;
+pub mod per_node;
 mod plan;
 pub mod ranks;
 mod read;

@@ -19,6 +19,7 @@ use crate::{
 
 use super::{
     launch::LauncherSetting,
+    per_node::{self, Metrics},
     schema::DEFAULT_START_TIMEOUT,
     thresholds::{self, Bounds},
 };
@@ -213,8 +214,20 @@ pub struct RecordedRun {
     pub namespace: Option<String>,
     /// The recorded results; `None` while they are not known.
     pub results: Option<BTreeMap<String, BigDecimal>>,
+    /// Each node's results, when each node ran the tool on its own.
+    pub node_results: BTreeMap<String, Metrics>,
     /// The tool's own verdict: the recorded `failures` that are not thresholds.
     pub tool_failures: Vec<String>,
+}
+
+fn metrics_of(v: &Value) -> Metrics {
+    v.as_map()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl RecordedRun {
@@ -224,16 +237,12 @@ impl RecordedRun {
         RecordedRun {
             name: state.get("name").as_str().map(str::to_owned),
             namespace: namespace_of(state),
-            results: results.is_wholly_known().then(|| {
-                results
-                    .as_map()
-                    .map(|m| {
-                        m.iter()
-                            .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            }),
+            results: results.is_wholly_known().then(|| metrics_of(results)),
+            node_results: state
+                .get("node_results")
+                .as_map()
+                .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
+                .unwrap_or_default(),
             tool_failures: state
                 .get("failures")
                 .as_seq()
@@ -250,22 +259,33 @@ impl RecordedRun {
     /// thresholds; `None` while the results are not known.
     pub fn re_checked(&self, bounds: &BTreeMap<String, Bounds>) -> Option<Vec<String>> {
         let results = self.results.as_ref()?;
-        Some(verdict(&self.tool_failures, results, bounds))
+        Some(verdict(
+            &self.tool_failures,
+            results,
+            &self.node_results,
+            bounds,
+        ))
     }
 }
 
-/// The verdict of a run from its results: tool failures plus broken thresholds.
+/// The verdict of a run from its results: tool failures plus broken thresholds, judged on
+/// each node when more than one ran the tool on its own, else on `results`.
 pub fn verdict(
     tool_failures: &[String],
     results: &BTreeMap<String, BigDecimal>,
+    node_results: &BTreeMap<String, Metrics>,
     bounds: &BTreeMap<String, Bounds>,
 ) -> Vec<String> {
-    let mut failures = tool_failures.to_vec();
-    failures.extend(
+    let broken = if node_results.len() > 1 {
+        per_node::violations(node_results, bounds)
+    } else {
         thresholds::violations(results, bounds)
             .iter()
-            .map(|v| format!("{THRESHOLD_PREFIX}{v}")),
-    );
+            .map(ToString::to_string)
+            .collect()
+    };
+    let mut failures = tool_failures.to_vec();
+    failures.extend(broken.into_iter().map(|v| format!("{THRESHOLD_PREFIX}{v}")));
     failures
 }
 

@@ -1,4 +1,4 @@
-//! Collecting a run's results (step 5): the result pod's log, the exit codes that count, the
+//! Collecting a run's results (step 5): the result pods' logs, the exit codes that count, the
 //! tool's verdict and facts, and the state that records them.
 
 use std::collections::BTreeMap;
@@ -19,6 +19,7 @@ use super::{
     environment::Environment,
     launch::{self, Launcher},
     model::{BenchmarkSpec, OnFailure, verdict},
+    per_node::{self, Metrics},
     ranks,
     schema::RAW_OUTPUT_MAX,
     shape::Shape,
@@ -28,8 +29,10 @@ use super::{
 /// What step 5 read from the pods.
 #[derive(Debug, Default)]
 pub(super) struct Observed {
-    /// The result pod's log (its termination message when the log cannot be read).
-    pub(super) log: String,
+    /// The result logs, each with the node its pod ran on: every pod's when each node runs the
+    /// tool on its own, else the one result pod's. A pod whose log cannot be read gives its
+    /// termination message.
+    pub(super) logs: Vec<(String, String)>,
     /// The nodes the gang ran on, in index order.
     pub(super) nodes: Vec<String>,
     /// The image the pods ran, by digest.
@@ -38,7 +41,23 @@ pub(super) struct Observed {
     pub(super) exit_codes: Vec<(String, i64)>,
 }
 
-/// Step 5: the result pod's log, the image it ran and the exit codes that count; `gang`
+impl Observed {
+    /// What `raw_output` keeps: the one log, or each node's under a header naming it.
+    fn raw_output(&self) -> String {
+        match &self.logs[..] {
+            [(_, log)] => tail(log),
+            logs => tail(
+                &logs
+                    .iter()
+                    .map(|(node, log)| format!("==> node {node} <==\n{log}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+        }
+    }
+}
+
+/// Step 5: the result pods' logs, the image they ran and the exit codes that count; `gang`
 /// are the nodes seen at gang start (the pods may be gone by now).
 pub(super) async fn observe(
     cluster: &dyn HostObjects,
@@ -75,32 +94,50 @@ pub(super) async fn observe(
             ));
         }
     }
-    let Some(first) = pods.first() else {
+    if pods.is_empty() {
         return Err(RunError::Setup(format!(
             "{} {} finished without a pod to read.",
             shape.main_kind().kind(),
             shape.name
         ))
         .into());
+    }
+    // Each node's pod runs the tool on its own under the Pods launcher; otherwise the first
+    // pod (the MPI launcher, or pod 0 of gpufleet's) holds the world's one result.
+    let readers = if shape.launcher == Launcher::Pods {
+        &pods[..]
+    } else {
+        &pods[..1]
     };
-    let pod = str_at(first, "/metadata/name").unwrap_or_default();
-    let message = str_at(
-        first,
-        "/status/containerStatuses/0/state/terminated/message",
-    )
-    .unwrap_or_default()
-    .to_owned();
-    o.log = match cluster.logs(&spec.namespace, pod, spec.suite.name()).await {
-        Ok(log) if !log.trim().is_empty() => log,
-        Ok(_) if !message.is_empty() => message,
-        Err(e) if !message.is_empty() => {
-            tracing::info!(target: "gpufleet::benchmark", "{e}; using the termination message");
-            message
-        }
-        Ok(log) => log,
-        Err(e) => return Err(e.into()),
-    };
+    for pod in readers {
+        let node = str_at(pod, "/spec/nodeName").unwrap_or_default().to_owned();
+        o.logs.push((node, pod_log(cluster, spec, pod).await?));
+    }
     Ok(o)
+}
+
+/// A result pod's log, or its termination message when the log is empty or unreadable.
+async fn pod_log(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    pod: &Json,
+) -> Result<String, StepError> {
+    let name = str_at(pod, "/metadata/name").unwrap_or_default();
+    let message = str_at(pod, "/status/containerStatuses/0/state/terminated/message")
+        .unwrap_or_default()
+        .to_owned();
+    Ok(
+        match cluster.logs(&spec.namespace, name, spec.suite.name()).await {
+            Ok(log) if !log.trim().is_empty() => log,
+            Ok(_) if !message.is_empty() => message,
+            Err(e) if !message.is_empty() => {
+                tracing::info!(target: "gpufleet::benchmark", "{e}; using the termination message");
+                message
+            }
+            Ok(log) => log,
+            Err(e) => return Err(e.into()),
+        },
+    )
 }
 
 /// The end of `log`, at most [`RAW_OUTPUT_MAX`] bytes, cut at a character boundary.
@@ -131,30 +168,67 @@ pub(super) fn record_run(
         .iter()
         .filter_map(|(pod, code)| Some(format!("pod {pod} {}", spec.suite.exit_failure(*code)?)))
         .collect();
-    let results = match spec.suite.parse(&observed.log) {
-        Ok(parsed) => {
-            tool_failures.extend(parsed.failures.iter().cloned());
-            record_tool_facts(
-                &mut env,
-                spec,
-                launcher,
-                &observed.nodes,
-                &parsed,
-                &mut tool_failures,
-            );
-            parsed.metrics
+    let several = observed.logs.len() > 1;
+    let mut node_results: BTreeMap<String, Metrics> = BTreeMap::new();
+    for (i, (node, log)) in observed.logs.iter().enumerate() {
+        // With several nodes, each failure says whose it is.
+        let whose = |f: String| {
+            if several {
+                format!("node {node}: {f}")
+            } else {
+                f
+            }
+        };
+        match spec.suite.parse(log) {
+            Ok(parsed) => {
+                tool_failures.extend(parsed.failures.iter().cloned().map(whose));
+                if i == 0 {
+                    record_tool_facts(
+                        &mut env,
+                        spec,
+                        launcher,
+                        &observed.nodes,
+                        &parsed,
+                        &mut tool_failures,
+                    );
+                }
+                node_results.insert(node.clone(), parsed.metrics);
+            }
+            Err(e) => tool_failures.push(whose(e.to_string())),
         }
-        Err(e) => {
-            tool_failures.push(e.to_string());
-            BTreeMap::new()
-        }
+    }
+    let (results, node_results) = match launcher {
+        // One MPI world's numbers belong to the whole world, not to a node.
+        Launcher::MpiOperator | Launcher::Gpufleet => (
+            node_results.into_values().next().unwrap_or_default(),
+            BTreeMap::new(),
+        ),
+        Launcher::Pods => (
+            per_node::worst(spec.suite, &spec.thresholds, &node_results),
+            node_results,
+        ),
     };
     // A failed Job whose exit codes and report explain nothing still failed.
     if !completed && tool_failures.is_empty() {
         tool_failures.push("the Job failed".to_owned());
     }
-    let failures = verdict(&tool_failures, &results, &spec.thresholds);
+    let failures = verdict(&tool_failures, &results, &node_results, &spec.thresholds);
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
+    state.set_attr(
+        "node_results",
+        Value::Map(
+            node_results
+                .into_iter()
+                .map(|(node, metrics)| {
+                    let metrics = metrics
+                        .into_iter()
+                        .map(|(k, v)| (k, Value::Number(v)))
+                        .collect();
+                    (node, Value::Map(metrics))
+                })
+                .collect(),
+        ),
+    );
     state.set_attr(
         "environment",
         Value::Map(
@@ -179,7 +253,7 @@ pub(super) fn record_run(
                 .collect(),
         ),
     );
-    state.set_attr("raw_output", Value::string(tail(&observed.log)));
+    state.set_attr("raw_output", Value::string(observed.raw_output()));
     state.set_attr("started_at", Value::string(env.started_at));
     state.set_attr("finished_at", Value::string(env.finished_at));
     (state, diagnostics)

@@ -267,14 +267,30 @@ pub fn benchmark_schema() -> Schema {
             Attribute::computed("failures", Type::list(Type::String)).describe(
                 "Why the run failed, one entry per reason: the tool's own verdict (a failed \
                  test, a FAULTY GPU, a non-zero exit) and every broken threshold (prefixed \
-                 `threshold: `, naming the metric, its value and its bound). Empty when it \
-                 passed.",
+                 `threshold: `, naming the metric, its value and its bound, and the node when \
+                 several ran the tool). Empty when it passed.",
             ),
         )
         .attr(
             Attribute::computed("results", Type::map(Type::Number))
                 .use_state_for_unknown()
-                .describe("Metric name → value, as the tool printed it."),
+                .describe(
+                    "Metric name → value, as the tool printed it. When several nodes each ran \
+                     the tool, each metric's worst node (see `node_results`).",
+                ),
+        )
+        .attr(
+            Attribute::computed("node_results", Type::map(Type::map(Type::Number)))
+                .use_state_for_unknown()
+                .describe(
+                    "Node → metric name → value, for runs in which each node runs the tool on \
+                     its own; empty for one MPI world across nodes (`nccl-all-reduce` with \
+                     `nodes` above 1), whose numbers belong to the whole world. With more than \
+                     one node, thresholds apply to each node and a failure names it, and \
+                     `results` keeps each metric's worst node: the lowest where higher is \
+                     better, the highest where lower is better (a custom metric: the highest \
+                     when its threshold sets only `max`, else the lowest).",
+                ),
         )
         .attr(
             Attribute::computed("environment", Type::map(Type::String))
@@ -323,8 +339,9 @@ pub fn benchmark_schema() -> Schema {
             Attribute::computed("raw_output", Type::String)
                 .use_state_for_unknown()
                 .describe(
-                    "The end of the pod log (of pod 0 in a gang), at most 16 KiB; the full log \
-                     is parsed.",
+                    "The end of the result log, at most 16 KiB: the MPI launcher's (or pod \
+                     0's) for one MPI world, else every node's, each under a `==> node <name> \
+                     <==` line. The full logs are parsed.",
                 ),
         )
         .attr(

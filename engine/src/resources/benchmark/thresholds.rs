@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt};
 use bigdecimal::BigDecimal;
 
 use crate::{
-    benchmark::Suite,
+    benchmark::{MetricSpec, Suite},
     diag::Diagnostics,
     path::AttrPath,
     value::{Value, display_number},
@@ -70,10 +70,10 @@ pub fn of_value(v: &Value) -> BTreeMap<String, Bounds> {
         .collect()
 }
 
-/// Whether `name` is a metric `suite` can report. Suites whose names come from the run
-/// (`<testcase>`, `<key>`) accept any snake_case name.
-pub fn is_metric_of(suite: &dyn Suite, name: &str) -> bool {
-    suite.metrics().iter().any(|m| {
+/// The metric `name` of `suite`: its own entry, or the pattern it matches. Suites whose names
+/// come from the run (`<testcase>`, `<key>`) match any snake_case name.
+pub fn metric_of(suite: &dyn Suite, name: &str) -> Option<MetricSpec> {
+    suite.metrics().into_iter().find(|m| {
         if m.name.starts_with('<') {
             !name.is_empty()
                 && name
@@ -83,6 +83,11 @@ pub fn is_metric_of(suite: &dyn Suite, name: &str) -> bool {
             m.name == name
         }
     })
+}
+
+/// Whether `name` is a metric `suite` can report.
+pub fn is_metric_of(suite: &dyn Suite, name: &str) -> bool {
+    metric_of(suite, name).is_some()
 }
 
 /// Plan-time checks of `thresholds` against `suite`: unknown metric names (listing the

@@ -76,6 +76,23 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
     if let Some(suite) = suite {
         thresholds::validate(suite, config.get("thresholds"), &mut d);
         suite_params::validate(suite, config, &mut d);
+        // AIPerf is a client of one endpoint: copies of it on several nodes would each
+        // measure a share of the load they make together, and no node's numbers would be the
+        // endpoint's.
+        if suite.name() == "aiperf"
+            && let Some(nodes) = config.get("nodes").as_i64()
+            && nodes > 1
+        {
+            d.error_at(
+                AttrPath::attr("nodes"),
+                "One Node Per Endpoint Run",
+                format!(
+                    "the aiperf suite measures one endpoint from one client, so it runs on one \
+                     node; {nodes} copies would each see a share of the load they make \
+                     together. Set nodes = 1, and raise parameters.concurrency for more load."
+                ),
+            );
+        }
         if suite.name() == "custom" && config.get("command").is_null() {
             d.error_at(
                 AttrPath::attr("command"),
