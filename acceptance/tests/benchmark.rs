@@ -154,6 +154,7 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
             "custom",
             "custom",
             r#"command = ["python", "/bench/step.py"]
+  repeats = 3
   thresholds = { tokens_per_second = { min = 1500 } }"#,
         ),
     ]
@@ -187,6 +188,21 @@ fn every_suite_runs_on_its_pool_and_leaves_nothing() {
         assert!(
             !r["raw_output"].as_str().unwrap_or_default().is_empty(),
             "{name} keeps its output"
+        );
+        // Each repeat is recorded, and `results` is their median: the lab's tools print the
+        // same numbers every time, so the spread is nil.
+        let repeats = if name == "custom" { 3 } else { 1 };
+        let each = r["repeat_results"].as_array().cloned().unwrap_or_default();
+        assert_eq!(each.len(), repeats, "{name}: {each:?}");
+        assert!(
+            each.iter().all(|m| number(&m[metric]) == value),
+            "{name}: {each:?}"
+        );
+        assert_eq!(
+            number(&r["spread"][metric]),
+            0.0,
+            "{name}: {:#}",
+            r["spread"]
         );
         // Each node that ran the tool on its own has its numbers; one MPI world has none.
         let by_node = r["node_results"].as_object().cloned().unwrap_or_default();

@@ -66,6 +66,8 @@ fn applied(planned: &Value) -> Value {
         ("environment_hash", Value::string("ab".repeat(32))),
         ("node_environments", Value::Map(Default::default())),
         ("node_results", Value::Map(Default::default())),
+        ("repeat_results", Value::List(Vec::new())),
+        ("spread", Value::Map(Default::default())),
         (
             "raw_output",
             Value::string("# Avg bus bandwidth    : 159.151\n"),

@@ -243,8 +243,11 @@ struct World {
     foreign_gpus: BTreeMap<String, u32>,
     jobs: BTreeMap<(String, String), FakeJob>,
     pods: BTreeMap<(String, String), FakePod>,
-    /// The containers of the next Jobs' pods, by completion index.
+    /// The containers of the next Jobs' pods, by completion index; scripts beyond one
+    /// gang serve the Jobs after it (the repeats of a run), in order.
     scripts: Vec<PodScript>,
+    /// Where the next Job's scripts start.
+    script_offset: usize,
     serial: u64,
     events: Vec<String>,
     job_applies: Vec<Json>,
@@ -611,6 +614,13 @@ impl World {
         let completions = object["spec"]["completions"].as_u64().unwrap_or(1) as u32;
         let template = &object["spec"]["template"];
         let now = Instant::now();
+        let gang = completions as usize;
+        let offset = if self.script_offset + gang <= self.scripts.len() {
+            self.script_offset
+        } else {
+            0
+        };
+        self.script_offset = offset + gang;
         for index in 0..completions {
             self.serial += 1;
             let mut labels = template["metadata"]["labels"].clone();
@@ -619,7 +629,7 @@ impl World {
             labels[COMPLETION_INDEX_LABEL] = json!(index.to_string());
             let script = self
                 .scripts
-                .get(index as usize)
+                .get(offset + index as usize)
                 .cloned()
                 .expect("the scenario scripts every pod of the gang");
             let pod = FakePod {
@@ -737,6 +747,7 @@ impl FakeCluster {
                 jobs: BTreeMap::new(),
                 pods: BTreeMap::new(),
                 scripts,
+                script_offset: 0,
                 serial: 0,
                 events: Vec::new(),
                 job_applies: Vec::new(),
@@ -761,7 +772,9 @@ impl FakeCluster {
 
     /// The containers of the pods of Jobs applied from now on.
     fn set_scripts(&self, scripts: Vec<PodScript>) {
-        self.world().scripts = scripts;
+        let mut world = self.world();
+        world.scripts = scripts;
+        world.script_offset = 0;
     }
 
     /// What is left of benchmarks in the namespace: `Job x`, `Service x`, `Secret x`, `Pod x`.
@@ -1748,6 +1761,98 @@ async fn a_two_node_run_judges_each_node_and_names_the_slow_one() {
         support::show(&p.diagnostics)
     );
     assert_eq!(text(p.planned.get("status")), "passed");
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_repeats_record_each_and_keep_the_median_and_spread() {
+    let line = |tps: &str| format!("{{\"tokens_per_second\": {tps}, \"steps\": 500}}\n");
+    let fake = FakeCluster::new(
+        "thrice",
+        1,
+        vec![
+            PodScript::prints(&line("1832.5")),
+            PodScript::prints(&line("1700")),
+            PodScript::prints(&line("1900")),
+        ],
+    );
+    let thresholds = Value::Map(BTreeMap::from([(
+        "tokens_per_second".to_owned(),
+        Value::object([("min", Value::int(1750)), ("max", Value::Null)]),
+    )]));
+    let planned = planned(
+        "thrice",
+        "thrice",
+        &[("repeats", Value::int(3)), ("thresholds", thresholds)],
+    )
+    .await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+
+    // The slow repeat does not fail the run: the median is judged.
+    assert!(
+        r.diagnostics.is_empty(),
+        "{}",
+        support::show(&r.diagnostics)
+    );
+    assert_recorded(&planned, &r);
+    let s = &r.new_state;
+    assert_eq!(text(s.get("status")), "passed");
+    assert_eq!(results(s)["tokens_per_second"], "1832.5");
+    let spread = s.get("spread").as_map().expect("spread");
+    assert_eq!(
+        spread["tokens_per_second"]
+            .as_number()
+            .map(|n| n.normalized().to_plain_string()),
+        Some("200".to_owned())
+    );
+    let each: Vec<String> = s
+        .get("repeat_results")
+        .as_seq()
+        .expect("repeat_results")
+        .iter()
+        .map(|m| {
+            m.as_map()
+                .and_then(|m| m.get("tokens_per_second"))
+                .and_then(Value::as_number)
+                .map(|n| n.normalized().to_plain_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(each, ["1832.5", "1700", "1900"]);
+    let raw = text(s.get("raw_output"));
+    assert!(raw.contains("==> repeat 3 <=="), "{raw}");
+    // One Job per repeat, one after another, and nothing left.
+    assert_eq!(fake.job_applies().len(), 3, "{:?}", fake.events());
+    assert_eq!(fake.pods_created(), 3);
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_repeat_the_tool_fails_is_named_in_the_failures() {
+    let fake = FakeCluster::new(
+        "flaky",
+        1,
+        vec![
+            PodScript::prints(LOG),
+            PodScript::prints("no metrics at all\n"),
+        ],
+    );
+    let planned = planned(
+        "flaky",
+        "flaky",
+        &[
+            ("repeats", Value::int(2)),
+            ("on_failure", Value::string("record")),
+        ],
+    )
+    .await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert_recorded(&planned, &r);
+    let f = failures(&r.new_state);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].starts_with("repeat 2: "), "{f:?}");
+    // The repeat that reported keeps its numbers.
+    assert_eq!(results(&r.new_state), expected_results());
     assert_eq!(fake.left(), Vec::<String>::new());
 }
 

@@ -80,6 +80,7 @@ resource "gpufleet_benchmark" "this" {
   suite              = local.template.suite
   image              = coalesce(var.image, local.template.image, "unset")
   nodes              = var.nodes
+  repeats            = var.repeats
   gpus_per_node      = coalesce(var.gpus_per_node, local.template.gpus_per_node)
   parameters         = merge(local.template.parameters, var.parameters)
   thresholds         = var.thresholds

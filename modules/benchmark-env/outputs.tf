@@ -9,8 +9,13 @@ output "status" {
 }
 
 output "results" {
-  description = "Metric name → value, as the tool printed it."
+  description = "Metric name → value, as the tool printed it: each metric's median over the repeats, and its worst node when several ran the tool."
   value       = gpufleet_benchmark.this.results
+}
+
+output "spread" {
+  description = "Metric name → its largest minus its smallest value over the repeats."
+  value       = gpufleet_benchmark.this.spread
 }
 
 output "node_results" {

@@ -40,6 +40,17 @@ variable "nodes" {
   }
 }
 
+variable "repeats" {
+  description = "How many times the run executes in its turn; `results` is each metric's median over them, and `spread` its range."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.repeats >= 1 && var.repeats <= 10 && floor(var.repeats) == var.repeats
+    error_message = "repeats must be a whole number from 1 to 10."
+  }
+}
+
 variable "gpus_per_node" {
   description = "GPUs each pod requests; null takes the template's (all 8 GPUs of an HGX node for the fabric tests, 1 for aiperf)."
   type        = number

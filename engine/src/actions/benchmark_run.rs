@@ -254,6 +254,8 @@ fn record_configmap(state: &Value) -> Option<Json> {
         "status",
         "failures",
         "results",
+        "spread",
+        "repeat_results",
         "node_results",
         "environment",
         "node_environments",

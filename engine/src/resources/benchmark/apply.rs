@@ -52,7 +52,7 @@ use super::{
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
-    results::{launcher_name, observe, record, record_run},
+    results::{Observed, launcher_name, observe, record, record_run},
     shape::Shape,
     wait::{POLL, wait_done, wait_gang},
 };
@@ -528,8 +528,8 @@ async fn execute(
     let Run {
         spec,
         planned,
-        endpoint_api_key,
         progress,
+        ..
     } = *run;
     if cluster
         .get(ObjectKind::Namespace, None, &spec.namespace)
@@ -554,13 +554,143 @@ async fn execute(
     };
     let hash = super::environment::sha256_hex(main.to_string().as_bytes());
     main["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
+    let launch = Launch {
+        launcher,
+        shape: &shape,
+        main: &main,
+        hash: &hash,
+        serves_mpijob,
+        deadline,
+        limit,
+    };
+    let mut repeats: Vec<Repeat> = Vec::new();
+    let mut started_at = String::new();
+    for i in 0..spec.repeats {
+        let (adopted, created_at) = start(cluster, run, &launch).await?;
+        if i == 0 {
+            started_at = created_at;
+        }
+        let repeat = if spec.repeats > 1 {
+            format!(" (repeat {} of {})", i + 1, spec.repeats)
+        } else {
+            String::new()
+        };
+        progress(format!(
+            "{} {} {}{repeat} ({} node(s), {} launcher); waiting for its pods to start",
+            if adopted { "took over" } else { "created" },
+            shape.main_kind().kind(),
+            shape.name,
+            spec.nodes,
+            launcher_name(launcher)
+        ));
+        repeats
+            .push(one_repeat(cluster, run, &launch, &pool, started, i + 1 < spec.repeats).await?);
+    }
+
+    // Environment: GPU facts from the nodes the pods ran on, over every repeat; repeats on
+    // nodes of different setups would compare numbers no one setup gave.
+    let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
+    let mut nodes: Vec<String> = Vec::new();
+    for r in &repeats {
+        for n in &r.observed.nodes {
+            if !nodes.contains(n) {
+                nodes.push(n.clone());
+            }
+        }
+        per_node.extend(r.per_node.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let differences = node_differences(&per_node, &spec.allow_node_differences);
+    if !differences.is_empty() {
+        return Err(RunError::MixedNodes(describe_differences(&differences)).into());
+    }
+    let first = repeats.first().map(|r| &r.observed);
+    let mut env = Environment {
+        kubernetes_version,
+        vcluster_version,
+        virtual_cluster_kubernetes_version: vc_kubernetes_version,
+        nodes,
+        image: spec.image.clone(),
+        image_digest: first.map(|o| o.image_digest.clone()).unwrap_or_default(),
+        suite: spec.suite.name().to_owned(),
+        command: render::command(spec),
+        parameters: spec.parameters.clone(),
+        node_count: spec.nodes,
+        gpus_per_node: spec.gpus_per_node,
+        node_pool_id: spec.pool.as_ref().map(|p| p.id()).unwrap_or_default(),
+        sharing: pool.sharing,
+        started_at,
+        finished_at: repeats
+            .last()
+            .map(|r| r.finished_at.clone())
+            .unwrap_or_else(now),
+        gpu_operator_version,
+        device_plugin_version,
+        launcher: launcher_name(launcher).to_owned(),
+        per_node,
+        ..Environment::default()
+    };
+    env.summarise_nodes();
+
+    let runs: Vec<(&Observed, bool)> = repeats.iter().map(|r| (&r.observed, r.completed)).collect();
+    let (state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
+    if let Some(e) = repeats.iter().find_map(|r| r.left.as_ref()) {
+        diagnostics.push(Diagnostic::warning(
+            "Benchmark Objects Left Behind",
+            format!(
+                "{TYPE_NAME} {:?}: the run is recorded, but its Job, Service or pods in {} \
+                 could not be removed ({e}). Destroy removes them.",
+                spec.name, spec.namespace
+            ),
+        ));
+    }
+    Ok(ApplyResponse {
+        new_state: state,
+        diagnostics,
+    })
+}
+
+/// What every repeat of a run launches.
+struct Launch<'a> {
+    launcher: Launcher,
+    shape: &'a Shape,
+    /// The Job or MPIJob, with its spec hash annotation.
+    main: &'a Json,
+    hash: &'a str,
+    serves_mpijob: bool,
+    /// The end of the create timeout `limit`.
+    deadline: Instant,
+    limit: Duration,
+}
+
+/// Step 2: takes over a leftover of the same configuration (a run whose provider was killed),
+/// or removes any other and creates the run's objects. Returns whether it took over, and when
+/// the run started.
+async fn start(
+    cluster: &dyn HostObjects,
+    run: &Run<'_>,
+    launch: &Launch<'_>,
+) -> Result<(bool, String), StepError> {
+    let Run {
+        spec,
+        endpoint_api_key,
+        ..
+    } = *run;
+    let Launch {
+        launcher,
+        shape,
+        main,
+        hash,
+        serves_mpijob,
+        deadline,
+        limit,
+    } = *launch;
     let (kind, name) = (shape.main_kind(), shape.name.clone());
     let existing = cluster.get(kind, Some(&spec.namespace), &name).await?;
     let adopt = existing.as_ref().is_some_and(|j| {
         j.pointer("/metadata/annotations")
             .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
             .and_then(Json::as_str)
-            == Some(hash.as_str())
+            == Some(hash)
     });
     // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
     let other = match kind {
@@ -630,7 +760,7 @@ async fn execute(
         if let Some(key) = endpoint_api_key {
             cluster.apply(&render::endpoint_secret(spec, key)).await?;
         }
-        cluster.apply(&main).await?;
+        cluster.apply(main).await?;
     } else if let Some(key) = endpoint_api_key {
         // The run of a killed provider, taken over: its key may have gone with a cleanup.
         cluster.apply(&render::endpoint_secret(spec, key)).await?;
@@ -645,21 +775,45 @@ async fn execute(
         spec.nodes,
         launcher
     );
-    progress(format!(
-        "{} {} {} ({} node(s), {} launcher); waiting for its pods to start",
-        if adopt { "took over" } else { "created" },
-        kind.kind(),
-        name,
-        spec.nodes,
-        launcher_name(launcher)
-    ));
+    Ok((adopt, started_at))
+}
 
+/// What one repeat gave.
+struct Repeat {
+    observed: Observed,
+    /// Whether its Job succeeded.
+    completed: bool,
+    /// The facts of the nodes it ran on.
+    per_node: BTreeMap<String, NodeRecord>,
+    finished_at: String,
+    /// Why its objects could not be removed, if they could not.
+    left: Option<ObjectError>,
+}
+
+/// Steps 3 to 6 of one repeat: the gang starts, the Job ends, its logs are read and its
+/// objects removed (and, when `more` repeats follow, waited out, so the next one's pods are
+/// not taken for this one's).
+async fn one_repeat(
+    cluster: &dyn HostObjects,
+    run: &Run<'_>,
+    launch: &Launch<'_>,
+    pool: &PoolInfo,
+    started: Instant,
+    more: bool,
+) -> Result<Repeat, StepError> {
+    let Run { spec, progress, .. } = *run;
+    let Launch {
+        shape,
+        deadline,
+        limit,
+        ..
+    } = *launch;
     // The gang deadline counts from the creation, not from waiting out a leftover.
     let gang_deadline = (Instant::now() + spec.start_timeout).min(deadline);
     let pool_size = spec.pool.as_ref().map(|_| pool.nodes.len());
-    let gang = wait_gang(cluster, spec, &shape, started, gang_deadline, pool_size).await?;
+    let gang = wait_gang(cluster, spec, shape, started, gang_deadline, pool_size).await?;
     // A gang of mixed setups would report a result neither setup has: stop it now.
-    let gang_records = node_records(cluster, &pool, &gang).await?;
+    let gang_records = node_records(cluster, pool, &gang).await?;
     let differences = node_differences(&gang_records, &spec.allow_node_differences);
     if !differences.is_empty() {
         return Err(RunError::MixedNodes(describe_differences(&differences)).into());
@@ -667,62 +821,37 @@ async fn execute(
     if !gang.is_empty() {
         progress(format!("running on {}", gang.join(", ")));
     }
-    let completed = wait_done(cluster, spec, &shape, deadline, limit).await?;
+    let completed = wait_done(cluster, spec, shape, deadline, limit).await?;
     progress(format!(
         "finished after {}s; reading the results",
         started.elapsed().as_secs()
     ));
-    let observed = observe(cluster, spec, &shape, &gang).await?;
+    let observed = observe(cluster, spec, shape, &gang).await?;
     let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
     let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
-
-    // Environment: GPU facts from the nodes the pods ran on.
+    if more && left.is_none() {
+        wait_pods_gone(
+            cluster,
+            &spec.namespace,
+            &spec.name,
+            deadline.saturating_duration_since(Instant::now()),
+        )
+        .await?;
+    }
     // The gang's nodes, unless it was not seen forming (an adopted run that had finished).
     let per_node = if observed.nodes == gang {
         gang_records
     } else {
-        node_records(cluster, &pool, &observed.nodes).await?
+        node_records(cluster, pool, &observed.nodes).await?
     };
-    let mut env = Environment {
-        kubernetes_version,
-        vcluster_version,
-        virtual_cluster_kubernetes_version: vc_kubernetes_version,
-        nodes: observed.nodes.clone(),
-        image: spec.image.clone(),
-        image_digest: observed.image_digest.clone(),
-        suite: spec.suite.name().to_owned(),
-        command: render::command(spec),
-        parameters: spec.parameters.clone(),
-        node_count: spec.nodes,
-        gpus_per_node: spec.gpus_per_node,
-        node_pool_id: spec.pool.as_ref().map(|p| p.id()).unwrap_or_default(),
-        sharing: pool.sharing,
-        started_at,
-        finished_at,
-        gpu_operator_version,
-        device_plugin_version,
-        launcher: launcher_name(launcher).to_owned(),
+    Ok(Repeat {
+        observed,
+        completed,
         per_node,
-        ..Environment::default()
-    };
-    env.summarise_nodes();
-
-    let (state, mut diagnostics) = record_run(planned, spec, launcher, &observed, completed, env);
-    if let Some(e) = left {
-        diagnostics.push(Diagnostic::warning(
-            "Benchmark Objects Left Behind",
-            format!(
-                "{TYPE_NAME} {:?}: the run is recorded, but its Job, Service or pods in {} \
-                 could not be removed ({e}). Destroy removes them.",
-                spec.name, spec.namespace
-            ),
-        ));
-    }
-    Ok(ApplyResponse {
-        new_state: state,
-        diagnostics,
+        finished_at,
+        left,
     })
 }
 

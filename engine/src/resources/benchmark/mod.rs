@@ -38,6 +38,7 @@ mod plan;
 pub mod ranks;
 mod read;
 pub mod render;
+pub mod repeats;
 mod results;
 pub mod schema;
 pub mod shape;

@@ -81,6 +81,8 @@ pub struct BenchmarkSpec {
     pub command: Option<Vec<String>>,
     /// Nodes (pods).
     pub nodes: u32,
+    /// How many times the run executes in its turn.
+    pub repeats: u32,
     /// GPUs per pod.
     pub gpus_per_node: u32,
     /// Suite parameters.
@@ -172,6 +174,7 @@ impl BenchmarkSpec {
             image,
             command,
             nodes: count("nodes"),
+            repeats: count("repeats"),
             gpus_per_node: count("gpus_per_node"),
             parameters: string_map(v.get("parameters")),
             thresholds: thresholds::of_value(v.get("thresholds")),
@@ -296,6 +299,7 @@ pub(crate) mod tests {
     /// An `nccl-all-reduce` run `allreduce` of `nodes` × `gpus`, defaults elsewhere.
     pub(crate) fn nccl_spec(nodes: u32, gpus: u32) -> BenchmarkSpec {
         BenchmarkSpec {
+            repeats: 1,
             name: "allreduce".into(),
             namespace: "vc-a".into(),
             vc: None,

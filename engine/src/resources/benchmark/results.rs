@@ -20,7 +20,7 @@ use super::{
     launch::{self, Launcher},
     model::{BenchmarkSpec, OnFailure, verdict},
     per_node::{self, Metrics},
-    ranks,
+    ranks, repeats,
     schema::RAW_OUTPUT_MAX,
     shape::Shape,
     wait::{nodes_of, run_pods},
@@ -42,17 +42,16 @@ pub(super) struct Observed {
 }
 
 impl Observed {
-    /// What `raw_output` keeps: the one log, or each node's under a header naming it.
-    fn raw_output(&self) -> String {
+    /// The output `raw_output` keeps the end of: the one log, or each node's under a line
+    /// naming it.
+    fn output(&self) -> String {
         match &self.logs[..] {
-            [(_, log)] => tail(log),
-            logs => tail(
-                &logs
-                    .iter()
-                    .map(|(node, log)| format!("==> node {node} <==\n{log}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
+            [(_, log)] => log.clone(),
+            logs => logs
+                .iter()
+                .map(|(node, log)| format!("==> node {node} <==\n{log}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
         }
     }
 }
@@ -152,18 +151,23 @@ pub(super) fn tail(log: &str) -> String {
     log[start..].to_owned()
 }
 
-/// Step 5's verdict and record: the state of a run that produced `observed` (`completed`:
-/// whether its Job succeeded) in `env`, with what the output adds to it, and the error
-/// `on_failure = "fail"` asks for.
-pub(super) fn record_run(
-    planned: &Value,
+/// One repeat's numbers: the aggregate, each node's (empty for one MPI world), and the
+/// tool's failures.
+struct Judged {
+    results: Metrics,
+    node_results: BTreeMap<String, Metrics>,
+    failures: Vec<String>,
+}
+
+/// Parses one repeat's logs; the first repeat's output also tells `env` the tool's facts.
+fn judge(
     spec: &BenchmarkSpec,
     launcher: Launcher,
     observed: &Observed,
     completed: bool,
-    mut env: Environment,
-) -> (Value, Diagnostics) {
-    let mut tool_failures: Vec<String> = observed
+    mut env: Option<&mut Environment>,
+) -> Judged {
+    let mut failures: Vec<String> = observed
         .exit_codes
         .iter()
         .filter_map(|(pod, code)| Some(format!("pod {pod} {}", spec.suite.exit_failure(*code)?)))
@@ -181,20 +185,15 @@ pub(super) fn record_run(
         };
         match spec.suite.parse(log) {
             Ok(parsed) => {
-                tool_failures.extend(parsed.failures.iter().cloned().map(whose));
-                if i == 0 {
-                    record_tool_facts(
-                        &mut env,
-                        spec,
-                        launcher,
-                        &observed.nodes,
-                        &parsed,
-                        &mut tool_failures,
-                    );
+                failures.extend(parsed.failures.iter().cloned().map(whose));
+                if i == 0
+                    && let Some(env) = env.as_deref_mut()
+                {
+                    record_tool_facts(env, spec, launcher, &observed.nodes, &parsed, &mut failures);
                 }
                 node_results.insert(node.clone(), parsed.metrics);
             }
-            Err(e) => tool_failures.push(whose(e.to_string())),
+            Err(e) => failures.push(whose(e.to_string())),
         }
     }
     let (results, node_results) = match launcher {
@@ -209,23 +208,72 @@ pub(super) fn record_run(
         ),
     };
     // A failed Job whose exit codes and report explain nothing still failed.
-    if !completed && tool_failures.is_empty() {
-        tool_failures.push("the Job failed".to_owned());
+    if !completed && failures.is_empty() {
+        failures.push("the Job failed".to_owned());
     }
+    Judged {
+        results,
+        node_results,
+        failures,
+    }
+}
+
+fn number_map(metrics: Metrics) -> Value {
+    Value::Map(
+        metrics
+            .into_iter()
+            .map(|(k, v)| (k, Value::Number(v)))
+            .collect(),
+    )
+}
+
+/// Step 5's verdict and record: the state of a run whose repeats produced `runs` (each with
+/// whether its Job succeeded) in `env`, with what the output adds to it, and the error
+/// `on_failure = "fail"` asks for.
+pub(super) fn record_run(
+    planned: &Value,
+    spec: &BenchmarkSpec,
+    launcher: Launcher,
+    runs: &[(&Observed, bool)],
+    mut env: Environment,
+) -> (Value, Diagnostics) {
+    let several = runs.len() > 1;
+    let mut tool_failures = Vec::new();
+    let mut repeat_results = Vec::new();
+    let mut repeat_nodes = Vec::new();
+    for (i, (observed, completed)) in runs.iter().enumerate() {
+        let judged = judge(
+            spec,
+            launcher,
+            observed,
+            *completed,
+            (i == 0).then_some(&mut env),
+        );
+        tool_failures.extend(judged.failures.into_iter().map(|f| {
+            if several {
+                format!("repeat {}: {f}", i + 1)
+            } else {
+                f
+            }
+        }));
+        repeat_results.push(judged.results);
+        repeat_nodes.push(judged.node_results);
+    }
+    let results = repeats::medians(&repeat_results);
+    let node_results = repeats::node_medians(&repeat_nodes);
     let failures = verdict(&tool_failures, &results, &node_results, &spec.thresholds);
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
+    state.set_attr("spread", number_map(repeats::spread(&repeat_results)));
+    state.set_attr(
+        "repeat_results",
+        Value::List(repeat_results.into_iter().map(number_map).collect()),
+    );
     state.set_attr(
         "node_results",
         Value::Map(
             node_results
                 .into_iter()
-                .map(|(node, metrics)| {
-                    let metrics = metrics
-                        .into_iter()
-                        .map(|(k, v)| (k, Value::Number(v)))
-                        .collect();
-                    (node, Value::Map(metrics))
-                })
+                .map(|(node, metrics)| (node, number_map(metrics)))
                 .collect(),
         ),
     );
@@ -253,7 +301,16 @@ pub(super) fn record_run(
                 .collect(),
         ),
     );
-    state.set_attr("raw_output", Value::string(observed.raw_output()));
+    let raw = match runs {
+        [(observed, _)] => observed.output(),
+        _ => runs
+            .iter()
+            .enumerate()
+            .map(|(i, (o, _))| format!("==> repeat {} <==\n{}", i + 1, o.output()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    state.set_attr("raw_output", Value::string(tail(&raw)));
     state.set_attr("started_at", Value::string(env.started_at));
     state.set_attr("finished_at", Value::string(env.finished_at));
     (state, diagnostics)

@@ -147,6 +147,19 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::optional("repeats", Type::Number)
+                .default(1)
+                .requires_replace()
+                .validate(IntBetween::new(1, 10))
+                .describe(
+                    "How many times the run executes, one after another in one turn on the \
+                     pool, each a complete run with its own pods. `results` and \
+                     `node_results` hold each metric's median over the repeats, thresholds \
+                     judge the medians, `repeat_results` keeps every repeat's numbers and \
+                     `spread` each metric's range. The create timeout covers all of them.",
+                ),
+        )
+        .attr(
             Attribute::optional("launcher", Type::String)
                 .default("auto")
                 .requires_replace()
@@ -277,6 +290,23 @@ pub fn benchmark_schema() -> Schema {
                 .describe(
                     "Metric name → value, as the tool printed it. When several nodes each ran \
                      the tool, each metric's worst node (see `node_results`).",
+                ),
+        )
+        .attr(
+            Attribute::computed("repeat_results", Type::list(Type::map(Type::Number)))
+                .use_state_for_unknown()
+                .describe(
+                    "Each repeat's results, in the order they ran (one entry unless `repeats` \
+                     is above 1).",
+                ),
+        )
+        .attr(
+            Attribute::computed("spread", Type::map(Type::Number))
+                .use_state_for_unknown()
+                .describe(
+                    "Metric name → the largest minus the smallest of its values over the \
+                     repeats: 0 for a single run. A wide spread says the median is not yet a \
+                     stable figure.",
                 ),
         )
         .attr(
