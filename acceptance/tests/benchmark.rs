@@ -923,3 +923,73 @@ fn without_the_mpi_operator_pod_zero_runs_mpirun_over_ssh_to_its_peers() {
     assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }
+
+/// A run judged against a reference run: it passes at the same numbers, a stricter baseline
+/// is re-checked at plan without running again and fails naming the metric and both values,
+/// and a reference from another driver is refused naming the field.
+#[test]
+fn a_run_is_judged_against_its_baseline_and_refused_when_the_setups_differ() {
+    let lab = Lab::shared();
+    let with_baseline = |baseline: &str| {
+        let reference = benchmark(
+            "reference",
+            "custom",
+            r#"command = ["python", "/bench/step.py"]"#,
+        );
+        let candidate = benchmark(
+            "candidate",
+            "custom",
+            &format!(
+                r#"command = ["python", "/bench/step.py"]
+  on_failure = "record"
+  baseline = {baseline}"#
+            ),
+        );
+        config("bench-baseline", 1, &(reference + &candidate))
+    };
+    let s = Session::new(
+        &with_baseline(
+            "{ results = gpufleet_benchmark.reference.results, environment = gpufleet_benchmark.reference.environment }",
+        ),
+        lab.settings_env(),
+    );
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.candidate");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    let started = r["started_at"].clone();
+    s.assert_plan_empty();
+
+    // A published figure it misses: re-checked at plan, recorded at apply, no new run.
+    s.write(&with_baseline(
+        r#"{ results = { tokens_per_second = 2000 }, source = "vendor sheet v2" }"#,
+    ));
+    let plan = s.plan();
+    assert_eq!(plan.status_code, 2, "{plan}");
+    assert!(plan.contains("~ status"), "{plan}");
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.candidate");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert_eq!(r["started_at"], started, "the baseline changed in place");
+    assert_eq!(
+        strings(&r["failures"]),
+        BTreeSet::from([
+            "baseline: tokens_per_second = 1832.5 is below 0.95 of the baseline: baseline 2000 (vendor sheet v2)"
+                .to_owned()
+        ])
+    );
+
+    // A reference that ran on another driver is not compared.
+    s.write(&with_baseline(
+        r#"{ results = gpufleet_benchmark.reference.results, environment = merge(gpufleet_benchmark.reference.environment, { driver_version = "550.54.15" }) }"#,
+    ));
+    s.apply();
+    let r = s.resource("gpufleet_benchmark.candidate");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let f = strings(&r["failures"]);
+    assert!(
+        f.iter()
+            .any(|f| f.contains("driver_version (run \"570.133.20\", baseline \"550.54.15\")")),
+        "{f:?}"
+    );
+    s.destroy();
+}

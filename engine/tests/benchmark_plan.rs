@@ -502,3 +502,35 @@ async fn an_endpoint_run_on_several_nodes_is_refused_on_nodes() {
         assert!(e.is_empty(), "{suite}: {e:?}");
     }
 }
+
+#[tokio::test]
+async fn a_baseline_is_checked_on_its_own_attributes() {
+    let base = Value::object([
+        (
+            "results",
+            Value::Map(BTreeMap::from([(
+                "bus_bandwidth_typo".to_owned(),
+                Value::int(400),
+            )])),
+        ),
+        ("environment", Value::Null),
+        ("min_ratio", Value::Number("1.5".parse().expect("number"))),
+        (
+            "allow_differences",
+            Value::List(vec![Value::string("started_at")]),
+        ),
+        ("source", Value::Null),
+    ]);
+    let e = errors(&[("baseline", base)]).await;
+    let paths: Vec<String> = e
+        .iter()
+        .map(|(p, _)| p.as_ref().map(ToString::to_string).unwrap_or_default())
+        .collect();
+    assert_eq!(e.len(), 3, "{e:?}");
+    assert!(paths.iter().any(|p| p.contains("results")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.contains("min_ratio")), "{paths:?}");
+    assert!(
+        paths.iter().any(|p| p.contains("allow_differences")),
+        "{paths:?}"
+    );
+}

@@ -1856,6 +1856,110 @@ async fn a_repeat_the_tool_fails_is_named_in_the_failures() {
     assert_eq!(fake.left(), Vec::<String>::new());
 }
 
+fn baseline(tps: i64, extra: &[(&str, Value)]) -> Value {
+    let mut attrs = vec![
+        (
+            "results",
+            Value::Map(BTreeMap::from([(
+                "tokens_per_second".to_owned(),
+                Value::int(tps),
+            )])),
+        ),
+        ("environment", Value::Null),
+        ("min_ratio", Value::Null),
+        ("allow_differences", Value::Null),
+        ("source", Value::Null),
+    ];
+    attrs.extend(extra.iter().cloned());
+    Value::object(attrs)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_below_its_baseline_fails_naming_the_metric_and_both_values() {
+    let fake = FakeCluster::new("base", 1, vec![PodScript::prints(LOG)]);
+    let planned = planned("base", "base", &[("baseline", baseline(2000, &[]))]).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+
+    let e = the_error(&r);
+    let want = "baseline: tokens_per_second = 1832.5 is below 0.95 of the baseline: baseline 2000";
+    assert!(e.contains(want), "{e}");
+    assert_recorded(&planned, &r);
+    assert_eq!(failures(&r.new_state), [want]);
+
+    // A baseline the run reaches passes the recorded run again at plan, without running it.
+    let met = configured("base", "base", &[("baseline", baseline(1900, &[]))]);
+    let p = support::plan(&kind(), &Context::default(), &r.new_state, &met).await;
+    assert!(
+        !p.diagnostics.has_error(),
+        "{}",
+        support::show(&p.diagnostics)
+    );
+    assert_eq!(text(p.planned.get("status")), "passed");
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_baseline_from_another_driver_is_refused_naming_the_field() {
+    let fake = FakeCluster::new("drv", 1, vec![PodScript::prints(LOG)]);
+    let reference = Value::Map(BTreeMap::from([
+        ("driver_version".to_owned(), Value::string("550.54.15")),
+        (
+            "started_at".to_owned(),
+            Value::string("2026-01-01T00:00:00Z"),
+        ),
+    ]));
+    let planned = planned(
+        "drv",
+        "drv",
+        &[
+            (
+                "baseline",
+                baseline(1000, &[("environment", reference.clone())]),
+            ),
+            ("on_failure", Value::string("record")),
+        ],
+    )
+    .await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert_recorded(&planned, &r);
+    let f = failures(&r.new_state);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].contains("driver_version (run \"570.124.06\", baseline \"550.54.15\")"),
+        "{f:?}"
+    );
+    assert_eq!(text(r.new_state.get("status")), "failed");
+
+    // Allowing the field compares the numbers, which pass.
+    let allowed = configured(
+        "drv",
+        "drv",
+        &[
+            (
+                "baseline",
+                baseline(
+                    1000,
+                    &[
+                        ("environment", reference),
+                        (
+                            "allow_differences",
+                            Value::List(vec![Value::string("driver_version")]),
+                        ),
+                    ],
+                ),
+            ),
+            ("on_failure", Value::string("record")),
+        ],
+    );
+    let p = support::plan(&kind(), &Context::default(), &r.new_state, &allowed).await;
+    assert!(
+        !p.diagnostics.has_error(),
+        "{}",
+        support::show(&p.diagnostics)
+    );
+    assert_eq!(text(p.planned.get("status")), "passed");
+}
+
 #[tokio::test(start_paused = true)]
 async fn destroy_removes_what_an_interrupted_run_left() {
     // Tools that ignore SIGTERM: the pods go only after their grace period, and destroy

@@ -898,8 +898,8 @@ pub async fn apply_delete(
     }
 }
 
-/// Update: only `thresholds`, `on_failure` and `timeouts` change in place, so the recorded
-/// run is re-checked, without a cluster.
+/// Update: only `thresholds`, `baseline`, `on_failure` and `timeouts` change in place, so
+/// the recorded run is re-checked, without a cluster.
 pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
     let spec = match BenchmarkSpec::from_value(planned) {
         Ok(s) => s,
@@ -909,7 +909,7 @@ pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
     };
     let recorded = RecordedRun::from_state(prior);
     let failures = recorded
-        .re_checked(&spec.thresholds)
+        .re_checked(&spec.thresholds, spec.baseline.as_ref())
         .unwrap_or_else(|| recorded.tool_failures.clone());
     let results = recorded.results.unwrap_or_default();
     let (new_state, diagnostics) = record(planned, &spec, &results, &failures);

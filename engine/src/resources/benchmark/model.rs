@@ -18,6 +18,7 @@ use crate::{
 };
 
 use super::{
+    baseline::{BASELINE_PREFIX, Baseline},
     launch::LauncherSetting,
     per_node::{self, Metrics},
     schema::DEFAULT_START_TIMEOUT,
@@ -89,6 +90,8 @@ pub struct BenchmarkSpec {
     pub parameters: BTreeMap<String, String>,
     /// Metric bounds.
     pub thresholds: BTreeMap<String, Bounds>,
+    /// The reference the results must reach, when set and known.
+    pub baseline: Option<Baseline>,
     /// What a failed run does.
     pub on_failure: OnFailure,
     /// The gang deadline.
@@ -178,6 +181,7 @@ impl BenchmarkSpec {
             gpus_per_node: count("gpus_per_node"),
             parameters: string_map(v.get("parameters")),
             thresholds: thresholds::of_value(v.get("thresholds")),
+            baseline: Baseline::of_value(v.get("baseline")),
             on_failure: match v.get("on_failure").as_str() {
                 Some("record") => OnFailure::Record,
                 _ => OnFailure::Fail,
@@ -219,6 +223,10 @@ pub struct RecordedRun {
     pub results: Option<BTreeMap<String, BigDecimal>>,
     /// Each node's results, when each node ran the tool on its own.
     pub node_results: BTreeMap<String, Metrics>,
+    /// The suite it ran.
+    pub suite: Option<String>,
+    /// What it ran on (`environment`).
+    pub environment: BTreeMap<String, String>,
     /// The tool's own verdict: the recorded `failures` that are not thresholds.
     pub tool_failures: Vec<String>,
 }
@@ -246,28 +254,41 @@ impl RecordedRun {
                 .as_map()
                 .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
                 .unwrap_or_default(),
+            suite: state.get("suite").as_str().map(str::to_owned),
+            environment: state
+                .get("environment")
+                .as_map()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect(),
             tool_failures: state
                 .get("failures")
                 .as_seq()
                 .unwrap_or_default()
                 .iter()
                 .filter_map(Value::as_str)
-                .filter(|f| !f.starts_with(THRESHOLD_PREFIX))
+                .filter(|f| !f.starts_with(THRESHOLD_PREFIX) && !f.starts_with(BASELINE_PREFIX))
                 .map(str::to_owned)
                 .collect(),
         }
     }
 
-    /// The failures of the recorded run under `bounds`: the tool's verdict, then the broken
-    /// thresholds; `None` while the results are not known.
-    pub fn re_checked(&self, bounds: &BTreeMap<String, Bounds>) -> Option<Vec<String>> {
+    /// The failures of the recorded run under `bounds` and `baseline`: the tool's verdict,
+    /// then the broken thresholds and what falls short of the baseline; `None` while the
+    /// results are not known.
+    pub fn re_checked(
+        &self,
+        bounds: &BTreeMap<String, Bounds>,
+        baseline: Option<&Baseline>,
+    ) -> Option<Vec<String>> {
         let results = self.results.as_ref()?;
-        Some(verdict(
-            &self.tool_failures,
-            results,
-            &self.node_results,
-            bounds,
-        ))
+        let mut failures = verdict(&self.tool_failures, results, &self.node_results, bounds);
+        let suite = self.suite.as_deref().and_then(benchmark::suite);
+        if let (Some(b), Some(suite)) = (baseline, suite) {
+            failures.extend(b.failures(suite, results, &self.environment));
+        }
+        Some(failures)
     }
 }
 
@@ -311,6 +332,7 @@ pub(crate) mod tests {
             gpus_per_node: gpus,
             parameters: BTreeMap::new(),
             thresholds: BTreeMap::new(),
+            baseline: None,
             on_failure: OnFailure::Fail,
             start_timeout: Duration::from_secs(60),
             launcher: LauncherSetting::Auto,

@@ -17,6 +17,7 @@ use crate::{
 };
 
 use super::{
+    baseline::Baseline,
     model::{PoolRef, RecordedRun, namespace_of},
     thresholds,
 };
@@ -62,14 +63,17 @@ pub(super) fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
     }
 }
 
-/// The failures of the recorded run of `prior` under the thresholds of `planned`; `None`
-/// when either is not known yet.
+/// The failures of the recorded run of `prior` under the thresholds and baseline of
+/// `planned`; `None` when any of them is not known yet.
 fn re_checked(prior: &Value, planned: &Value) -> Option<Vec<String>> {
-    let bounds = planned.get("thresholds");
-    if !bounds.is_wholly_known() {
+    let (bounds, baseline) = (planned.get("thresholds"), planned.get("baseline"));
+    if !bounds.is_wholly_known() || !baseline.is_wholly_known() {
         return None;
     }
-    RecordedRun::from_state(prior).re_checked(&thresholds::of_value(bounds))
+    RecordedRun::from_state(prior).re_checked(
+        &thresholds::of_value(bounds),
+        Baseline::of_value(baseline).as_ref(),
+    )
 }
 
 /// What the host cluster already knows that refuses a run: more `nodes` than its pool has

@@ -261,7 +261,10 @@ pub(super) fn record_run(
     }
     let results = repeats::medians(&repeat_results);
     let node_results = repeats::node_medians(&repeat_nodes);
-    let failures = verdict(&tool_failures, &results, &node_results, &spec.thresholds);
+    let mut failures = verdict(&tool_failures, &results, &node_results, &spec.thresholds);
+    if let Some(b) = &spec.baseline {
+        failures.extend(b.failures(spec.suite, &results, &env.to_map()));
+    }
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
     state.set_attr("spread", number_map(repeats::spread(&repeat_results)));
     state.set_attr(

@@ -50,6 +50,37 @@ fn threshold_attributes() -> Vec<Attribute> {
     ]
 }
 
+fn baseline_attributes() -> Vec<Attribute> {
+    vec![
+        Attribute::required("results", Type::map(Type::Number)).describe(
+            "The reference values by metric: another run's results \
+             (`gpufleet_benchmark.reference.results`) or published figures. Each must be a \
+             metric of the suite.",
+        ),
+        Attribute::optional("environment", Type::map(Type::String)).describe(
+            "The reference run's `environment`. When set, the two runs are compared only if \
+             the fields that must match do: `suite`, `image_digest`, `parameters`, `launcher`, \
+             `gpu_product`, `gpu_count`, `driver_version`, `cuda_version`, \
+             `gpu_operator_version`, `device_plugin_version`, `sharing` and the tool's own \
+             versions; otherwise the run fails naming each field that differs, with both \
+             values.",
+        ),
+        Attribute::optional("min_ratio", Type::Number).describe(
+            "The share of each reference value the run must reach, above 0 and at most 1; \
+             0.95 when unset. A metric where lower is better (errors, latency) may rise to \
+             the reference divided by the ratio.",
+        ),
+        Attribute::optional("allow_differences", Type::list(Type::String)).describe(
+            "Fields of `environment` that may differ from the reference's, such as \
+             `driver_version` when comparing across a driver upgrade.",
+        ),
+        Attribute::optional("source", Type::String).describe(
+            "Where published figures come from (a document and its version); failures name \
+             it.",
+        ),
+    ]
+}
+
 /// The resource schema.
 pub fn benchmark_schema() -> Schema {
     Schema::new(
@@ -245,6 +276,21 @@ pub fn benchmark_schema() -> Schema {
                 "Metric name → bounds (`min`, `max`). A metric outside its bounds fails the run. \
                  Names must be metrics of the suite (see the benchmarks guide). Changing \
                  thresholds re-checks the recorded results without running again.",
+            ),
+        )
+        .attr(
+            Attribute::nested(
+                "baseline",
+                Nesting::Single,
+                AttrMode::Optional,
+                baseline_attributes(),
+            )
+            .describe(
+                "A reference the results must reach: each metric of `baseline.results` must be \
+                 at least `min_ratio` of its reference value (for a metric where lower is \
+                 better, at most the reference divided by it), judged on `results`. A miss \
+                 fails the run, naming the metric and both values. Changing the baseline \
+                 re-checks the recorded results without running again.",
             ),
         )
         .attr(

@@ -1,15 +1,18 @@
 //! The plan-time checks of a `gpufleet_benchmark` configuration across attributes; the
 //! per-attribute rules are validators in the schema.
 
+use bigdecimal::BigDecimal;
+
 use crate::{
     benchmark,
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
     tenancy::VirtualClusterRef,
-    value::Value,
+    value::{Value, display_number},
 };
 
 use super::{
+    baseline::MUST_MATCH,
     model::PoolRef,
     schema::{ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, NODE_FIELDS},
     suite_params, thresholds,
@@ -93,6 +96,7 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
                 ),
             );
         }
+        baseline_checks(suite, config.get("baseline"), &mut d);
         if suite.name() == "custom" && config.get("command").is_null() {
             d.error_at(
                 AttrPath::attr("command"),
@@ -196,6 +200,64 @@ fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics)
                 ),
             )
             .with_path(AttrPath::attr("parameters").push_key(name)),
+        );
+    }
+}
+
+/// A baseline's metrics must be the suite's, its ratio a share, and the fields it lets differ
+/// fields that must otherwise match.
+fn baseline_checks(suite: &dyn benchmark::Suite, baseline: &Value, d: &mut Diagnostics) {
+    if baseline.is_null() {
+        return;
+    }
+    let path = AttrPath::attr("baseline");
+    for metric in baseline
+        .get("results")
+        .as_map()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| !thresholds::is_metric_of(suite, k))
+    {
+        let known: Vec<String> = suite.metrics().into_iter().map(|m| m.name).collect();
+        d.error_at(
+            path.push_attr("results").push_key(metric),
+            "Unknown Metric",
+            format!(
+                "{metric:?} is not a metric of the {} suite; it reports: {}.",
+                suite.name(),
+                known.join(", ")
+            ),
+        );
+    }
+    if let Some(ratio) = baseline.get("min_ratio").as_number()
+        && (ratio <= &BigDecimal::from(0) || ratio > &BigDecimal::from(1))
+    {
+        d.error_at(
+            path.push_attr("min_ratio"),
+            "Invalid Ratio",
+            format!(
+                "baseline.min_ratio is {}; it is the share of the reference a run must reach, \
+                 above 0 and at most 1 (0.95 for \"within 5%\").",
+                display_number(ratio)
+            ),
+        );
+    }
+    for field in baseline
+        .get("allow_differences")
+        .as_seq()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| !MUST_MATCH.contains(f))
+    {
+        d.error_at(
+            path.push_attr("allow_differences"),
+            "Unknown Environment Field",
+            format!(
+                "{field:?} is not a field that must match between compared runs; those are {}.",
+                MUST_MATCH.join(", ")
+            ),
         );
     }
 }

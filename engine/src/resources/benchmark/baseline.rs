@@ -1,0 +1,233 @@
+//! Baselines: a run's results judged against a reference run's (or published figures), as a
+//! ratio, and refused when the two ran on setups that must match but do not. Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bigdecimal::BigDecimal;
+
+use crate::{
+    benchmark::{Direction, Suite},
+    value::{Value, display_number},
+};
+
+use super::{per_node::Metrics, thresholds};
+
+/// Prefix of `failures` entries that come from the baseline.
+pub const BASELINE_PREFIX: &str = "baseline: ";
+
+/// The ratio a run must reach when the baseline sets none: NVIDIA's Exemplar validation asks
+/// for more than 95% of the baseline's performance.
+pub const DEFAULT_MIN_RATIO: &str = "0.95";
+
+/// The `environment` keys whose values must be the same for two runs to be compared: the
+/// experiment and the software and hardware it ran on, not when or where.
+pub const MUST_MATCH: &[&str] = &[
+    "suite",
+    "image_digest",
+    "parameters",
+    "launcher",
+    "gpu_product",
+    "gpu_count",
+    "driver_version",
+    "cuda_version",
+    "gpu_operator_version",
+    "device_plugin_version",
+    "sharing",
+    "nccl_version",
+    "nccl_tests_version",
+    "dcgm_version",
+];
+
+/// The `baseline` attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The reference values by metric.
+    pub results: Metrics,
+    /// The reference run's `environment`, when given.
+    pub environment: Option<BTreeMap<String, String>>,
+    /// The share of each reference value the run must reach.
+    pub min_ratio: BigDecimal,
+    /// `MUST_MATCH` keys that may differ.
+    pub allow_differences: BTreeSet<String>,
+    /// Where published figures come from.
+    pub source: Option<String>,
+}
+
+impl Baseline {
+    /// The baseline of a value (`baseline` attribute); `None` when it is null or not yet known.
+    pub fn of_value(v: &Value) -> Option<Baseline> {
+        if v.is_null() || !v.is_wholly_known() {
+            return None;
+        }
+        let strings = |v: &Value| -> BTreeMap<String, String> {
+            v.as_map()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        };
+        Some(Baseline {
+            results: v
+                .get("results")
+                .as_map()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
+                .collect(),
+            environment: v
+                .get("environment")
+                .as_map()
+                .map(|_| strings(v.get("environment"))),
+            min_ratio: v
+                .get("min_ratio")
+                .as_number()
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_MIN_RATIO.parse().unwrap_or_default()),
+            allow_differences: v
+                .get("allow_differences")
+                .as_seq()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            source: v.get("source").as_str().map(str::to_owned),
+        })
+    }
+
+    /// Why `results`, from a run in `environment`, fall short of the baseline, each prefixed
+    /// [`BASELINE_PREFIX`]: the fields that must match and do not (then no metric is compared),
+    /// else each metric below the ratio or not reported.
+    pub fn failures(
+        &self,
+        suite: &dyn Suite,
+        results: &Metrics,
+        environment: &BTreeMap<String, String>,
+    ) -> Vec<String> {
+        let of = self
+            .source
+            .as_deref()
+            .map_or_else(String::new, |s| format!(" ({s})"));
+        if let Some(reference) = &self.environment {
+            let differ: Vec<String> = MUST_MATCH
+                .iter()
+                .filter(|k| !self.allow_differences.contains(**k))
+                .filter_map(|k| {
+                    let (run, base) = (environment.get(*k)?, reference.get(*k)?);
+                    (run != base).then(|| format!("{k} (run {run:?}, baseline {base:?})"))
+                })
+                .collect();
+            if !differ.is_empty() {
+                return vec![format!(
+                    "{BASELINE_PREFIX}not compared, because the environments differ in {}; \
+                     results compare only between runs of the same setup, so list the fields \
+                     that may differ in baseline.allow_differences",
+                    differ.join(", ")
+                )];
+            }
+        }
+        let ratio = display_number(&self.min_ratio);
+        let mut out = Vec::new();
+        for (metric, base) in &self.results {
+            let Some(value) = results.get(metric) else {
+                out.push(format!(
+                    "{BASELINE_PREFIX}{metric} was not reported by the run (baseline {}{of})",
+                    display_number(base)
+                ));
+                continue;
+            };
+            let lower_is_better = thresholds::metric_of(suite, metric)
+                .is_some_and(|m| m.direction == Direction::LowerIsBetter);
+            // Higher is better: at least ratio × baseline. Lower is better: at most
+            // baseline / ratio. A custom metric is taken as higher-is-better.
+            let short = if lower_is_better {
+                value * &self.min_ratio > *base
+            } else {
+                *value < base * &self.min_ratio
+            };
+            if short {
+                let how = if lower_is_better {
+                    format!("above the baseline divided by {ratio}")
+                } else {
+                    format!("below {ratio} of the baseline")
+                };
+                out.push(format!(
+                    "{BASELINE_PREFIX}{metric} = {} is {how}: baseline {}{of}",
+                    display_number(value),
+                    display_number(base)
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+    use crate::benchmark;
+
+    fn n(s: &str) -> BigDecimal {
+        BigDecimal::from_str(s).expect("number")
+    }
+
+    fn baseline(results: &[(&str, &str)]) -> Baseline {
+        Baseline {
+            results: results
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), n(v)))
+                .collect(),
+            environment: None,
+            min_ratio: n("0.95"),
+            allow_differences: BTreeSet::new(),
+            source: None,
+        }
+    }
+
+    #[test]
+    fn a_metric_below_the_ratio_names_both_values() {
+        let nvb = benchmark::suite("nvbandwidth").expect("suite");
+        let b = baseline(&[("h2d", "400"), ("d2h", "400")]);
+        let results = Metrics::from([("h2d".to_owned(), n("379")), ("d2h".to_owned(), n("380"))]);
+        assert_eq!(
+            b.failures(nvb, &results, &BTreeMap::new()),
+            ["baseline: h2d = 379 is below 0.95 of the baseline: baseline 400"]
+        );
+    }
+
+    #[test]
+    fn lower_is_better_metrics_may_rise_only_by_the_ratio() {
+        let burn = benchmark::suite("gpu-burn").expect("suite");
+        let b = baseline(&[("gpus_faulty", "1")]);
+        let ok = Metrics::from([("gpus_faulty".to_owned(), n("1"))]);
+        assert!(b.failures(burn, &ok, &BTreeMap::new()).is_empty());
+        let worse = Metrics::from([("gpus_faulty".to_owned(), n("2"))]);
+        assert_eq!(b.failures(burn, &worse, &BTreeMap::new()).len(), 1);
+    }
+
+    #[test]
+    fn a_different_driver_is_refused_naming_the_field_unless_allowed() {
+        let nvb = benchmark::suite("nvbandwidth").expect("suite");
+        let env = |driver: &str| {
+            BTreeMap::from([
+                ("driver_version".to_owned(), driver.to_owned()),
+                ("started_at".to_owned(), driver.to_owned()),
+            ])
+        };
+        let mut b = baseline(&[("h2d", "400")]);
+        b.environment = Some(env("550.54.15"));
+        let results = Metrics::from([("h2d".to_owned(), n("100"))]);
+        let f = b.failures(nvb, &results, &env("570.133.20"));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].contains("driver_version (run \"570.133.20\", baseline \"550.54.15\")")
+                && !f[0].contains("started_at"),
+            "{f:?}"
+        );
+        b.allow_differences.insert("driver_version".to_owned());
+        let f = b.failures(nvb, &results, &env("570.133.20"));
+        assert!(f[0].contains("h2d = 100 is below"), "{f:?}");
+    }
+}
