@@ -1900,56 +1900,69 @@ async fn a_run_below_its_baseline_fails_naming_the_metric_and_both_values() {
 
 #[tokio::test(start_paused = true)]
 async fn a_baseline_from_another_driver_is_refused_naming_the_field() {
+    // The reference: this very run's own environment, but on another driver.
     let fake = FakeCluster::new("drv", 1, vec![PodScript::prints(LOG)]);
-    let reference = Value::Map(BTreeMap::from([
-        ("driver_version".to_owned(), Value::string("550.54.15")),
-        (
-            "started_at".to_owned(),
-            Value::string("2026-01-01T00:00:00Z"),
-        ),
-    ]));
-    let planned = planned(
-        "drv",
-        "drv",
-        &[
-            (
-                "baseline",
-                baseline(1000, &[("environment", reference.clone())]),
-            ),
-            ("on_failure", Value::string("record")),
-        ],
+    let planned = planned("drv", "drv", &[("on_failure", Value::string("record"))]).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert_eq!(text(r.new_state.get("status")), "passed");
+    let reference_map = r
+        .new_state
+        .get("environment")
+        .as_map()
+        .expect("environment")
+        .clone();
+    let mut other = reference_map.clone();
+    other.insert("driver_version".to_owned(), Value::string("550.54.15"));
+    let reference = Value::Map(other);
+    let with = |reference: &Value, extra: &[(&str, Value)]| {
+        let mut base = vec![("environment", reference.clone())];
+        base.extend(extra.iter().cloned());
+        configured(
+            "drv",
+            "drv",
+            &[
+                ("baseline", baseline(1000, &base)),
+                ("on_failure", Value::string("record")),
+            ],
+        )
+    };
+
+    // Re-checked at plan, without running again: the setups differ in one field.
+    let p = support::plan(
+        &kind(),
+        &Context::default(),
+        &r.new_state,
+        &with(&reference, &[]),
     )
     .await;
-    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
-    assert_recorded(&planned, &r);
-    let f = failures(&r.new_state);
+    assert!(
+        !p.diagnostics.has_error(),
+        "{}",
+        support::show(&p.diagnostics)
+    );
+    assert_eq!(text(p.planned.get("status")), "failed");
+    let f: Vec<String> = p
+        .planned
+        .get("failures")
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .map(|x| text(x).to_owned())
+        .collect();
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(
-        f[0].contains("driver_version (run \"570.124.06\", baseline \"550.54.15\")"),
+        f[0].contains("driver_version (run \"570.124.06\", baseline \"550.54.15\")")
+            && !f[0].contains("started_at"),
         "{f:?}"
     );
-    assert_eq!(text(r.new_state.get("status")), "failed");
 
     // Allowing the field compares the numbers, which pass.
-    let allowed = configured(
-        "drv",
-        "drv",
-        &[
-            (
-                "baseline",
-                baseline(
-                    1000,
-                    &[
-                        ("environment", reference),
-                        (
-                            "allow_differences",
-                            Value::List(vec![Value::string("driver_version")]),
-                        ),
-                    ],
-                ),
-            ),
-            ("on_failure", Value::string("record")),
-        ],
+    let allowed = with(
+        &reference,
+        &[(
+            "allow_differences",
+            Value::List(vec![Value::string("driver_version")]),
+        )],
     );
     let p = support::plan(&kind(), &Context::default(), &r.new_state, &allowed).await;
     assert!(
@@ -1958,6 +1971,24 @@ async fn a_baseline_from_another_driver_is_refused_naming_the_field() {
         support::show(&p.diagnostics)
     );
     assert_eq!(text(p.planned.get("status")), "passed");
+
+    // A reference run on another number of nodes is another experiment.
+    let mut two = reference_map;
+    two.insert("nodes".to_owned(), Value::string("gpu-drv-01,gpu-drv-02"));
+    let two = Value::Map(two);
+    let p = support::plan(&kind(), &Context::default(), &r.new_state, &with(&two, &[])).await;
+    let failed = p
+        .planned
+        .get("failures")
+        .as_seq()
+        .unwrap_or_default()
+        .to_vec();
+    assert!(
+        failed
+            .iter()
+            .any(|f| text(f).contains("node_count (run \"1\", baseline \"2\")")),
+        "{failed:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -2079,6 +2110,11 @@ async fn sweep_benchmark(
 #[tokio::test(start_paused = true)]
 async fn a_run_interrupted_at_any_call_converges() {
     sweep_benchmark("create", &[], Some(&[])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_of_repeats_interrupted_at_any_call_converges() {
+    sweep_benchmark("create", &[], Some(&[("repeats", Value::int(2))])).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -566,7 +566,7 @@ async fn execute(
     let mut repeats: Vec<Repeat> = Vec::new();
     let mut started_at = String::new();
     for i in 0..spec.repeats {
-        let (adopted, created_at) = start(cluster, run, &launch).await?;
+        let (adopted, created_at) = start(cluster, run, &launch, i == 0).await?;
         if i == 0 {
             started_at = created_at;
         }
@@ -583,12 +583,22 @@ async fn execute(
             spec.nodes,
             launcher_name(launcher)
         ));
-        repeats
-            .push(one_repeat(cluster, run, &launch, &pool, started, i + 1 < spec.repeats).await?);
+        let repeat =
+            one_repeat(cluster, run, &launch, &pool, started, i + 1 < spec.repeats).await?;
+        repeats.push(repeat);
+        // Repeats on nodes of different setups would compare numbers no one setup gave:
+        // stop at the first repeat that shows it.
+        let seen: BTreeMap<String, NodeRecord> = repeats
+            .iter()
+            .flat_map(|r| r.per_node.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect();
+        let differences = node_differences(&seen, &spec.allow_node_differences);
+        if !differences.is_empty() {
+            return Err(RunError::MixedNodes(describe_differences(&differences)).into());
+        }
     }
 
-    // Environment: GPU facts from the nodes the pods ran on, over every repeat; repeats on
-    // nodes of different setups would compare numbers no one setup gave.
+    // Environment: GPU facts from the nodes the pods ran on, over every repeat.
     let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
     let mut nodes: Vec<String> = Vec::new();
     for r in &repeats {
@@ -598,10 +608,6 @@ async fn execute(
             }
         }
         per_node.extend(r.per_node.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
-    let differences = node_differences(&per_node, &spec.allow_node_differences);
-    if !differences.is_empty() {
-        return Err(RunError::MixedNodes(describe_differences(&differences)).into());
     }
     let first = repeats.first().map(|r| &r.observed);
     let mut env = Environment {
@@ -662,13 +668,14 @@ struct Launch<'a> {
     limit: Duration,
 }
 
-/// Step 2: takes over a leftover of the same configuration (a run whose provider was killed),
-/// or removes any other and creates the run's objects. Returns whether it took over, and when
+/// Step 2: takes over a leftover of the same configuration (a run whose provider was killed)
+/// when `may_adopt`, or removes any other and creates the run's objects. Returns whether it took over, and when
 /// the run started.
 async fn start(
     cluster: &dyn HostObjects,
     run: &Run<'_>,
     launch: &Launch<'_>,
+    may_adopt: bool,
 ) -> Result<(bool, String), StepError> {
     let Run {
         spec,
@@ -686,12 +693,15 @@ async fn start(
     } = *launch;
     let (kind, name) = (shape.main_kind(), shape.name.clone());
     let existing = cluster.get(kind, Some(&spec.namespace), &name).await?;
-    let adopt = existing.as_ref().is_some_and(|j| {
-        j.pointer("/metadata/annotations")
-            .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
-            .and_then(Json::as_str)
-            == Some(hash)
-    });
+    // Only a run's first repeat takes over a leftover: a later one would take its
+    // predecessor's finished Job for itself.
+    let adopt = may_adopt
+        && existing.as_ref().is_some_and(|j| {
+            j.pointer("/metadata/annotations")
+                .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+                .and_then(Json::as_str)
+                == Some(hash)
+        });
     // A run of the other launcher (the configuration or the cluster changed) is a leftover too.
     let other = match kind {
         ObjectKind::MpiJob => Some(ObjectKind::Job),
@@ -713,21 +723,8 @@ async fn start(
         if existing.is_some() || stray {
             // A leftover of another configuration: a template cannot change in place.
             cleanup(cluster, &spec.namespace, &spec.name).await?;
-            for k in std::iter::once(kind).chain(other) {
-                while cluster
-                    .get(k, Some(&spec.namespace), &name)
-                    .await?
-                    .is_some()
-                {
-                    if Instant::now() >= deadline {
-                        return Err(StepError::TimedOut {
-                            op: Operation::Create,
-                            waited: limit,
-                        });
-                    }
-                    tokio::time::sleep(POLL).await;
-                }
-            }
+            let kinds: Vec<ObjectKind> = std::iter::once(kind).chain(other).collect();
+            wait_objects_gone(cluster, spec, &kinds, &name, deadline, limit).await?;
             // Its pods outlive it by their grace period, with the same names.
             wait_pods_gone(
                 cluster,
@@ -776,6 +773,34 @@ async fn start(
         launcher
     );
     Ok((adopt, started_at))
+}
+
+/// Waits until no object of `kinds` named `name` is left in the run's namespace, within the
+/// create timeout `limit` ending at `deadline`.
+async fn wait_objects_gone(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    kinds: &[ObjectKind],
+    name: &str,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<(), StepError> {
+    for k in kinds {
+        while cluster
+            .get(*k, Some(&spec.namespace), name)
+            .await?
+            .is_some()
+        {
+            if Instant::now() >= deadline {
+                return Err(StepError::TimedOut {
+                    op: Operation::Create,
+                    waited: limit,
+                });
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    Ok(())
 }
 
 /// What one repeat gave.
@@ -830,8 +855,22 @@ async fn one_repeat(
     let finished_at = now();
     // The run is recorded either way; what could not be removed waits for destroy (or the
     // next run of the same name, which takes it over), and the user is told.
-    let left = cleanup(cluster, &spec.namespace, &spec.name).await.err();
-    if more && left.is_none() {
+    let left = match cleanup(cluster, &spec.namespace, &spec.name).await {
+        Ok(()) => None,
+        // The next repeat would find this one's Job and take it for a run to adopt.
+        Err(e) if more => return Err(e.into()),
+        Err(e) => Some(e),
+    };
+    if more {
+        wait_objects_gone(
+            cluster,
+            spec,
+            &[shape.main_kind()],
+            &shape.name,
+            deadline,
+            limit,
+        )
+        .await?;
         wait_pods_gone(
             cluster,
             &spec.namespace,

@@ -6,11 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use bigdecimal::BigDecimal;
 
 use crate::{
-    benchmark::{Direction, Suite},
+    benchmark::Suite,
     value::{Value, display_number},
 };
 
-use super::{per_node::Metrics, thresholds};
+use super::{
+    per_node::{self, Metrics},
+    thresholds::Bounds,
+};
 
 /// Prefix of `failures` entries that come from the baseline.
 pub const BASELINE_PREFIX: &str = "baseline: ";
@@ -20,7 +23,8 @@ pub const BASELINE_PREFIX: &str = "baseline: ";
 pub const DEFAULT_MIN_RATIO: &str = "0.95";
 
 /// The `environment` keys whose values must be the same for two runs to be compared: the
-/// experiment and the software and hardware it ran on, not when or where.
+/// experiment and the software and hardware it ran on, not when or where. The number of
+/// nodes (`node_count`, from `nodes`) is compared too.
 pub const MUST_MATCH: &[&str] = &[
     "suite",
     "image_digest",
@@ -36,7 +40,11 @@ pub const MUST_MATCH: &[&str] = &[
     "nccl_version",
     "nccl_tests_version",
     "dcgm_version",
+    "ranks",
 ];
+
+/// The compared number of nodes, which `environment` records as the list of their names.
+pub const NODE_COUNT: &str = "node_count";
 
 /// The `baseline` attribute.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,12 +103,14 @@ impl Baseline {
         })
     }
 
-    /// Why `results`, from a run in `environment`, fall short of the baseline, each prefixed
-    /// [`BASELINE_PREFIX`]: the fields that must match and do not (then no metric is compared),
-    /// else each metric below the ratio or not reported.
+    /// Why `results`, from a run in `environment` under `bounds`, fall short of the baseline,
+    /// each prefixed [`BASELINE_PREFIX`]: the fields that must match and do not, a field
+    /// recorded on one side only included (then no metric is compared), else each metric below
+    /// the ratio or not reported.
     pub fn failures(
         &self,
         suite: &dyn Suite,
+        bounds: &BTreeMap<String, Bounds>,
         results: &Metrics,
         environment: &BTreeMap<String, String>,
     ) -> Vec<String> {
@@ -109,12 +119,23 @@ impl Baseline {
             .as_deref()
             .map_or_else(String::new, |s| format!(" ({s})"));
         if let Some(reference) = &self.environment {
+            // How many nodes ran, from the list of their names (which may differ).
+            let count = |env: &BTreeMap<String, String>| {
+                env.get("nodes")
+                    .map(|n| n.split(',').filter(|n| !n.is_empty()).count().to_string())
+            };
+            let (run_nodes, base_nodes) = (count(environment), count(reference));
             let differ: Vec<String> = MUST_MATCH
                 .iter()
-                .filter(|k| !self.allow_differences.contains(**k))
-                .filter_map(|k| {
-                    let (run, base) = (environment.get(*k)?, reference.get(*k)?);
-                    (run != base).then(|| format!("{k} (run {run:?}, baseline {base:?})"))
+                .map(|k| (*k, environment.get(*k).cloned(), reference.get(*k).cloned()))
+                .chain(std::iter::once((NODE_COUNT, run_nodes, base_nodes)))
+                .filter(|(k, _, _)| !self.allow_differences.contains(*k))
+                .filter(|(_, run, base)| run != base)
+                .map(|(k, run, base)| {
+                    let shown = |v: Option<String>| {
+                        v.map_or_else(|| "absent".to_owned(), |v| format!("{v:?}"))
+                    };
+                    format!("{k} (run {}, baseline {})", shown(run), shown(base))
                 })
                 .collect();
             if !differ.is_empty() {
@@ -136,10 +157,9 @@ impl Baseline {
                 ));
                 continue;
             };
-            let lower_is_better = thresholds::metric_of(suite, metric)
-                .is_some_and(|m| m.direction == Direction::LowerIsBetter);
+            let lower_is_better = per_node::lower_is_better(suite, bounds, metric);
             // Higher is better: at least ratio × baseline. Lower is better: at most
-            // baseline / ratio. A custom metric is taken as higher-is-better.
+            // baseline / ratio.
             let short = if lower_is_better {
                 value * &self.min_ratio > *base
             } else {
@@ -192,7 +212,7 @@ mod tests {
         let b = baseline(&[("h2d", "400"), ("d2h", "400")]);
         let results = Metrics::from([("h2d".to_owned(), n("379")), ("d2h".to_owned(), n("380"))]);
         assert_eq!(
-            b.failures(nvb, &results, &BTreeMap::new()),
+            b.failures(nvb, &BTreeMap::new(), &results, &BTreeMap::new()),
             ["baseline: h2d = 379 is below 0.95 of the baseline: baseline 400"]
         );
     }
@@ -202,9 +222,16 @@ mod tests {
         let burn = benchmark::suite("gpu-burn").expect("suite");
         let b = baseline(&[("gpus_faulty", "1")]);
         let ok = Metrics::from([("gpus_faulty".to_owned(), n("1"))]);
-        assert!(b.failures(burn, &ok, &BTreeMap::new()).is_empty());
+        assert!(
+            b.failures(burn, &BTreeMap::new(), &ok, &BTreeMap::new())
+                .is_empty()
+        );
         let worse = Metrics::from([("gpus_faulty".to_owned(), n("2"))]);
-        assert_eq!(b.failures(burn, &worse, &BTreeMap::new()).len(), 1);
+        assert_eq!(
+            b.failures(burn, &BTreeMap::new(), &worse, &BTreeMap::new())
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -219,7 +246,7 @@ mod tests {
         let mut b = baseline(&[("h2d", "400")]);
         b.environment = Some(env("550.54.15"));
         let results = Metrics::from([("h2d".to_owned(), n("100"))]);
-        let f = b.failures(nvb, &results, &env("570.133.20"));
+        let f = b.failures(nvb, &BTreeMap::new(), &results, &env("570.133.20"));
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(
             f[0].contains("driver_version (run \"570.133.20\", baseline \"550.54.15\")")
@@ -227,7 +254,7 @@ mod tests {
             "{f:?}"
         );
         b.allow_differences.insert("driver_version".to_owned());
-        let f = b.failures(nvb, &results, &env("570.133.20"));
+        let f = b.failures(nvb, &BTreeMap::new(), &results, &env("570.133.20"));
         assert!(f[0].contains("h2d = 100 is below"), "{f:?}");
     }
 }

@@ -225,6 +225,8 @@ pub struct RecordedRun {
     pub node_results: BTreeMap<String, Metrics>,
     /// The suite it ran.
     pub suite: Option<String>,
+    /// How many nodes ran at once.
+    pub nodes: u32,
     /// What it ran on (`environment`).
     pub environment: BTreeMap<String, String>,
     /// The tool's own verdict: the recorded `failures` that are not thresholds.
@@ -255,6 +257,11 @@ impl RecordedRun {
                 .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
                 .unwrap_or_default(),
             suite: state.get("suite").as_str().map(str::to_owned),
+            nodes: state
+                .get("nodes")
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(1),
             environment: state
                 .get("environment")
                 .as_map()
@@ -283,24 +290,26 @@ impl RecordedRun {
         baseline: Option<&Baseline>,
     ) -> Option<Vec<String>> {
         let results = self.results.as_ref()?;
-        let mut failures = verdict(&self.tool_failures, results, &self.node_results, bounds);
+        let per_node = (self.nodes > 1).then_some(&self.node_results);
+        let mut failures = verdict(&self.tool_failures, results, per_node, bounds);
         let suite = self.suite.as_deref().and_then(benchmark::suite);
         if let (Some(b), Some(suite)) = (baseline, suite) {
-            failures.extend(b.failures(suite, results, &self.environment));
+            failures.extend(b.failures(suite, bounds, results, &self.environment));
         }
         Some(failures)
     }
 }
 
 /// The verdict of a run from its results: tool failures plus broken thresholds, judged on
-/// each node when more than one ran the tool on its own, else on `results`.
+/// each node of `per_node` (a run of several nodes, each running the tool on its own), else
+/// on `results`.
 pub fn verdict(
     tool_failures: &[String],
     results: &BTreeMap<String, BigDecimal>,
-    node_results: &BTreeMap<String, Metrics>,
+    per_node: Option<&BTreeMap<String, Metrics>>,
     bounds: &BTreeMap<String, Bounds>,
 ) -> Vec<String> {
-    let broken = if node_results.len() > 1 {
+    let broken = if let Some(node_results) = per_node.filter(|n| !n.is_empty()) {
         per_node::violations(node_results, bounds)
     } else {
         thresholds::violations(results, bounds)

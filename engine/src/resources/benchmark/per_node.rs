@@ -13,9 +13,20 @@ use super::thresholds::{self, Bounds};
 /// Metric name → value.
 pub type Metrics = BTreeMap<String, BigDecimal>;
 
-/// Each metric's worst value over the nodes that reported it: the lowest when higher is
-/// better, the highest when lower is better. A metric of no known direction (a custom
-/// command's) takes the highest when its threshold sets only a max, else the lowest.
+/// Whether lower values of `metric` are better: its suite says so, or, for a metric of no
+/// known direction (a custom command's), its threshold sets only a max.
+pub fn lower_is_better(suite: &dyn Suite, bounds: &BTreeMap<String, Bounds>, metric: &str) -> bool {
+    match thresholds::metric_of(suite, metric).map(|m| m.direction) {
+        Some(Direction::LowerIsBetter) => true,
+        Some(Direction::HigherIsBetter) => false,
+        Some(Direction::Unspecified) | None => bounds
+            .get(metric)
+            .is_some_and(|b| b.min.is_none() && b.max.is_some()),
+    }
+}
+
+/// Each metric's worst value over the nodes that reported it: the highest when lower is
+/// better ([`lower_is_better`]), else the lowest.
 pub fn worst(
     suite: &dyn Suite,
     bounds: &BTreeMap<String, Bounds>,
@@ -24,13 +35,7 @@ pub fn worst(
     let mut out = Metrics::new();
     for metrics in by_node.values() {
         for (name, value) in metrics {
-            let highest = match thresholds::metric_of(suite, name).map(|m| m.direction) {
-                Some(Direction::LowerIsBetter) => true,
-                Some(Direction::HigherIsBetter) => false,
-                Some(Direction::Unspecified) | None => bounds
-                    .get(name)
-                    .is_some_and(|b| b.min.is_none() && b.max.is_some()),
-            };
+            let highest = lower_is_better(suite, bounds, name);
             let keep = out
                 .get(name)
                 .is_none_or(|kept| if highest { value > kept } else { value < kept });

@@ -259,11 +259,19 @@ pub(super) fn record_run(
         repeat_results.push(judged.results);
         repeat_nodes.push(judged.node_results);
     }
-    let results = repeats::medians(&repeat_results);
     let node_results = repeats::node_medians(&repeat_nodes);
-    let mut failures = verdict(&tool_failures, &results, &node_results, &spec.thresholds);
+    // Several nodes at once: each node's medians, then each metric's worst node. One node:
+    // the medians over the repeats, whichever node each ran on.
+    let several_nodes = launcher == Launcher::Pods && spec.nodes > 1;
+    let results = if several_nodes {
+        per_node::worst(spec.suite, &spec.thresholds, &node_results)
+    } else {
+        repeats::medians(&repeat_results)
+    };
+    let per_node = several_nodes.then_some(&node_results);
+    let mut failures = verdict(&tool_failures, &results, per_node, &spec.thresholds);
     if let Some(b) = &spec.baseline {
-        failures.extend(b.failures(spec.suite, &results, &env.to_map()));
+        failures.extend(b.failures(spec.suite, &spec.thresholds, &results, &env.to_map()));
     }
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
     state.set_attr("spread", number_map(repeats::spread(&repeat_results)));

@@ -61,9 +61,10 @@ fn baseline_attributes() -> Vec<Attribute> {
             "The reference run's `environment`. When set, the two runs are compared only if \
              the fields that must match do: `suite`, `image_digest`, `parameters`, `launcher`, \
              `gpu_product`, `gpu_count`, `driver_version`, `cuda_version`, \
-             `gpu_operator_version`, `device_plugin_version`, `sharing` and the tool's own \
-             versions; otherwise the run fails naming each field that differs, with both \
-             values.",
+             `gpu_operator_version`, `device_plugin_version`, `sharing`, the tool's own \
+             versions, `ranks` and the number of `nodes` (`node_count`); a field recorded on \
+             one side only differs too. Otherwise the run fails naming each field that \
+             differs, with both values.",
         ),
         Attribute::optional("min_ratio", Type::Number).describe(
             "The share of each reference value the run must reach, above 0 and at most 1; \

@@ -12,7 +12,7 @@ use crate::{
 };
 
 use super::{
-    baseline::MUST_MATCH,
+    baseline::{MUST_MATCH, NODE_COUNT},
     model::PoolRef,
     schema::{ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, NODE_FIELDS},
     suite_params, thresholds,
@@ -249,13 +249,14 @@ fn baseline_checks(suite: &dyn benchmark::Suite, baseline: &Value, d: &mut Diagn
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(|f| !MUST_MATCH.contains(f))
+        .filter(|f| !MUST_MATCH.contains(f) && *f != NODE_COUNT)
     {
         d.error_at(
             path.push_attr("allow_differences"),
             "Unknown Environment Field",
             format!(
-                "{field:?} is not a field that must match between compared runs; those are {}.",
+                "{field:?} is not a field that must match between compared runs; those are {} \
+                 and {NODE_COUNT}.",
                 MUST_MATCH.join(", ")
             ),
         );
