@@ -724,15 +724,7 @@ async fn start(
             // A leftover of another configuration: a template cannot change in place.
             cleanup(cluster, &spec.namespace, &spec.name).await?;
             let kinds: Vec<ObjectKind> = std::iter::once(kind).chain(other).collect();
-            wait_objects_gone(cluster, spec, &kinds, &name, deadline, limit).await?;
-            // Its pods outlive it by their grace period, with the same names.
-            wait_pods_gone(
-                cluster,
-                &spec.namespace,
-                &spec.name,
-                deadline.saturating_duration_since(Instant::now()),
-            )
-            .await?;
+            wait_run_gone(cluster, spec, &kinds, &name, deadline, limit).await?;
         }
         if launcher == Launcher::Gpufleet
             && cluster
@@ -775,9 +767,10 @@ async fn start(
     Ok((adopt, started_at))
 }
 
-/// Waits until no object of `kinds` named `name` is left in the run's namespace, within the
-/// create timeout `limit` ending at `deadline`.
-async fn wait_objects_gone(
+/// Waits until no object of `kinds` named `name` is left in the run's namespace, then until
+/// its pods are gone (they outlive it by their grace period, with the same names), within
+/// the create timeout `limit` ending at `deadline`.
+async fn wait_run_gone(
     cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     kinds: &[ObjectKind],
@@ -800,6 +793,13 @@ async fn wait_objects_gone(
             tokio::time::sleep(POLL).await;
         }
     }
+    wait_pods_gone(
+        cluster,
+        &spec.namespace,
+        &spec.name,
+        deadline.saturating_duration_since(Instant::now()),
+    )
+    .await?;
     Ok(())
 }
 
@@ -862,20 +862,13 @@ async fn one_repeat(
         Err(e) => Some(e),
     };
     if more {
-        wait_objects_gone(
+        wait_run_gone(
             cluster,
             spec,
             &[shape.main_kind()],
             &shape.name,
             deadline,
             limit,
-        )
-        .await?;
-        wait_pods_gone(
-            cluster,
-            &spec.namespace,
-            &spec.name,
-            deadline.saturating_duration_since(Instant::now()),
         )
         .await?;
     }
