@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use gpufleet_engine::{
-    docs::{GuideContext, check_guide},
+    docs::{GuideChecker, GuideContext},
     provider_config,
     registry::{self, TYPE_PREFIX},
     schema::{AttrType, Attribute, Block, Nesting},
@@ -471,6 +471,7 @@ fn guide_and_readme_claims_match_the_schemas() {
         context.module_inputs.contains_key("network"),
         "the module inputs were not read"
     );
+    let checker = GuideChecker::new(context);
     let mut problems = Vec::new();
     let mut checked = 0;
     for page in guide_pages(&root) {
@@ -480,7 +481,7 @@ fn guide_and_readme_claims_match_the_schemas() {
             .unwrap_or(&page)
             .display()
             .to_string();
-        let report = check_guide(&text, &context);
+        let report = checker.check(&text);
         checked += report.checked;
         problems.extend(report.problems.into_iter().map(|p| format!("{rel}: {p}")));
     }

@@ -6,7 +6,10 @@
 //! attribute whose rendered text has a sentence twice or whose own description restates an
 //! appended rule.
 
-use super::schema_md::{self, REPLACES};
+use super::{
+    code_span::code_spans,
+    schema_md::{self, REPLACES},
+};
 use crate::{
     provider_config, registry,
     schema::{AttrType, Attribute, Block},
@@ -35,7 +38,7 @@ impl Restated {
             telltales.push("one of".to_owned());
         } else {
             // Other rules: their examples and bounds.
-            telltales.extend(code_spans(&sentence).map(str::to_lowercase));
+            telltales.extend(code_spans(&sentence).iter().map(|s| s.outer.to_lowercase()));
             if let Some(bound) = sentence.strip_prefix("Must be a whole number ") {
                 let bound = bound.trim_end_matches('.');
                 telltales.push(bound.strip_prefix("of ").unwrap_or(bound).to_lowercase());
@@ -54,18 +57,6 @@ impl Restated {
             telltales,
         }
     }
-}
-
-/// The `` `...` `` spans of `text`, with their backticks.
-fn code_spans(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        let start = rest.find('`')?;
-        let len = rest[start + 1..].find('`')?;
-        let span = &rest[start..start + len + 2];
-        rest = &rest[start + len + 2..];
-        Some(span)
-    })
 }
 
 /// The sentences of `text`: split after `.`, `!` or `?` followed by a blank or the end, but not

@@ -1,6 +1,6 @@
 //! Checks what the hand-written guides say about the schemas.
 //!
-//! Guides are prose, so they are not generated; instead [`check_guide`] reads the claims
+//! Guides are prose, so they are not generated; instead [`GuideChecker`] reads the claims
 //! they make in a few fixed shapes and checks each against the schemas, so a renamed
 //! attribute, a changed default or a moved limit fails a test instead of misleading a reader:
 //!
@@ -20,7 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bigdecimal::BigDecimal;
 
-use super::schema_md::hcl_literal;
+use super::{
+    code_span::{CodeSpan, code_spans},
+    schema_md::hcl_literal,
+};
 use crate::{
     backends::bcm::{POOL_KEY, RELEASING_KEY, TENANT_KEY},
     diag::Diagnostics,
@@ -149,9 +152,28 @@ pub struct GuideReport {
     pub problems: Vec<String>,
 }
 
-/// Checks the claims of one guide.
-pub fn check_guide(text: &str, context: &GuideContext) -> GuideReport {
-    let vocabulary = Vocabulary::new();
+/// Checks guides against the schemas, which it reads once for all of them.
+pub struct GuideChecker {
+    vocabulary: Vocabulary,
+    context: GuideContext,
+}
+
+impl GuideChecker {
+    /// A checker that knows the schemas and `context`.
+    pub fn new(context: GuideContext) -> GuideChecker {
+        GuideChecker {
+            vocabulary: Vocabulary::new(),
+            context,
+        }
+    }
+
+    /// Checks the claims of one guide.
+    pub fn check(&self, text: &str) -> GuideReport {
+        check_guide(&self.vocabulary, &self.context, text)
+    }
+}
+
+fn check_guide(vocabulary: &Vocabulary, context: &GuideContext, text: &str) -> GuideReport {
     let mut report = GuideReport::default();
     let mut fenced = false;
     for (index, line) in text.lines().enumerate() {
@@ -167,11 +189,11 @@ pub fn check_guide(text: &str, context: &GuideContext) -> GuideReport {
             let after = &line[span.end..];
             let next = spans.get(i + 1);
             let problem = if span.text.starts_with(registry::TYPE_PREFIX) {
-                type_claim(&vocabulary, span.text, after)
+                type_claim(vocabulary, span.text, after)
             } else if let Some((name, literal)) = span.text.split_once(" = ") {
-                assignment_claim(&vocabulary, context, name, literal)
+                assignment_claim(vocabulary, context, name, literal)
             } else if let Some(value) = default_claimed(after, next) {
-                default_claim(&vocabulary, context, span.text, value)
+                default_claim(vocabulary, context, span.text, value)
             } else {
                 continue;
             };
@@ -184,31 +206,8 @@ pub fn check_guide(text: &str, context: &GuideContext) -> GuideReport {
     report
 }
 
-/// A `` `…` `` span of a line: its text and where it ends (after the closing backtick).
-struct Span<'a> {
-    text: &'a str,
-    end: usize,
-}
-
-fn code_spans(line: &str) -> Vec<Span<'_>> {
-    let mut spans = Vec::new();
-    let mut from = 0;
-    while let Some(open) = line[from..].find('`').map(|o| from + o) {
-        let Some(len) = line[open + 1..].find('`') else {
-            break;
-        };
-        let close = open + 1 + len;
-        spans.push(Span {
-            text: &line[open + 1..close],
-            end: close + 1,
-        });
-        from = close + 1;
-    }
-    spans
-}
-
 /// The value a default claim right after a name gives, if the text there makes one.
-fn default_claimed<'a>(after: &str, next: Option<&Span<'a>>) -> Option<&'a str> {
+fn default_claimed<'a>(after: &str, next: Option<&CodeSpan<'a>>) -> Option<&'a str> {
     let next = next?;
     let after = after.strip_prefix("**").unwrap_or(after);
     let (lead, rest) = after.split_once('`')?;
@@ -447,7 +446,7 @@ mod tests {
         context
             .module_inputs
             .insert("vpc".to_owned(), vec![Some("\"Default\"".to_owned())]);
-        check_guide(text, &context).problems
+        GuideChecker::new(context).check(text).problems
     }
 
     #[test]

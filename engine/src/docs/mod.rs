@@ -21,6 +21,7 @@
 mod audit;
 mod check;
 mod claims;
+mod code_span;
 mod pages;
 mod schema_md;
 
@@ -32,7 +33,7 @@ use std::{
 
 pub use audit::restatements;
 pub use check::{STALE_MESSAGE, stale_report};
-pub use claims::{GuideContext, GuideReport, check_guide};
+pub use claims::{GuideChecker, GuideContext, GuideReport};
 
 use crate::{
     provider_config,

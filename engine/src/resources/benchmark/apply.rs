@@ -564,6 +564,8 @@ async fn execute(
         limit,
     };
     let mut repeats: Vec<Repeat> = Vec::new();
+    let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
+    let mut nodes: Vec<String> = Vec::new();
     let mut started_at = String::new();
     for i in 0..spec.repeats {
         let (adopted, created_at) = start(cluster, run, &launch, i == 0).await?;
@@ -583,32 +585,24 @@ async fn execute(
             spec.nodes,
             launcher_name(launcher)
         ));
-        let repeat =
+        let mut repeat =
             one_repeat(cluster, run, &launch, &pool, started, i + 1 < spec.repeats).await?;
-        repeats.push(repeat);
-        // Repeats on nodes of different setups would compare numbers no one setup gave:
-        // stop at the first repeat that shows it.
-        let seen: BTreeMap<String, NodeRecord> = repeats
-            .iter()
-            .flat_map(|r| r.per_node.iter().map(|(k, v)| (k.clone(), v.clone())))
-            .collect();
-        let differences = node_differences(&seen, &spec.allow_node_differences);
-        if !differences.is_empty() {
-            return Err(RunError::MixedNodes(describe_differences(&differences)).into());
-        }
-    }
-
-    // Environment: GPU facts from the nodes the pods ran on, over every repeat.
-    let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
-    let mut nodes: Vec<String> = Vec::new();
-    for r in &repeats {
-        for n in &r.observed.nodes {
+        // Environment: GPU facts from the nodes the pods ran on, over every repeat. Repeats
+        // on nodes of different setups would compare numbers no one setup gave: stop at the
+        // first repeat that shows it.
+        for n in &repeat.observed.nodes {
             if !nodes.contains(n) {
                 nodes.push(n.clone());
             }
         }
-        per_node.extend(r.per_node.iter().map(|(k, v)| (k.clone(), v.clone())));
+        per_node.append(&mut repeat.per_node);
+        let differences = node_differences(&per_node, &spec.allow_node_differences);
+        if !differences.is_empty() {
+            return Err(RunError::MixedNodes(describe_differences(&differences)).into());
+        }
+        repeats.push(repeat);
     }
+
     let first = repeats.first().map(|r| &r.observed);
     let mut env = Environment {
         kubernetes_version,

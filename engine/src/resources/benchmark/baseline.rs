@@ -18,9 +18,11 @@ use super::{
 /// Prefix of `failures` entries that come from the baseline.
 pub const BASELINE_PREFIX: &str = "baseline: ";
 
-/// The ratio a run must reach when the baseline sets none: NVIDIA's Exemplar validation asks
-/// for more than 95% of the baseline's performance.
-pub const DEFAULT_MIN_RATIO: &str = "0.95";
+/// The ratio a run must reach when the baseline sets none, 0.95: NVIDIA's Exemplar validation
+/// asks for more than 95% of the baseline's performance.
+pub fn default_min_ratio() -> BigDecimal {
+    BigDecimal::new(95.into(), 2)
+}
 
 /// The `environment` keys whose values must be the same for two runs to be compared: the
 /// experiment and the software and hardware it ran on, not when or where. The number of
@@ -90,7 +92,7 @@ impl Baseline {
                 .get("min_ratio")
                 .as_number()
                 .cloned()
-                .unwrap_or_else(|| DEFAULT_MIN_RATIO.parse().unwrap_or_default()),
+                .unwrap_or_else(default_min_ratio),
             allow_differences: v
                 .get("allow_differences")
                 .as_seq()
@@ -191,6 +193,11 @@ mod tests {
 
     fn n(s: &str) -> BigDecimal {
         BigDecimal::from_str(s).expect("number")
+    }
+
+    #[test]
+    fn the_default_ratio_is_ninety_five_percent() {
+        assert_eq!(default_min_ratio(), n("0.95"));
     }
 
     fn baseline(results: &[(&str, &str)]) -> Baseline {

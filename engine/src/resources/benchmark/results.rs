@@ -49,7 +49,7 @@ impl Observed {
             [(_, log)] => log.clone(),
             logs => logs
                 .iter()
-                .map(|(node, log)| format!("==> node {node} <==\n{log}"))
+                .map(|(node, log)| headed(&format!("node {node}"), log))
                 .collect::<Vec<_>>()
                 .join("\n"),
         }
@@ -137,6 +137,11 @@ async fn pod_log(
             Err(e) => return Err(e.into()),
         },
     )
+}
+
+/// `text` under a `==> <label> <==` line, as `tail -v` heads each file it shows.
+fn headed(label: &str, text: &str) -> String {
+    format!("==> {label} <==\n{text}")
 }
 
 /// The end of `log`, at most [`RAW_OUTPUT_MAX`] bytes, cut at a character boundary.
@@ -317,7 +322,7 @@ pub(super) fn record_run(
         _ => runs
             .iter()
             .enumerate()
-            .map(|(i, (o, _))| format!("==> repeat {} <==\n{}", i + 1, o.output()))
+            .map(|(i, (o, _))| headed(&format!("repeat {}", i + 1), &o.output()))
             .collect::<Vec<_>>()
             .join("\n"),
     };

@@ -90,6 +90,23 @@ pub fn is_metric_of(suite: &dyn Suite, name: &str) -> bool {
     metric_of(suite, name).is_some()
 }
 
+/// Refuses `name` at `path` unless it is a metric of `suite`, listing the suite's metrics.
+pub fn check_metric(suite: &dyn Suite, name: &str, path: AttrPath, d: &mut Diagnostics) {
+    if is_metric_of(suite, name) {
+        return;
+    }
+    let known: Vec<String> = suite.metrics().into_iter().map(|m| m.name).collect();
+    d.error_at(
+        path,
+        "Unknown Metric",
+        format!(
+            "{name:?} is not a metric of the {} suite; it reports: {}.",
+            suite.name(),
+            known.join(", ")
+        ),
+    );
+}
+
 /// Plan-time checks of `thresholds` against `suite`: unknown metric names (listing the
 /// suite's metrics), and bounds that exclude every value.
 pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
@@ -98,18 +115,7 @@ pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
     };
     let path = AttrPath::attr("thresholds");
     for (name, bounds) in map {
-        if !is_metric_of(suite, name) {
-            let known: Vec<String> = suite.metrics().into_iter().map(|m| m.name).collect();
-            d.error_at(
-                path.push_key(name),
-                "Unknown Metric",
-                format!(
-                    "{name:?} is not a metric of the {} suite; it reports: {}.",
-                    suite.name(),
-                    known.join(", ")
-                ),
-            );
-        }
+        check_metric(suite, name, path.push_key(name), d);
         let (min, max) = (bounds.get("min"), bounds.get("max"));
         if min.is_null() && max.is_null() {
             d.error_at(
