@@ -497,3 +497,214 @@ list "gpufleet_gpu_node_pool" "tenant" {
     ]);
     maker.destroy();
 }
+
+/// Helm and the pinned vCluster chart, from the Go module proxy, where `scripts/install-helm`
+/// (run by `scripts/setup`) keeps them; it builds or fetches what is missing.
+fn helm_and_chart() -> (String, String) {
+    let script = gpufleet_acceptance::workspace_root().join("scripts/install-helm");
+    let out = std::process::Command::new(&script)
+        .arg("--env")
+        .output()
+        .expect("scripts/install-helm runs");
+    assert!(
+        out.status.success(),
+        "scripts/install-helm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let var = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("scripts/install-helm --env names no {name}: {text}"))
+            .to_owned()
+    };
+    (var("GPUFLEET_HELM"), var("GPUFLEET_VCLUSTER_CHART"))
+}
+
+/// Runs Helm against the lab's host cluster; it must succeed.
+fn helm(helm: &str, args: &[&str]) -> String {
+    let kubeconfig = Lab::shared().kubeconfig_path();
+    let out = std::process::Command::new(helm)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("gpufleet-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("gpufleet-helm-config"),
+        )
+        .output()
+        .expect("helm runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "helm {args:?}: {text}");
+    text
+}
+
+/// Waits until host namespace `ns` is gone (an earlier run's leftovers).
+fn wait_namespace_gone(host: &KubeRest, ns: &str) {
+    let path = format!("/api/v1/namespaces/{ns}");
+    for _ in 0..120 {
+        match host.get(&path) {
+            Err(e) if e.is_not_found() => return,
+            _ => std::thread::sleep(std::time::Duration::from_secs(1)),
+        }
+    }
+    panic!("namespace {ns} is still there");
+}
+
+/// Waits until the control plane in `ns` has a Ready pod; its uids.
+fn wait_control_plane_ready(host: &KubeRest, ns: &str) -> Vec<String> {
+    let path = format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dvcluster");
+    for _ in 0..240 {
+        let ready = host.list(&path).unwrap_or_default().iter().any(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        if ready {
+            return pod_uids(ns);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    panic!("the control plane Helm installed in {ns} never became Ready");
+}
+
+#[test]
+fn a_vcluster_installed_with_helm_is_adopted_without_restarting_its_control_plane() {
+    let name = "acc-helm-vc";
+    let ns = "acc-helm-team";
+    let host = KubeRest::from_kubeconfig(&Lab::shared().kubeconfig_path()).expect("host client");
+    let _ = host.delete(&format!("/api/v1/namespaces/{ns}"));
+    wait_namespace_gone(&host, ns);
+    let (helm_bin, chart) = helm_and_chart();
+    // The values of a team that ran its shared tier with Helm the way gpufleet renders it
+    // (OSS image, embedded database, hardened control plane, host nodes of the shared tier),
+    // plus a setting of its own that no attribute has: a label on the StatefulSet.
+    let values = format!(
+        r#"
+controlPlane:
+  distro:
+    k8s:
+      enabled: true
+      version: v1.36.0
+      securityContext:
+        allowPrivilegeEscalation: false
+        capabilities: {{ drop: [ALL] }}
+        runAsNonRoot: true
+  backingStore:
+    database:
+      embedded: {{ enabled: true }}
+  service:
+    spec: {{ type: ClusterIP }}
+  proxy:
+    extraSANs: [{name}.{ns}.svc]
+  statefulSet:
+    labels: {{ example.com/team: ml }}
+    image: {{ repository: loft-sh/vcluster-oss, tag: "0.36.0" }}
+    persistence:
+      volumeClaim: {{ size: 5Gi }}
+    pods:
+      labels: {{ gpufleet.dev/virtual-cluster: {name} }}
+    resources:
+      limits: {{ ephemeral-storage: null }}
+      requests: {{ ephemeral-storage: null }}
+    security:
+      podSecurityContext:
+        runAsNonRoot: true
+        runAsUser: 12345
+        runAsGroup: 12345
+        fsGroup: 12345
+        seccompProfile: {{ type: RuntimeDefault }}
+      containerSecurityContext:
+        allowPrivilegeEscalation: false
+        capabilities: {{ drop: [ALL] }}
+        runAsNonRoot: true
+        runAsUser: 12345
+        runAsGroup: 12345
+exportKubeConfig:
+  server: https://{name}.{ns}.svc:443
+sync:
+  fromHost:
+    nodes:
+      enabled: true
+      selector:
+        labels: {{ gpufleet.dev/isolation: shared }}
+policies:
+  podSecurityStandard: baseline
+  networkPolicy: {{ enabled: true }}
+  resourceQuota: {{ enabled: false }}
+  limitRange: {{ enabled: false }}
+"#
+    );
+    let values_file = tempfile::NamedTempFile::new().expect("a values file");
+    std::fs::write(values_file.path(), values).expect("values written");
+    let values_path = values_file.path().to_string_lossy().into_owned();
+    helm(
+        &helm_bin,
+        &[
+            "install",
+            name,
+            &chart,
+            "-n",
+            ns,
+            "--create-namespace",
+            "-f",
+            &values_path,
+        ],
+    );
+    let control_plane = wait_control_plane_ready(&host, ns);
+
+    let s = query_session(&format!(
+        r#"
+list "gpufleet_virtual_cluster" "helm" {{
+  provider = gpufleet
+  config {{
+    namespace = "{ns}"
+  }}
+}}
+"#
+    ));
+    let out = s.ok(&["query", "-no-color"]);
+    assert!(out.contains("installed with Helm"), "{out}");
+    let (_, generated) = generate(&s);
+    assert!(
+        generated.contains("example.com/team"),
+        "the team's own setting is not in values_override:\n{generated}"
+    );
+    // The import plans gpufleet's labels on the namespace and the objects, and the config in
+    // gpufleet's spelling: an update in place and nothing else.
+    let plan = planned(&s);
+    assert_eq!(plan.len(), 1, "{plan:?}\n{generated}");
+    let (address, actions, importing) = &plan[0];
+    assert!(*importing, "{address} is not imported: {plan:?}");
+    assert!(
+        actions == &["update"] || actions == &["no-op"],
+        "{address}: {actions:?}\n{}",
+        s.run(&["show", "-no-color", "tfplan"])
+    );
+    s.ok(&["apply", "-input=false", "-no-color", "tfplan"]);
+    s.assert_plan_empty();
+    assert_eq!(
+        wait_control_plane_ready(&host, ns),
+        control_plane,
+        "adopting restarted the control plane"
+    );
+    let labels = host
+        .get(&format!("/api/v1/namespaces/{ns}"))
+        .expect("the namespace")["metadata"]["labels"]
+        .clone();
+    assert_eq!(labels["gpufleet.dev/virtual-cluster"], name, "{labels}");
+
+    // Adopted, it is gpufleet's: destroy removes it with its namespace.
+    s.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
+    wait_namespace_gone(&host, ns);
+}

@@ -39,12 +39,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME,
+    DEFAULT_TIMEOUTS, TYPE_NAME, adopt,
     model::{Address, Spec, access_values},
     objects::Names,
     pause,
     persistence::{self, Persistence},
-    read::owned_by,
+    read::{config_of, owned_by},
     readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
 };
@@ -300,25 +300,37 @@ async fn upsert(
     let names = Names::new(&spec.name, &spec.namespace);
     let existing = settle_namespace(host, ctx, &spec.namespace, op, deadline).await?;
     let live = match &existing {
-        Some(ns) if !owned_by(ns, &spec.name) => {
-            return Err(StepError::Conflict(format!(
-                "namespace {} already exists and was not created by gpufleet for this virtual \
-                 cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
-                 gpufleet.dev/virtual-cluster={}). Choose another namespace",
-                spec.namespace, spec.name
-            )));
-        }
         Some(_) => {
             host.get(ObjectKind::StatefulSet, Some(&spec.namespace), &spec.name)
                 .await?
         }
         None => None,
     };
+    // An update may take over the release Helm installed that was imported; a create never
+    // writes into a namespace it did not make.
+    let taken_over = op == Operation::Update;
+    if let Some(ns) = &existing
+        && !owned_by(ns, &spec.name)
+        && !(taken_over && adopt::recognised(ns, live.as_ref(), &spec.name))
+    {
+        return Err(StepError::Conflict(format!(
+            "namespace {} already exists and was not created by gpufleet for this virtual \
+             cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
+             gpufleet.dev/virtual-cluster={}). Choose another namespace, or import the \
+             vCluster installed there",
+            spec.namespace, spec.name
+        )));
+    }
+    let mut rendered = render::render(spec);
     if let Some(sts) = &live {
         *phase = Phase::Claim;
         check_claim(spec, sts)?;
+        let config = host
+            .get(ObjectKind::Secret, Some(&spec.namespace), &names.config())
+            .await?;
+        let running = config.as_ref().and_then(config_of).map(|(_, v)| v);
+        adopt::keep_running_template(&mut rendered, Some(sts), running.as_ref());
     }
-    let mut rendered = render::render(spec);
     if spec.paused {
         rendered.set_paused_date(&pause::paused_date(live.as_ref()));
     }

@@ -99,7 +99,8 @@ const OVERRIDE_DESCRIPTION: &str = "YAML (or JSON, e.g. from `yamlencode` or `js
      Pro or Platform features, which open-source vCluster refuses (`privateNodes`, `sleep`, \
      `sync.toHost.namespaces`, custom resource sync, …). A fixed node port \
      (`controlPlane.service.httpsNodePort`, `kubeletNodePort`) needs `expose.type` `NodePort` \
-     or `LoadBalancer`. An import cannot recover it.";
+     or `LoadBalancer`. An import recovers it from the stored vcluster.yaml: the keys that \
+     differ from what the other attributes render, those gpufleet decides left out.";
 
 /// One place where the values break the chart's schema.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,11 @@
-//! The `gpufleet_virtual_cluster` list resource: the virtual clusters gpufleet made on the
-//! host cluster, found by their namespaces' labels, for `terraform query`.
+//! The `gpufleet_virtual_cluster` list resource: the virtual clusters on the host cluster,
+//! for `terraform query`: those gpufleet made, found by their namespaces' labels, and those
+//! Helm or the vCluster CLI installed from the chart, found by the chart's StatefulSet labels
+//! and config Secret.
 //!
-//! One list of namespaces finds them; each is then read as a refresh after an import reads
-//! it (only when the resource is asked for). A vCluster installed with Helm or the vCluster
-//! CLI has no gpufleet namespace and is not listed: gpufleet adopts only what it can read
-//! back as it would have made it.
+//! One list of namespaces and one of StatefulSets find them (and, per release Helm
+//! installed, its namespace and config Secret); each is then read as a refresh after an
+//! import reads it (only when the resource is asked for).
 
 use async_trait::async_trait;
 
@@ -32,12 +33,16 @@ pub struct VirtualClusterList<B = crate::backends::kube::host::FromSettings>(pub
 fn list_schema() -> Schema {
     Schema::new(
         Block::new(
-            "Finds the virtual clusters gpufleet made on the host cluster (namespaces labelled \
-             `app.kubernetes.io/managed-by=gpufleet` and `gpufleet.dev/virtual-cluster`), so \
-             that `terraform query -generate-config-out` writes an import and a resource block \
-             for each: a workspace that lost its state, or one that takes over tenants from \
-             another. A vCluster installed with Helm or the vCluster CLI is not listed. Filters \
-             combine; without any, every such virtual cluster is listed.",
+            "Finds the virtual clusters on the host cluster, so that `terraform query \
+             -generate-config-out` writes an import and a resource block for each: those \
+             gpufleet made (namespaces labelled `app.kubernetes.io/managed-by=gpufleet` and \
+             `gpufleet.dev/virtual-cluster`), for a workspace that lost its state or takes \
+             over tenants from another, and vClusters that Helm or the vCluster CLI installed \
+             from the chart (a StatefulSet labelled `app=vcluster` and `release=<name>` beside \
+             its Secret `vc-config-<name>`). Importing such a release reads its vcluster.yaml \
+             back into the attributes and `values_override`; the first apply labels its \
+             namespace and objects as gpufleet's and restarts nothing while the configuration \
+             is unchanged. Filters combine; without any, every virtual cluster is listed.",
         )
         .attr(
             Attribute::optional("namespace", Type::String)
@@ -46,7 +51,8 @@ fn list_schema() -> Schema {
         .attr(
             Attribute::optional("labels", Type::map(Type::String)).describe(
                 "Only virtual clusters whose namespace carries all of these labels (the \
-                 resource's `labels` are set on its namespace).",
+                 resource's `labels` are set on its namespace; Helm leaves the namespace as \
+                 it found it).",
             ),
         ),
     )
@@ -115,6 +121,51 @@ pub(super) async fn virtual_clusters(
         .collect())
 }
 
+/// The vClusters Helm or the vCluster CLI installed from the chart, as `(namespace, name)`:
+/// StatefulSets labelled `app=vcluster` that gpufleet did not write, whose config Secret is
+/// there and whose namespace carries `labels`; releases being deleted are left out.
+async fn chart_releases(
+    host: &dyn HostObjects,
+    labels: &[(String, String)],
+) -> Result<Vec<(String, String)>, ObjectError> {
+    let mut out = Vec::new();
+    for sts in host
+        .list(ObjectKind::StatefulSet, None, "app=vcluster")
+        .await?
+    {
+        let own = labels_of(&sts);
+        let (Some(namespace), Some(name)) =
+            (str_at(&sts, "/metadata/namespace"), own.get("release"))
+        else {
+            continue;
+        };
+        if own.get(MANAGED_BY).map(String::as_str) == Some(MANAGED_BY_VALUE)
+            || sts.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            continue;
+        }
+        let Some(ns) = host.get(ObjectKind::Namespace, None, namespace).await? else {
+            continue;
+        };
+        let ns_labels = labels_of(&ns);
+        if ns.pointer("/metadata/deletionTimestamp").is_some()
+            || !labels.iter().all(|(k, v)| ns_labels.get(k) == Some(v))
+            || !super::adopt::recognised(&ns, Some(&sts), name)
+        {
+            continue;
+        }
+        let config = format!("vc-config-{name}");
+        if host
+            .get(ObjectKind::Secret, Some(namespace), &config)
+            .await?
+            .is_some()
+        {
+            out.push((namespace.to_owned(), name.clone()));
+        }
+    }
+    Ok(out)
+}
+
 #[async_trait]
 impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
     fn type_name(&self) -> &'static str {
@@ -146,26 +197,43 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
             .flatten()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
             .collect();
-        let mut found = match virtual_clusters(host.as_ref(), &labels).await {
+        let listed = async {
+            let ours = virtual_clusters(host.as_ref(), &labels).await?;
+            let helm = chart_releases(host.as_ref(), &labels).await?;
+            Ok::<_, ObjectError>((ours, helm))
+        };
+        let (ours, helm) = match listed.await {
             Ok(found) => found,
             Err(e) => {
                 resp.diagnostics = Diagnostic::error(
                     "Virtual Cluster Listing Failed",
-                    format!("{TYPE_NAME}: listing the namespaces: {e}."),
+                    format!("{TYPE_NAME}: listing namespaces and StatefulSets: {e}."),
                 )
                 .into();
                 return resp;
             }
         };
         let only = req.config.get("namespace").as_str();
-        found.retain(|(namespace, _)| only.is_none_or(|o| o == namespace));
+        let mut found: Vec<(String, String, &'static str)> = ours
+            .into_iter()
+            .map(|(ns, name)| (ns, name, ""))
+            .chain(
+                helm.into_iter()
+                    .map(|(ns, name)| (ns, name, ", installed with Helm")),
+            )
+            .filter(|(namespace, _, _)| only.is_none_or(|o| o == namespace))
+            .collect();
         found.sort();
-        let found = found.into_iter().filter_map(|(namespace, name)| {
-            Some(Found {
-                skeleton: import_skeleton(&format!("{namespace}/{name}")).ok()?,
-                display_name: format!("{name} (namespace {namespace})"),
+        found.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        let found: Vec<Found> = found
+            .into_iter()
+            .filter_map(|(namespace, name, how)| {
+                Some(Found {
+                    skeleton: import_skeleton(&format!("{namespace}/{name}")).ok()?,
+                    display_name: format!("{name} (namespace {namespace}{how})"),
+                })
             })
-        });
+            .collect();
         let host = host.as_ref();
         read_found(ctx, &req, found, |skeleton| async move {
             read_virtual_cluster(host, ctx, &skeleton).await

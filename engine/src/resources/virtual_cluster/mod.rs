@@ -26,8 +26,9 @@
 //! The id is `<namespace>/<name>`; the namespace defaults to `vc-<name>` and carries
 //! `app.kubernetes.io/managed-by=gpufleet` and `gpufleet.dev/virtual-cluster=<name>`, which
 //! is how an interrupted apply recognises its own namespace and how import and the data
-//! source find a virtual cluster. A namespace without those labels is never adopted or
-//! deleted.
+//! source find a virtual cluster. A namespace without those labels is never deleted; it is
+//! adopted only by importing the vCluster that Helm or the vCluster CLI installed in it from
+//! the chart ([`adopt`]), and the first apply after the import labels it.
 //!
 //! # Plan
 //!
@@ -46,6 +47,7 @@
 //! `expose`, pausing or resuming). `drift` is planned empty: every apply repairs what a
 //! refresh found.
 
+mod adopt;
 pub mod apply;
 pub mod chart_schema;
 pub mod compare;

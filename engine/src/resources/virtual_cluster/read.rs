@@ -25,7 +25,7 @@ use base64::Engine as _;
 use serde_json::Value as Json;
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME, compare,
+    DEFAULT_TIMEOUTS, TYPE_NAME, adopt, compare,
     expose::Expose,
     model::{ACCESS, Address, Spec, access_values, credentials_in_state, default_namespace},
     objects::{Names, ObjectRef},
@@ -33,14 +33,13 @@ use super::{
     readiness::{self, Readiness},
     render::{self, CONFIG_KEY, POD_SECURITY_ENFORCE},
     schema::{self as attrs, ISOLATIONS, POD_SECURITY_LEVELS},
+    values,
     versions::{self, VCLUSTER_VERSION},
 };
 use crate::{
     backends::kube::host::{HostObjects, ObjectKind},
     backends::kube::json::{labels_of, str_at},
-    backends::kube::{
-        ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER, reserved_label,
-    },
+    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ReadResponse,
@@ -131,7 +130,11 @@ pub async fn observe(
 
 /// The vcluster.yaml stored in the config Secret.
 fn stored_config(observed: &Observed, names: &Names) -> Option<(String, Json)> {
-    let secret = observed.get(ObjectKind::Secret, &names.config())?;
+    config_of(observed.get(ObjectKind::Secret, &names.config())?)
+}
+
+/// The vcluster.yaml in config Secret `secret`, as text and as a value.
+pub fn config_of(secret: &Json) -> Option<(String, Json)> {
     let data = str_at(secret, &format!("/data/{}", CONFIG_KEY.replace('/', "~1")))?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
@@ -335,18 +338,20 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     let ns_labels = labels_of(ns);
     let config = stored_config(observed, names).map(|(_, c)| c);
     if importing {
-        if let Some(i) = ns_labels
+        // A release Helm installed has none of gpufleet's namespace labels: its tier and
+        // pod security level are read from what its vcluster.yaml and namespace do.
+        let isolation = ns_labels
             .get(ISOLATION)
             .filter(|i| ISOLATIONS.contains(&i.as_str()))
-        {
-            s.set_attr("isolation", Value::string(i.clone()));
-        }
-        if let Some(p) = ns_labels
+            .cloned()
+            .unwrap_or_else(|| adopt::isolation_of(config.as_ref()).to_owned());
+        s.set_attr("isolation", Value::string(isolation));
+        let pod_security = ns_labels
             .get(POD_SECURITY_ENFORCE)
             .filter(|p| POD_SECURITY_LEVELS.contains(&p.as_str()))
-        {
-            s.set_attr("pod_security", Value::string(p.clone()));
-        }
+            .cloned()
+            .unwrap_or_else(|| adopt::pod_security_of(config.as_ref()).to_owned());
+        s.set_attr("pod_security", Value::string(pod_security));
         let version = config
             .as_ref()
             .and_then(|c| c.pointer("/controlPlane/distro/k8s/version")?.as_str())
@@ -367,10 +372,9 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
         );
         let config_secret = observed.get(ObjectKind::Secret, &names.config());
         let user: BTreeMap<String, Value> = config_secret
-            .map(labels_of)
+            .map(adopt::user_labels)
             .unwrap_or_default()
             .into_iter()
-            .filter(|(k, _)| !reserved_label(k))
             .map(|(k, v)| (k, Value::string(v)))
             .collect();
         s.set_attr(
@@ -451,14 +455,30 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             }
         }
     }
+    // What no attribute says comes back through `values_override`: a release's own
+    // settings, or an override gpufleet wrote.
+    if importing
+        && let (Some(stored), Ok(spec)) = (config.as_ref(), Spec::from_value(&s))
+        && let Some(over) = adopt::recover_override(&spec, stored)
+    {
+        s.set_attr("values_override", Value::string(values::to_yaml(&over)));
+    }
     // Drift is measured against what gpufleet last wrote (the prior state); an import has no
     // prior, so against what the observed attributes would render.
     let basis = if importing { &s } else { prior };
     let found: Vec<Value> = match Spec::from_value(basis) {
-        Ok(spec) => drift(observed, &render::render(&spec), names)
-            .into_iter()
-            .map(Value::string)
-            .collect(),
+        Ok(spec) => {
+            let mut rendered = render::render(&spec);
+            adopt::keep_running_template(
+                &mut rendered,
+                observed.get(ObjectKind::StatefulSet, &names.name),
+                config.as_ref(),
+            );
+            drift(observed, &rendered, names)
+                .into_iter()
+                .map(Value::string)
+                .collect()
+        }
         Err(_) => Vec::new(),
     };
     s.set_attr("drift", Value::List(found));
@@ -528,11 +548,11 @@ pub async fn read_virtual_cluster(
     );
     let problem = match look {
         Some(Ok(Ok(observed))) => {
-            // A namespace that another owner took over is not this virtual cluster any more.
-            let ours = observed
-                .namespace
-                .as_ref()
-                .is_some_and(|ns| owned_by(ns, &name));
+            // A namespace that another owner took over is not this virtual cluster any more;
+            // one where Helm installed it is, until the first apply labels it.
+            let ours = observed.namespace.as_ref().is_some_and(|ns| {
+                adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
+            });
             // Without its namespace, it is gone once nothing it made outside is left.
             let new_state = if ours {
                 observed_state(state, &observed, &names)

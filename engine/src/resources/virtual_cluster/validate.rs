@@ -198,6 +198,12 @@ fn override_conflicts(over: &Json, refused: &[&str]) -> Vec<(String, Managed)> {
     out
 }
 
+/// The dotted vcluster.yaml keys gpufleet decides (an attribute or gpufleet itself), which
+/// `values_override` may not set.
+pub(super) fn managed_keys() -> impl Iterator<Item = &'static str> {
+    MANAGED_KEYS.iter().map(|(key, _)| *key)
+}
+
 /// Paths of the values that an override would put in place: non-mappings and empty mappings.
 fn collect_leaves(v: &Json, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     match v {

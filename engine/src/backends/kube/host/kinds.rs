@@ -217,8 +217,9 @@ impl ObjectKind {
             // Written by virtual clusters; listed by the preflight, which looks for a
             // LoadBalancer Service with an address.
             ObjectKind::Service => &[Apply, Get, Delete, List],
-            // Its replica count is patched to pause a virtual cluster.
-            ObjectKind::StatefulSet => &[Apply, Get, Delete, MergePatch],
+            // Its replica count is patched to pause a virtual cluster; listed (by the
+            // chart's labels) to find vClusters that Helm or the vCluster CLI installed.
+            ObjectKind::StatefulSet => &[Apply, Get, Delete, MergePatch, List],
             // Benchmarks' runs: applied, watched by reading, removed.
             ObjectKind::Job | ObjectKind::MpiJob => &[Apply, Get, Delete],
             // Made by controllers: listed (readiness, a benchmark's results), removed when
