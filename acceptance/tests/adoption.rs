@@ -687,7 +687,7 @@ list "gpufleet_virtual_cluster" "helm" {{
     let (address, actions, importing) = &plan[0];
     assert!(*importing, "{address} is not imported: {plan:?}");
     assert!(
-        actions == &["update"] || actions == &["no-op"],
+        actions == &["update"],
         "{address}: {actions:?}\n{}",
         s.run(&["show", "-no-color", "tfplan"])
     );
@@ -704,7 +704,24 @@ list "gpufleet_virtual_cluster" "helm" {{
         .clone();
     assert_eq!(labels["gpufleet.dev/virtual-cluster"], name, "{labels}");
 
-    // Adopted, it is gpufleet's: destroy removes it with its namespace.
+    // Destroy removes the virtual cluster and hands the namespace, which was there before,
+    // back without gpufleet's marks.
     s.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"]);
-    wait_namespace_gone(&host, ns);
+    let left = host
+        .get(&format!("/api/v1/namespaces/{ns}"))
+        .expect("the adopted namespace stays");
+    assert!(
+        left["metadata"]["labels"]
+            .get("gpufleet.dev/virtual-cluster")
+            .is_none(),
+        "{left}"
+    );
+    let sts = host.get(&format!(
+        "/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"
+    ));
+    assert!(
+        sts.is_err_and(|e| e.is_not_found()),
+        "the control plane is gone"
+    );
+    let _ = host.delete(&format!("/api/v1/namespaces/{ns}"));
 }

@@ -139,7 +139,8 @@ pub(super) fn list_resource(type_name: &str, schema: &Schema, example: Option<&s
          above in their `config` block, and run `terraform query`. Each result carries the \
          identity of a [`{type_name}`](../resources/{short}.md), so `terraform query \
          -generate-config-out=generated.tf` writes an `import` block and a resource block for \
-         each; the next `terraform plan` imports them without changing anything. The \
+         each; the next `terraform plan` imports them, changing nothing unless the list \
+         resource's description above says what adopting changes. The \
          [Adopt an Existing Fleet](../guides/adopt-an-existing-fleet.md) guide walks through \
          it.\n",
         short = super::short_name(type_name)

@@ -40,11 +40,11 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, adopt,
+    adopt::owned_by,
     model::{Address, Spec, access_values},
     objects::Names,
     pause,
     persistence::{self, Persistence},
-    read::{config_of, owned_by},
     readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
 };
@@ -306,20 +306,21 @@ async fn upsert(
         }
         None => None,
     };
-    // An update may take over the release Helm installed that was imported; a create never
-    // writes into a namespace it did not make.
-    let taken_over = op == Operation::Update;
     if let Some(ns) = &existing
         && !owned_by(ns, &spec.name)
-        && !(taken_over && adopt::recognised(ns, live.as_ref(), &spec.name))
     {
-        return Err(StepError::Conflict(format!(
-            "namespace {} already exists and was not created by gpufleet for this virtual \
-             cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet and \
-             gpufleet.dev/virtual-cluster={}). Choose another namespace, or import the \
-             vCluster installed there",
-            spec.namespace, spec.name
-        )));
+        // An update takes over the release Helm installed that an import read; a create
+        // never writes into a namespace it did not make.
+        if op != Operation::Update || !adopt::recognised(ns, live.as_ref(), &spec.name) {
+            return Err(StepError::Conflict(format!(
+                "namespace {} already exists and was not created by gpufleet for this \
+                 virtual cluster (it lacks the labels app.kubernetes.io/managed-by=gpufleet \
+                 and gpufleet.dev/virtual-cluster={}). Choose another namespace, or import \
+                 the vCluster installed there",
+                spec.namespace, spec.name
+            )));
+        }
+        take_over(host, spec).await?;
     }
     let mut rendered = render::render(spec);
     if let Some(sts) = &live {
@@ -328,8 +329,7 @@ async fn upsert(
         let config = host
             .get(ObjectKind::Secret, Some(&spec.namespace), &names.config())
             .await?;
-        let running = config.as_ref().and_then(config_of).map(|(_, v)| v);
-        adopt::keep_running_template(&mut rendered, Some(sts), running.as_ref());
+        adopt::keep_running_template(&mut rendered, Some(sts), config.as_ref());
     }
     if spec.paused {
         rendered.set_paused_date(&pause::paused_date(live.as_ref()));
@@ -356,6 +356,29 @@ async fn upsert(
     readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline)
         .await
         .map_err(from_wait(op))
+}
+
+/// Takes over the namespace of the release Helm installed, once no other namespace uses the
+/// virtual cluster's name: marks it as adopted first, so that however far this apply gets,
+/// destroy leaves the namespace that was there before.
+async fn take_over(host: &dyn HostObjects, spec: &Spec) -> Result<(), StepError> {
+    if let Some(other) =
+        super::name_taken::other_namespace(host, &spec.name, &spec.namespace).await?
+    {
+        return Err(StepError::Conflict(format!(
+            "a virtual cluster named {:?} already lives in namespace {other}, and node pools \
+             tell tenants apart by name",
+            spec.name
+        )));
+    }
+    host.merge_patch(
+        ObjectKind::Namespace,
+        None,
+        &spec.namespace,
+        &serde_json::json!({ "metadata": { "annotations": { adopt::ADOPTED_NAMESPACE: "true" } } }),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Restarts a control plane whose Secret `vc-<name>` is gone. The syncer writes that Secret
@@ -556,17 +579,28 @@ pub async fn apply_delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) 
     let names = Names::new(&name, &namespace);
     let result: Result<(), StepError> = async {
         match host.get(ObjectKind::Namespace, None, &namespace).await? {
-            Some(ns) if owned_by(&ns, &name) => {
+            Some(ns) if owned_by(&ns, &name) && !adopt::adopted_namespace(&ns) => {
                 host.delete(ObjectKind::Namespace, None, &namespace).await?;
             }
-            // Not ours: leave the namespace, remove only our objects, the volume claims the
-            // StatefulSet made included (their retention policy keeps them otherwise).
-            Some(_) => {
+            // Not ours, or there before gpufleet adopted the vCluster in it: leave the
+            // namespace, remove only our objects, the volume claims the StatefulSet made
+            // included (their retention policy keeps them otherwise), and hand an adopted
+            // namespace back without gpufleet's marks.
+            Some(ns) => {
                 for r in names.all().iter().chain(&names.retired()).rev() {
                     host.delete(r.kind, r.namespace(&namespace), &r.name)
                         .await?;
                 }
                 delete_claims(host, &namespace, &name).await?;
+                if owned_by(&ns, &name) {
+                    host.merge_patch(
+                        ObjectKind::Namespace,
+                        None,
+                        &namespace,
+                        &adopt::release_namespace_patch(),
+                    )
+                    .await?;
+                }
                 return Ok(());
             }
             None => {

@@ -7,9 +7,11 @@
 //! installed, its namespace and config Secret); each is then read as a refresh after an
 //! import reads it (only when the resource is asked for).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 
-use super::{TYPE_NAME, read::import_skeleton, read_virtual_cluster};
+use super::{TYPE_NAME, adopt, read::import_skeleton, read_virtual_cluster};
 use crate::{
     apply::{Found, read_found},
     backends::kube::{
@@ -40,9 +42,11 @@ fn list_schema() -> Schema {
              over tenants from another, and vClusters that Helm or the vCluster CLI installed \
              from the chart (a StatefulSet labelled `app=vcluster` and `release=<name>` beside \
              its Secret `vc-config-<name>`). Importing such a release reads its vcluster.yaml \
-             back into the attributes and `values_override`; the first apply labels its \
-             namespace and objects as gpufleet's and restarts nothing while the configuration \
-             is unchanged. Filters combine; without any, every virtual cluster is listed.",
+             back into the attributes and `values_override`. The first apply labels its \
+             namespace and objects as gpufleet's, which restarts nothing, and writes the \
+             settings gpufleet decides itself where the release set them otherwise (the plan's \
+             `drift` names each), which restarts the control plane once. Filters combine; \
+             without any, every virtual cluster is listed.",
         )
         .attr(
             Attribute::optional("namespace", Type::String)
@@ -122,48 +126,87 @@ pub(super) async fn virtual_clusters(
 }
 
 /// The vClusters Helm or the vCluster CLI installed from the chart, as `(namespace, name)`:
-/// StatefulSets labelled `app=vcluster` that gpufleet did not write, whose config Secret is
-/// there and whose namespace carries `labels`; releases being deleted are left out.
+/// the chart's StatefulSets as Helm labels them, whose config Secret is there and whose
+/// namespace carries `labels`, in `namespace` when given; releases being deleted are left
+/// out. Releases an import would refuse are left out with a warning saying why: two in one
+/// namespace (a virtual cluster owns its namespace), or a name another namespace uses (node
+/// pools tell tenants apart by name).
 async fn chart_releases(
     host: &dyn HostObjects,
+    namespace: Option<&str>,
     labels: &[(String, String)],
-) -> Result<Vec<(String, String)>, ObjectError> {
-    let mut out = Vec::new();
+    ours: &[(String, String)],
+) -> Result<(Vec<(String, String)>, Diagnostics), ObjectError> {
+    let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for sts in host
-        .list(ObjectKind::StatefulSet, None, "app=vcluster")
+        .list(ObjectKind::StatefulSet, namespace, "app=vcluster")
         .await?
     {
-        let own = labels_of(&sts);
-        let (Some(namespace), Some(name)) =
-            (str_at(&sts, "/metadata/namespace"), own.get("release"))
-        else {
+        let (Some(ns), Some(name)) = (
+            str_at(&sts, "/metadata/namespace"),
+            labels_of(&sts).get("release").cloned(),
+        ) else {
             continue;
         };
-        if own.get(MANAGED_BY).map(String::as_str) == Some(MANAGED_BY_VALUE)
-            || sts.pointer("/metadata/deletionTimestamp").is_some()
+        if adopt::chart_release(&sts, &name) && sts.pointer("/metadata/deletionTimestamp").is_none()
         {
+            by_namespace.entry(ns.to_owned()).or_default().push(name);
+        }
+    }
+    let mut warnings = Diagnostics::new();
+    let mut found = Vec::new();
+    for (ns, names) in &by_namespace {
+        if let [one, two, ..] = &names[..] {
+            warnings.push(Diagnostic::warning(
+                "vCluster Releases Not Listed",
+                format!(
+                    "{TYPE_NAME}: namespace {ns} holds several vClusters ({one}, {two}, …), and \
+                     a virtual cluster owns its namespace: move all but one out to adopt them."
+                ),
+            ));
             continue;
         }
-        let Some(ns) = host.get(ObjectKind::Namespace, None, namespace).await? else {
+        let name = &names[0];
+        let elsewhere = ours
+            .iter()
+            .map(|(n, v)| (n, v))
+            .chain(
+                by_namespace
+                    .iter()
+                    .flat_map(|(n, vs)| vs.iter().map(move |v| (n, v))),
+            )
+            .find(|(n, v)| *v == name && *n != ns);
+        if let Some((other, _)) = elsewhere {
+            warnings.push(Diagnostic::warning(
+                "vCluster Release Not Listed",
+                format!(
+                    "{TYPE_NAME}: the vCluster {name:?} in namespace {ns} has the name of one in \
+                     namespace {other}, and node pools tell tenants apart by name: rename one \
+                     to adopt it."
+                ),
+            ));
+            continue;
+        }
+        let Some(namespace) = host.get(ObjectKind::Namespace, None, ns).await? else {
             continue;
         };
-        let ns_labels = labels_of(&ns);
-        if ns.pointer("/metadata/deletionTimestamp").is_some()
+        let ns_labels = labels_of(&namespace);
+        if namespace.pointer("/metadata/deletionTimestamp").is_some()
+            || ns_labels.contains_key(VIRTUAL_CLUSTER)
             || !labels.iter().all(|(k, v)| ns_labels.get(k) == Some(v))
-            || !super::adopt::recognised(&ns, Some(&sts), name)
         {
             continue;
         }
         let config = format!("vc-config-{name}");
         if host
-            .get(ObjectKind::Secret, Some(namespace), &config)
+            .get(ObjectKind::Secret, Some(ns), &config)
             .await?
             .is_some()
         {
-            out.push((namespace.to_owned(), name.clone()));
+            found.push((ns.clone(), name.clone()));
         }
     }
-    Ok(out)
+    Ok((found, warnings))
 }
 
 #[async_trait]
@@ -197,12 +240,18 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
             .flatten()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
             .collect();
+        let only = req.config.get("namespace").as_str();
         let listed = async {
             let ours = virtual_clusters(host.as_ref(), &labels).await?;
-            let helm = chart_releases(host.as_ref(), &labels).await?;
+            let every = if labels.is_empty() {
+                ours.clone()
+            } else {
+                virtual_clusters(host.as_ref(), &[]).await?
+            };
+            let helm = chart_releases(host.as_ref(), only, &labels, &every).await?;
             Ok::<_, ObjectError>((ours, helm))
         };
-        let (ours, helm) = match listed.await {
+        let (ours, (helm, warnings)) = match listed.await {
             Ok(found) => found,
             Err(e) => {
                 resp.diagnostics = Diagnostic::error(
@@ -213,7 +262,6 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
                 return resp;
             }
         };
-        let only = req.config.get("namespace").as_str();
         let mut found: Vec<(String, String, &'static str)> = ours
             .into_iter()
             .map(|(ns, name)| (ns, name, ""))
@@ -235,10 +283,12 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
             })
             .collect();
         let host = host.as_ref();
-        read_found(ctx, &req, found, |skeleton| async move {
+        let mut resp = read_found(ctx, &req, found, |skeleton| async move {
             read_virtual_cluster(host, ctx, &skeleton).await
         })
-        .await
+        .await;
+        resp.diagnostics.0.splice(0..0, warnings.0);
+        resp
     }
 }
 

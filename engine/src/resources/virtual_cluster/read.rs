@@ -21,7 +21,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde_json::Value as Json;
 
 use super::{
@@ -31,7 +30,7 @@ use super::{
     objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
-    render::{self, CONFIG_KEY, POD_SECURITY_ENFORCE},
+    render::{self, POD_SECURITY_ENFORCE},
     schema::{self as attrs, ISOLATIONS, POD_SECURITY_LEVELS},
     values,
     versions::{self, VCLUSTER_VERSION},
@@ -39,7 +38,7 @@ use super::{
 use crate::{
     backends::kube::host::{HostObjects, ObjectKind},
     backends::kube::json::{labels_of, str_at},
-    backends::kube::{ISOLATION, MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER},
+    backends::kube::{ISOLATION, ObjectError},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::ReadResponse,
@@ -74,12 +73,7 @@ impl Observed {
     }
 }
 
-/// Whether the namespace is ours: labelled for this virtual cluster by gpufleet.
-pub fn owned_by(ns: &Json, name: &str) -> bool {
-    let label = |k: &str| ns.pointer(&format!("/metadata/labels/{}", k.replace('/', "~1")));
-    label(MANAGED_BY).and_then(Json::as_str) == Some(MANAGED_BY_VALUE)
-        && label(VIRTUAL_CLUSTER).and_then(Json::as_str) == Some(name)
-}
+pub use super::adopt::owned_by;
 
 /// Reads everything; `namespace: None` when the namespace is gone or terminating (then only
 /// the objects outside it are read: a delete interrupted after the namespace went leaves
@@ -130,18 +124,7 @@ pub async fn observe(
 
 /// The vcluster.yaml stored in the config Secret.
 fn stored_config(observed: &Observed, names: &Names) -> Option<(String, Json)> {
-    config_of(observed.get(ObjectKind::Secret, &names.config())?)
-}
-
-/// The vcluster.yaml in config Secret `secret`, as text and as a value.
-pub fn config_of(secret: &Json) -> Option<(String, Json)> {
-    let data = str_at(secret, &format!("/data/{}", CONFIG_KEY.replace('/', "~1")))?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let parsed = serde_saphyr::from_str::<Json>(&text).ok()?;
-    Some((text, parsed))
+    adopt::config_of(observed.get(ObjectKind::Secret, &names.config())?)
 }
 
 /// A quantity as observed, kept in the prior spelling when it is the same amount.
@@ -354,7 +337,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
         s.set_attr("pod_security", Value::string(pod_security));
         let version = config
             .as_ref()
-            .and_then(|c| c.pointer("/controlPlane/distro/k8s/version")?.as_str())
+            .and_then(adopt::distro_tag)
             .and_then(versions::minor_of_tag);
         if let Some(v) = version {
             s.set_attr("kubernetes_version", Value::string(v));
@@ -456,12 +439,20 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
         }
     }
     // What no attribute says comes back through `values_override`: a release's own
-    // settings, or an override gpufleet wrote.
-    if importing
-        && let (Some(stored), Ok(spec)) = (config.as_ref(), Spec::from_value(&s))
-        && let Some(over) = adopt::recover_override(&spec, stored)
-    {
-        s.set_attr("values_override", Value::string(values::to_yaml(&over)));
+    // settings, or an override gpufleet wrote. What cannot come back is named in `drift`.
+    let mut left_out = Vec::new();
+    if importing && let (Some(stored), Ok(spec)) = (config.as_ref(), Spec::from_value(&s)) {
+        let recovered = adopt::recover_override(&spec, stored, adopt::version_of(sts).as_deref());
+        if let Some(over) = recovered.over {
+            s.set_attr("values_override", Value::string(values::to_yaml(&over)));
+        }
+        left_out = recovered
+            .left_out
+            .into_iter()
+            .map(|(key, why)| {
+                format!("vcluster.yaml: {key} is not carried over ({why}); apply writes gpufleet's")
+            })
+            .collect();
     }
     // Drift is measured against what gpufleet last wrote (the prior state); an import has no
     // prior, so against what the observed attributes would render.
@@ -471,11 +462,12 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             let mut rendered = render::render(&spec);
             adopt::keep_running_template(
                 &mut rendered,
-                observed.get(ObjectKind::StatefulSet, &names.name),
-                config.as_ref(),
+                sts,
+                observed.get(ObjectKind::Secret, &names.config()),
             );
-            drift(observed, &rendered, names)
+            left_out
                 .into_iter()
+                .chain(drift(observed, &rendered, names))
                 .map(Value::string)
                 .collect()
         }
@@ -524,6 +516,44 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     ])))
 }
 
+/// Why the vCluster Helm installed as `name` in `namespace` cannot be adopted, if it
+/// cannot: gpufleet could not keep its data, another release shares the namespace (a
+/// virtual cluster owns its namespace), or another namespace uses its name (node pools
+/// tell tenants apart by name).
+async fn adoptable(
+    host: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+    observed: &Observed,
+    names: &Names,
+) -> Result<Option<String>, ObjectError> {
+    if let Some(why) = stored_config(observed, names).and_then(|(_, c)| adopt::refusal(&c)) {
+        return Ok(Some(why));
+    }
+    let others: Vec<String> = host
+        .list(ObjectKind::StatefulSet, Some(namespace), "app=vcluster")
+        .await?
+        .iter()
+        .filter_map(|o| str_at(o, "/metadata/name").map(str::to_owned))
+        .filter(|n| n != name)
+        .collect();
+    if !others.is_empty() {
+        return Ok(Some(format!(
+            "the namespace also holds {}, and a virtual cluster owns its namespace. Move the \
+             others out first",
+            others.join(", ")
+        )));
+    }
+    Ok(super::name_taken::other_namespace(host, name, namespace)
+        .await?
+        .map(|other| {
+            format!(
+                "a virtual cluster named {name:?} already lives in namespace {other}, and node \
+                 pools tell tenants apart by name"
+            )
+        }))
+}
+
 /// Refreshes `state` against `host`.
 pub async fn read_virtual_cluster(
     host: &dyn HostObjects,
@@ -548,11 +578,47 @@ pub async fn read_virtual_cluster(
     );
     let problem = match look {
         Some(Ok(Ok(observed))) => {
-            // A namespace that another owner took over is not this virtual cluster any more;
-            // one where Helm installed it is, until the first apply labels it.
-            let ours = observed.namespace.as_ref().is_some_and(|ns| {
-                adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
-            });
+            // A namespace that another owner took over is not this virtual cluster any more.
+            // An import also takes the release Helm installed there.
+            let mut diagnostics = Diagnostics::new();
+            let owned = observed
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| owned_by(ns, &name));
+            let release = !owned
+                && state.get("isolation").is_null()
+                && observed.namespace.as_ref().is_some_and(|ns| {
+                    adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
+                });
+            if release {
+                match adoptable(host, &namespace, &name, &observed, &names).await {
+                    Ok(None) => {}
+                    Ok(Some(why)) => {
+                        return ReadResponse {
+                            new_state: Value::Null,
+                            diagnostics: Diagnostic::error(
+                                "Virtual Cluster Cannot Be Adopted",
+                                format!(
+                                    "{TYPE_NAME} {name:?}: the vCluster Helm installed in \
+                                     namespace {namespace} cannot be adopted: {why}."
+                                ),
+                            )
+                            .into(),
+                        };
+                    }
+                    Err(e) => {
+                        return ReadResponse {
+                            new_state: state.clone(),
+                            diagnostics: Diagnostic::error(
+                                "Virtual Cluster Read Failed",
+                                format!("{TYPE_NAME} {name:?}: {e}."),
+                            )
+                            .into(),
+                        };
+                    }
+                }
+            }
+            let ours = owned || release;
             // Without its namespace, it is gone once nothing it made outside is left.
             let new_state = if ours {
                 observed_state(state, &observed, &names)
@@ -563,7 +629,6 @@ pub async fn read_virtual_cluster(
             } else {
                 Value::Null
             };
-            let mut diagnostics = Diagnostics::new();
             if ours && let Some(why) = observed.readiness.as_ref().and_then(|r| r.not_ready()) {
                 // A plan that shows `status` going back to Running says why it is not now.
                 tracing::info!(target: "gpufleet::virtual_cluster", "read {name}: {why}");

@@ -194,7 +194,7 @@ pub fn vcluster_yaml(spec: &Spec) -> String {
 
 /// FNV-1a, 64 bits: a stable digest of the config for the restart annotation (not a
 /// security measure).
-fn digest(s: &str) -> String {
+pub fn config_digest(s: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= u64::from(b);
@@ -461,7 +461,7 @@ fn statefulset(v: &Json, spec: &Spec, names: &Names, config_yaml: &str) -> Json 
     let mut pod_labels = string_map(Some(&selector(spec)));
     pod_labels.extend(string_map(at(v, "controlPlane.statefulSet.pods.labels")));
     let mut pod_annotations = BTreeMap::new();
-    pod_annotations.insert(CONFIG_DIGEST.to_owned(), digest(config_yaml));
+    pod_annotations.insert(CONFIG_DIGEST.to_owned(), config_digest(config_yaml));
     pod_annotations.extend(string_map(at(
         v,
         "controlPlane.statefulSet.pods.annotations",
@@ -991,8 +991,8 @@ mod tests {
 
     #[test]
     fn digest_is_stable() {
-        assert_eq!(digest(""), "cbf29ce484222325");
-        assert_ne!(digest("a"), digest("b"));
+        assert_eq!(config_digest(""), "cbf29ce484222325");
+        assert_ne!(config_digest("a"), config_digest("b"));
     }
 
     #[test]

@@ -202,7 +202,9 @@ impl ObjectKind {
         match self {
             // A virtual cluster's namespace: applied, read back, removed, and listed (by
             // gpufleet's labels) to find the virtual clusters `terraform query` can adopt.
-            ObjectKind::Namespace => &[Apply, Get, Delete, List],
+            // A namespace gpufleet adopts with the vCluster Helm installed in it is marked,
+            // and handed back on destroy, by patches.
+            ObjectKind::Namespace => &[Apply, Get, Delete, List, MergePatch],
             // Written by virtual clusters: applied, read back, removed when turned off or
             // destroyed.
             ObjectKind::ServiceAccount
