@@ -7,7 +7,7 @@
 //! The tests share one lab and run at once, so each has its own tenant and takes A100 nodes
 //! (16 in the lab; these tests hold at most 8 at a time).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -387,7 +387,7 @@ variable "endpoint_api_key" {
 /// first, as their `record.json`.
 fn run_records(host: &KubeRest, namespace: &str, name: &str) -> Vec<Value> {
     host.list(&format!(
-        "/api/v1/namespaces/{namespace}/configmaps?labelSelector=gpufleet.dev/benchmark%3D{name}"
+        "/api/v1/namespaces/{namespace}/configmaps?labelSelector=gpufleet.dev/benchmark%3D{name}%2Cgpufleet.dev/record%3Drun"
     ))
     .expect("list ConfigMaps")
     .iter()
@@ -795,9 +795,45 @@ fn a_two_node_all_reduce_is_one_mpi_world_that_the_mpi_operator_launches() {
     }
     assert_eq!(env["gpu_operator_version"], "v25.10.0", "{env:#}");
     assert_eq!(env["device_plugin_version"], "v0.18.0", "{env:#}");
+
+    // The archive holds the world's log (every rank's output reaches the launcher's; the
+    // MPI Operator removes the workers, which run only sshd, as the launcher ends) and the
+    // record, under the digest the state names; destroy removes it.
+    let files = archive_files(&host, &namespace, &r);
+    let launcher_log = &files[&format!(
+        "repeat-1.{}.log",
+        seen.launchers.keys().next().expect("launcher")
+    )];
+    assert!(launcher_log.contains("Avg bus bandwidth"), "{launcher_log}");
+    let index: Value = serde_json::from_str(&files["index.json"]).expect("index.json");
+    assert_eq!(index["sha256"], r["archive"]["sha256"], "{index:#}");
+    let record: Value = serde_json::from_str(&files["record.json"]).expect("record.json");
+    assert_eq!(record["environment_hash"], r["environment_hash"]);
     s.assert_plan_empty();
     assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
+    for name in strings(&r["archive"]["configmaps"]) {
+        let gone = host.get(&format!("/api/v1/namespaces/{namespace}/configmaps/{name}"));
+        assert!(
+            gone.is_err_and(|e| e.is_not_found()),
+            "{name} outlived destroy"
+        );
+    }
+}
+
+/// The files of the archive the benchmark state `r` names, which must exist.
+fn archive_files(host: &KubeRest, namespace: &str, r: &Value) -> BTreeMap<String, String> {
+    let names = strings(&r["archive"]["configmaps"]);
+    assert!(!names.is_empty(), "no archive: {r:#}");
+    names
+        .iter()
+        .map(|name| {
+            host.get(&format!("/api/v1/namespaces/{namespace}/configmaps/{name}"))
+                .unwrap_or_else(|e| panic!("archive part {name}: {e}"))
+        })
+        .flat_map(|p| p["data"].as_object().cloned().unwrap_or_default())
+        .map(|(k, v)| (k, v.as_str().unwrap_or_default().to_owned()))
+        .collect()
 }
 
 /// Restores a node's driver labels when dropped, so a failed test leaves the lab as it was.
@@ -918,9 +954,16 @@ fn without_the_mpi_operator_pod_zero_runs_mpirun_over_ssh_to_its_peers() {
         .split(',')
         .collect();
     assert_eq!(nodes.len(), 2, "{env:#}");
-    // The Job, its pods, the Service and the key pair's Secret are gone.
+    // The Job, its pods, the Service and the key pair's Secret are gone; the archive keeps
+    // both pods' logs, pod 0's mpirun and its peer's sshd.
     let namespace = host_namespace(&s);
     assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+    let files = archive_files(&host, &namespace, &r);
+    let logs: Vec<&String> = files
+        .keys()
+        .filter(|k| k.starts_with("repeat-1.gfb-allreduce-") && k.ends_with(".log"))
+        .collect();
+    assert_eq!(logs.len(), 2, "{:?}", files.keys());
     s.destroy();
 }
 

@@ -68,6 +68,7 @@ fn applied(planned: &Value) -> Value {
         ("node_results", Value::Map(Default::default())),
         ("repeat_results", Value::List(Vec::new())),
         ("spread", Value::Map(Default::default())),
+        ("archive", Value::Null),
         (
             "raw_output",
             Value::string("# Avg bus bandwidth    : 159.151\n"),

@@ -2160,7 +2160,11 @@ async fn invoke_run(
 
 /// The record a run on demand kept, as JSON.
 fn kept_record(fake: &FakeCluster) -> (String, Json) {
-    let records = fake.configmaps();
+    let records: BTreeMap<String, Json> = fake
+        .configmaps()
+        .into_iter()
+        .filter(|(_, cm)| cm["metadata"]["labels"]["gpufleet.dev/record"] == "run")
+        .collect();
     assert_eq!(records.len(), 1, "{records:?}");
     let (name, cm) = records.into_iter().next().expect("one record");
     assert_eq!(cm["metadata"]["labels"]["gpufleet.dev/benchmark"], "solo");
@@ -2198,6 +2202,25 @@ async fn the_run_action_runs_the_definition_reports_each_phase_and_keeps_the_rec
         "vc-team-a/team-a/solo"
     );
     assert_eq!(record["environment_hash"].as_str().map(str::len), Some(64));
+    // The run's archive is named in the record and holds the pod's complete log.
+    let parts = record["archive"]["configmaps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(parts.len(), 1, "{record:#}");
+    let archive = &fake.configmaps()[parts[0].as_str().unwrap_or_default()];
+    assert_eq!(
+        archive["metadata"]["labels"]["gpufleet.dev/record"],
+        "archive"
+    );
+    let logs: Vec<&Json> = archive["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("repeat-1.") && k.ends_with(".log"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(logs, [&json!(LOG)], "{archive:#}");
     // The run's own objects go, as after an apply; the record stays.
     assert_eq!(fake.left(), Vec::<String>::new());
 }

@@ -6,9 +6,6 @@
 //! its turn on the pool with the resource's runs. Actions give nothing back to Terraform, so
 //! each run's record (status, results, environment, its hash) is kept in a ConfigMap beside
 //! the run's objects, `gfb-<name>-run-<time>`, labelled with the benchmark's name.
-
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
@@ -25,6 +22,7 @@ use crate::{
     resources::benchmark::{
         Benchmark,
         apply::run,
+        archive::{self, RECORD_LABEL},
         render::BENCHMARK_LABEL,
         schema::{ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, benchmark_schema},
     },
@@ -43,10 +41,6 @@ const BENCHMARK: &str = "benchmark";
 /// The default of `timeout` when the definition has no `timeouts.create` either: the
 /// resource's default create timeout.
 const DEFAULT_TIMEOUT: &str = "30m";
-
-/// The label on every record of a run on demand, so that
-/// `kubectl get configmaps -l gpufleet.dev/record=run` finds them all.
-const RECORD_LABEL: &str = "gpufleet.dev/record";
 
 /// The `gpufleet_benchmark_run` action over a host-objects backend. The registry uses
 /// `BenchmarkRun(FromSettings)`.
@@ -211,34 +205,9 @@ fn key_checks(config: &Value) -> Diagnostics {
     d
 }
 
-/// The record of a run as JSON: numbers stay numbers, the rest as the state holds it.
-fn to_json(v: &Value) -> Json {
-    match v {
-        Value::Null | Value::Unknown(_) => Json::Null,
-        Value::Bool(b) => Json::Bool(*b),
-        Value::Number(n) => {
-            let text = display_number(n);
-            serde_json::from_str(&text).unwrap_or(Json::String(text))
-        }
-        Value::String(s) => Json::String(s.clone()),
-        Value::List(xs) | Value::Set(xs) | Value::Tuple(xs) => {
-            Json::Array(xs.iter().map(to_json).collect())
-        }
-        Value::Map(m) | Value::Object(m) => {
-            Json::Object(m.iter().map(|(k, x)| (k.clone(), to_json(x))).collect())
-        }
-        Value::Dynamic(d) => to_json(&d.1),
-    }
-}
-
 /// `gfb-<name>-run-20261128t101500z` from the run's start: sortable, one per run.
 fn record_name(name: &str, started_at: &str) -> String {
-    let stamp: String = started_at
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    format!("gfb-{name}-run-{stamp}")
+    format!("gfb-{name}-run-{}", archive::stamp(started_at))
 }
 
 /// The ConfigMap that keeps the record `state` of a run.
@@ -248,25 +217,10 @@ fn record_configmap(state: &Value) -> Option<Json> {
         state.get("namespace").as_str()?,
     );
     let started_at = state.get("started_at").as_str().unwrap_or_default();
-    let record: BTreeMap<&str, Json> = [
-        "id",
-        "suite",
-        "status",
-        "failures",
-        "results",
-        "spread",
-        "repeat_results",
-        "node_results",
-        "environment",
-        "node_environments",
-        "environment_hash",
-        "started_at",
-        "finished_at",
-    ]
-    .into_iter()
-    .map(|k| (k, to_json(state.get(k))))
-    .collect();
-    let record = serde_json::to_string_pretty(&record).ok()?;
+    // The run's record, and where its archive is (which holds the same record).
+    let mut fields = archive::RECORD_FIELDS.to_vec();
+    fields.push("archive");
+    let record = archive::fields_json(state, &fields);
     Some(json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -47,7 +47,7 @@ use crate::{
 };
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME,
+    DEFAULT_TIMEOUTS, TYPE_NAME, archive,
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
@@ -632,7 +632,33 @@ async fn execute(
     env.summarise_nodes();
 
     let runs: Vec<(&Observed, bool)> = repeats.iter().map(|r| (&r.observed, r.completed)).collect();
-    let (state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
+    let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
+    let logs: Vec<Vec<(String, String)>> = repeats
+        .iter()
+        .map(|r| r.observed.pod_logs.clone())
+        .collect();
+    match keep_archive(cluster, spec, &state, &main, &logs).await {
+        Ok(archive) => {
+            progress(format!(
+                "archive kept in ConfigMap(s) {} of {}",
+                archive.names().join(", "),
+                spec.namespace
+            ));
+            state.set_attr("archive", archive.to_value());
+        }
+        Err(e) => {
+            state.set_attr("archive", Value::Null);
+            diagnostics.push(Diagnostic::warning(
+                "Benchmark Archive Not Kept",
+                format!(
+                    "{TYPE_NAME} {:?}: the run is recorded, but its archive (every pod's \
+                     log, the objects and the record) could not be written to ConfigMaps in \
+                     {}: {e}.",
+                    spec.name, spec.namespace
+                ),
+            ));
+        }
+    }
     if let Some(e) = repeats.iter().find_map(|r| r.left.as_ref()) {
         diagnostics.push(Diagnostic::warning(
             "Benchmark Objects Left Behind",
@@ -647,6 +673,30 @@ async fn execute(
         new_state: state,
         diagnostics,
     })
+}
+
+/// Writes the archive of the run recorded in `state` ([`archive`]), whose repeats left
+/// `logs`; the parts of an earlier archive of the same run (a run taken over after a killed
+/// apply) are overwritten.
+async fn keep_archive(
+    cluster: &dyn HostObjects,
+    spec: &BenchmarkSpec,
+    state: &Value,
+    main: &Json,
+    logs: &[Vec<(String, String)>],
+) -> Result<archive::Archive, ObjectError> {
+    let started_at = state.get("started_at").as_str().unwrap_or_default();
+    let files = archive::files(state, main, logs);
+    let packed = archive::pack(
+        &archive::prefix(&spec.name, started_at),
+        &spec.namespace,
+        &spec.name,
+        &files,
+    );
+    for part in &packed.parts {
+        cluster.apply(part).await?;
+    }
+    Ok(packed)
 }
 
 /// What every repeat of a run launches.
@@ -896,8 +946,14 @@ pub async fn apply_delete(
     else {
         return ApplyResponse::done(Value::Null);
     };
+    let parts = archive::recorded_parts(prior);
     let work = async {
         cleanup(cluster, &namespace, &name).await?;
+        for part in &parts {
+            cluster
+                .delete(ObjectKind::ConfigMap, Some(&namespace), part)
+                .await?;
+        }
         wait_pods_gone(cluster, &namespace, &name, t.delete).await?;
         Ok(())
     };

@@ -29,6 +29,7 @@
 //! the state and taints it, so the next apply runs the benchmark again.
 
 pub mod apply;
+pub mod archive;
 pub mod baseline;
 pub mod commands;
 pub mod environment;

@@ -39,6 +39,8 @@ pub(super) struct Observed {
     pub(super) image_digest: String,
     /// The exit codes that count, by pod.
     pub(super) exit_codes: Vec<(String, i64)>,
+    /// Every pod's log that is still there, by pod name, for the archive.
+    pub(super) pod_logs: Vec<(String, String)>,
 }
 
 impl Observed {
@@ -110,7 +112,29 @@ pub(super) async fn observe(
     };
     for pod in readers {
         let node = str_at(pod, "/spec/nodeName").unwrap_or_default().to_owned();
-        o.logs.push((node, pod_log(cluster, spec, pod).await?));
+        let log = pod_log(cluster, spec, pod).await?;
+        let name = str_at(pod, "/metadata/name").unwrap_or_default().to_owned();
+        o.pod_logs.push((name, log.clone()));
+        o.logs.push((node, log));
+    }
+    // The other pods' logs (an MPI world's workers, gpufleet's ranks after the first) go
+    // only to the archive: one that cannot be read says so there, and the verdict does not
+    // depend on it.
+    let mut others = pods.clone();
+    if shape.gang_selector() != shape.log_selector() {
+        others.extend(run_pods(cluster, spec, &shape.gang_selector()).await?);
+    }
+    for pod in &others {
+        let name = str_at(pod, "/metadata/name").unwrap_or_default().to_owned();
+        if o.pod_logs.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let container = str_at(pod, "/spec/containers/0/name").unwrap_or_default();
+        let log = match cluster.logs(&spec.namespace, &name, container).await {
+            Ok(log) => log,
+            Err(e) => format!("(gpufleet could not read this pod's log: {e})\n"),
+        };
+        o.pod_logs.push((name, log));
     }
     Ok(o)
 }

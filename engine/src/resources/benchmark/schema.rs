@@ -422,6 +422,36 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::nested(
+                "archive",
+                Nesting::Single,
+                AttrMode::Computed,
+                vec![
+                    Attribute::computed("configmaps", Type::list(Type::String))
+                        .describe("The ConfigMaps of the archive, in order: `index.json` is in the first."),
+                    Attribute::computed("sha256", Type::String).describe(
+                        "The archive's SHA-256 (hex), over the list of its files and their \
+                         digests, as `index.json` records it.",
+                    ),
+                ],
+            )
+            .use_state_for_unknown()
+            .describe(
+                "Where the run's archive is: everything a reviewer needs to audit it, as \
+                 files in the ConfigMaps `configmaps` of the run's namespace (labelled \
+                 `gpufleet.dev/record=archive` and `gpufleet.dev/benchmark=<name>`), each key \
+                 one file: `index.json` (every file with its part, size, SHA-256 and the bytes \
+                 cut from its start, the files left out for room, and the archive's SHA-256), \
+                 `record.json` (status, failures, results, spread, repeat and node results, \
+                 environment, node environments, environment hash, times), `parameters.json` \
+                 (the definition that ran), `objects.json` (the Job or MPIJob as sent; \
+                 Secrets only by name) and `repeat-<r>.<pod>.log` (every pod's complete log; \
+                 an MPI world's ranks all print to its launcher's). A part holds at most 900 KiB and an archive at most 8 \
+                 parts; a log larger than a part keeps its end. Destroy removes the archive; \
+                 null when it could not be written (a warning says why).",
+            ),
+        )
+        .attr(
             Attribute::computed("started_at", Type::String)
                 .use_state_for_unknown()
                 .describe("When the run started (RFC 3339)."),

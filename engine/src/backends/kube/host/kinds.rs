@@ -227,8 +227,9 @@ impl ObjectKind {
             // Made by controllers: listed (readiness, a benchmark's results), removed when
             // a virtual cluster is paused or its data is dropped; a run's logs read.
             ObjectKind::Pod => &[List, Delete, Logs],
-            // The records of benchmark runs on demand, kept beside the runs.
-            ObjectKind::ConfigMap => &[Apply],
+            // The records of benchmark runs on demand, kept beside the runs, and the
+            // archives of runs, removed with the benchmark that made them.
+            ObjectKind::ConfigMap => &[Apply, Delete],
             ObjectKind::PersistentVolumeClaim => &[List, Delete],
             // Benchmarks read the nodes they run on and the GPU Operator's settings.
             ObjectKind::Node => &[Get, List],

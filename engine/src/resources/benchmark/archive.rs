@@ -1,0 +1,360 @@
+//! A run's archive: what a reviewer needs to audit it, downloadable as files.
+//!
+//! The archive is a set of ConfigMaps `gfb-<name>-archive-<start>-<n>` (`n` from 0) in the
+//! run's namespace, labelled `gpufleet.dev/benchmark=<name>` and `gpufleet.dev/record=archive`.
+//! Each key is one file; every part holds at most [`PART_MAX`] bytes, and an archive at most
+//! [`MAX_PARTS`] parts, so that it stays well inside what the API server keeps. The files:
+//!
+//! - `index.json` (part 0): every file with the part that holds it, its size, its SHA-256 and
+//!   how many bytes were cut from its start, the files left out for room, and the archive's
+//!   SHA-256 (over the list of files and their digests);
+//! - `record.json`: the run's record (status, failures, results, spread, repeat and node
+//!   results, environment, node environments, environment hash, times);
+//! - `parameters.json`: the definition it ran (suite, image, command, parameters, nodes, GPUs
+//!   per node, repeats, thresholds);
+//! - `objects.json`: the Job or MPIJob as gpufleet sent it (Secrets are referenced by name,
+//!   never inlined);
+//! - `repeat-<r>.<pod>.log`: every pod's complete log that is still there when the run ends (the MPI
+//!   Operator removes its workers, which run only sshd, as the launcher ends). A log
+//!   larger than a part keeps its end, where the results are.
+//!
+//! The state's `archive` names the parts and carries the SHA-256; destroy removes them.
+
+use serde_json::{Value as Json, json};
+
+use super::{environment::sha256_hex, render::BENCHMARK_LABEL};
+use crate::{
+    backends::kube::{MANAGED_BY, MANAGED_BY_VALUE},
+    value::{Value, display_number},
+};
+
+/// The most data one part holds (a ConfigMap may hold 1 MiB, metadata included).
+pub const PART_MAX: usize = 900 * 1024;
+/// The most parts one archive has.
+pub const MAX_PARTS: usize = 8;
+/// Room kept in part 0 for `index.json`.
+const INDEX_ROOM: usize = 64 * 1024;
+/// The label on every record and archive of a run, so that
+/// `kubectl get configmaps -l gpufleet.dev/record=archive` finds every archive.
+pub const RECORD_LABEL: &str = "gpufleet.dev/record";
+
+/// One file of the archive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    /// Its name, a ConfigMap key.
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+impl File {
+    /// A file named `name` holding `text`.
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> File {
+        File {
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+}
+
+/// The ConfigMaps of an archive, ready to apply, and what the state records of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Archive {
+    /// The parts, in order.
+    pub parts: Vec<Json>,
+    /// The SHA-256 over the list of files and their digests.
+    pub sha256: String,
+}
+
+impl Archive {
+    /// The parts' names.
+    pub fn names(&self) -> Vec<String> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/name")?.as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// `gfb-<name>-archive-<start>`, the start as its letters and digits: the parts' prefix, the
+/// same for a run taken over after a killed apply.
+pub fn prefix(name: &str, started_at: &str) -> String {
+    format!("gfb-{name}-archive-{}", stamp(started_at))
+}
+
+/// A run's start as a name part: its letters and digits, lower case
+/// (`2026-11-28T10:15:00Z` → `20261128t101500z`), sortable.
+pub fn stamp(started_at: &str) -> String {
+    started_at
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
+/// A ConfigMap key for a pod's log: `repeat-<r>.<pod>.log`.
+pub fn log_name(repeat: usize, pod: &str) -> String {
+    let pod: String = pod
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("repeat-{repeat}.{pod}.log")
+}
+
+/// The end of `text`, at most `max` bytes, cut at a character boundary.
+fn end_of(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// Packs `files` into the parts of the archive `prefix` in namespace `namespace` of benchmark
+/// `benchmark`, in order: a file goes into the current part if it fits, else opens the next;
+/// a file larger than a part keeps its end; files that find no room are left out and named
+/// in the index.
+pub fn pack(prefix: &str, namespace: &str, benchmark: &str, files: &[File]) -> Archive {
+    let mut parts: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    let mut used = vec![INDEX_ROOM];
+    let mut listed = Vec::new();
+    let mut omitted = Vec::new();
+    for f in files {
+        let kept = end_of(&f.text, PART_MAX);
+        let cut = f.text.len() - kept.len();
+        let fits = |u: usize| u + kept.len() <= PART_MAX;
+        let last = parts.len() - 1;
+        let part = if fits(used[last]) {
+            last
+        } else if parts.len() < MAX_PARTS {
+            parts.push(Vec::new());
+            used.push(0);
+            last + 1
+        } else {
+            omitted.push(json!({ "name": f.name, "bytes": f.text.len() }));
+            continue;
+        };
+        used[part] += kept.len();
+        parts[part].push((f.name.clone(), kept.to_owned()));
+        listed.push(json!({
+            "name": f.name,
+            "part": part,
+            "bytes": kept.len(),
+            "cut_bytes": cut,
+            "sha256": sha256_hex(kept.as_bytes()),
+        }));
+    }
+    let sha256 = sha256_hex(json!(listed).to_string().as_bytes());
+    let index = json!({
+        "layout": 1,
+        "sha256": sha256,
+        "files": listed,
+        "omitted": omitted,
+    });
+    let index_text = serde_json::to_string_pretty(&index).unwrap_or_else(|_| index.to_string());
+    parts[0].insert(0, ("index.json".to_owned(), index_text));
+    let parts = parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, files)| {
+            let data: serde_json::Map<String, Json> = files
+                .into_iter()
+                .map(|(k, v)| (k, Json::String(v)))
+                .collect();
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": format!("{prefix}-{i}"),
+                    "namespace": namespace,
+                    "labels": {
+                        MANAGED_BY: MANAGED_BY_VALUE,
+                        BENCHMARK_LABEL: benchmark,
+                        RECORD_LABEL: "archive",
+                    },
+                },
+                "data": data,
+            })
+        })
+        .collect();
+    Archive { parts, sha256 }
+}
+
+/// The attributes of the record a run keeps (`record.json`), here and in the records of
+/// runs on demand.
+pub const RECORD_FIELDS: &[&str] = &[
+    "id",
+    "suite",
+    "status",
+    "failures",
+    "results",
+    "spread",
+    "repeat_results",
+    "node_results",
+    "environment",
+    "node_environments",
+    "environment_hash",
+    "started_at",
+    "finished_at",
+];
+
+/// The definition a run ran (`parameters.json`): its arguments, none of them secret.
+const DEFINITION_FIELDS: &[&str] = &[
+    "name",
+    "virtual_cluster_id",
+    "namespace",
+    "node_pool_id",
+    "suite",
+    "image",
+    "command",
+    "nodes",
+    "gpus_per_node",
+    "repeats",
+    "launcher",
+    "parameters",
+    "allow_node_differences",
+    "thresholds",
+    "baseline",
+    "on_failure",
+    "start_timeout",
+];
+
+/// A state value as JSON: numbers stay numbers, the rest as the state holds it.
+pub fn to_json(v: &Value) -> Json {
+    match v {
+        Value::Null | Value::Unknown(_) => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Number(n) => {
+            let text = display_number(n);
+            serde_json::from_str(&text).unwrap_or(Json::String(text))
+        }
+        Value::String(s) => Json::String(s.clone()),
+        Value::List(xs) | Value::Set(xs) | Value::Tuple(xs) => {
+            Json::Array(xs.iter().map(to_json).collect())
+        }
+        Value::Map(m) | Value::Object(m) => {
+            Json::Object(m.iter().map(|(k, x)| (k.clone(), to_json(x))).collect())
+        }
+        Value::Dynamic(d) => to_json(&d.1),
+    }
+}
+
+/// The attributes `fields` of `state` as pretty JSON.
+pub fn fields_json(state: &Value, fields: &[&str]) -> String {
+    let picked: serde_json::Map<String, Json> = fields
+        .iter()
+        .map(|k| ((*k).to_owned(), to_json(state.get(k))))
+        .collect();
+    serde_json::to_string_pretty(&picked).unwrap_or_default()
+}
+
+/// The files of the archive of the run recorded in `state`, which sent `main` and whose
+/// repeats left `logs` (each repeat's pods with their logs, in order).
+pub fn files(state: &Value, main: &Json, logs: &[Vec<(String, String)>]) -> Vec<File> {
+    let mut out = vec![
+        File::new("record.json", fields_json(state, RECORD_FIELDS)),
+        File::new("parameters.json", fields_json(state, DEFINITION_FIELDS)),
+        File::new(
+            "objects.json",
+            serde_json::to_string_pretty(main).unwrap_or_default(),
+        ),
+    ];
+    for (r, pods) in logs.iter().enumerate() {
+        for (pod, log) in pods {
+            out.push(File::new(log_name(r + 1, pod), log.clone()));
+        }
+    }
+    out
+}
+
+impl Archive {
+    /// What the state records of the archive: its parts and its SHA-256.
+    pub fn to_value(&self) -> Value {
+        Value::object([
+            (
+                "configmaps",
+                Value::List(self.names().into_iter().map(Value::string).collect()),
+            ),
+            ("sha256", Value::string(self.sha256.clone())),
+        ])
+    }
+}
+
+/// The parts the state's `archive` names.
+pub fn recorded_parts(state: &Value) -> Vec<String> {
+    state
+        .get("archive")
+        .get("configmaps")
+        .as_seq()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(archive: &Archive, part: usize) -> &serde_json::Map<String, Json> {
+        archive.parts[part]["data"].as_object().expect("data")
+    }
+
+    #[test]
+    fn every_file_is_kept_and_indexed_with_its_digest() {
+        let files = vec![
+            File::new("record.json", "{}"),
+            File::new(log_name(1, "gfb-a-0"), "line\n"),
+        ];
+        let a = pack("gfb-a-archive-x", "ns", "a", &files);
+        assert_eq!(a.names(), ["gfb-a-archive-x-0"]);
+        let part = data(&a, 0);
+        assert_eq!(part["repeat-1.gfb-a-0.log"], "line\n");
+        let index: Json = serde_json::from_str(part["index.json"].as_str().expect("index"))
+            .expect("index is JSON");
+        assert_eq!(index["sha256"], a.sha256);
+        assert_eq!(index["files"][1]["sha256"], sha256_hex(b"line\n"));
+        assert_eq!(index["files"][1]["part"], 0);
+    }
+
+    #[test]
+    fn a_large_archive_spreads_over_parts_and_stays_bounded() {
+        let big = "x".repeat(PART_MAX / 2 + 1);
+        let files: Vec<File> = (0..2 * MAX_PARTS + 2)
+            .map(|i| File::new(format!("f{i}"), big.clone()))
+            .collect();
+        let a = pack("p", "ns", "a", &files);
+        assert_eq!(a.parts.len(), MAX_PARTS);
+        for p in &a.parts {
+            let bytes: usize = p["data"]
+                .as_object()
+                .expect("data")
+                .values()
+                .filter_map(Json::as_str)
+                .map(str::len)
+                .sum();
+            assert!(bytes <= PART_MAX + INDEX_ROOM, "{bytes}");
+        }
+        let index: Json =
+            serde_json::from_str(data(&a, 0)["index.json"].as_str().expect("index")).expect("JSON");
+        assert!(!index["omitted"].as_array().expect("omitted").is_empty());
+    }
+
+    #[test]
+    fn a_log_larger_than_a_part_keeps_its_end() {
+        let log = format!("{}RESULT 42\n", "noise\n".repeat(PART_MAX / 6 + 10));
+        let a = pack("p", "ns", "a", &[File::new("l", log.clone())]);
+        let kept = data(&a, a.parts.len() - 1)["l"].as_str().expect("kept");
+        assert!(kept.ends_with("RESULT 42\n"));
+        assert!(kept.len() <= PART_MAX);
+    }
+}
