@@ -54,6 +54,9 @@ pub enum ServeError {
     /// The handshake line could not be written.
     #[error("failed to write the handshake to stdout: {0}")]
     Stdout(#[source] std::io::Error),
+    /// The interrupt could not be listened for (debug mode).
+    #[error("failed to listen for the interrupt signal: {0}")]
+    Signal(#[source] std::io::Error),
     /// The gRPC server failed.
     #[error("failed to serve grpc: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -111,6 +114,11 @@ pub async fn serve_debug(env: &dyn Fn(&str) -> Option<String>) -> Result<(), Ser
     let reattach = reattach_json(bound.network(), &bound.address(), std::process::id());
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(run(bound, None, shutdown.clone()));
+    // Listen for the interrupt before saying how to send it: an interrupt that arrives right
+    // after the reattach line must stop the server, not kill the process.
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(ServeError::Signal)?;
 
     let mut stdout = std::io::stdout().lock();
     writeln!(
@@ -122,8 +130,12 @@ pub async fn serve_debug(env: &dyn Fn(&str) -> Option<String>) -> Result<(), Ser
     stdout.flush().map_err(ServeError::Stdout)?;
     drop(stdout);
 
+    #[cfg(unix)]
+    let interrupted = interrupt.recv();
+    #[cfg(not(unix))]
+    let interrupted = tokio::signal::ctrl_c();
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => shutdown.cancel(),
+        _ = interrupted => shutdown.cancel(),
         () = shutdown.cancelled() => {}
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), server).await;
