@@ -994,7 +994,9 @@ pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
         .re_checked(&spec.thresholds, spec.baseline.as_ref())
         .unwrap_or_else(|| recorded.tool_failures.clone());
     let results = recorded.results.unwrap_or_default();
-    let (new_state, diagnostics) = record(planned, &spec, &results, &failures);
+    let (mut new_state, diagnostics) = record(planned, &spec, &results, &failures);
+    // No run, so the archive is the recorded one (null for a state from before archives).
+    new_state.set_attr("archive", prior.get("archive").clone());
     ApplyResponse {
         new_state,
         diagnostics,
