@@ -633,10 +633,7 @@ async fn execute(
 
     let runs: Vec<(&Observed, bool)> = repeats.iter().map(|r| (&r.observed, r.completed)).collect();
     let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
-    let logs: Vec<Vec<(String, String)>> = repeats
-        .iter()
-        .map(|r| r.observed.pod_logs.clone())
-        .collect();
+    let logs: Vec<Vec<(&str, &str)>> = repeats.iter().map(|r| r.observed.every_log()).collect();
     match keep_archive(cluster, spec, &state, &main, &logs).await {
         Ok(archive) => {
             progress(format!(
@@ -676,14 +673,13 @@ async fn execute(
 }
 
 /// Writes the archive of the run recorded in `state` ([`archive`]), whose repeats left
-/// `logs`; the parts of an earlier archive of the same run (a run taken over after a killed
-/// apply) are overwritten.
+/// `logs`, under names that carry the run's start.
 async fn keep_archive(
     cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
     state: &Value,
     main: &Json,
-    logs: &[Vec<(String, String)>],
+    logs: &[Vec<(&str, &str)>],
 ) -> Result<archive::Archive, ObjectError> {
     let started_at = state.get("started_at").as_str().unwrap_or_default();
     let files = archive::files(state, main, logs);

@@ -259,7 +259,7 @@ pub fn fields_json(state: &Value, fields: &[&str]) -> String {
 
 /// The files of the archive of the run recorded in `state`, which sent `main` and whose
 /// repeats left `logs` (each repeat's pods with their logs, in order).
-pub fn files(state: &Value, main: &Json, logs: &[Vec<(String, String)>]) -> Vec<File> {
+pub fn files(state: &Value, main: &Json, logs: &[Vec<(&str, &str)>]) -> Vec<File> {
     let mut out = vec![
         File::new("record.json", fields_json(state, RECORD_FIELDS)),
         File::new("parameters.json", fields_json(state, DEFINITION_FIELDS)),
@@ -270,7 +270,7 @@ pub fn files(state: &Value, main: &Json, logs: &[Vec<(String, String)>]) -> Vec<
     ];
     for (r, pods) in logs.iter().enumerate() {
         for (pod, log) in pods {
-            out.push(File::new(log_name(r + 1, pod), log.clone()));
+            out.push(File::new(log_name(r + 1, pod), *log));
         }
     }
     out

@@ -39,11 +39,28 @@ pub(super) struct Observed {
     pub(super) image_digest: String,
     /// The exit codes that count, by pod.
     pub(super) exit_codes: Vec<(String, i64)>,
-    /// Every pod's log that is still there, by pod name, for the archive.
-    pub(super) pod_logs: Vec<(String, String)>,
+    /// The pods of `logs`, in the same order.
+    pub(super) log_pods: Vec<String>,
+    /// The logs of the run's other pods still there (gpufleet's ranks after the first), by
+    /// pod name: for the archive only.
+    pub(super) other_logs: Vec<(String, String)>,
 }
 
 impl Observed {
+    /// Every pod's log read, by pod name: the result logs, then the others.
+    pub(super) fn every_log(&self) -> Vec<(&str, &str)> {
+        self.log_pods
+            .iter()
+            .zip(&self.logs)
+            .map(|(pod, (_, log))| (pod.as_str(), log.as_str()))
+            .chain(
+                self.other_logs
+                    .iter()
+                    .map(|(pod, log)| (pod.as_str(), log.as_str())),
+            )
+            .collect()
+    }
+
     /// The output `raw_output` keeps the end of: the one log, or each node's under a line
     /// naming it.
     fn output(&self) -> String {
@@ -112,29 +129,22 @@ pub(super) async fn observe(
     };
     for pod in readers {
         let node = str_at(pod, "/spec/nodeName").unwrap_or_default().to_owned();
-        let log = pod_log(cluster, spec, pod).await?;
-        let name = str_at(pod, "/metadata/name").unwrap_or_default().to_owned();
-        o.pod_logs.push((name, log.clone()));
-        o.logs.push((node, log));
+        o.logs.push((node, pod_log(cluster, spec, pod).await?));
+        let name = str_at(pod, "/metadata/name").unwrap_or_default();
+        o.log_pods.push(name.to_owned());
     }
-    // The other pods' logs (an MPI world's workers, gpufleet's ranks after the first) go
-    // only to the archive: one that cannot be read says so there, and the verdict does not
-    // depend on it.
-    let mut others = pods.clone();
-    if shape.gang_selector() != shape.log_selector() {
-        others.extend(run_pods(cluster, spec, &shape.gang_selector()).await?);
-    }
-    for pod in &others {
+    // The other pods' logs (gpufleet's ranks after the first) go only to the archive: one
+    // that cannot be read says so there, and the verdict does not depend on it. The MPI
+    // Operator's workers are gone by now (`cleanPodPolicy: Running`); every rank prints
+    // through the launcher's log.
+    for pod in &pods[readers.len()..] {
         let name = str_at(pod, "/metadata/name").unwrap_or_default().to_owned();
-        if o.pod_logs.iter().any(|(n, _)| *n == name) {
-            continue;
-        }
         let container = str_at(pod, "/spec/containers/0/name").unwrap_or_default();
         let log = match cluster.logs(&spec.namespace, &name, container).await {
             Ok(log) => log,
             Err(e) => format!("(gpufleet could not read this pod's log: {e})\n"),
         };
-        o.pod_logs.push((name, log));
+        o.other_logs.push((name, log));
     }
     Ok(o)
 }

@@ -58,7 +58,7 @@ const HARDENING: &[&str] = &[
 ];
 
 /// Whether the namespace is ours: labelled for this virtual cluster by gpufleet.
-pub fn owned_by(ns: &Json, name: &str) -> bool {
+pub(super) fn owned_by(ns: &Json, name: &str) -> bool {
     let labels = labels_of(ns);
     labels.get(MANAGED_BY).map(String::as_str) == Some(MANAGED_BY_VALUE)
         && labels.get(VIRTUAL_CLUSTER).map(String::as_str) == Some(name)
@@ -384,6 +384,17 @@ pub(super) fn recover_override(spec: &Spec, stored: &Json, version: Option<&str>
 /// The vCluster release of the StatefulSet being imported, when known.
 pub(super) fn version_of(sts: Option<&Json>) -> Option<String> {
     sts.and_then(release_version)
+}
+
+/// Whether [`keep_running_template`] needs the config Secret for the live StatefulSet `sts`:
+/// only when it has neither gpufleet's restart annotation nor its record of a takeover.
+pub(super) fn reads_running_config(sts: &Json) -> bool {
+    let has = |at: &str, key: &str| {
+        sts.pointer(&format!("{at}/{}", key.replace('/', "~1")))
+            .is_some()
+    };
+    !has("/spec/template/metadata/annotations", CONFIG_DIGEST)
+        && !has("/metadata/annotations", ADOPTED_CONFIG)
 }
 
 /// Leaves the control plane's pod template as it runs when gpufleet takes over a release,

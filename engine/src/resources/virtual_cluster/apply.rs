@@ -326,9 +326,12 @@ async fn upsert(
     if let Some(sts) = &live {
         *phase = Phase::Claim;
         check_claim(spec, sts)?;
-        let config = host
-            .get(ObjectKind::Secret, Some(&spec.namespace), &names.config())
-            .await?;
+        let config = if adopt::reads_running_config(sts) {
+            host.get(ObjectKind::Secret, Some(&spec.namespace), &names.config())
+                .await?
+        } else {
+            None
+        };
         adopt::keep_running_template(&mut rendered, Some(sts), config.as_ref());
     }
     if spec.paused {
@@ -365,10 +368,8 @@ async fn take_over(host: &dyn HostObjects, spec: &Spec) -> Result<(), StepError>
     if let Some(other) =
         super::name_taken::other_namespace(host, &spec.name, &spec.namespace).await?
     {
-        return Err(StepError::Conflict(format!(
-            "a virtual cluster named {:?} already lives in namespace {other}, and node pools \
-             tell tenants apart by name",
-            spec.name
+        return Err(StepError::Conflict(super::name_taken::taken(
+            &spec.name, &other,
         )));
     }
     host.merge_patch(

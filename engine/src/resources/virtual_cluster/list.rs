@@ -180,9 +180,9 @@ async fn chart_releases(
             warnings.push(Diagnostic::warning(
                 "vCluster Release Not Listed",
                 format!(
-                    "{TYPE_NAME}: the vCluster {name:?} in namespace {ns} has the name of one in \
-                     namespace {other}, and node pools tell tenants apart by name: rename one \
-                     to adopt it."
+                    "{TYPE_NAME}: the vCluster Helm installed in namespace {ns} is not listed: \
+                     {}. Rename one to adopt it.",
+                    super::name_taken::taken(name, other)
                 ),
             ));
             continue;

@@ -25,11 +25,20 @@ pub async fn other_namespace(
         .find(|ns| ns != namespace))
 }
 
+/// Why `name` cannot be used again: namespace `other` already has a virtual cluster of
+/// that name.
+pub fn taken(name: &str, other: &str) -> String {
+    format!(
+        "a virtual cluster named {name:?} already lives in namespace {other}. Node pools label \
+         and taint their nodes with the virtual cluster's name, so two tenants of one name \
+         would share nodes"
+    )
+}
+
 /// The refusal of `name`, which namespace `other` already uses.
 pub fn refusal(name: &str, other: &str) -> Diagnostic {
     VIRTUAL_CLUSTER_NAME_TAKEN.refuse(format!(
-        "name: a virtual cluster named {name:?} already lives in namespace {other}. Node pools \
-         label and taint their nodes with the virtual cluster's name, so two tenants of one \
-         name would share nodes: choose another name."
+        "name: {}: choose another name.",
+        taken(name, other)
     ))
 }

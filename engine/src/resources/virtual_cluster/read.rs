@@ -73,7 +73,13 @@ impl Observed {
     }
 }
 
-pub use super::adopt::owned_by;
+use super::adopt::owned_by;
+
+/// Whether `state` is an import's skeleton, which has no `isolation` yet: every
+/// configurable attribute comes from the cluster.
+fn importing(state: &Value) -> bool {
+    state.get("isolation").is_null()
+}
 
 /// Reads everything; `namespace: None` when the namespace is gone or terminating (then only
 /// the objects outside it are read: a delete interrupted after the namespace went leaves
@@ -313,7 +319,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     let Some(ns) = &observed.namespace else {
         return Value::Null;
     };
-    let importing = prior.get("isolation").is_null();
+    let importing = importing(prior);
     let mut s = prior.clone();
     let namespace = str_at(ns, "/metadata/name").unwrap_or_default().to_owned();
     s.set_attr("namespace", Value::string(namespace.clone()));
@@ -546,12 +552,7 @@ async fn adoptable(
     }
     Ok(super::name_taken::other_namespace(host, name, namespace)
         .await?
-        .map(|other| {
-            format!(
-                "a virtual cluster named {name:?} already lives in namespace {other}, and node \
-                 pools tell tenants apart by name"
-            )
-        }))
+        .map(|other| super::name_taken::taken(name, &other)))
 }
 
 /// Refreshes `state` against `host`.
@@ -586,7 +587,7 @@ pub async fn read_virtual_cluster(
                 .as_ref()
                 .is_some_and(|ns| owned_by(ns, &name));
             let release = !owned
-                && state.get("isolation").is_null()
+                && importing(state)
                 && observed.namespace.as_ref().is_some_and(|ns| {
                     adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
                 });
