@@ -1252,7 +1252,9 @@ async fn a_passing_run_is_recorded_with_its_environment_and_leaves_nothing() {
 #[tokio::test(start_paused = true)]
 async fn the_endpoint_key_reaches_the_container_by_reference_and_leaves_with_the_run() {
     const KEY: &str = "sk-write-only-7f3a";
-    let fake = FakeCluster::new("keyed", 1, vec![PodScript::prints(LOG)]);
+    // A tool that prints the key it was given (its configuration, its command line).
+    let printed = format!("config: api_key={KEY} url=http://llm:8000\n{LOG}");
+    let fake = FakeCluster::new("keyed", 1, vec![PodScript::prints(&printed)]);
     let key = [("endpoint_api_key_wo", Value::string(KEY))];
     let planned = planned("keyed", "keyed", &key).await;
     assert!(
@@ -1267,6 +1269,17 @@ async fn the_endpoint_key_reaches_the_container_by_reference_and_leaves_with_the
     );
     assert_recorded(&planned, &r);
     assert!(!format!("{:?}", r.new_state).contains(KEY));
+    assert!(
+        text(r.new_state.get("raw_output")).contains("api_key=(redacted) url="),
+        "{}",
+        text(r.new_state.get("raw_output"))
+    );
+    for (name, cm) in fake.configmaps() {
+        assert!(
+            !cm.to_string().contains(KEY),
+            "the key is in ConfigMap {name}"
+        );
+    }
 
     let secrets = fake.secret_applies();
     assert_eq!(secrets.len(), 1, "{:?}", fake.events());
@@ -2083,7 +2096,11 @@ impl sweep::Budgeted for FakeCluster {
         f(&mut self.world().budget)
     }
     fn owned(&self) -> Vec<String> {
-        self.left()
+        // An archive is kept on purpose, but only one: a run an interruption repeated
+        // must not leave a second.
+        let mut owned = self.left();
+        owned.extend(self.configmaps().keys().map(|n| format!("ConfigMap {n}")));
+        owned
     }
 }
 
@@ -2211,7 +2228,7 @@ async fn the_run_action_runs_the_definition_reports_each_phase_and_keeps_the_rec
     let archive = &fake.configmaps()[parts[0].as_str().unwrap_or_default()];
     assert_eq!(
         archive["metadata"]["labels"]["gpufleet.dev/record"],
-        "archive"
+        "run-archive"
     );
     let logs: Vec<&Json> = archive["data"]
         .as_object()
@@ -2260,4 +2277,62 @@ async fn a_bad_definition_is_refused_on_its_attribute_before_anything_runs() {
     assert!(said.is_empty(), "{said:?}");
     assert!(fake.events().is_empty(), "{:?}", fake.events());
     assert!(fake.configmaps().is_empty());
+}
+
+/// The ConfigMaps of the archive the benchmark `name` keeps as a resource.
+fn resource_archive(fake: &FakeCluster, name: &str) -> Vec<String> {
+    fake.configmaps()
+        .into_iter()
+        .filter(|(_, cm)| {
+            cm["metadata"]["labels"]["gpufleet.dev/record"] == "archive"
+                && cm["metadata"]["labels"]["gpufleet.dev/benchmark"] == name
+        })
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resource_keeps_one_archive_under_fixed_names_and_destroy_removes_it() {
+    let fake = FakeCluster::new("solo", 1, vec![PodScript::prints(LOG); 2]);
+    let planned = planned("solo", "solo", &[]).await;
+    let first = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert!(
+        !first.diagnostics.has_error(),
+        "{}",
+        support::show(&first.diagnostics)
+    );
+    assert_eq!(resource_archive(&fake, "solo"), ["gfb-solo-archive-0"]);
+    assert_eq!(
+        first.new_state.get("archive").get("configmaps"),
+        &Value::List(vec![Value::string("gfb-solo-archive-0")])
+    );
+
+    // A run again (its state lost to a killed apply) overwrites the archive: still one. Runs
+    // start on the wall clock's seconds, so the second starts a second later.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let again = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert!(
+        !again.diagnostics.has_error(),
+        "{}",
+        support::show(&again.diagnostics)
+    );
+    assert_eq!(resource_archive(&fake, "solo"), ["gfb-solo-archive-0"]);
+
+    // The first run's destroy (after `create_before_destroy` made the second) leaves the
+    // second's archive, which holds another index.
+    let old = apply::apply_delete(fake.as_ref(), &Context::default(), &first.new_state).await;
+    assert!(
+        old.diagnostics.is_empty(),
+        "{}",
+        support::show(&old.diagnostics)
+    );
+    assert_eq!(resource_archive(&fake, "solo"), ["gfb-solo-archive-0"]);
+
+    let gone = apply::apply_delete(fake.as_ref(), &Context::default(), &again.new_state).await;
+    assert!(
+        gone.diagnostics.is_empty(),
+        "{}",
+        support::show(&gone.diagnostics)
+    );
+    assert_eq!(resource_archive(&fake, "solo"), Vec::<String>::new());
 }

@@ -123,8 +123,12 @@ fn action_schema() -> Schema {
              is the one the resource makes, checked the same way at plan, and it takes its turn \
              on the pool with the resource's runs. Its record (status, results, environment and \
              its hash) is kept in the ConfigMap `gfb-<name>-run-<time>` in the run's \
-             namespace, labelled `gpufleet.dev/benchmark=<name>`; the action changes no \
-             Terraform state. A run that fails (the tool's verdict or a threshold) fails the \
+             namespace, labelled `gpufleet.dev/record=run` and \
+             `gpufleet.dev/benchmark=<name>`, and its archive (every pod's log, the objects \
+             and the record, laid out as the resource's `archive`) in the ConfigMaps \
+             `gfb-<name>-archive-<time>-<n>` that the record names, labelled \
+             `gpufleet.dev/record=run-archive`. Both stay until you delete them; the action \
+             changes no Terraform state. A run that fails (the tool's verdict or a threshold) fails the \
              action unless `on_failure = \"record\"`.",
         )
         .attr(
@@ -344,7 +348,15 @@ impl<B: ObjectsBackend + Clone> ActionKind for BenchmarkRun<B> {
             Err(diagnostics) => return diagnostics,
         };
         let key = config.get("endpoint_api_key").as_str();
-        let done = run(cluster.as_ref(), ctx, &planned.planned, key, progress).await;
+        let done = run(
+            cluster.as_ref(),
+            ctx,
+            &planned.planned,
+            key,
+            archive::Keeper::OnDemand,
+            progress,
+        )
+        .await;
         let mut diagnostics = planned.diagnostics.nested_in(BENCHMARK);
         if !done.new_state.is_null() {
             progress(summary(&done.new_state));

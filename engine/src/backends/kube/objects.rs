@@ -102,6 +102,11 @@ impl ObjectError {
         matches!(self, ObjectError::Call { source, .. } if status_code(source) == Some(404))
     }
 
+    /// Whether the API server answered that gpufleet's credentials may not do this.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ObjectError::Call { source, .. } if status_code(source) == Some(403))
+    }
+
     /// The cause alone, without `what`, for callers that name the operation their own way.
     pub fn cause(&self) -> String {
         match self {

@@ -47,7 +47,8 @@ use crate::{
 };
 
 use super::{
-    DEFAULT_TIMEOUTS, TYPE_NAME, archive,
+    DEFAULT_TIMEOUTS, TYPE_NAME,
+    archive::{self, Keeper, RepeatLogs},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
@@ -415,17 +416,27 @@ pub async fn apply_create(
     planned: &Value,
     endpoint_api_key: Option<&str>,
 ) -> ApplyResponse {
-    run(cluster, ctx, planned, endpoint_api_key, &|_| {}).await
+    run(
+        cluster,
+        ctx,
+        planned,
+        endpoint_api_key,
+        Keeper::Resource,
+        &|_| {},
+    )
+    .await
 }
 
 /// One run of the benchmark `planned` describes, as create makes it, telling `progress` each
 /// phase as it starts; the response holds the run's record. The `gpufleet_benchmark_run`
-/// action runs through here too, so a run on demand is the run an apply makes.
+/// action runs through here too, so a run on demand is the run an apply makes; `keeper` says
+/// whose archive the run keeps.
 pub async fn run(
     cluster: &dyn HostObjects,
     ctx: &Context,
     planned: &Value,
     endpoint_api_key: Option<&str>,
+    keeper: Keeper,
     progress: ProgressSink<'_>,
 ) -> ApplyResponse {
     let mut spec = match BenchmarkSpec::from_value(planned) {
@@ -462,6 +473,7 @@ pub async fn run(
                 spec: &spec,
                 planned,
                 endpoint_api_key,
+                keeper,
                 progress,
             };
             let response = match execute(cluster, &run, started, deadline, t.create).await {
@@ -513,6 +525,7 @@ struct Run<'a> {
     spec: &'a BenchmarkSpec,
     planned: &'a Value,
     endpoint_api_key: Option<&'a str>,
+    keeper: Keeper,
     progress: ProgressSink<'a>,
 }
 
@@ -631,10 +644,15 @@ async fn execute(
     };
     env.summarise_nodes();
 
+    if let Some(key) = run.endpoint_api_key {
+        for r in &mut repeats {
+            r.observed.redact(key);
+        }
+    }
     let runs: Vec<(&Observed, bool)> = repeats.iter().map(|r| (&r.observed, r.completed)).collect();
     let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
-    let logs: Vec<Vec<(&str, &str)>> = repeats.iter().map(|r| r.observed.every_log()).collect();
-    match keep_archive(cluster, spec, &state, &main, &logs).await {
+    let logs: Vec<RepeatLogs> = repeats.iter().map(|r| r.observed.archive_logs()).collect();
+    match keep_archive(cluster, spec, run.keeper, &state, &main, &logs).await {
         Ok(archive) => {
             progress(format!(
                 "archive kept in ConfigMap(s) {} of {}",
@@ -673,26 +691,109 @@ async fn execute(
 }
 
 /// Writes the archive of the run recorded in `state` ([`archive`]), whose repeats left
-/// `logs`, under names that carry the run's start.
+/// `logs`, under `keeper`'s names. A resource's parts past the new archive's last (of a
+/// larger archive before) are removed; a write that fails removes what it wrote, so that no
+/// part of an archive the state does not name is left, or mixed with another's.
 async fn keep_archive(
     cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
+    keeper: Keeper,
     state: &Value,
     main: &Json,
-    logs: &[Vec<(&str, &str)>],
+    logs: &[RepeatLogs<'_>],
 ) -> Result<archive::Archive, ObjectError> {
     let started_at = state.get("started_at").as_str().unwrap_or_default();
+    let prefix = keeper.prefix(&spec.name, started_at);
     let files = archive::files(state, main, logs);
     let packed = archive::pack(
-        &archive::prefix(&spec.name, started_at),
+        &prefix,
+        keeper,
         &spec.namespace,
         &spec.name,
+        started_at,
         &files,
     );
-    for part in &packed.parts {
-        cluster.apply(part).await?;
+    let write = async {
+        for part in &packed.parts {
+            cluster.apply(part).await?;
+        }
+        if keeper == Keeper::Resource {
+            for n in packed.parts.len()..archive::MAX_PARTS {
+                let stale = archive::part_name(&prefix, n);
+                cluster
+                    .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &stale)
+                    .await?;
+            }
+        }
+        Ok::<(), ObjectError>(())
+    };
+    if let Err(e) = write.await {
+        for n in 0..archive::MAX_PARTS {
+            let part = archive::part_name(&prefix, n);
+            let _ = cluster
+                .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &part)
+                .await;
+        }
+        return Err(e);
     }
     Ok(packed)
+}
+
+/// Removes the archive of the run recorded in `prior` (destroy). A resource's archive is
+/// removed while it is still that run's (by the start its parts carry), recorded or not (a
+/// write that failed half-way): a run that replaced this one (`create_before_destroy`) wrote
+/// its own under the same names. An archive gpufleet may not remove (its credentials lack
+/// ConfigMap deletes) is a warning, not a failed destroy.
+async fn remove_archive(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+    prior: &Value,
+) -> Result<Option<Diagnostic>, ObjectError> {
+    let prefix = Keeper::Resource.prefix(name, "");
+    let fixed: Vec<String> = (0..archive::MAX_PARTS)
+        .map(|n| archive::part_name(&prefix, n))
+        .collect();
+    // A state from before fixed names names its own parts.
+    let mut parts: Vec<String> = archive::recorded_parts(prior)
+        .into_iter()
+        .filter(|p| !fixed.contains(p))
+        .collect();
+    let started_at = prior.get("started_at").as_str();
+    let ours = match cluster
+        .get(ObjectKind::ConfigMap, Some(namespace), &fixed[0])
+        .await
+    {
+        Ok(found) => found.is_none_or(|p| archive::started_at_of(&p) == started_at),
+        Err(e) if e.is_forbidden() => return Ok(Some(archive_left(namespace, name, &e))),
+        Err(e) => return Err(e),
+    };
+    if ours {
+        parts.extend(fixed);
+    }
+    for part in &parts {
+        match cluster
+            .delete(ObjectKind::ConfigMap, Some(namespace), part)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is_forbidden() => return Ok(Some(archive_left(namespace, name, &e))),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+/// The warning of an archive destroy could not remove.
+fn archive_left(namespace: &str, name: &str, e: &ObjectError) -> Diagnostic {
+    Diagnostic::warning(
+        "Benchmark Archive Left",
+        format!(
+            "{TYPE_NAME} {name:?} is destroyed, but its archive stays in {namespace} ({e}). \
+             Remove it with `kubectl delete configmap -n {namespace} -l \
+             gpufleet.dev/record=archive,gpufleet.dev/benchmark={name}`."
+        ),
+    )
 }
 
 /// What every repeat of a run launches.
@@ -942,21 +1043,19 @@ pub async fn apply_delete(
     else {
         return ApplyResponse::done(Value::Null);
     };
-    let parts = archive::recorded_parts(prior);
     let work = async {
         cleanup(cluster, &namespace, &name).await?;
-        for part in &parts {
-            cluster
-                .delete(ObjectKind::ConfigMap, Some(&namespace), part)
-                .await?;
-        }
+        let left = remove_archive(cluster, &namespace, &name, prior).await?;
         wait_pods_gone(cluster, &namespace, &name, t.delete).await?;
-        Ok(())
+        Ok(left)
     };
     let started = Instant::now();
     let e = match bounded(ctx, Operation::Delete, started, started + t.delete, work).await {
-        Ok(()) => {
-            return ApplyResponse::done(Value::Null);
+        Ok(left) => {
+            return ApplyResponse {
+                new_state: Value::Null,
+                diagnostics: left.map(Into::into).unwrap_or_default(),
+            };
         }
         // A namespace that is gone took the objects with it.
         Err(StepError::Kind(RunError::Cluster(e))) if e.is_not_found() => {

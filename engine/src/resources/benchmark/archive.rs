@@ -1,22 +1,27 @@
 //! A run's archive: what a reviewer needs to audit it, downloadable as files.
 //!
-//! The archive is a set of ConfigMaps `gfb-<name>-archive-<start>-<n>` (`n` from 0) in the
-//! run's namespace, labelled `gpufleet.dev/benchmark=<name>` and `gpufleet.dev/record=archive`.
-//! Each key is one file; every part holds at most [`PART_MAX`] bytes, and an archive at most
-//! [`MAX_PARTS`] parts, so that it stays well inside what the API server keeps. The files:
+//! The archive is a set of ConfigMaps in the run's namespace, labelled
+//! `gpufleet.dev/benchmark=<name>` and `gpufleet.dev/record`. A resource's archive is
+//! `gfb-<name>-archive-<n>` (`n` from 0), labelled `record=archive`: its next run overwrites
+//! it, so a run that an interrupted apply repeats leaves no second archive. A run on demand's
+//! is `gfb-<name>-archive-<start>-<n>`, labelled `record=run-archive`, one per run.
+//! Each key is one file; every part holds at most [`PART_MAX`] bytes (keys included), and an
+//! archive at most [`MAX_PARTS`] parts, so that it stays well inside the 1 MiB the API server
+//! keeps per ConfigMap. The files:
 //!
 //! - `index.json` (part 0): every file with the part that holds it, its size, its SHA-256 and
 //!   how many bytes were cut from its start, the files left out for room, and the archive's
-//!   SHA-256 (over the list of files and their digests);
+//!   SHA-256 (over the list of files as compact JSON);
 //! - `record.json`: the run's record (status, failures, results, spread, repeat and node
 //!   results, environment, node environments, environment hash, times);
 //! - `parameters.json`: the definition it ran (suite, image, command, parameters, nodes, GPUs
 //!   per node, repeats, thresholds);
 //! - `objects.json`: the Job or MPIJob as gpufleet sent it (Secrets are referenced by name,
 //!   never inlined);
-//! - `repeat-<r>.<pod>.log`: every pod's complete log that is still there when the run ends (the MPI
-//!   Operator removes its workers, which run only sshd, as the launcher ends). A log
-//!   larger than a part keeps its end, where the results are.
+//! - `repeat-<r>.<pod>.log`: every pod's log that is still there when the run ends (the MPI
+//!   Operator removes its workers, which run only sshd, as the launcher ends): first the
+//!   logs that hold results, of every repeat, then the others, so that room runs out on the
+//!   others. A log larger than a part keeps its end, where the results are.
 //!
 //! The state's `archive` names the parts and carries the SHA-256; destroy removes them.
 
@@ -28,15 +33,56 @@ use crate::{
     value::{Value, display_number},
 };
 
-/// The most data one part holds (a ConfigMap may hold 1 MiB, metadata included).
+/// The most data one part holds, keys and values (a ConfigMap's data may hold 1 MiB).
 pub const PART_MAX: usize = 900 * 1024;
 /// The most parts one archive has.
 pub const MAX_PARTS: usize = 8;
 /// Room kept in part 0 for `index.json`.
 const INDEX_ROOM: usize = 64 * 1024;
+/// Room within [`INDEX_ROOM`] for the index's head and its list of files left out.
+const INDEX_HEAD_ROOM: usize = 16 * 1024;
+/// The most files the index names as left out; it counts the rest.
+const MAX_OMITTED_NAMED: usize = 32;
 /// The label on every record and archive of a run, so that
-/// `kubectl get configmaps -l gpufleet.dev/record=archive` finds every archive.
+/// `kubectl get configmaps -l gpufleet.dev/record=archive` finds every resource's archive.
 pub const RECORD_LABEL: &str = "gpufleet.dev/record";
+
+/// The annotation on every part that holds the start of the run it archives: destroy
+/// removes a resource's parts only while they are its run's.
+pub const STARTED_AT_ANNOTATION: &str = "gpufleet.dev/started-at";
+
+/// Whose archive it is, which decides its names and its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keeper {
+    /// A `gpufleet_benchmark`'s: fixed names, which its next run overwrites.
+    Resource,
+    /// A run on demand's: names that carry the run's start, one archive per run.
+    OnDemand,
+}
+
+impl Keeper {
+    /// The parts' prefix: `gfb-<name>-archive`, and for a run on demand its start after it
+    /// (the same for a run taken over after a killed apply).
+    pub fn prefix(self, name: &str, started_at: &str) -> String {
+        match self {
+            Keeper::Resource => format!("gfb-{name}-archive"),
+            Keeper::OnDemand => format!("gfb-{name}-archive-{}", stamp(started_at)),
+        }
+    }
+
+    /// The value of [`RECORD_LABEL`] on the parts.
+    pub fn label(self) -> &'static str {
+        match self {
+            Keeper::Resource => "archive",
+            Keeper::OnDemand => "run-archive",
+        }
+    }
+}
+
+/// The name of part `n` of the archive `prefix`.
+pub fn part_name(prefix: &str, n: usize) -> String {
+    format!("{prefix}-{n}")
+}
 
 /// One file of the archive.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,12 +122,6 @@ impl Archive {
     }
 }
 
-/// `gfb-<name>-archive-<start>`, the start as its letters and digits: the parts' prefix, the
-/// same for a run taken over after a killed apply.
-pub fn prefix(name: &str, started_at: &str) -> String {
-    format!("gfb-{name}-archive-{}", stamp(started_at))
-}
-
 /// A run's start as a name part: its letters and digits, lower case
 /// (`2026-11-28T10:15:00Z` → `20261128t101500z`), sortable.
 pub fn stamp(started_at: &str) -> String {
@@ -119,39 +159,67 @@ fn end_of(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// What one entry of `index.json` takes there, pretty-printed two levels deep.
+fn index_cost(entry: &Json) -> usize {
+    let text = serde_json::to_string_pretty(entry).unwrap_or_default();
+    text.len() + 4 * text.lines().count() + 2
+}
+
 /// Packs `files` into the parts of the archive `prefix` in namespace `namespace` of benchmark
-/// `benchmark`, in order: a file goes into the current part if it fits, else opens the next;
-/// a file larger than a part keeps its end; files that find no room are left out and named
-/// in the index.
-pub fn pack(prefix: &str, namespace: &str, benchmark: &str, files: &[File]) -> Archive {
+/// `benchmark`'s run that started at `started_at`, kept by `keeper`, in order: a file goes into the current part if it fits,
+/// else opens the next; a file larger than a part keeps its end; files that find no room, in
+/// the parts or in the index, are left out and named (or counted) in the index.
+pub fn pack(
+    prefix: &str,
+    keeper: Keeper,
+    namespace: &str,
+    benchmark: &str,
+    started_at: &str,
+    files: &[File],
+) -> Archive {
     let mut parts: Vec<Vec<(String, String)>> = vec![Vec::new()];
     let mut used = vec![INDEX_ROOM];
+    let mut index_used = INDEX_HEAD_ROOM;
     let mut listed = Vec::new();
     let mut omitted = Vec::new();
+    let mut omitted_more = 0usize;
     for f in files {
-        let kept = end_of(&f.text, PART_MAX);
-        let cut = f.text.len() - kept.len();
-        let fits = |u: usize| u + kept.len() <= PART_MAX;
+        // A part's limit counts keys as well as values.
+        let kept = end_of(&f.text, PART_MAX - f.name.len());
+        let size = f.name.len() + kept.len();
         let last = parts.len() - 1;
-        let part = if fits(used[last]) {
-            last
+        let part = if used[last] + size <= PART_MAX {
+            Some(last)
         } else if parts.len() < MAX_PARTS {
-            parts.push(Vec::new());
-            used.push(0);
-            last + 1
+            Some(last + 1)
         } else {
-            omitted.push(json!({ "name": f.name, "bytes": f.text.len() }));
-            continue;
+            None
         };
-        used[part] += kept.len();
-        parts[part].push((f.name.clone(), kept.to_owned()));
-        listed.push(json!({
-            "name": f.name,
-            "part": part,
-            "bytes": kept.len(),
-            "cut_bytes": cut,
-            "sha256": sha256_hex(kept.as_bytes()),
-        }));
+        let entry = part.map(|part| {
+            json!({
+                "name": f.name,
+                "part": part,
+                "bytes": kept.len(),
+                "cut_bytes": f.text.len() - kept.len(),
+                "sha256": sha256_hex(kept.as_bytes()),
+            })
+        });
+        match (part, entry) {
+            (Some(part), Some(entry)) if index_used + index_cost(&entry) <= INDEX_ROOM => {
+                if part == parts.len() {
+                    parts.push(Vec::new());
+                    used.push(0);
+                }
+                index_used += index_cost(&entry);
+                used[part] += size;
+                parts[part].push((f.name.clone(), kept.to_owned()));
+                listed.push(entry);
+            }
+            _ if omitted.len() < MAX_OMITTED_NAMED => {
+                omitted.push(json!({ "name": f.name, "bytes": f.text.len() }));
+            }
+            _ => omitted_more += 1,
+        }
     }
     let sha256 = sha256_hex(json!(listed).to_string().as_bytes());
     let index = json!({
@@ -159,6 +227,7 @@ pub fn pack(prefix: &str, namespace: &str, benchmark: &str, files: &[File]) -> A
         "sha256": sha256,
         "files": listed,
         "omitted": omitted,
+        "omitted_more": omitted_more,
     });
     let index_text = serde_json::to_string_pretty(&index).unwrap_or_else(|_| index.to_string());
     parts[0].insert(0, ("index.json".to_owned(), index_text));
@@ -174,19 +243,27 @@ pub fn pack(prefix: &str, namespace: &str, benchmark: &str, files: &[File]) -> A
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {
-                    "name": format!("{prefix}-{i}"),
+                    "name": part_name(prefix, i),
                     "namespace": namespace,
                     "labels": {
                         MANAGED_BY: MANAGED_BY_VALUE,
                         BENCHMARK_LABEL: benchmark,
-                        RECORD_LABEL: "archive",
+                        RECORD_LABEL: keeper.label(),
                     },
+                    "annotations": { STARTED_AT_ANNOTATION: started_at },
                 },
                 "data": data,
             })
         })
         .collect();
     Archive { parts, sha256 }
+}
+
+/// The start of the run whose archive `part` belongs to; `None` when it names none.
+pub fn started_at_of(part: &Json) -> Option<&str> {
+    part.pointer("/metadata/annotations")?
+        .get(STARTED_AT_ANNOTATION)?
+        .as_str()
 }
 
 /// The attributes of the record a run keeps (`record.json`), here and in the records of
@@ -257,9 +334,18 @@ pub fn fields_json(state: &Value, fields: &[&str]) -> String {
     serde_json::to_string_pretty(&picked).unwrap_or_default()
 }
 
+/// The pods' logs of one repeat, by pod name.
+#[derive(Debug, Default)]
+pub struct RepeatLogs<'a> {
+    /// The logs the results were read from.
+    pub results: Vec<(&'a str, &'a str)>,
+    /// The other pods' (an MPI world's workers, gpufleet's ranks after the first).
+    pub others: Vec<(&'a str, &'a str)>,
+}
+
 /// The files of the archive of the run recorded in `state`, which sent `main` and whose
-/// repeats left `logs` (each repeat's pods with their logs, in order).
-pub fn files(state: &Value, main: &Json, logs: &[Vec<(&str, &str)>]) -> Vec<File> {
+/// repeats left `logs` (in order): the result logs of every repeat before any other log.
+pub fn files(state: &Value, main: &Json, logs: &[RepeatLogs<'_>]) -> Vec<File> {
     let mut out = vec![
         File::new("record.json", fields_json(state, RECORD_FIELDS)),
         File::new("parameters.json", fields_json(state, DEFINITION_FIELDS)),
@@ -268,11 +354,19 @@ pub fn files(state: &Value, main: &Json, logs: &[Vec<(&str, &str)>]) -> Vec<File
             serde_json::to_string_pretty(main).unwrap_or_default(),
         ),
     ];
-    for (r, pods) in logs.iter().enumerate() {
-        for (pod, log) in pods {
-            out.push(File::new(log_name(r + 1, pod), *log));
-        }
-    }
+    let results = logs
+        .iter()
+        .enumerate()
+        .flat_map(|(r, l)| l.results.iter().map(move |&(pod, log)| (r + 1, pod, log)));
+    let others = logs
+        .iter()
+        .enumerate()
+        .flat_map(|(r, l)| l.others.iter().map(move |&(pod, log)| (r + 1, pod, log)));
+    out.extend(
+        results
+            .chain(others)
+            .map(|(r, pod, log)| File::new(log_name(r, pod), log)),
+    );
     out
 }
 
@@ -315,8 +409,8 @@ mod tests {
             File::new("record.json", "{}"),
             File::new(log_name(1, "gfb-a-0"), "line\n"),
         ];
-        let a = pack("gfb-a-archive-x", "ns", "a", &files);
-        assert_eq!(a.names(), ["gfb-a-archive-x-0"]);
+        let a = pack("gfb-a-archive", Keeper::Resource, "ns", "a", "t", &files);
+        assert_eq!(a.names(), ["gfb-a-archive-0"]);
         let part = data(&a, 0);
         assert_eq!(part["repeat-1.gfb-a-0.log"], "line\n");
         let index: Json = serde_json::from_str(part["index.json"].as_str().expect("index"))
@@ -332,7 +426,7 @@ mod tests {
         let files: Vec<File> = (0..2 * MAX_PARTS + 2)
             .map(|i| File::new(format!("f{i}"), big.clone()))
             .collect();
-        let a = pack("p", "ns", "a", &files);
+        let a = pack("p", Keeper::OnDemand, "ns", "a", "t", &files);
         assert_eq!(a.parts.len(), MAX_PARTS);
         for p in &a.parts {
             let bytes: usize = p["data"]
@@ -343,6 +437,9 @@ mod tests {
                 .map(str::len)
                 .sum();
             assert!(bytes <= PART_MAX + INDEX_ROOM, "{bytes}");
+            // What the API server would be sent, metadata and JSON escapes included.
+            let sent = p.to_string().len();
+            assert!(sent < 1_000_000, "{sent}");
         }
         let index: Json =
             serde_json::from_str(data(&a, 0)["index.json"].as_str().expect("index")).expect("JSON");
@@ -352,9 +449,89 @@ mod tests {
     #[test]
     fn a_log_larger_than_a_part_keeps_its_end() {
         let log = format!("{}RESULT 42\n", "noise\n".repeat(PART_MAX / 6 + 10));
-        let a = pack("p", "ns", "a", &[File::new("l", log.clone())]);
+        let a = pack(
+            "p",
+            Keeper::OnDemand,
+            "ns",
+            "a",
+            "t",
+            &[File::new("l", log.clone())],
+        );
         let kept = data(&a, a.parts.len() - 1)["l"].as_str().expect("kept");
         assert!(kept.ends_with("RESULT 42\n"));
         assert!(kept.len() <= PART_MAX);
+    }
+
+    #[test]
+    fn an_index_of_many_files_stays_within_its_room() {
+        let files: Vec<File> = (0..5000)
+            .map(|i| File::new(log_name(1, &format!("gfb-a-worker-{i:05}")), "ok\n"))
+            .collect();
+        let a = pack("p", Keeper::Resource, "ns", "a", "t", &files);
+        let text = data(&a, 0)["index.json"].as_str().expect("index");
+        assert!(text.len() <= INDEX_ROOM, "{}", text.len());
+        let index: Json = serde_json::from_str(text).expect("JSON");
+        let listed = index["files"].as_array().expect("files").len();
+        let named = index["omitted"].as_array().expect("omitted").len();
+        assert_eq!(named, MAX_OMITTED_NAMED);
+        assert_eq!(
+            listed + named + index["omitted_more"].as_u64().expect("count") as usize,
+            5000
+        );
+        let part0: usize = data(&a, 0)
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        assert!(part0 <= PART_MAX, "{part0}");
+    }
+
+    #[test]
+    fn result_logs_of_every_repeat_come_before_the_others() {
+        let logs = [
+            RepeatLogs {
+                results: vec![("launcher", "r1")],
+                others: vec![("worker", "w1")],
+            },
+            RepeatLogs {
+                results: vec![("launcher", "r2")],
+                others: vec![("worker", "w2")],
+            },
+        ];
+        let names: Vec<String> = files(&Value::Null, &json!({}), &logs)
+            .into_iter()
+            .skip(3)
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "repeat-1.launcher.log",
+                "repeat-2.launcher.log",
+                "repeat-1.worker.log",
+                "repeat-2.worker.log"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_resource_archive_has_fixed_names_and_a_run_on_demand_one_its_start() {
+        assert_eq!(
+            Keeper::Resource.prefix("a", "2026-11-28T10:15:00Z"),
+            "gfb-a-archive"
+        );
+        assert_eq!(
+            Keeper::OnDemand.prefix("a", "2026-11-28T10:15:00Z"),
+            "gfb-a-archive-20261128t101500z"
+        );
+        let a = pack(
+            "gfb-a-archive",
+            Keeper::Resource,
+            "ns",
+            "a",
+            "2026-11-28T10:15:00Z",
+            &[],
+        );
+        assert_eq!(started_at_of(&a.parts[0]), Some("2026-11-28T10:15:00Z"));
+        assert_eq!(a.parts[0]["metadata"]["labels"][RECORD_LABEL], "archive");
     }
 }

@@ -16,6 +16,7 @@ use crate::{
 use super::{
     TYPE_NAME,
     apply::{RunError, StepError},
+    archive::RepeatLogs,
     environment::Environment,
     launch::{self, Launcher},
     model::{BenchmarkSpec, OnFailure, verdict},
@@ -47,18 +48,35 @@ pub(super) struct Observed {
 }
 
 impl Observed {
-    /// Every pod's log read, by pod name: the result logs, then the others.
-    pub(super) fn every_log(&self) -> Vec<(&str, &str)> {
-        self.log_pods
-            .iter()
-            .zip(&self.logs)
-            .map(|(pod, (_, log))| (pod.as_str(), log.as_str()))
-            .chain(
-                self.other_logs
-                    .iter()
-                    .map(|(pod, log)| (pod.as_str(), log.as_str())),
-            )
-            .collect()
+    /// Every pod's log read, by pod name, for the archive.
+    pub(super) fn archive_logs(&self) -> RepeatLogs<'_> {
+        RepeatLogs {
+            results: self
+                .log_pods
+                .iter()
+                .zip(&self.logs)
+                .map(|(pod, (_, log))| (pod.as_str(), log.as_str()))
+                .collect(),
+            others: self
+                .other_logs
+                .iter()
+                .map(|(pod, log)| (pod.as_str(), log.as_str()))
+                .collect(),
+        }
+    }
+
+    /// Replaces `secret` in every log with `(redacted)`: a tool may print the key it was
+    /// given (its command line, its configuration), and logs reach `raw_output`, failures
+    /// and the archive.
+    pub(super) fn redact(&mut self, secret: &str) {
+        if secret.is_empty() {
+            return;
+        }
+        for (_, log) in self.logs.iter_mut().chain(self.other_logs.iter_mut()) {
+            if log.contains(secret) {
+                *log = log.replace(secret, "(redacted)");
+            }
+        }
     }
 
     /// The output `raw_output` keeps the end of: the one log, or each node's under a line

@@ -438,16 +438,18 @@ pub fn benchmark_schema() -> Schema {
             .use_state_for_unknown()
             .describe(
                 "Where the run's archive is: everything a reviewer needs to audit it, as \
-                 files in the ConfigMaps `configmaps` of the run's namespace (labelled \
-                 `gpufleet.dev/record=archive` and `gpufleet.dev/benchmark=<name>`), each key \
-                 one file: `index.json` (every file with its part, size, SHA-256 and the bytes \
-                 cut from its start, the files left out for room, and the archive's SHA-256), \
-                 `record.json` (status, failures, results, spread, repeat and node results, \
-                 environment, node environments, environment hash, times), `parameters.json` \
-                 (the definition that ran), `objects.json` (the Job or MPIJob as sent; \
-                 Secrets only by name) and `repeat-<r>.<pod>.log` (every pod's complete log; \
-                 an MPI world's ranks all print to its launcher's). A part holds at most 900 KiB and an archive at most 8 \
-                 parts; a log larger than a part keeps its end. Destroy removes the archive; \
+                 files in the ConfigMaps `gfb-<name>-archive-<n>` of the run's namespace \
+                 (labelled `gpufleet.dev/record=archive` and `gpufleet.dev/benchmark=<name>`; \
+                 the next run overwrites them), each key one file: `index.json` (every file \
+                 with its part, size, SHA-256 and the bytes cut from its start, the files left \
+                 out for room, and the archive's SHA-256), `record.json` (status, failures, \
+                 results, spread, repeat and node results, environment, node environments, \
+                 environment hash, times), `parameters.json` (the definition that ran), \
+                 `objects.json` (the Job or MPIJob as sent; Secrets only by name) and \
+                 `repeat-<r>.<pod>.log` (every pod's log as the kubelet still has it when the \
+                 run ends, the endpoint key replaced by `(redacted)`; an MPI world's ranks all \
+                 print to its launcher's). A part holds at most 900 KiB and an archive at most \
+                 8 parts; a log larger than a part keeps its end. Destroy removes the archive; \
                  null when it could not be written (a warning says why).",
             ),
         )

@@ -228,8 +228,9 @@ impl ObjectKind {
             // a virtual cluster is paused or its data is dropped; a run's logs read.
             ObjectKind::Pod => &[List, Delete, Logs],
             // The records of benchmark runs on demand, kept beside the runs, and the
-            // archives of runs, removed with the benchmark that made them.
-            ObjectKind::ConfigMap => &[Apply, Delete],
+            // archives of runs, read before destroy removes them (another run may have
+            // replaced them) and removed with the benchmark that made them.
+            ObjectKind::ConfigMap => &[Apply, Get, Delete],
             ObjectKind::PersistentVolumeClaim => &[List, Delete],
             // Benchmarks read the nodes they run on and the GPU Operator's settings.
             ObjectKind::Node => &[Get, List],
