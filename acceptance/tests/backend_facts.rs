@@ -298,6 +298,12 @@ resource "gpufleet_gpu_node_pool" "p" {{
             &["at most 8"],
         ),
         row(
+            "a benchmark per NVLink clique on a pool whose nodes have none",
+            benchmark(vc_id, &quoted, "per = \"clique\""),
+            facts::POOL_NOT_IN_UNITS,
+            &["carry no nvidia.com/gpu.clique label"],
+        ),
+        row(
             "a benchmark on more nodes than the same run plans for its pool",
             planned_pool + &benchmark(vc_id, "gpufleet_gpu_node_pool.q.id", "nodes = 2"),
             facts::MORE_NODES_THAN_POOL,

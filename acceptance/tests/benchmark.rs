@@ -837,6 +837,7 @@ fn archive_files(host: &KubeRest, namespace: &str, r: &Value) -> BTreeMap<String
 }
 
 /// Restores a node's driver labels when dropped, so a failed test leaves the lab as it was.
+/// Labels of a node put back as they were when the test ends, passed or not.
 struct DriverLabels<'a> {
     host: &'a KubeRest,
     node: String,
@@ -1034,5 +1035,87 @@ fn a_run_is_judged_against_its_baseline_and_refused_when_the_setups_differ() {
             .any(|f| f.contains("driver_version (run \"570.133.20\", baseline \"550.54.15\")")),
         "{f:?}"
     );
+    s.destroy();
+}
+
+#[test]
+fn a_run_per_block_runs_on_each_block_of_the_pool_and_records_each() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let run = |per: &str| {
+        config(
+            "bench-blocks",
+            2,
+            &benchmark("bw", "nvbandwidth", &format!("per = \"{per}\"")),
+        )
+    };
+    // The lab gives each rack one switch block, and the pool's two nodes share a rack: one
+    // of them moves to a block of its own, as topograph labels a rack split across leaves.
+    let s = Session::new(&run("block"), lab.settings_env());
+    let _destroy = s.destroy_on_panic();
+    s.ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-target=gpufleet_gpu_node_pool.p",
+    ]);
+    let nodes = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"]);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let node = nodes.iter().nth(1).cloned().unwrap_or_default();
+    let block = "network.topology.nvidia.com/block";
+    let labels =
+        host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"].clone();
+    let first_block = labels[block].as_str().unwrap_or_default().to_owned();
+    assert!(!first_block.is_empty(), "{labels:#}");
+    let _restore = DriverLabels {
+        host: &host,
+        node: node.clone(),
+        original: serde_json::json!({ block: labels[block] }),
+    };
+    let second_block = format!("{first_block}-east");
+    host.merge_patch(
+        &format!("/api/v1/nodes/{node}"),
+        &serde_json::json!({ "metadata": { "labels": { block: second_block } } }),
+    )
+    .expect("relabel");
+
+    s.apply();
+    s.assert_plan_empty();
+    let r = s.resource("gpufleet_benchmark.bw");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    let units: BTreeSet<&str> = r["unit_results"]
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        units,
+        BTreeSet::from([first_block.as_str(), second_block.as_str()]),
+        "{r:#}"
+    );
+    for unit in &units {
+        assert!(
+            r["unit_results"][*unit]
+                .as_object()
+                .is_some_and(|m| !m.is_empty()),
+            "{unit} has results: {r:#}"
+        );
+    }
+    // Each block's run ran on a node of that block, and the archive keeps both logs.
+    assert_eq!(
+        r["node_environments"][&node]["block"],
+        second_block.as_str(),
+        "{r:#}"
+    );
+    let ran: BTreeSet<&str> = r["environment"]["nodes"]
+        .as_str()
+        .unwrap_or_default()
+        .split(',')
+        .collect();
+    assert_eq!(ran.len(), 2, "{r:#}");
+    let namespace = host_namespace(&s);
+    let files = archive_files(&host, &namespace, &r);
+    let logs: Vec<&String> = files.keys().filter(|k| k.ends_with(".log")).collect();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }

@@ -66,6 +66,7 @@ fn applied(planned: &Value) -> Value {
         ("environment_hash", Value::string("ab".repeat(32))),
         ("node_environments", Value::Map(Default::default())),
         ("node_results", Value::Map(Default::default())),
+        ("unit_results", Value::Map(Default::default())),
         ("repeat_results", Value::List(Vec::new())),
         ("spread", Value::Map(Default::default())),
         ("archive", Value::Null),
@@ -534,4 +535,79 @@ async fn a_baseline_is_checked_on_its_own_attributes() {
         paths.iter().any(|p| p.contains("allow_differences")),
         "{paths:?}"
     );
+}
+
+#[tokio::test]
+async fn units_need_a_pool_and_a_tolerance_needs_units_and_a_share_below_one() {
+    let block = ("per", Value::string("block"));
+    let e = errors(&[block.clone(), ("node_pool_id", Value::Null)]).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("per")));
+    assert!(e[0].1.contains("set node_pool_id"), "{}", e[0].1);
+
+    let share = |s: &str| Value::Number(s.parse().expect("number"));
+    let e = errors(&[("unit_tolerance", share("0.05"))]).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("unit_tolerance")));
+    assert!(e[0].1.contains("set per"), "{}", e[0].1);
+
+    let e = errors(&[block.clone(), ("unit_tolerance", share("5"))]).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].1.contains("unit_tolerance is 5;"), "{}", e[0].1);
+
+    let e = errors(&[("per", Value::string("rack"))]).await;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, Some(AttrPath::attr("per")));
+
+    assert!(
+        errors(&[block, ("unit_tolerance", share("0.1"))])
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_wider_unit_tolerance_is_re_checked_in_place() {
+    // A run of two blocks, one 8% below the other.
+    let per = ("per", Value::string("block"));
+    let mut prior = created(std::slice::from_ref(&per)).await;
+    let unit = |v: &str| {
+        Value::Map(BTreeMap::from([(
+            "largest_size_bus_bandwidth".to_owned(),
+            Value::Number(v.parse().expect("number")),
+        )]))
+    };
+    prior.set_attr(
+        "unit_results",
+        Value::Map(BTreeMap::from([
+            ("b1".to_owned(), unit("480.16")),
+            ("b2".to_owned(), unit("441.7")),
+        ])),
+    );
+    let tolerance = |t: &str| ("unit_tolerance", Value::Number(t.parse().expect("number")));
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &bench(&[per.clone(), tolerance("0.05")]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(p.planned.get("status"), &Value::string("failed"));
+    let f = p.planned.get("failures").as_seq().expect("known failures");
+    assert!(
+        f.iter().any(|f| f
+            .as_str()
+            .is_some_and(|t| t.contains("on block b2 = 441.7"))),
+        "{f:?}"
+    );
+    let p = plan(
+        &kind(),
+        &Context::default(),
+        &prior,
+        &bench(&[per, tolerance("0.1")]),
+    )
+    .await;
+    assert_eq!(p.action, Action::Update);
+    assert_eq!(p.planned.get("status"), &Value::string("passed"));
 }

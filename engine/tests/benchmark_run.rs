@@ -765,6 +765,14 @@ impl FakeCluster {
         w
     }
 
+    /// Labels `node` `key=value`, as topograph labels a node's switch block.
+    fn label(&self, node: &str, key: &str, value: &str) {
+        let mut w = self.world();
+        if let Some(n) = w.objects.get_mut(&("Node", String::new(), node.to_owned())) {
+            n["metadata"]["labels"][key] = json!(value);
+        }
+    }
+
     /// Pods of another workload hold `gpus` GPUs of `node`.
     fn occupy(&self, node: &str, gpus: u32) {
         self.world().foreign_gpus.insert(node.to_owned(), gpus);
@@ -1694,9 +1702,12 @@ async fn a_broken_threshold_fails_the_apply_and_still_records_the_run() {
 
 /// Node → metric → value, as plain strings.
 fn node_results(state: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
-    state
-        .get("node_results")
-        .as_map()
+    metrics_by(state.get("node_results"))
+}
+
+/// A map of maps of numbers (`node_results`, `unit_results`), the numbers as text.
+fn metrics_by(v: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
+    v.as_map()
         .map(|m| {
             m.iter()
                 .map(|(node, metrics)| {
@@ -1985,23 +1996,29 @@ async fn a_baseline_from_another_driver_is_refused_naming_the_field() {
     );
     assert_eq!(text(p.planned.get("status")), "passed");
 
-    // A reference run on another number of nodes is another experiment.
+    // A reference run on another number of nodes is another experiment: as it records it,
+    // and as a record from before `node_count` (its list of nodes) shows it.
     let mut two = reference_map;
     two.insert("nodes".to_owned(), Value::string("gpu-drv-01,gpu-drv-02"));
-    let two = Value::Map(two);
-    let p = support::plan(&kind(), &Context::default(), &r.new_state, &with(&two, &[])).await;
-    let failed = p
-        .planned
-        .get("failures")
-        .as_seq()
-        .unwrap_or_default()
-        .to_vec();
-    assert!(
-        failed
-            .iter()
-            .any(|f| text(f).contains("node_count (run \"1\", baseline \"2\")")),
-        "{failed:?}"
-    );
+    two.insert("node_count".to_owned(), Value::string("2"));
+    let mut listed_only = two.clone();
+    listed_only.remove("node_count");
+    for reference in [two, listed_only] {
+        let reference = with(&Value::Map(reference), &[]);
+        let p = support::plan(&kind(), &Context::default(), &r.new_state, &reference).await;
+        let failed = p
+            .planned
+            .get("failures")
+            .as_seq()
+            .unwrap_or_default()
+            .to_vec();
+        assert!(
+            failed
+                .iter()
+                .any(|f| text(f).contains("node_count (run \"1\", baseline \"2\")")),
+            "{failed:?}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -2335,4 +2352,109 @@ async fn a_resource_keeps_one_archive_under_fixed_names_and_destroy_removes_it()
         support::show(&gone.diagnostics)
     );
     assert_eq!(resource_archive(&fake, "solo"), Vec::<String>::new());
+}
+
+const BLOCK: &str = "network.topology.nvidia.com/block";
+
+/// `thresholds` with a lower bound on `tokens_per_second`.
+fn min_tokens(min: i64) -> Value {
+    Value::Map(BTreeMap::from([(
+        "tokens_per_second".to_owned(),
+        Value::object([("min", Value::int(min)), ("max", Value::Null)]),
+    )]))
+}
+
+/// A pool of three nodes in two switch blocks (`gpu-units-01` and `-02` in b1, `-03` in b2)
+/// whose pods print `logs` in turn.
+fn two_blocks(logs: &[&str]) -> Arc<FakeCluster> {
+    let fake = FakeCluster::new(
+        "units",
+        3,
+        logs.iter().map(|l| PodScript::prints(l)).collect(),
+    );
+    for (node, block) in [
+        ("gpu-units-01", "b1"),
+        ("gpu-units-02", "b1"),
+        ("gpu-units-03", "b2"),
+    ] {
+        fake.label(node, BLOCK, block);
+    }
+    fake
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_per_block_runs_on_each_block_in_turn_and_fails_the_block_outside_five_percent() {
+    let slow = LOG.replace("1832.5", "1700");
+    let fake = two_blocks(&[LOG, &slow]);
+    let extra = [
+        ("per", Value::string("block")),
+        ("thresholds", min_tokens(1750)),
+    ];
+    let first = planned("units", "units", &extra).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &first, None).await;
+    assert_recorded(&first, &r);
+    let s = &r.new_state;
+
+    // One Job per block, each held to its block's nodes, one after the other.
+    let jobs = fake.job_applies();
+    let blocks: Vec<&Json> = jobs
+        .iter()
+        .map(|j| &j["spec"]["template"]["spec"]["nodeSelector"][BLOCK])
+        .collect();
+    assert_eq!(blocks, [&json!("b1"), &json!("b2")]);
+    assert_eq!(fake.most_jobs_at_once(), 1);
+
+    let by_unit = metrics_by(s.get("unit_results"));
+    assert_eq!(by_unit.len(), 2, "{by_unit:?}");
+    assert_eq!(by_unit["b1"]["tokens_per_second"], "1832.5");
+    assert_eq!(by_unit["b2"]["tokens_per_second"], "1700");
+    assert_eq!(
+        results(s)["tokens_per_second"],
+        "1700",
+        "results keep the worst block"
+    );
+    assert_eq!(text(s.get("status")), "failed");
+    assert_eq!(
+        failures(s),
+        [
+            "threshold: block b2: tokens_per_second = 1700 is outside its bound (min 1750)"
+                .to_owned(),
+            "units: tokens_per_second on block b2 = 1700 is more than 5% below block b1 = \
+             1832.5 (unit_tolerance 0.05)"
+                .to_owned(),
+        ]
+    );
+    let raw = text(s.get("raw_output"));
+    assert!(
+        raw.contains("==> block b1 <==") && raw.contains("==> block b2 <=="),
+        "{raw}"
+    );
+    assert_eq!(fake.left(), Vec::<String>::new());
+
+    // A wider tolerance and a lower bound are re-checked on the recorded units, no run.
+    let looser = [
+        ("per", Value::string("block")),
+        (
+            "unit_tolerance",
+            Value::Number("0.1".parse().expect("a number")),
+        ),
+        ("thresholds", min_tokens(1600)),
+    ];
+    let relaxed = apply::apply_update(s, &planned("units", "units", &looser).await);
+    assert_eq!(text(relaxed.new_state.get("status")), "passed");
+    assert_eq!(fake.job_applies().len(), 2, "nothing ran again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_per_block_is_refused_where_a_node_has_no_block() {
+    let fake = two_blocks(&[LOG, LOG]);
+    fake.label("gpu-units-03", BLOCK, "");
+    let planned = planned("units", "units", &[("per", Value::string("block"))]).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    let shown = support::show(&r.diagnostics);
+    assert!(
+        shown.contains("node(s) gpu-units-03 carry no network.topology.nvidia.com/block label"),
+        "{shown}"
+    );
+    assert!(fake.job_applies().is_empty(), "nothing ran");
 }

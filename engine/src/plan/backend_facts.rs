@@ -118,6 +118,14 @@ pub const MORE_GPUS_THAN_NODES: BackendFact = BackendFact {
     refuses: "more GPUs per pod than each of the pool's nodes offers (its allocatable \
               `nvidia.com/gpu`)",
 };
+/// A row of [`BACKEND_FACTS`].
+pub const POOL_NOT_IN_UNITS: BackendFact = BackendFact {
+    type_name: BENCHMARK,
+    attribute: "per",
+    summary: "Pool Not Divisible Into Units",
+    refuses: "a run `per` unit of a pool whose nodes do not all carry that unit's label, or \
+              one of whose units holds fewer nodes than `nodes`",
+};
 
 /// A row of [`BACKEND_FACTS`].
 pub const VIRTUAL_CLUSTER_NAME_TAKEN: BackendFact = BackendFact {
@@ -144,6 +152,7 @@ pub const BACKEND_FACTS: &[BackendFact] = &[
     CIDR_OVERLAP,
     MORE_NODES_THAN_POOL,
     MORE_GPUS_THAN_NODES,
+    POOL_NOT_IN_UNITS,
     VIRTUAL_CLUSTER_NAME_TAKEN,
 ];
 

@@ -53,8 +53,9 @@ use super::{
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
-    results::{Observed, launcher_name, observe, record, record_run},
+    results::{Observed, UnitRuns, launcher_name, observe, record, record_run},
     shape::Shape,
+    units,
     wait::{POLL, wait_done, wait_gang},
 };
 
@@ -560,61 +561,91 @@ async fn execute(
     let launcher = launch::choose(spec, serves_mpijob).map_err(RunError::Setup)?;
     let shape = Shape::new(launcher, &spec.name);
     let deadline_seconds = limit.as_secs().max(1);
-    let mut main = match launcher {
-        Launcher::Pods => render::job(spec, &pool.placement, deadline_seconds),
-        Launcher::Gpufleet => launch::gpufleet_job(spec, &pool.placement, deadline_seconds),
-        Launcher::MpiOperator => launch::mpijob(spec, &pool.placement, deadline_seconds),
+    // Per unit: each unit's nodes by its label, in turn. Else the whole pool, once.
+    let unit_list: Vec<Option<String>> = match spec.per {
+        None => vec![None],
+        Some(per) => units::units(per, &pool.nodes, spec.nodes)
+            .map_err(|e| RunError::Setup(format!("node pool: {e}")))?
+            .into_keys()
+            .map(Some)
+            .collect(),
     };
-    let hash = super::environment::sha256_hex(main.to_string().as_bytes());
-    main["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
-    let launch = Launch {
-        launcher,
-        shape: &shape,
-        main: &main,
-        hash: &hash,
-        serves_mpijob,
-        deadline,
-        limit,
-    };
-    let mut repeats: Vec<Repeat> = Vec::new();
+    let mut by_unit: Vec<(Option<String>, Vec<Repeat>)> = Vec::new();
+    let mut mains: Vec<Json> = Vec::new();
     let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
     let mut nodes: Vec<String> = Vec::new();
     let mut started_at = String::new();
-    for i in 0..spec.repeats {
-        let (adopted, created_at) = start(cluster, run, &launch, i == 0).await?;
-        if i == 0 {
-            started_at = created_at;
+    for (u, unit) in unit_list.iter().enumerate() {
+        let mut placement = pool.placement.clone();
+        let mut of_unit = String::new();
+        if let (Some(per), Some(unit)) = (spec.per, unit) {
+            placement
+                .node_selector
+                .insert(per.label().to_owned(), unit.clone());
+            of_unit = format!(
+                " on {} {unit} ({} of {})",
+                per.name(),
+                u + 1,
+                unit_list.len()
+            );
         }
-        let repeat = if spec.repeats > 1 {
-            format!(" (repeat {} of {})", i + 1, spec.repeats)
-        } else {
-            String::new()
+        let mut main = match launcher {
+            Launcher::Pods => render::job(spec, &placement, deadline_seconds),
+            Launcher::Gpufleet => launch::gpufleet_job(spec, &placement, deadline_seconds),
+            Launcher::MpiOperator => launch::mpijob(spec, &placement, deadline_seconds),
         };
-        progress(format!(
-            "{} {} {}{repeat} ({} node(s), {} launcher); waiting for its pods to start",
-            if adopted { "took over" } else { "created" },
-            shape.main_kind().kind(),
-            shape.name,
-            spec.nodes,
-            launcher_name(launcher)
-        ));
-        let mut repeat =
-            one_repeat(cluster, run, &launch, &pool, started, i + 1 < spec.repeats).await?;
-        // Environment: GPU facts from the nodes the pods ran on, over every repeat. Repeats
-        // on nodes of different setups would compare numbers no one setup gave: stop at the
-        // first repeat that shows it.
-        for n in &repeat.observed.nodes {
-            if !nodes.contains(n) {
-                nodes.push(n.clone());
+        let hash = super::environment::sha256_hex(main.to_string().as_bytes());
+        main["metadata"]["annotations"] = serde_json::json!({ SPEC_HASH_ANNOTATION: hash });
+        let launch = Launch {
+            launcher,
+            shape: &shape,
+            main: &main,
+            hash: &hash,
+            serves_mpijob,
+            deadline,
+            limit,
+        };
+        let mut repeats: Vec<Repeat> = Vec::new();
+        for i in 0..spec.repeats {
+            let first = u == 0 && i == 0;
+            let (adopted, created_at) = start(cluster, run, &launch, first).await?;
+            if first {
+                started_at = created_at;
             }
+            let repeat = if spec.repeats > 1 {
+                format!(" (repeat {} of {})", i + 1, spec.repeats)
+            } else {
+                String::new()
+            };
+            progress(format!(
+                "{} {} {}{of_unit}{repeat} ({} node(s), {} launcher); waiting for its pods to start",
+                if adopted { "took over" } else { "created" },
+                shape.main_kind().kind(),
+                shape.name,
+                spec.nodes,
+                launcher_name(launcher)
+            ));
+            let more = i + 1 < spec.repeats || u + 1 < unit_list.len();
+            let mut repeat = one_repeat(cluster, run, &launch, &pool, started, more).await?;
+            // Environment: GPU facts from the nodes the pods ran on, over every repeat and
+            // unit. Numbers from nodes of different setups compare what no one setup gave:
+            // stop at the first repeat that shows it.
+            for n in &repeat.observed.nodes {
+                if !nodes.contains(n) {
+                    nodes.push(n.clone());
+                }
+            }
+            per_node.append(&mut repeat.per_node);
+            let differences = node_differences(&per_node, &spec.allow_node_differences);
+            if !differences.is_empty() {
+                return Err(RunError::MixedNodes(describe_differences(&differences)).into());
+            }
+            repeats.push(repeat);
         }
-        per_node.append(&mut repeat.per_node);
-        let differences = node_differences(&per_node, &spec.allow_node_differences);
-        if !differences.is_empty() {
-            return Err(RunError::MixedNodes(describe_differences(&differences)).into());
-        }
-        repeats.push(repeat);
+        mains.push(main);
+        by_unit.push((unit.clone(), repeats));
     }
+    let repeats: Vec<&Repeat> = by_unit.iter().flat_map(|(_, r)| r).collect();
 
     let first = repeats.first().map(|r| &r.observed);
     let mut env = Environment {
@@ -644,15 +675,42 @@ async fn execute(
     };
     env.summarise_nodes();
 
+    let left = repeats
+        .iter()
+        .find_map(|r| r.left.as_ref().map(ToString::to_string));
+    drop(repeats);
     if let Some(key) = run.endpoint_api_key {
-        for r in &mut repeats {
-            r.observed.redact(key);
+        for (_, repeats) in &mut by_unit {
+            for r in repeats {
+                r.observed.redact(key);
+            }
         }
     }
-    let runs: Vec<(&Observed, bool)> = repeats.iter().map(|r| (&r.observed, r.completed)).collect();
-    let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &runs, env);
-    let logs: Vec<RepeatLogs> = repeats.iter().map(|r| r.observed.archive_logs()).collect();
-    match keep_archive(cluster, spec, run.keeper, &state, &main, &logs).await {
+    let units: Vec<UnitRuns> = by_unit
+        .iter()
+        .map(|(unit, repeats)| UnitRuns {
+            unit: unit.clone(),
+            runs: repeats.iter().map(|r| (&r.observed, r.completed)).collect(),
+        })
+        .collect();
+    let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &units, env);
+    // The archive's repeats are numbered over the units, in turn.
+    let logs: Vec<RepeatLogs> = by_unit
+        .iter()
+        .flat_map(|(_, repeats)| repeats.iter().map(|r| r.observed.archive_logs()))
+        .collect();
+    // The object sent, or per unit each unit's.
+    let objects = match (&mains[..], spec.per) {
+        ([main], None) => main.clone(),
+        (mains, _) => Json::Object(
+            unit_list
+                .iter()
+                .zip(mains)
+                .map(|(u, m)| (u.clone().unwrap_or_default(), m.clone()))
+                .collect(),
+        ),
+    };
+    match keep_archive(cluster, spec, run.keeper, &state, &objects, &logs).await {
         Ok(archive) => {
             progress(format!(
                 "archive kept in ConfigMap(s) {} of {}",
@@ -674,7 +732,7 @@ async fn execute(
             ));
         }
     }
-    if let Some(e) = repeats.iter().find_map(|r| r.left.as_ref()) {
+    if let Some(e) = left {
         diagnostics.push(Diagnostic::warning(
             "Benchmark Objects Left Behind",
             format!(
@@ -1086,7 +1144,11 @@ pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
     };
     let recorded = RecordedRun::from_state(prior);
     let failures = recorded
-        .re_checked(&spec.thresholds, spec.baseline.as_ref())
+        .re_checked(
+            &spec.thresholds,
+            spec.baseline.as_ref(),
+            &spec.unit_tolerance,
+        )
         .unwrap_or_else(|| recorded.tool_failures.clone());
     let results = recorded.results.unwrap_or_default();
     let (mut new_state, diagnostics) = record(planned, &spec, &results, &failures);

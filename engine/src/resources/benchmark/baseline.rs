@@ -45,7 +45,8 @@ pub const MUST_MATCH: &[&str] = &[
     "ranks",
 ];
 
-/// The compared number of nodes, which `environment` records as the list of their names.
+/// The compared number of nodes that ran at once (`environment`'s `node_count`; a record from
+/// before it has only the list of their names).
 pub const NODE_COUNT: &str = "node_count";
 
 /// The `baseline` attribute.
@@ -121,10 +122,13 @@ impl Baseline {
             .as_deref()
             .map_or_else(String::new, |s| format!(" ({s})"));
         if let Some(reference) = &self.environment {
-            // How many nodes ran, from the list of their names (which may differ).
+            // How many nodes ran at once: `node_count`, else (a record from before it) the
+            // list of their names, which may differ.
             let count = |env: &BTreeMap<String, String>| {
-                env.get("nodes")
-                    .map(|n| n.split(',').filter(|n| !n.is_empty()).count().to_string())
+                env.get(NODE_COUNT).cloned().or_else(|| {
+                    env.get("nodes")
+                        .map(|n| n.split(',').filter(|n| !n.is_empty()).count().to_string())
+                })
             };
             let (run_nodes, base_nodes) = (count(environment), count(reference));
             let differ: Vec<String> = MUST_MATCH

@@ -215,6 +215,7 @@ impl Environment {
                 self.virtual_cluster_kubernetes_version.clone(),
             ),
             ("nodes".into(), self.nodes.join(",")),
+            ("node_count".into(), self.node_count.to_string()),
             ("gpu_product".into(), self.gpu_product.clone()),
             ("gpu_count".into(), self.gpu_count.clone()),
             ("driver_version".into(), self.driver_version.clone()),

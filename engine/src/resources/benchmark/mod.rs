@@ -48,6 +48,7 @@ pub mod ssh_keys;
 pub mod suite_params;
 pub mod thresholds;
 pub mod turn_name;
+pub mod units;
 mod validate;
 mod wait;
 

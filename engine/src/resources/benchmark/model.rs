@@ -23,6 +23,7 @@ use super::{
     per_node::{self, Metrics},
     schema::DEFAULT_START_TIMEOUT,
     thresholds::{self, Bounds},
+    units::{self, Per, UNITS_PREFIX},
 };
 
 /// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
@@ -100,6 +101,10 @@ pub struct BenchmarkSpec {
     pub launcher: LauncherSetting,
     /// Per-node environment fields the nodes may differ in.
     pub allow_node_differences: BTreeSet<String>,
+    /// The scalable unit the run is repeated on, one run per unit of the pool.
+    pub per: Option<Per>,
+    /// How far (a share) a unit may fall short of the best unit.
+    pub unit_tolerance: BigDecimal,
     /// Whether the run reads the endpoint's API key from its Secret. The key is write-only,
     /// so it is never in a planned state: apply sets this from the configuration.
     pub endpoint_api_key: bool,
@@ -202,6 +207,8 @@ impl BenchmarkSpec {
                         .collect()
                 })
                 .unwrap_or_default(),
+            per: v.get("per").as_str().and_then(Per::parse),
+            unit_tolerance: unit_tolerance(v),
             endpoint_api_key: false,
         })
     }
@@ -210,6 +217,18 @@ impl BenchmarkSpec {
     pub fn id(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// `unit_tolerance` as configured, else its default.
+pub fn unit_tolerance(v: &Value) -> BigDecimal {
+    v.get("unit_tolerance")
+        .as_number()
+        .cloned()
+        .unwrap_or_else(|| {
+            units::DEFAULT_TOLERANCE
+                .parse()
+                .unwrap_or_else(|_| BigDecimal::from(0))
+        })
 }
 
 /// The run a state records, as refresh, an in-place change and destroy need it.
@@ -223,6 +242,10 @@ pub struct RecordedRun {
     pub results: Option<BTreeMap<String, BigDecimal>>,
     /// Each node's results, when each node ran the tool on its own.
     pub node_results: BTreeMap<String, Metrics>,
+    /// Each unit's results, for a run per scalable unit.
+    pub unit_results: BTreeMap<String, Metrics>,
+    /// The unit it ran per, if any.
+    pub per: Option<Per>,
     /// The suite it ran.
     pub suite: Option<String>,
     /// How many nodes ran at once.
@@ -243,6 +266,21 @@ fn metrics_of(v: &Value) -> Metrics {
         .unwrap_or_default()
 }
 
+/// Name → metrics, from a map of maps in the state.
+fn metrics_by(v: &Value) -> BTreeMap<String, Metrics> {
+    v.as_map()
+        .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
+        .unwrap_or_default()
+}
+
+/// Whether a recorded failure follows from the results and the configuration alone
+/// (thresholds, baseline, units), so plan re-checks it instead of keeping it.
+fn is_re_checked(failure: &str) -> bool {
+    [THRESHOLD_PREFIX, BASELINE_PREFIX, UNITS_PREFIX]
+        .iter()
+        .any(|p| failure.starts_with(p))
+}
+
 impl RecordedRun {
     /// Decodes the record of a state (or of a prior value at plan).
     pub fn from_state(state: &Value) -> RecordedRun {
@@ -251,11 +289,9 @@ impl RecordedRun {
             name: state.get("name").as_str().map(str::to_owned),
             namespace: namespace_of(state),
             results: results.is_wholly_known().then(|| metrics_of(results)),
-            node_results: state
-                .get("node_results")
-                .as_map()
-                .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
-                .unwrap_or_default(),
+            node_results: metrics_by(state.get("node_results")),
+            unit_results: metrics_by(state.get("unit_results")),
+            per: state.get("per").as_str().and_then(Per::parse),
             suite: state.get("suite").as_str().map(str::to_owned),
             nodes: state
                 .get("nodes")
@@ -275,7 +311,7 @@ impl RecordedRun {
                 .unwrap_or_default()
                 .iter()
                 .filter_map(Value::as_str)
-                .filter(|f| !f.starts_with(THRESHOLD_PREFIX) && !f.starts_with(BASELINE_PREFIX))
+                .filter(|f| !is_re_checked(f))
                 .map(str::to_owned)
                 .collect(),
         }
@@ -288,11 +324,25 @@ impl RecordedRun {
         &self,
         bounds: &BTreeMap<String, Bounds>,
         baseline: Option<&Baseline>,
+        unit_tolerance: &BigDecimal,
     ) -> Option<Vec<String>> {
         let results = self.results.as_ref()?;
-        let per_node = (self.nodes > 1).then_some(&self.node_results);
-        let mut failures = verdict(&self.tool_failures, results, per_node, bounds);
+        let judged_by = if self.nodes > 1 && !self.node_results.is_empty() {
+            Some(("node", &self.node_results))
+        } else {
+            self.per.map(|per| (per.name(), &self.unit_results))
+        };
+        let mut failures = verdict(&self.tool_failures, results, judged_by, bounds);
         let suite = self.suite.as_deref().and_then(benchmark::suite);
+        if let (Some(per), Some(suite)) = (self.per, suite) {
+            failures.extend(units::spread_failures(
+                suite,
+                bounds,
+                per,
+                unit_tolerance,
+                &self.unit_results,
+            ));
+        }
         if let (Some(b), Some(suite)) = (baseline, suite) {
             failures.extend(b.failures(suite, bounds, results, &self.environment));
         }
@@ -301,16 +351,16 @@ impl RecordedRun {
 }
 
 /// The verdict of a run from its results: tool failures plus broken thresholds, judged on
-/// each node of `per_node` (a run of several nodes, each running the tool on its own), else
-/// on `results`.
+/// each node or unit of `judged_by` (a run of several nodes, each running the tool on its
+/// own, or a run per unit: the word that names one, and their results), else on `results`.
 pub fn verdict(
     tool_failures: &[String],
     results: &BTreeMap<String, BigDecimal>,
-    per_node: Option<&BTreeMap<String, Metrics>>,
+    judged_by: Option<(&str, &BTreeMap<String, Metrics>)>,
     bounds: &BTreeMap<String, Bounds>,
 ) -> Vec<String> {
-    let broken = if let Some(node_results) = per_node.filter(|n| !n.is_empty()) {
-        per_node::violations(node_results, bounds)
+    let broken = if let Some((noun, by)) = judged_by.filter(|(_, by)| !by.is_empty()) {
+        per_node::violations(noun, by, bounds)
     } else {
         thresholds::violations(results, bounds)
             .iter()
@@ -346,6 +396,8 @@ pub(crate) mod tests {
             start_timeout: Duration::from_secs(60),
             launcher: LauncherSetting::Auto,
             allow_node_differences: BTreeSet::new(),
+            per: None,
+            unit_tolerance: unit_tolerance(&Value::Null),
             endpoint_api_key: false,
         }
     }

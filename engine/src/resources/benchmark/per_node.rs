@@ -25,6 +25,26 @@ pub fn lower_is_better(suite: &dyn Suite, bounds: &BTreeMap<String, Bounds>, met
     }
 }
 
+/// Each metric's highest (`highest`) or lowest value over `all`.
+pub fn worst_of(all: impl IntoIterator<Item = Metrics>, highest: bool) -> Metrics {
+    let mut out = Metrics::new();
+    for metrics in all {
+        for (name, value) in metrics {
+            let keep = out.get(&name).is_none_or(|kept| {
+                if highest {
+                    value > *kept
+                } else {
+                    value < *kept
+                }
+            });
+            if keep {
+                out.insert(name, value);
+            }
+        }
+    }
+    out
+}
+
 /// Each metric's worst value over the nodes that reported it: the highest when lower is
 /// better ([`lower_is_better`]), else the lowest.
 pub fn worst(
@@ -47,9 +67,10 @@ pub fn worst(
     out
 }
 
-/// The thresholds each node breaks (or reports nothing for), as `node <name>: <violation>`,
-/// in node order.
+/// The thresholds each node (or unit, as `noun` names them) breaks or reports nothing for,
+/// as `<noun> <name>: <violation>`, in name order.
 pub fn violations(
+    noun: &str,
     by_node: &BTreeMap<String, Metrics>,
     bounds: &BTreeMap<String, Bounds>,
 ) -> Vec<String> {
@@ -58,7 +79,7 @@ pub fn violations(
         .flat_map(|(node, metrics)| {
             thresholds::violations(metrics, bounds)
                 .into_iter()
-                .map(move |v| format!("node {node}: {v}"))
+                .map(move |v| format!("{noun} {node}: {v}"))
         })
         .collect()
 }
@@ -128,7 +149,7 @@ mod tests {
             },
         )]);
         assert_eq!(
-            violations(&by_node, &bounds),
+            violations("node", &by_node, &bounds),
             vec![
                 "node gpu-b: h2d = 20 is outside its bound (min 40)".to_owned(),
                 "node gpu-c: h2d was not reported by the run (bound min 40)".to_owned(),

@@ -2,6 +2,8 @@
 //! in-place change's verdict, re-checked against the recorded results, and what the host
 //! cluster knows about the pool the run asks for.
 
+use std::collections::BTreeMap;
+
 use crate::{
     backends::kube::{
         NODEPOOL_LABEL, POOL,
@@ -18,8 +20,9 @@ use crate::{
 
 use super::{
     baseline::Baseline,
-    model::{PoolRef, RecordedRun, namespace_of},
+    model::{PoolRef, RecordedRun, namespace_of, unit_tolerance},
     thresholds,
+    units::{self, Per},
 };
 
 pub(super) fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
@@ -67,18 +70,22 @@ pub(super) fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
 /// `planned`; `None` when any of them is not known yet.
 fn re_checked(prior: &Value, planned: &Value) -> Option<Vec<String>> {
     let (bounds, baseline) = (planned.get("thresholds"), planned.get("baseline"));
-    if !bounds.is_wholly_known() || !baseline.is_wholly_known() {
+    if !bounds.is_wholly_known()
+        || !baseline.is_wholly_known()
+        || planned.get("unit_tolerance").is_unknown()
+    {
         return None;
     }
     RecordedRun::from_state(prior).re_checked(
         &thresholds::of_value(bounds),
         Baseline::of_value(baseline).as_ref(),
+        &unit_tolerance(planned),
     )
 }
 
 /// What the host cluster already knows that refuses a run: more `nodes` than its pool has
-/// (or than this run plans for it), or more `gpus_per_node` than each node of the pool
-/// offers. Checked when the run is planned anew; a pool without nodes yet, one that grows on
+/// (or than this run plans for it), more `gpus_per_node` than each node of the pool
+/// offers, or a pool that does not divide into the units of `per`. Checked when the run is planned anew; a pool without nodes yet, one that grows on
 /// demand, or a cluster that cannot be asked is no finding (apply checks again).
 pub(super) async fn check_plan(
     cluster: &dyn HostObjects,
@@ -88,7 +95,10 @@ pub(super) async fn check_plan(
     let mut d = Diagnostics::new();
     let config = &req.config;
     let same = !req.prior.is_null()
-        && config.same_attrs(&req.prior, &["node_pool_id", "nodes", "gpus_per_node"]);
+        && config.same_attrs(
+            &req.prior,
+            &["node_pool_id", "nodes", "gpus_per_node", "per"],
+        );
     let Some(id) = config.get("node_pool_id").as_str().filter(|_| !same) else {
         return d;
     };
@@ -124,6 +134,20 @@ pub(super) async fn check_plan(
     let has = i64::try_from(held.len()).unwrap_or(i64::MAX);
     if has < nodes {
         d.push(too_many_nodes(has, "has"));
+    } else if let Some(per) = config.get("per").as_str().and_then(Per::parse) {
+        let by_name: BTreeMap<String, BTreeMap<String, String>> = held
+            .iter()
+            .map(|n| {
+                (
+                    str_at(n, "/metadata/name").unwrap_or_default().to_owned(),
+                    labels_of(n),
+                )
+            })
+            .collect();
+        let gang = u32::try_from(nodes).unwrap_or(u32::MAX);
+        if let Err(why) = units::units(per, &by_name, gang) {
+            d.push(facts::POOL_NOT_IN_UNITS.refuse(format!("node pool {id}: {why}.")));
+        }
     }
     let offered = held
         .iter()

@@ -24,6 +24,7 @@ use super::{
     ranks, repeats,
     schema::RAW_OUTPUT_MAX,
     shape::Shape,
+    units,
     wait::{nodes_of, run_pods},
 };
 
@@ -275,6 +276,11 @@ fn judge(
     }
 }
 
+/// Name → metric → value, as the state holds `node_results` and `unit_results`.
+fn metrics_map(by: BTreeMap<String, Metrics>) -> Value {
+    Value::Map(by.into_iter().map(|(k, m)| (k, number_map(m))).collect())
+}
+
 fn number_map(metrics: Metrics) -> Value {
     Value::Map(
         metrics
@@ -284,16 +290,29 @@ fn number_map(metrics: Metrics) -> Value {
     )
 }
 
-/// Step 5's verdict and record: the state of a run whose repeats produced `runs` (each with
-/// whether its Job succeeded) in `env`, with what the output adds to it, and the error
-/// `on_failure = "fail"` asks for.
-pub(super) fn record_run(
-    planned: &Value,
+/// The runs of one unit of a run `per` unit (its name), or of the whole run (`None`): each
+/// repeat's observation and whether its Job completed.
+pub(super) struct UnitRuns<'a> {
+    pub(super) unit: Option<String>,
+    pub(super) runs: Vec<(&'a Observed, bool)>,
+}
+
+/// What the repeats of one unit (or of the whole run) measured.
+struct UnitJudged {
+    tool_failures: Vec<String>,
+    results: Metrics,
+    repeat_results: Vec<Metrics>,
+    node_results: BTreeMap<String, Metrics>,
+}
+
+/// Judges the repeats `runs` of one unit; the first repeat's output also tells `env` the
+/// tool's facts.
+fn judge_unit(
     spec: &BenchmarkSpec,
     launcher: Launcher,
     runs: &[(&Observed, bool)],
-    mut env: Environment,
-) -> (Value, Diagnostics) {
+    mut env: Option<&mut Environment>,
+) -> UnitJudged {
     let several = runs.len() > 1;
     let mut tool_failures = Vec::new();
     let mut repeat_results = Vec::new();
@@ -304,7 +323,7 @@ pub(super) fn record_run(
             launcher,
             observed,
             *completed,
-            (i == 0).then_some(&mut env),
+            if i == 0 { env.as_deref_mut() } else { None },
         );
         tool_failures.extend(judged.failures.into_iter().map(|f| {
             if several {
@@ -319,32 +338,99 @@ pub(super) fn record_run(
     let node_results = repeats::node_medians(&repeat_nodes);
     // Several nodes at once: each node's medians, then each metric's worst node. One node:
     // the medians over the repeats, whichever node each ran on.
-    let several_nodes = launcher == Launcher::Pods && spec.nodes > 1;
-    let results = if several_nodes {
+    let results = if several_nodes(spec, launcher) {
         per_node::worst(spec.suite, &spec.thresholds, &node_results)
     } else {
         repeats::medians(&repeat_results)
     };
-    let per_node = several_nodes.then_some(&node_results);
-    let mut failures = verdict(&tool_failures, &results, per_node, &spec.thresholds);
+    UnitJudged {
+        tool_failures,
+        results,
+        repeat_results,
+        node_results,
+    }
+}
+
+/// Whether each of several nodes runs the tool on its own, so that each has results.
+fn several_nodes(spec: &BenchmarkSpec, launcher: Launcher) -> bool {
+    launcher == Launcher::Pods && spec.nodes > 1
+}
+
+/// Step 5's verdict and record: the state of a run whose units (each with its repeats and
+/// whether each Job succeeded) ran in `env`, with what the output adds to it, and the error
+/// `on_failure = "fail"` asks for. A run `per` unit has
+/// several `units`, each judged alone and then together: `results` keeps each metric's worst
+/// unit, and the units are compared with each other.
+pub(super) fn record_run(
+    planned: &Value,
+    spec: &BenchmarkSpec,
+    launcher: Launcher,
+    units: &[UnitRuns<'_>],
+    mut env: Environment,
+) -> (Value, Diagnostics) {
+    let judged: Vec<UnitJudged> = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| judge_unit(spec, launcher, &u.runs, (i == 0).then_some(&mut env)))
+        .collect();
+    let per = spec.per.filter(|_| units.iter().all(|u| u.unit.is_some()));
+    let named = |u: &UnitRuns<'_>, f: &str| match (per, &u.unit) {
+        (Some(per), Some(unit)) => format!("{} {unit}: {f}", per.name()),
+        _ => f.to_owned(),
+    };
+    let tool_failures: Vec<String> = units
+        .iter()
+        .zip(&judged)
+        .flat_map(|(u, j)| j.tool_failures.iter().map(move |f| named(u, f)))
+        .collect();
+    let unit_results: BTreeMap<String, Metrics> = units
+        .iter()
+        .zip(&judged)
+        .filter_map(|(u, j)| Some((u.unit.clone()?, j.results.clone())))
+        .filter(|_| per.is_some())
+        .collect();
+    let node_results: BTreeMap<String, Metrics> =
+        judged.iter().flat_map(|j| j.node_results.clone()).collect();
+    let results = match per {
+        Some(_) => per_node::worst(spec.suite, &spec.thresholds, &unit_results),
+        None => judged
+            .first()
+            .map(|j| j.results.clone())
+            .unwrap_or_default(),
+    };
+    let judged_by = if several_nodes(spec, launcher) {
+        Some(("node", &node_results))
+    } else {
+        per.map(|p| (p.name(), &unit_results))
+    };
+    let mut failures = verdict(&tool_failures, &results, judged_by, &spec.thresholds);
+    if let Some(per) = per {
+        failures.extend(units::spread_failures(
+            spec.suite,
+            &spec.thresholds,
+            per,
+            &spec.unit_tolerance,
+            &unit_results,
+        ));
+    }
     if let Some(b) = &spec.baseline {
         failures.extend(b.failures(spec.suite, &spec.thresholds, &results, &env.to_map()));
     }
+    // Each metric's spread over the repeats of a unit, the widest unit's: units differ by
+    // design, and `unit_results` shows by how much.
+    let spread = per_node::worst_of(
+        judged.iter().map(|j| repeats::spread(&j.repeat_results)),
+        true,
+    );
+    let repeat_results: Vec<Metrics> = judged.into_iter().flat_map(|j| j.repeat_results).collect();
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
-    state.set_attr("spread", number_map(repeats::spread(&repeat_results)));
+    state.set_attr("spread", number_map(spread));
     state.set_attr(
         "repeat_results",
         Value::List(repeat_results.into_iter().map(number_map).collect()),
     );
-    state.set_attr(
-        "node_results",
-        Value::Map(
-            node_results
-                .into_iter()
-                .map(|(node, metrics)| (node, number_map(metrics)))
-                .collect(),
-        ),
-    );
+    state.set_attr("node_results", metrics_map(node_results));
+    state.set_attr("unit_results", metrics_map(unit_results));
     state.set_attr(
         "environment",
         Value::Map(
@@ -369,15 +455,25 @@ pub(super) fn record_run(
                 .collect(),
         ),
     );
-    let raw = match runs {
-        [(observed, _)] => observed.output(),
-        _ => runs
-            .iter()
-            .enumerate()
-            .map(|(i, (o, _))| headed(&format!("repeat {}", i + 1), &o.output()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
+    let raw = units
+        .iter()
+        .map(|u| {
+            let text = match &u.runs[..] {
+                [(observed, _)] => observed.output(),
+                runs => runs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (o, _))| headed(&format!("repeat {}", i + 1), &o.output()))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            };
+            match (per, &u.unit) {
+                (Some(per), Some(unit)) => headed(&format!("{} {unit}", per.name()), &text),
+                _ => text,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     state.set_attr("raw_output", Value::string(tail(&raw)));
     state.set_attr("started_at", Value::string(env.started_at));
     state.set_attr("finished_at", Value::string(env.finished_at));

@@ -1,5 +1,6 @@
 //! The attributes of `gpufleet_benchmark`.
 
+use super::units::Per;
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
@@ -192,6 +193,35 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::optional("per", Type::String)
+                .requires_replace()
+                .validate(OneOf::new(Per::NAMES))
+                .describe(
+                    "Runs the benchmark once on each scalable unit of the pool, in turn: \
+                     `block` (NVIDIA topograph's `network.topology.nvidia.com/block`, a switch \
+                     block), `clique` (GPU feature discovery's `nvidia.com/gpu.clique`, a \
+                     multi-node NVLink domain) or `zone` (`topology.kubernetes.io/zone`). Each \
+                     run takes `nodes` nodes of one unit, `repeats` times. `unit_results` \
+                     keeps each unit's results, `results` each metric's worst unit, \
+                     thresholds judge each unit and a failure names it, and a unit further \
+                     than `unit_tolerance` from the best unit fails the run. Needs \
+                     `node_pool_id`; a pool whose nodes do not all carry the unit's label, or \
+                     with a unit of fewer than `nodes` nodes, is refused at plan. Unset: one \
+                     run on the pool.",
+                ),
+        )
+        .attr(
+            Attribute::optional("unit_tolerance", Type::Number)
+                .describe(
+                    "With `per`: how far each unit may fall short of the best unit, as a \
+                     share (default 0.05, the reference architecture's \"within 5%\"): below \
+                     the best × (1 − tolerance), or where lower is better above the best ÷ \
+                     (1 − tolerance), fails the run naming the metric, both units and both \
+                     values. A change re-checks the recorded run at plan without running \
+                     again.",
+                ),
+        )
+        .attr(
             Attribute::optional("launcher", Type::String)
                 .default("auto")
                 .requires_replace()
@@ -370,12 +400,23 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::computed("unit_results", Type::map(Type::map(Type::Number)))
+                .use_state_for_unknown()
+                .describe(
+                    "With `per`: unit (its label's value) → metric name → value, each unit's \
+                     results as a run on that unit alone records them (the median over \
+                     repeats; the worst node where each node runs the tool on its own). \
+                     Empty without `per`.",
+                ),
+        )
+        .attr(
             Attribute::computed("environment", Type::map(Type::String))
                 .use_state_for_unknown()
                 .describe(
                     "What the run ran on: `kubernetes_version`, `vcluster_version`, \
                      `virtual_cluster_kubernetes_version`, `nodes` (comma-separated, in rank \
-                     order), `gpu_product`, `gpu_count`, `driver_version`, `cuda_version` (the \
+                     order; every node of every repeat and unit), `node_count` (how many ran \
+                     at once), `gpu_product`, `gpu_count`, `driver_version`, `cuda_version` (the \
                      nodes' common value, or their distinct values comma-separated when \
                      `allow_node_differences` lets them differ), `gpu_operator_version` and \
                      `device_plugin_version` (from the GPU Operator's ClusterPolicy), the \

@@ -146,7 +146,46 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
         );
     }
     endpoint_key_checks(config, suite.map(|s| s.name()), &mut d);
+    unit_checks(config, &mut d);
     d
+}
+
+/// `per` needs a pool to divide, and `unit_tolerance` is a share below 1 that only `per`
+/// reads.
+fn unit_checks(config: &Value, d: &mut Diagnostics) {
+    let per = config.get("per");
+    if !per.is_null() && config.get("node_pool_id").is_null() {
+        d.error_at(
+            AttrPath::attr("per"),
+            "Units Without A Pool",
+            "per divides a node pool into its units; set node_pool_id.",
+        );
+    }
+    let tolerance = config.get("unit_tolerance");
+    if tolerance.is_null() {
+        return;
+    }
+    if per.is_null() {
+        d.error_at(
+            AttrPath::attr("unit_tolerance"),
+            "Tolerance Without Units",
+            "unit_tolerance compares the units of a run per unit; set per, or leave \
+             unit_tolerance out.",
+        );
+    }
+    if let Some(t) = tolerance.as_number()
+        && (t < &BigDecimal::from(0) || t >= &BigDecimal::from(1))
+    {
+        d.error_at(
+            AttrPath::attr("unit_tolerance"),
+            "Invalid Tolerance",
+            format!(
+                "unit_tolerance is {}; it is the share a unit may fall short of the best unit, \
+                 at least 0 and below 1 (0.05 for \"within 5%\").",
+                display_number(t)
+            ),
+        );
+    }
 }
 
 /// The write-only key is used by the suites that reach an endpoint, its version only with it,
