@@ -1119,3 +1119,115 @@ fn a_run_per_block_runs_on_each_block_of_the_pool_and_records_each() {
     assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
     s.destroy();
 }
+
+#[test]
+fn a_prescreen_stops_a_run_on_a_stale_driver_label_and_pins_a_passing_one_to_its_nodes() {
+    let lab = Lab::shared();
+    let host = host(lab);
+    let run = |suite: &str, extra: &str| {
+        config(
+            "bench-screen",
+            2,
+            &benchmark(
+                "screened",
+                suite,
+                &format!("prescreen = true\n  gpus_per_node = 1\n  {extra}"),
+            ),
+        )
+    };
+    let s = Session::new(&run("nvbandwidth", ""), lab.settings_env());
+    let _destroy = s.destroy_on_panic();
+    s.ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-target=gpufleet_gpu_node_pool.p",
+    ]);
+    let namespace = host_namespace(&s);
+
+    // The recorded report's driver (545.23.08) is not the one the lab's labels claim: the
+    // prescreen stops the run, and no benchmark pod ever starts.
+    let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(!out.success(), "{out}");
+    let text = out
+        .combined()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("prescreen stopped the run")
+            && text.contains("the driver is 545.23.08, but the node's labels say 570.133.20"),
+        "{text}"
+    );
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+
+    // GPU feature discovery catches up with the driver: the prescreen passes, and the run
+    // records what it found.
+    let nodes = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"]);
+    let mut restore = Vec::new();
+    for node in &nodes {
+        let labels =
+            host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"].clone();
+        restore.push(DriverLabels {
+            host: &host,
+            node: node.clone(),
+            original: serde_json::json!({
+                "nvidia.com/cuda.driver.major": labels["nvidia.com/cuda.driver.major"],
+                "nvidia.com/cuda.driver.minor": labels["nvidia.com/cuda.driver.minor"],
+                "nvidia.com/cuda.driver.rev": labels["nvidia.com/cuda.driver.rev"],
+            }),
+        });
+        host.merge_patch(
+            &format!("/api/v1/nodes/{node}"),
+            &serde_json::json!({ "metadata": { "labels": {
+                "nvidia.com/cuda.driver.major": "545",
+                "nvidia.com/cuda.driver.minor": "23",
+                "nvidia.com/cuda.driver.rev": "08",
+            } } }),
+        )
+        .expect("relabel");
+    }
+    s.apply();
+    s.assert_plan_empty();
+    let r = s.resource("gpufleet_benchmark.screened");
+    assert_eq!(r["status"], "passed", "{r:#}");
+    let node = r["environment"]["nodes"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let env = &r["node_environments"][&node];
+    assert_eq!(
+        env["gpu_uuids"], "GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1",
+        "{r:#}"
+    );
+    assert_eq!(env["gpu_serials"], "1654123038646", "{r:#}");
+    assert_eq!(
+        env["hcas"], "mlx5_5/1 InfiniBand Active 400 Gb/s fw 28.41.1000",
+        "{r:#}"
+    );
+    let files = archive_files(&host, &namespace, &r);
+    assert!(
+        files.keys().any(|k| k.starts_with("prescreen.")),
+        "{:?}",
+        files.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+
+    // An NCCL run on a node with InfiniBand and no NCCL_IB_HCA would let NCCL pick the HCAs:
+    // stopped before it starts.
+    s.write(&run("nccl-all-reduce", "nodes = 2"));
+    let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(!out.success(), "{out}");
+    let text = out
+        .combined()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("InfiniBand HCAs (mlx5_5) but NCCL_IB_HCA is not set"),
+        "{text}"
+    );
+    assert_eq!(benchmark_objects(&host, &namespace), Vec::<String>::new());
+    drop(restore);
+    s.destroy();
+}

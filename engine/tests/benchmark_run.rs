@@ -353,6 +353,16 @@ impl World {
                     .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
                     .collect()
             });
+        // A required node affinity on the hostname (the nodes a prescreen passed).
+        let hosts: Option<Vec<&str>> = pod
+            .spec
+            .pointer(
+                "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/\
+                 nodeSelectorTerms/0/matchExpressions/0",
+            )
+            .filter(|e| e["key"] == "kubernetes.io/hostname" && e["operator"] == "In")
+            .and_then(|e| e["values"].as_array())
+            .map(|vs| vs.iter().filter_map(Json::as_str).collect());
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let nodes: Vec<&Json> = self
             .objects
@@ -363,7 +373,9 @@ impl World {
         for node in &nodes {
             let name = node["metadata"]["name"].as_str().unwrap_or_default();
             let labels = &node["metadata"]["labels"];
-            if !labels_match(labels, &selector) {
+            if !labels_match(labels, &selector)
+                || hosts.as_ref().is_some_and(|h| !h.contains(&name))
+            {
                 *reasons
                     .entry("node(s) didn't match Pod's node affinity/selector".to_owned())
                     .or_default() += 1;
@@ -2457,4 +2469,160 @@ async fn a_run_per_block_is_refused_where_a_node_has_no_block() {
         "{shown}"
     );
     assert!(fake.job_applies().is_empty(), "nothing ran");
+}
+
+/// What a prescreen pod prints on a node of one GPU with `uncorrectable` ECC errors, in the
+/// layout of `nvidia-smi -q` (values made up for the test).
+fn screen_log(uuid: &str, uncorrectable: u32) -> String {
+    format!(
+        "==> gpufleet prescreen: nvidia-smi -q <==\n\
+         \n\
+         ==============NVSMI LOG==============\n\
+         \n\
+         Timestamp                                 : Sat Nov 28 10:00:00 2026\n\
+         Driver Version                            : 570.124.06\n\
+         CUDA Version                              : 12.8\n\
+         \n\
+         Attached GPUs                             : 1\n\
+         GPU 00000000:18:00.0\n\
+         \x20   Product Name                          : NVIDIA H100 80GB HBM3\n\
+         \x20   Serial Number                         : 1650000000001\n\
+         \x20   GPU UUID                              : {uuid}\n\
+         \x20   VBIOS Version                         : 96.00.99.00.01\n\
+         \x20   ECC Errors\n\
+         \x20       Volatile\n\
+         \x20           SRAM Correctable              : 0\n\
+         \x20           SRAM Uncorrectable            : 0\n\
+         \x20           DRAM Correctable              : 3\n\
+         \x20           DRAM Uncorrectable            : {uncorrectable}\n\
+         \x20   Remapped Rows\n\
+         \x20       Correctable Error                 : 0\n\
+         \x20       Uncorrectable Error               : 0\n\
+         \x20       Pending                           : No\n\
+         \x20       Remapping Failure Occurred        : No\n\
+         ==> gpufleet prescreen: nvidia-smi topo -m <==\n\
+         \x20       GPU0\tCPU Affinity\tNUMA Affinity\n\
+         GPU0\t X \t0-55\t0\n\
+         ==> gpufleet prescreen: ibstat <==\n\
+         ibstat: not found\n\
+         ==> gpufleet prescreen: kernel command line <==\n\
+         BOOT_IMAGE=/vmlinuz ro iommu=pt\n\
+         ==> gpufleet prescreen: nccl environment <==\n\
+         NCCL_DEBUG=INFO\n"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prescreen_records_each_node_and_pins_the_run_to_the_nodes_it_passed() {
+    let fake = FakeCluster::new(
+        "screen",
+        3,
+        vec![
+            PodScript::prints(&screen_log("GPU-aaaa", 0)),
+            PodScript::prints(&screen_log("GPU-bbbb", 0)),
+            PodScript::prints(LOG),
+            PodScript::prints(LOG),
+        ],
+    );
+    let extra = [("nodes", Value::int(2)), ("prescreen", Value::Bool(true))];
+    let planned = planned("screen", "screen", &extra).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    assert!(
+        !r.diagnostics.has_error(),
+        "{}",
+        support::show(&r.diagnostics)
+    );
+    assert_recorded(&planned, &r);
+    let s = &r.new_state;
+    assert_eq!(text(s.get("status")), "passed");
+
+    // The prescreen Job came first; the run's pods were held to the nodes it passed.
+    let jobs = fake.job_applies();
+    assert_eq!(jobs.len(), 2, "{:?}", fake.events());
+    assert_eq!(jobs[0]["metadata"]["name"], "gfb-screen-prescreen");
+    let pinned = &jobs[1]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"];
+    let nodes = environment(s, "nodes");
+    let ran: Vec<&str> = nodes.split(',').collect();
+    let mut pinned: Vec<&str> = pinned
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect();
+    pinned.sort_unstable();
+    let mut sorted = ran.clone();
+    sorted.sort_unstable();
+    assert_eq!(pinned, sorted);
+
+    // Each node's report is in node_environments, the prescreen logs in the archive.
+    let by_node = node_environments(s);
+    let uuids: BTreeSet<&str> = ran
+        .iter()
+        .map(|n| by_node[*n]["gpu_uuids"].as_str())
+        .collect();
+    assert_eq!(uuids, BTreeSet::from(["GPU-aaaa", "GPU-bbbb"]));
+    let env = &by_node[ran[0]];
+    assert_eq!(env["reported_driver_version"], "570.124.06");
+    assert_eq!(env["kernel_cmdline"], "BOOT_IMAGE=/vmlinuz ro iommu=pt");
+    assert_eq!(env["nccl_env"], "NCCL_DEBUG=INFO");
+    assert_eq!(env["gpu_bus_ids"], "00000000:18:00.0");
+    let archive = &fake.configmaps()["gfb-screen-archive-0"];
+    let screens = archive["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("prescreen."))
+        .count();
+    assert_eq!(screens, 2, "{archive:#}");
+    assert_eq!(fake.left(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_with_uncorrectable_ecc_errors_stops_the_run_before_it_starts() {
+    let fake = FakeCluster::new(
+        "screen",
+        2,
+        vec![
+            PodScript::prints(&screen_log("GPU-aaaa", 0)),
+            PodScript::prints(&screen_log("GPU-bbbb", 2)),
+            PodScript::prints(LOG),
+            PodScript::prints(LOG),
+        ],
+    );
+    let extra = [("nodes", Value::int(2)), ("prescreen", Value::Bool(true))];
+    let planned = planned("screen", "screen", &extra).await;
+    let r = apply::apply_create(fake.as_ref(), &Context::default(), &planned, None).await;
+    let shown = support::show(&r.diagnostics);
+    assert!(r.diagnostics.has_error(), "{shown}");
+    assert!(
+        shown.contains("prescreen stopped the run")
+            && shown.contains("GPU GPU-bbbb (00000000:18:00.0) has 2 uncorrectable ECC error(s)"),
+        "{shown}"
+    );
+    // No benchmark pod ever existed, and nothing is left.
+    let jobs = fake.job_applies();
+    assert_eq!(jobs.len(), 1, "{:?}", fake.events());
+    assert_eq!(fake.pods_created(), 2);
+    assert_eq!(fake.left(), Vec::<String>::new());
+    assert!(r.new_state.is_null());
+}
+
+/// `node_environments` as text: node → field → value.
+fn node_environments(state: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
+    state
+        .get("node_environments")
+        .as_map()
+        .into_iter()
+        .flatten()
+        .map(|(n, m)| {
+            let fields = m
+                .as_map()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), text(v).to_owned()))
+                .collect();
+            (n.clone(), fields)
+        })
+        .collect()
 }

@@ -356,7 +356,10 @@ impl Component {
                 format!("--node-port={}", ports.kwok),
                 format!(
                     "--config={}",
-                    p(&paths.root().join("benchmarks").join("kwok-logs.yaml"))
+                    p(&paths
+                        .root()
+                        .join("benchmarks")
+                        .join(crate::pod_logs::config_file_name()))
                 ),
                 // Port forwarding to vCluster pods: the vCluster kubelet declares, per pod,
                 // where its port 8443 leads in a PortForward object (CRD installed by the

@@ -6,7 +6,8 @@
 //! (`<RFC 3339 time> stdout F <text>`). kwok's selector matches pods by namespace and name
 //! only, so the sample is chosen by container name: a container named after a suite
 //! (`nccl-all-reduce`, `dcgm-diag`, …) gets that suite's recorded output from
-//! `lab/benchmarks/`.
+//! `lab/benchmarks/`, and a benchmark's prescreen container (`prescreen`) the recorded
+//! outputs of the tools it runs.
 //!
 //! [`write`] puts the CRI files and the kwok config (a `ClusterLogs` object, passed to kwok as
 //! a second `--config`) into a lab directory.
@@ -29,6 +30,29 @@ pub const SAMPLES: &[(&str, &str)] = &[
     ("custom", include_str!("../benchmarks/custom.log")),
 ];
 
+/// The container name of a benchmark's prescreen, and what it prints: recorded outputs of
+/// `nvidia-smi -q`, `nvidia-smi topo -m` and `ibstat` under gpufleet's section marks.
+pub const PRESCREEN: (&str, &str) = ("prescreen", include_str!("../benchmarks/prescreen.log"));
+
+/// Every log served, by container name: the suites' and the prescreen's.
+fn served() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SAMPLES.iter().chain(std::iter::once(&PRESCREEN))
+}
+
+/// The kwok config's file name, which carries a digest of what is served: kwok reads its
+/// config only when it starts, and a lab adopts a running kwok whose flags are unchanged, so
+/// a lab whose samples changed must see a changed flag to restart kwok.
+#[must_use]
+pub fn config_file_name() -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    for (name, text) in served() {
+        name.hash(&mut h);
+        text.hash(&mut h);
+    }
+    format!("kwok-logs-{:016x}.yaml", h.finish())
+}
+
 /// The time stamped on every served line (kwok's reader needs one; `--since` filters on it).
 const STAMP: &str = "2026-03-02T10:00:00.000000000Z";
 
@@ -47,8 +71,7 @@ pub fn cri_log(text: &str) -> String {
 /// container name, files under `dir`.
 #[must_use]
 pub fn cluster_logs_config(dir: &Path) -> String {
-    let logs: Vec<serde_json::Value> = SAMPLES
-        .iter()
+    let logs: Vec<serde_json::Value> = served()
         .map(|(suite, _)| {
             serde_json::json!({
                 "containers": [suite],
@@ -73,10 +96,10 @@ pub fn cluster_logs_config(dir: &Path) -> String {
 /// When `dir` cannot be created or written.
 pub fn write(dir: &Path) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
-    for (suite, text) in SAMPLES {
+    for (suite, text) in served() {
         fs::write(dir.join(format!("{suite}.log")), cri_log(text))?;
     }
-    let config = dir.join("kwok-logs.yaml");
+    let config = dir.join(config_file_name());
     fs::write(&config, cluster_logs_config(dir))?;
     Ok(config)
 }
@@ -104,6 +127,14 @@ mod tests {
     }
 
     #[test]
+    fn the_prescreen_sample_passes_the_prescreen_of_a_one_gpu_pod() {
+        let report = gpufleet_engine::resources::benchmark::prescreen::parse(PRESCREEN.1);
+        assert_eq!(report.gpus.len(), 1, "{report:?}");
+        assert!(!report.gpus[0].uuid.is_empty(), "{report:?}");
+        assert_eq!(report.problems(1, "", false), Vec::<String>::new());
+    }
+
+    #[test]
     fn config_names_one_file_per_suite() {
         let config = cluster_logs_config(Path::new("/tmp/lab/benchmarks"));
         let doc: serde_json::Value = serde_json::from_str(&config).expect("json");
@@ -115,7 +146,7 @@ mod tests {
         );
         assert_eq!(
             doc["spec"]["logs"].as_array().map(Vec::len),
-            Some(SAMPLES.len())
+            Some(SAMPLES.len() + 1)
         );
     }
 }

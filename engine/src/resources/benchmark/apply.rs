@@ -52,6 +52,7 @@ use super::{
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
+    prescreen,
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
     results::{Observed, UnitRuns, launcher_name, observe, record, record_run},
     shape::Shape,
@@ -93,6 +94,9 @@ pub enum RunError {
          field in allow_node_differences to run on them anyway"
     )]
     MixedNodes(String),
+    /// A node failed the prescreen: the run stopped before its benchmark pods started.
+    #[error("the prescreen stopped the run before it measured anything: {0}")]
+    Prescreen(String),
 }
 
 impl KindError for RunError {
@@ -362,7 +366,7 @@ async fn cleanup(
 }
 
 /// Waits until no pod of the benchmark is left, polling within `limit`.
-async fn wait_pods_gone(
+pub(super) async fn wait_pods_gone(
     cluster: &dyn HostObjects,
     namespace: &str,
     name: &str,
@@ -575,6 +579,7 @@ async fn execute(
     let mut per_node: BTreeMap<String, NodeRecord> = BTreeMap::new();
     let mut nodes: Vec<String> = Vec::new();
     let mut started_at = String::new();
+    let mut screened: Vec<prescreen::Screened> = Vec::new();
     for (u, unit) in unit_list.iter().enumerate() {
         let mut placement = pool.placement.clone();
         let mut of_unit = String::new();
@@ -588,6 +593,11 @@ async fn execute(
                 u + 1,
                 unit_list.len()
             );
+        }
+        if spec.prescreen {
+            let s = screen(cluster, run, &pool, &placement, &of_unit, (deadline, limit)).await?;
+            placement.hosts = s.nodes.clone();
+            screened.push(s);
         }
         let mut main = match launcher {
             Launcher::Pods => render::job(spec, &placement, deadline_seconds),
@@ -608,7 +618,9 @@ async fn execute(
         let mut repeats: Vec<Repeat> = Vec::new();
         for i in 0..spec.repeats {
             let first = u == 0 && i == 0;
-            let (adopted, created_at) = start(cluster, run, &launch, first).await?;
+            // A prescreened run never takes over a leftover: it was screened anew.
+            let may_adopt = first && !spec.prescreen;
+            let (adopted, created_at) = start(cluster, run, &launch, may_adopt).await?;
             if first {
                 started_at = created_at;
             }
@@ -646,6 +658,14 @@ async fn execute(
         by_unit.push((unit.clone(), repeats));
     }
     let repeats: Vec<&Repeat> = by_unit.iter().flat_map(|(_, r)| r).collect();
+    // The prescreen's facts, beside the labels' of each node it passed.
+    for s in &screened {
+        for (node, report) in &s.reports {
+            if let Some(r) = per_node.get_mut(node) {
+                r.prescreen = report.facts();
+            }
+        }
+    }
 
     let first = repeats.first().map(|r| &r.observed);
     let mut env = Environment {
@@ -695,10 +715,16 @@ async fn execute(
         .collect();
     let (mut state, mut diagnostics) = record_run(planned, spec, launcher, &units, env);
     // The archive's repeats are numbered over the units, in turn.
-    let logs: Vec<RepeatLogs> = by_unit
+    let mut logs: Vec<RepeatLogs> = by_unit
         .iter()
         .flat_map(|(_, repeats)| repeats.iter().map(|r| r.observed.archive_logs()))
         .collect();
+    if let Some(first) = logs.first_mut() {
+        first.prescreen = screened
+            .iter()
+            .flat_map(|s| s.logs.iter().map(|(p, l)| (p.as_str(), l.as_str())))
+            .collect();
+    }
     // The object sent, or per unit each unit's.
     let objects = match (&mains[..], spec.per) {
         ([main], None) => main.clone(),
@@ -852,6 +878,40 @@ fn archive_left(namespace: &str, name: &str, e: &ObjectError) -> Diagnostic {
              gpufleet.dev/record=archive,gpufleet.dev/benchmark={name}`."
         ),
     )
+}
+
+/// The prescreen of one unit (or of the whole run): everything of the run's removed first,
+/// then [`prescreen::screen`] on `placement`, said to `progress`.
+async fn screen(
+    cluster: &dyn HostObjects,
+    run: &Run<'_>,
+    pool: &PoolInfo,
+    placement: &render::Placement,
+    of_unit: &str,
+    (deadline, limit): (Instant, Duration),
+) -> Result<prescreen::Screened, StepError> {
+    let Run { spec, progress, .. } = *run;
+    cleanup(cluster, &spec.namespace, &spec.name).await?;
+    progress(format!(
+        "prescreening {} node(s){of_unit}: nvidia-smi, topology, InfiniBand, kernel command \
+         line, NCCL environment",
+        spec.nodes
+    ));
+    let labelled: BTreeMap<String, String> = pool
+        .nodes
+        .iter()
+        .map(|(n, l)| (n.clone(), NodeRecord::from_labels(l).driver_version))
+        .collect();
+    let s = prescreen::screen(
+        cluster,
+        spec,
+        placement,
+        &labelled,
+        (Instant::now(), deadline, limit),
+    )
+    .await?;
+    progress(format!("prescreen passed on {}", s.nodes.join(", ")));
+    Ok(s)
 }
 
 /// What every repeat of a run launches.

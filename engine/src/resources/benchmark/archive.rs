@@ -20,8 +20,9 @@
 //!   never inlined);
 //! - `repeat-<r>.<pod>.log`: every pod's log that is still there when the run ends (the MPI
 //!   Operator removes its workers, which run only sshd, as the launcher ends): first the
-//!   logs that hold results, of every repeat, then the others, so that room runs out on the
-//!   others. A log larger than a part keeps its end, where the results are.
+//!   logs that hold results, of every repeat, then each prescreen pod's
+//!   (`prescreen.<pod>.log`), then the others, so that room runs out on the others. A log
+//!   larger than a part keeps its end, where the results are.
 //!
 //! The state's `archive` names the parts and carries the SHA-256; destroy removes them.
 
@@ -145,6 +146,11 @@ pub fn log_name(repeat: usize, pod: &str) -> String {
         })
         .collect();
     format!("repeat-{repeat}.{pod}.log")
+}
+
+/// A ConfigMap key for a prescreen pod's log: `prescreen.<pod>.log`.
+pub fn prescreen_log_name(pod: &str) -> String {
+    log_name(0, pod).replacen("repeat-0.", "prescreen.", 1)
 }
 
 /// The end of `text`, at most `max` bytes, cut at a character boundary.
@@ -341,6 +347,8 @@ pub struct RepeatLogs<'a> {
     pub results: Vec<(&'a str, &'a str)>,
     /// The other pods' (an MPI world's workers, gpufleet's ranks after the first).
     pub others: Vec<(&'a str, &'a str)>,
+    /// The prescreen pods' that ran before it, if any.
+    pub prescreen: Vec<(&'a str, &'a str)>,
 }
 
 /// The files of the archive of the run recorded in `state`, which sent `main` and whose
@@ -362,10 +370,12 @@ pub fn files(state: &Value, main: &Json, logs: &[RepeatLogs<'_>]) -> Vec<File> {
         .iter()
         .enumerate()
         .flat_map(|(r, l)| l.others.iter().map(move |&(pod, log)| (r + 1, pod, log)));
+    let screens = logs.iter().flat_map(|l| l.prescreen.iter().copied());
     out.extend(
         results
-            .chain(others)
-            .map(|(r, pod, log)| File::new(log_name(r, pod), log)),
+            .map(|(r, pod, log)| File::new(log_name(r, pod), log))
+            .chain(screens.map(|(pod, log)| File::new(prescreen_log_name(pod), log)))
+            .chain(others.map(|(r, pod, log)| File::new(log_name(r, pod), log))),
     );
     out
 }
@@ -486,15 +496,17 @@ mod tests {
     }
 
     #[test]
-    fn result_logs_of_every_repeat_come_before_the_others() {
+    fn result_logs_of_every_repeat_come_before_the_prescreens_and_the_others() {
         let logs = [
             RepeatLogs {
                 results: vec![("launcher", "r1")],
                 others: vec![("worker", "w1")],
+                prescreen: vec![("screen", "s1")],
             },
             RepeatLogs {
                 results: vec![("launcher", "r2")],
                 others: vec![("worker", "w2")],
+                prescreen: Vec::new(),
             },
         ];
         let names: Vec<String> = files(&Value::Null, &json!({}), &logs)
@@ -507,6 +519,7 @@ mod tests {
             [
                 "repeat-1.launcher.log",
                 "repeat-2.launcher.log",
+                "prescreen.screen.log",
                 "repeat-1.worker.log",
                 "repeat-2.worker.log"
             ]

@@ -37,6 +37,9 @@ pub struct NodeRecord {
     pub zone: String,
     /// The ranks that ran on the node (`0-7`), for MPI runs whose log names them.
     pub ranks: String,
+    /// What the node's prescreen reported ([`super::prescreen::Report::facts`]), when the
+    /// run had one.
+    pub prescreen: BTreeMap<String, String>,
 }
 
 impl NodeRecord {
@@ -59,6 +62,7 @@ impl NodeRecord {
             block: label(BLOCK_LABEL),
             zone: label(ZONE_LABEL),
             ranks: String::new(),
+            prescreen: BTreeMap::new(),
         }
     }
 
@@ -85,6 +89,9 @@ impl NodeRecord {
             ("zone".into(), self.zone.clone()),
             ("ranks".into(), self.ranks.clone()),
         ])
+        .into_iter()
+        .chain(self.prescreen.clone())
+        .collect()
     }
 }
 

@@ -172,6 +172,7 @@ fn replica_template(
     if spread {
         pod["affinity"] = render::one_pod_per_node(spec, Some((MPI_JOB_ROLE_LABEL, "worker")));
     }
+    render::pin(&mut pod, placement);
     json!({ "metadata": { "labels": render::labels(spec) }, "spec": pod })
 }
 

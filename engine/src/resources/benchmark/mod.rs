@@ -37,6 +37,7 @@ pub mod launch;
 pub mod model;
 pub mod per_node;
 mod plan;
+pub mod prescreen;
 pub mod ranks;
 mod read;
 pub mod render;

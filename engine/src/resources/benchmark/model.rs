@@ -105,6 +105,8 @@ pub struct BenchmarkSpec {
     pub per: Option<Per>,
     /// How far (a share) a unit may fall short of the best unit.
     pub unit_tolerance: BigDecimal,
+    /// Whether each node of the gang is prescreened before the run.
+    pub prescreen: bool,
     /// Whether the run reads the endpoint's API key from its Secret. The key is write-only,
     /// so it is never in a planned state: apply sets this from the configuration.
     pub endpoint_api_key: bool,
@@ -209,6 +211,7 @@ impl BenchmarkSpec {
                 .unwrap_or_default(),
             per: v.get("per").as_str().and_then(Per::parse),
             unit_tolerance: unit_tolerance(v),
+            prescreen: v.get("prescreen").as_bool() == Some(true),
             endpoint_api_key: false,
         })
     }
@@ -398,6 +401,7 @@ pub(crate) mod tests {
             allow_node_differences: BTreeSet::new(),
             per: None,
             unit_tolerance: unit_tolerance(&Value::Null),
+            prescreen: false,
             endpoint_api_key: false,
         }
     }

@@ -48,6 +48,8 @@ pub struct Placement {
     pub node_selector: BTreeMap<String, String>,
     /// Taints the pods tolerate.
     pub tolerations: Vec<Toleration>,
+    /// The only nodes the pods may take (those a prescreen passed); empty: any that match.
+    pub hosts: Vec<String>,
 }
 
 impl Placement {
@@ -65,6 +67,7 @@ impl Placement {
         Placement {
             node_selector: BTreeMap::from([(POOL.to_owned(), pool_label.to_owned())]),
             tolerations,
+            hosts: Vec::new(),
         }
     }
 }
@@ -221,6 +224,25 @@ pub fn one_pod_per_node(spec: &BenchmarkSpec, also: Option<(&str, &str)>) -> Jso
     })
 }
 
+/// Holds the pod `pod_spec` to the placement's `hosts`, when it names any: a required node
+/// affinity on the hostname, beside whatever affinity the pod has.
+pub fn pin(pod_spec: &mut Json, placement: &Placement) {
+    if placement.hosts.is_empty() {
+        return;
+    }
+    pod_spec["affinity"]["nodeAffinity"] = json!({
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{
+                "matchExpressions": [{
+                    "key": "kubernetes.io/hostname",
+                    "operator": "In",
+                    "values": placement.hosts,
+                }],
+            }],
+        },
+    });
+}
+
 /// The Job of a run, without its spec-hash annotation; `deadline_seconds` bounds the whole
 /// run on the cluster side too, so a run whose provider died still ends.
 pub fn job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -> Json {
@@ -248,6 +270,7 @@ pub fn job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -
         pod_spec["subdomain"] = json!(name);
         pod_spec["affinity"] = one_pod_per_node(spec, None);
     }
+    pin(&mut pod_spec, placement);
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",

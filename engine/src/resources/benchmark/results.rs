@@ -63,6 +63,7 @@ impl Observed {
                 .iter()
                 .map(|(pod, log)| (pod.as_str(), log.as_str()))
                 .collect(),
+            prescreen: Vec::new(),
         }
     }
 

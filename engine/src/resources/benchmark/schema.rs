@@ -211,6 +211,28 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
+            Attribute::optional("prescreen", Type::Bool)
+                .default(false)
+                .requires_replace()
+                .describe(
+                    "Prescreens each node before the run measures anything: one pod per node \
+                     of the gang, in the run's image with its GPUs, prints `nvidia-smi -q`, \
+                     `nvidia-smi topo -m`, `ibstat`, the kernel command line and the `NCCL_*` \
+                     environment. `node_environments` records each node's GPU UUIDs, serials, \
+                     bus ids and VBIOS, the driver and CUDA versions the driver reports, the \
+                     HCAs (port, link layer, state, rate, firmware), the kernel command line \
+                     and the NCCL environment. A node fails, and the run stops before any \
+                     benchmark pod starts, when `nvidia-smi` sees no GPU or fewer than asked, \
+                     a GPU has uncorrectable ECC errors or memory awaiting a row remapping or \
+                     page retirement, the driver differs from the node's labels or from the \
+                     other nodes' (unless `allow_node_differences` lists `driver_version`), \
+                     an InfiniBand port is not Active, or, for `nccl-all-reduce`, the node \
+                     has InfiniBand HCAs and `NCCL_IB_HCA` is not set. The run then takes \
+                     exactly the nodes that passed; each unit of `per` is prescreened before \
+                     its run. The prescreen pods' logs are in the archive.",
+                ),
+        )
+        .attr(
             Attribute::optional("unit_tolerance", Type::Number)
                 .describe(
                     "With `per`: how far each unit may fall short of the best unit, as a \
