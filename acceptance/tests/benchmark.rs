@@ -853,6 +853,38 @@ impl Drop for DriverLabels<'_> {
     }
 }
 
+/// Labels `node` with driver `version` (`575.57.08`) as GPU feature discovery would; the
+/// labels are put back when the returned guard goes.
+fn relabel_driver<'a>(host: &'a KubeRest, node: &str, version: &str) -> DriverLabels<'a> {
+    const KEYS: [&str; 3] = [
+        "nvidia.com/cuda.driver.major",
+        "nvidia.com/cuda.driver.minor",
+        "nvidia.com/cuda.driver.rev",
+    ];
+    let path = format!("/api/v1/nodes/{node}");
+    let labels = host.get(&path).expect("node")["metadata"]["labels"].clone();
+    let original: serde_json::Map<String, Value> = KEYS
+        .iter()
+        .map(|k| ((*k).to_owned(), labels[*k].clone()))
+        .collect();
+    let wanted: serde_json::Map<String, Value> = KEYS
+        .iter()
+        .zip(version.split('.'))
+        .map(|(k, v)| ((*k).to_owned(), Value::from(v)))
+        .collect();
+    let guard = DriverLabels {
+        host,
+        node: node.to_owned(),
+        original: Value::Object(original),
+    };
+    host.merge_patch(
+        &path,
+        &serde_json::json!({ "metadata": { "labels": wanted } }),
+    )
+    .expect("relabel");
+    guard
+}
+
 #[test]
 fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and_the_nodes() {
     let lab = Lab::shared();
@@ -883,26 +915,7 @@ fn a_node_relabelled_with_another_driver_fails_the_next_run_naming_the_field_and
 
     // One node of the pool gets another driver.
     let node = nodes[0].clone();
-    let labels =
-        host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"].clone();
-    let _restore = DriverLabels {
-        host: &host,
-        node: node.clone(),
-        original: serde_json::json!({
-            "nvidia.com/cuda.driver.major": labels["nvidia.com/cuda.driver.major"],
-            "nvidia.com/cuda.driver.minor": labels["nvidia.com/cuda.driver.minor"],
-            "nvidia.com/cuda.driver.rev": labels["nvidia.com/cuda.driver.rev"],
-        }),
-    };
-    host.merge_patch(
-        &format!("/api/v1/nodes/{node}"),
-        &serde_json::json!({ "metadata": { "labels": {
-            "nvidia.com/cuda.driver.major": "575",
-            "nvidia.com/cuda.driver.minor": "57",
-            "nvidia.com/cuda.driver.rev": "08",
-        } } }),
-    )
-    .expect("relabel");
+    let _restore = relabel_driver(&host, &node, "575.57.08");
 
     s.write(&run("2", ""));
     let out = s.run(&["apply", "-auto-approve", "-input=false", "-no-color"]);
@@ -1164,29 +1177,10 @@ fn a_prescreen_stops_a_run_on_a_stale_driver_label_and_pins_a_passing_one_to_its
     // GPU feature discovery catches up with the driver: the prescreen passes, and the run
     // records what it found.
     let nodes = strings(&s.resource("gpufleet_gpu_node_pool.p")["nodes"]);
-    let mut restore = Vec::new();
-    for node in &nodes {
-        let labels =
-            host.get(&format!("/api/v1/nodes/{node}")).expect("node")["metadata"]["labels"].clone();
-        restore.push(DriverLabels {
-            host: &host,
-            node: node.clone(),
-            original: serde_json::json!({
-                "nvidia.com/cuda.driver.major": labels["nvidia.com/cuda.driver.major"],
-                "nvidia.com/cuda.driver.minor": labels["nvidia.com/cuda.driver.minor"],
-                "nvidia.com/cuda.driver.rev": labels["nvidia.com/cuda.driver.rev"],
-            }),
-        });
-        host.merge_patch(
-            &format!("/api/v1/nodes/{node}"),
-            &serde_json::json!({ "metadata": { "labels": {
-                "nvidia.com/cuda.driver.major": "545",
-                "nvidia.com/cuda.driver.minor": "23",
-                "nvidia.com/cuda.driver.rev": "08",
-            } } }),
-        )
-        .expect("relabel");
-    }
+    let restore: Vec<DriverLabels> = nodes
+        .iter()
+        .map(|node| relabel_driver(&host, node, "545.23.08"))
+        .collect();
     s.apply();
     s.assert_plan_empty();
     let r = s.resource("gpufleet_benchmark.screened");

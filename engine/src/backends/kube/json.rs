@@ -22,6 +22,17 @@ pub fn labels_of(o: &Json) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// Each object's labels by its name.
+pub fn labels_by_name(objects: &[Json]) -> BTreeMap<String, BTreeMap<String, String>> {
+    objects
+        .iter()
+        .map(|o| {
+            let name = str_at(o, "/metadata/name").unwrap_or_default();
+            (name.to_owned(), labels_of(o))
+        })
+        .collect()
+}
+
 /// One label of the object; `key` may hold `/`, which a JSON pointer must escape.
 pub fn label<'a>(o: &'a Json, key: &str) -> Option<&'a str> {
     str_at(o, &format!("/metadata/labels/{}", key.replace('/', "~1")))

@@ -36,7 +36,7 @@ use crate::{
     backends::kube::{
         ObjectError,
         host::{HostObjects, ObjectKind},
-        json::{labels_of, str_at},
+        json::{labels_by_name, labels_of, str_at},
     },
     context::Context,
     diag::Diagnostic,
@@ -261,15 +261,7 @@ async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<Po
             }
         }
     }
-    let by_name: BTreeMap<String, BTreeMap<String, String>> = nodes
-        .iter()
-        .map(|n| {
-            (
-                str_at(n, "/metadata/name").unwrap_or_default().to_owned(),
-                labels_of(n),
-            )
-        })
-        .collect();
+    let by_name = labels_by_name(&nodes);
     let first = by_name.values().next().cloned().unwrap_or_default();
     // A node whose MIG is off (a MIG pool let it go with the fleet's default) runs whole
     // GPUs, like one that never had MIG: the same experiment records the same sharing.

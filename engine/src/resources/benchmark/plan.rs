@@ -2,13 +2,11 @@
 //! in-place change's verdict, re-checked against the recorded results, and what the host
 //! cluster knows about the pool the run asks for.
 
-use std::collections::BTreeMap;
-
 use crate::{
     backends::kube::{
         NODEPOOL_LABEL, POOL,
         host::{HostObjects, ObjectKind},
-        json::{labels_of, str_at},
+        json::{labels_by_name, labels_of, str_at},
     },
     context::Context,
     diag::Diagnostics,
@@ -135,15 +133,7 @@ pub(super) async fn check_plan(
     if has < nodes {
         d.push(too_many_nodes(has, "has"));
     } else if let Some(per) = config.get("per").as_str().and_then(Per::parse) {
-        let by_name: BTreeMap<String, BTreeMap<String, String>> = held
-            .iter()
-            .map(|n| {
-                (
-                    str_at(n, "/metadata/name").unwrap_or_default().to_owned(),
-                    labels_of(n),
-                )
-            })
-            .collect();
+        let by_name = labels_by_name(&held);
         let gang = u32::try_from(nodes).unwrap_or(u32::MAX);
         if let Err(why) = units::units(per, &by_name, gang) {
             d.push(facts::POOL_NOT_IN_UNITS.refuse(format!("node pool {id}: {why}.")));
