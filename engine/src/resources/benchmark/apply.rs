@@ -729,13 +729,23 @@ async fn execute(
         ),
     };
     match keep_archive(cluster, spec, run.keeper, &state, &objects, &logs).await {
-        Ok(archive) => {
+        Ok((archive, stale_left)) => {
             progress(format!(
                 "archive kept in ConfigMap(s) {} of {}",
                 archive.names().join(", "),
                 spec.namespace
             ));
             state.set_attr("archive", archive.to_value());
+            if let Some(e) = stale_left {
+                diagnostics.push(Diagnostic::warning(
+                    "Benchmark Archive Parts Left",
+                    format!(
+                        "{TYPE_NAME} {:?}: the archive is kept, but parts of an earlier, \
+                         larger one could not be removed ({e}); destroy removes them.",
+                        spec.name
+                    ),
+                ));
+            }
         }
         Err(e) => {
             state.set_attr("archive", Value::Null);
@@ -767,9 +777,10 @@ async fn execute(
 }
 
 /// Writes the archive of the run recorded in `state` ([`archive`]), whose repeats left
-/// `logs`, under `keeper`'s names. A resource's parts past the new archive's last (of a
-/// larger archive before) are removed; a write that fails removes what it wrote, so that no
-/// part of an archive the state does not name is left, or mixed with another's.
+/// `logs`, under `keeper`'s names, part 0 (the index) last, so that an archive whose part 0
+/// is there is whole. A write that fails removes what it wrote. A resource's parts past the
+/// new archive's last (of a larger archive before) are removed when gpufleet may; when not,
+/// the archive stands and the error comes back beside it (destroy removes them).
 async fn keep_archive(
     cluster: &dyn HostObjects,
     spec: &BenchmarkSpec,
@@ -777,29 +788,15 @@ async fn keep_archive(
     state: &Value,
     main: &Json,
     logs: &[RepeatLogs<'_>],
-) -> Result<archive::Archive, ObjectError> {
+) -> Result<(archive::Archive, Option<ObjectError>), ObjectError> {
     let started_at = state.get("started_at").as_str().unwrap_or_default();
     let prefix = keeper.prefix(&spec.name, started_at);
-    let files = archive::files(state, main, logs);
-    let packed = archive::pack(
-        &prefix,
-        keeper,
-        &spec.namespace,
-        &spec.name,
-        started_at,
-        &files,
-    );
+    let written_at = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
+    let files = archive::files(state, main, logs, &written_at);
+    let packed = archive::pack(&prefix, keeper, &spec.namespace, &spec.name, &files);
     let write = async {
-        for part in &packed.parts {
+        for part in packed.parts.iter().skip(1).chain(packed.parts.first()) {
             cluster.apply(part).await?;
-        }
-        if keeper == Keeper::Resource {
-            for n in packed.parts.len()..archive::MAX_PARTS {
-                let stale = archive::part_name(&prefix, n);
-                cluster
-                    .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &stale)
-                    .await?;
-            }
         }
         Ok::<(), ObjectError>(())
     };
@@ -812,14 +809,28 @@ async fn keep_archive(
         }
         return Err(e);
     }
-    Ok(packed)
+    let mut stale_left = None;
+    if keeper == Keeper::Resource {
+        for n in packed.parts.len()..archive::MAX_PARTS {
+            let stale = archive::part_name(&prefix, n);
+            if let Err(e) = cluster
+                .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &stale)
+                .await
+            {
+                stale_left = Some(e);
+                break;
+            }
+        }
+    }
+    Ok((packed, stale_left))
 }
 
-/// Removes the archive of the run recorded in `prior` (destroy). A resource's archive is
-/// removed while it is still that run's (by the start its parts carry), recorded or not (a
-/// write that failed half-way): a run that replaced this one (`create_before_destroy`) wrote
-/// its own under the same names. An archive gpufleet may not remove (its credentials lack
-/// ConfigMap deletes) is a warning, not a failed destroy.
+/// Removes the archive of the run recorded in `prior` (destroy): the parts a state from
+/// before fixed names names, then the fixed parts while part 0's index still carries the
+/// recorded SHA-256, or part 0 is missing (a write that stopped half-way) — a run that
+/// replaced this one (`create_before_destroy`) wrote its own under the same names. An archive
+/// gpufleet may not read or remove (its credentials lack ConfigMap rights) is a warning, not
+/// a failed destroy.
 async fn remove_archive(
     cluster: &dyn HostObjects,
     namespace: &str,
@@ -830,24 +841,37 @@ async fn remove_archive(
     let fixed: Vec<String> = (0..archive::MAX_PARTS)
         .map(|n| archive::part_name(&prefix, n))
         .collect();
-    // A state from before fixed names names its own parts.
-    let mut parts: Vec<String> = archive::recorded_parts(prior)
+    let old: Vec<String> = archive::recorded_parts(prior)
         .into_iter()
         .filter(|p| !fixed.contains(p))
         .collect();
-    let started_at = prior.get("started_at").as_str();
+    if let Some(left) = delete_parts(cluster, namespace, name, &old).await? {
+        return Ok(Some(left));
+    }
+    let recorded = prior.get("archive").get("sha256").as_str();
     let ours = match cluster
         .get(ObjectKind::ConfigMap, Some(namespace), &fixed[0])
         .await
     {
-        Ok(found) => found.is_none_or(|p| archive::started_at_of(&p) == started_at),
+        Ok(found) => found.is_none_or(|p| archive::index_sha256(&p).as_deref() == recorded),
         Err(e) if e.is_forbidden() => return Ok(Some(archive_left(namespace, name, &e))),
         Err(e) => return Err(e),
     };
-    if ours {
-        parts.extend(fixed);
+    if !ours {
+        return Ok(None);
     }
-    for part in &parts {
+    delete_parts(cluster, namespace, name, &fixed).await
+}
+
+/// Deletes the archive parts `parts`; a refusal to delete is the warning of
+/// [`archive_left`].
+async fn delete_parts(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+    parts: &[String],
+) -> Result<Option<Diagnostic>, ObjectError> {
+    for part in parts {
         match cluster
             .delete(ObjectKind::ConfigMap, Some(namespace), part)
             .await

@@ -9,6 +9,8 @@
 //! archive at most [`MAX_PARTS`] parts, so that it stays well inside the 1 MiB the API server
 //! keeps per ConfigMap. The files:
 //!
+//! - `archive.json`: when it was written, to the nanosecond (so that each archive's SHA-256 is
+//!   its own);
 //! - `index.json` (part 0): every file with the part that holds it, its size, its SHA-256 and
 //!   how many bytes were cut from its start, the files left out for room, and the archive's
 //!   SHA-256 (over the list of files as compact JSON);
@@ -24,7 +26,9 @@
 //!   (`prescreen.<pod>.log`), then the others, so that room runs out on the others. A log
 //!   larger than a part keeps its end, where the results are.
 //!
-//! The state's `archive` names the parts and carries the SHA-256; destroy removes them.
+//! Part 0, which holds the index, is written last: an archive whose part 0 is there is whole.
+//! The state's `archive` names the parts and carries the SHA-256; destroy removes them while
+//! part 0's index still carries that SHA-256.
 
 use serde_json::{Value as Json, json};
 
@@ -47,10 +51,6 @@ const MAX_OMITTED_NAMED: usize = 32;
 /// The label on every record and archive of a run, so that
 /// `kubectl get configmaps -l gpufleet.dev/record=archive` finds every resource's archive.
 pub const RECORD_LABEL: &str = "gpufleet.dev/record";
-
-/// The annotation on every part that holds the start of the run it archives: destroy
-/// removes a resource's parts only while they are its run's.
-pub const STARTED_AT_ANNOTATION: &str = "gpufleet.dev/started-at";
 
 /// Whose archive it is, which decides its names and its label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +172,7 @@ fn index_cost(entry: &Json) -> usize {
 }
 
 /// Packs `files` into the parts of the archive `prefix` in namespace `namespace` of benchmark
-/// `benchmark`'s run that started at `started_at`, kept by `keeper`, in order: a file goes into the current part if it fits,
+/// `benchmark`, kept by `keeper`, in order: a file goes into the current part if it fits,
 /// else opens the next; a file larger than a part keeps its end; files that find no room, in
 /// the parts or in the index, are left out and named (or counted) in the index.
 pub fn pack(
@@ -180,7 +180,6 @@ pub fn pack(
     keeper: Keeper,
     namespace: &str,
     benchmark: &str,
-    started_at: &str,
     files: &[File],
 ) -> Archive {
     let mut parts: Vec<Vec<(String, String)>> = vec![Vec::new()];
@@ -256,7 +255,6 @@ pub fn pack(
                         BENCHMARK_LABEL: benchmark,
                         RECORD_LABEL: keeper.label(),
                     },
-                    "annotations": { STARTED_AT_ANNOTATION: started_at },
                 },
                 "data": data,
             })
@@ -265,11 +263,11 @@ pub fn pack(
     Archive { parts, sha256 }
 }
 
-/// The start of the run whose archive `part` belongs to; `None` when it names none.
-pub fn started_at_of(part: &Json) -> Option<&str> {
-    part.pointer("/metadata/annotations")?
-        .get(STARTED_AT_ANNOTATION)?
-        .as_str()
+/// The SHA-256 the `index.json` of part 0 `part0` names; `None` when it names none.
+pub fn index_sha256(part0: &Json) -> Option<String> {
+    let text = part0.pointer("/data/index.json")?.as_str()?;
+    let index: Json = serde_json::from_str(text).ok()?;
+    index["sha256"].as_str().map(str::to_owned)
 }
 
 /// The attributes of the record a run keeps (`record.json`), here and in the records of
@@ -283,6 +281,7 @@ pub const RECORD_FIELDS: &[&str] = &[
     "spread",
     "repeat_results",
     "node_results",
+    "unit_results",
     "environment",
     "node_environments",
     "environment_hash",
@@ -302,6 +301,9 @@ const DEFINITION_FIELDS: &[&str] = &[
     "nodes",
     "gpus_per_node",
     "repeats",
+    "per",
+    "unit_tolerance",
+    "prescreen",
     "launcher",
     "parameters",
     "allow_node_differences",
@@ -352,9 +354,16 @@ pub struct RepeatLogs<'a> {
 }
 
 /// The files of the archive of the run recorded in `state`, which sent `main` and whose
-/// repeats left `logs` (in order): the result logs of every repeat before any other log.
-pub fn files(state: &Value, main: &Json, logs: &[RepeatLogs<'_>]) -> Vec<File> {
+/// repeats left `logs` (in order), written at `written_at`: the result logs of every repeat
+/// before any other log.
+pub fn files(state: &Value, main: &Json, logs: &[RepeatLogs<'_>], written_at: &str) -> Vec<File> {
     let mut out = vec![
+        // When, to the nanosecond: it makes each archive's SHA-256 its own, even of a run
+        // recorded twice, so that destroy tells a replacement's archive from its own.
+        File::new(
+            "archive.json",
+            serde_json::to_string_pretty(&json!({ "written_at": written_at })).unwrap_or_default(),
+        ),
         File::new("record.json", fields_json(state, RECORD_FIELDS)),
         File::new("parameters.json", fields_json(state, DEFINITION_FIELDS)),
         File::new(
@@ -419,7 +428,7 @@ mod tests {
             File::new("record.json", "{}"),
             File::new(log_name(1, "gfb-a-0"), "line\n"),
         ];
-        let a = pack("gfb-a-archive", Keeper::Resource, "ns", "a", "t", &files);
+        let a = pack("gfb-a-archive", Keeper::Resource, "ns", "a", &files);
         assert_eq!(a.names(), ["gfb-a-archive-0"]);
         let part = data(&a, 0);
         assert_eq!(part["repeat-1.gfb-a-0.log"], "line\n");
@@ -436,7 +445,7 @@ mod tests {
         let files: Vec<File> = (0..2 * MAX_PARTS + 2)
             .map(|i| File::new(format!("f{i}"), big.clone()))
             .collect();
-        let a = pack("p", Keeper::OnDemand, "ns", "a", "t", &files);
+        let a = pack("p", Keeper::OnDemand, "ns", "a", &files);
         assert_eq!(a.parts.len(), MAX_PARTS);
         for p in &a.parts {
             let bytes: usize = p["data"]
@@ -464,7 +473,6 @@ mod tests {
             Keeper::OnDemand,
             "ns",
             "a",
-            "t",
             &[File::new("l", log.clone())],
         );
         let kept = data(&a, a.parts.len() - 1)["l"].as_str().expect("kept");
@@ -477,7 +485,7 @@ mod tests {
         let files: Vec<File> = (0..5000)
             .map(|i| File::new(log_name(1, &format!("gfb-a-worker-{i:05}")), "ok\n"))
             .collect();
-        let a = pack("p", Keeper::Resource, "ns", "a", "t", &files);
+        let a = pack("p", Keeper::Resource, "ns", "a", &files);
         let text = data(&a, 0)["index.json"].as_str().expect("index");
         assert!(text.len() <= INDEX_ROOM, "{}", text.len());
         let index: Json = serde_json::from_str(text).expect("JSON");
@@ -509,9 +517,9 @@ mod tests {
                 prescreen: Vec::new(),
             },
         ];
-        let names: Vec<String> = files(&Value::Null, &json!({}), &logs)
+        let names: Vec<String> = files(&Value::Null, &json!({}), &logs, "t")
             .into_iter()
-            .skip(3)
+            .skip(4)
             .map(|f| f.name)
             .collect();
         assert_eq!(
@@ -536,15 +544,8 @@ mod tests {
             Keeper::OnDemand.prefix("a", "2026-11-28T10:15:00Z"),
             "gfb-a-archive-20261128t101500z"
         );
-        let a = pack(
-            "gfb-a-archive",
-            Keeper::Resource,
-            "ns",
-            "a",
-            "2026-11-28T10:15:00Z",
-            &[],
-        );
-        assert_eq!(started_at_of(&a.parts[0]), Some("2026-11-28T10:15:00Z"));
+        let a = pack("gfb-a-archive", Keeper::Resource, "ns", "a", &[]);
+        assert_eq!(index_sha256(&a.parts[0]), Some(a.sha256.clone()));
         assert_eq!(a.parts[0]["metadata"]["labels"][RECORD_LABEL], "archive");
     }
 }

@@ -330,11 +330,12 @@ impl RecordedRun {
         unit_tolerance: &BigDecimal,
     ) -> Option<Vec<String>> {
         let results = self.results.as_ref()?;
-        let judged_by = if self.nodes > 1 && !self.node_results.is_empty() {
-            Some(("node", &self.node_results))
-        } else {
-            self.per.map(|per| (per.name(), &self.unit_results))
-        };
+        let judged_by = judged_by(
+            self.nodes > 1,
+            &self.node_results,
+            self.per,
+            &self.unit_results,
+        );
         let mut failures = verdict(&self.tool_failures, results, judged_by, bounds);
         let suite = self.suite.as_deref().and_then(benchmark::suite);
         if let (Some(per), Some(suite)) = (self.per, suite) {
@@ -350,6 +351,22 @@ impl RecordedRun {
             failures.extend(b.failures(suite, bounds, results, &self.environment));
         }
         Some(failures)
+    }
+}
+
+/// What thresholds judge besides `results`: each node, when each of several nodes ran the
+/// tool on its own (`per_node`) and reported; else each unit of a run `per` unit. Create and
+/// the plan-time re-check both ask here, so that they agree.
+pub fn judged_by<'a>(
+    per_node: bool,
+    node_results: &'a BTreeMap<String, Metrics>,
+    per: Option<Per>,
+    unit_results: &'a BTreeMap<String, Metrics>,
+) -> Option<(&'static str, &'a BTreeMap<String, Metrics>)> {
+    if per_node && !node_results.is_empty() {
+        Some(("node", node_results))
+    } else {
+        per.map(|p| (p.name(), unit_results))
     }
 }
 

@@ -25,6 +25,26 @@ pub fn lower_is_better(suite: &dyn Suite, bounds: &BTreeMap<String, Bounds>, met
     }
 }
 
+/// Whether lower values of `metric` are better, when anything says: its suite, or a
+/// threshold that bounds it on one side only. `None` for a custom metric with neither.
+pub fn known_direction(
+    suite: &dyn Suite,
+    bounds: &BTreeMap<String, Bounds>,
+    metric: &str,
+) -> Option<bool> {
+    match thresholds::metric_of(suite, metric).map(|m| m.direction) {
+        Some(Direction::LowerIsBetter) => Some(true),
+        Some(Direction::HigherIsBetter) => Some(false),
+        Some(Direction::Unspecified) | None => {
+            bounds.get(metric).and_then(|b| match (&b.min, &b.max) {
+                (None, Some(_)) => Some(true),
+                (Some(_), None) => Some(false),
+                _ => None,
+            })
+        }
+    }
+}
+
 /// Each metric's highest (`highest`) or lowest value over `all`.
 pub fn worst_of(all: impl IntoIterator<Item = Metrics>, highest: bool) -> Metrics {
     let mut out = Metrics::new();

@@ -39,7 +39,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ("nvidia-smi topo -m", "nvidia-smi topo -m"),
     ("ibstat", "ibstat"),
     ("kernel command line", "cat /proc/cmdline"),
-    ("nccl environment", "env | grep '^NCCL_' | sort"),
+    (
+        "nccl environment",
+        "env | grep -E '^(NCCL_|NVSHMEM_HCA_LIST=|MELLANOX_VISIBLE_DEVICES=)' | sort",
+    ),
 ];
 
 /// The Job's name: `gfb-<name>-prescreen`.
@@ -97,6 +100,9 @@ pub struct Gpu {
     pub vbios: String,
     /// Uncorrectable ECC errors since the driver loaded (`ECC Errors` → `Volatile`).
     pub uncorrectable_errors: u64,
+    /// Uncorrectable ECC errors over the GPU's life (`ECC Errors` → `Aggregate`): recorded,
+    /// not judged, since rows remapped after them are healthy again.
+    pub uncorrectable_lifetime: u64,
     /// Why the GPU's memory needs service: a row remapping pending or failed, a page
     /// retirement pending.
     pub memory_service: Vec<String>,
@@ -134,7 +140,8 @@ pub struct Report {
     pub gpus: Vec<Gpu>,
     /// The HCAs' ports.
     pub hca_ports: Vec<HcaPort>,
-    /// `NCCL_*` variables of the container.
+    /// `NCCL_*` variables of the container, and the two that choose its HCAs otherwise
+    /// (`MELLANOX_VISIBLE_DEVICES`, `NVSHMEM_HCA_LIST`).
     pub nccl_env: BTreeMap<String, String>,
     /// The kernel command line.
     pub kernel_cmdline: String,
@@ -185,14 +192,18 @@ fn gpus_of(text: &str) -> Vec<Gpu> {
             ([], "Serial Number") => gpu.serial = value.to_owned(),
             ([], "GPU UUID") => gpu.uuid = value.to_owned(),
             ([], "VBIOS Version") => gpu.vbios = value.to_owned(),
-            (["ECC Errors", "Volatile", ..], k) if k.contains("Uncorrectable") || k == "Total" => {
+            (["ECC Errors", when, ..], k) if k.contains("Uncorrectable") || k == "Total" => {
                 // Older drivers nest `Double Bit` → `Total`; newer ones list
                 // `SRAM Uncorrectable …` and `DRAM Uncorrectable` directly.
                 let double_bit = under.contains(&"Double Bit");
                 if (k.contains("Uncorrectable") || (double_bit && k == "Total"))
                     && let Ok(n) = value.parse::<u64>()
                 {
-                    gpu.uncorrectable_errors += n;
+                    match *when {
+                        "Volatile" => gpu.uncorrectable_errors += n,
+                        "Aggregate" => gpu.uncorrectable_lifetime += n,
+                        _ => {}
+                    }
                 }
             }
             (["Remapped Rows", ..], "Pending") if value == "Yes" => {
@@ -272,7 +283,9 @@ pub fn parse(log: &str) -> Report {
         .into_iter()
         .flat_map(|t| t.lines())
         .filter_map(|l| l.split_once('='))
-        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .filter(|(k, _)| {
+            k.starts_with("NCCL_") || *k == "NVSHMEM_HCA_LIST" || *k == "MELLANOX_VISIBLE_DEVICES"
+        })
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     Report {
@@ -322,6 +335,14 @@ impl Report {
             ("gpu_uuids".into(), join(|g| &g.uuid)),
             ("gpu_serials".into(), join(|g| &g.serial)),
             ("gpu_bus_ids".into(), join(|g| &g.bus_id)),
+            (
+                "uncorrectable_ecc_lifetime".into(),
+                self.gpus
+                    .iter()
+                    .map(|g| g.uncorrectable_lifetime.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             (
                 "vbios_version".into(),
                 vbios.into_iter().collect::<Vec<_>>().join(","),
@@ -384,11 +405,17 @@ impl Report {
                 p.hca, p.port, p.state
             ));
         }
-        if nccl && !infiniband.is_empty() && !self.nccl_env.contains_key("NCCL_IB_HCA") {
+        // As NVIDIA's prescreen reads a container's settings: the HCAs are chosen when the
+        // container sees only some (`MELLANOX_VISIBLE_DEVICES`) or NCCL is told which.
+        let chosen = ["NCCL_IB_HCA", "MELLANOX_VISIBLE_DEVICES"]
+            .iter()
+            .any(|k| self.nccl_env.contains_key(*k));
+        if nccl && !infiniband.is_empty() && !chosen {
             let hcas: BTreeSet<&str> = infiniband.iter().map(|p| p.hca.as_str()).collect();
             out.push(format!(
-                "the node has InfiniBand HCAs ({}) but NCCL_IB_HCA is not set, so NCCL picks \
-                 the HCAs itself and the run may not use the fabric it is meant to measure",
+                "the node has InfiniBand HCAs ({}) but neither NCCL_IB_HCA nor \
+                 MELLANOX_VISIBLE_DEVICES is set, so NCCL picks the HCAs itself and the run may \
+                 not use the fabric it is meant to measure",
                 hcas.into_iter().collect::<Vec<_>>().join(", ")
             ));
         }
@@ -572,9 +599,11 @@ GPU 00000000:19:00.0
 
     #[test]
     fn only_volatile_uncorrectable_errors_and_pending_service_fail_a_gpu() {
-        // Aggregate errors are history; volatile ones happened since the driver loaded.
+        // Aggregate errors are history, recorded; volatile ones happened since the driver
+        // loaded.
         let old = report(ONE_GPU, "", "");
         assert!(old.problems(1, "", false).is_empty());
+        assert_eq!(old.facts()["uncorrectable_ecc_lifetime"], "7");
         let bad = ONE_GPU
             .replace(
                 "SRAM Uncorrectable            : 0",
@@ -623,7 +652,10 @@ GPU 00000000:04:00.0
         assert_eq!(p.len(), 3, "{p:?}");
         assert!(p[0].contains("the driver is 570.124.06, but the node's labels say 550.54.15"));
         assert_eq!(p[1], "InfiniBand port mlx5_1/1 is Down, not Active");
-        assert!(p[2].contains("InfiniBand HCAs (mlx5_0, mlx5_1) but NCCL_IB_HCA is not set"));
+        assert!(p[2].contains("InfiniBand HCAs (mlx5_0, mlx5_1) but neither NCCL_IB_HCA nor"));
+        // A container that sees only its HCAs has them chosen.
+        let seen = report(ONE_GPU, IB_PORT, "MELLANOX_VISIBLE_DEVICES=0,3\n");
+        assert_eq!(seen.problems(1, "", true), Vec::<String>::new());
         // Other suites do not read NCCL's settings.
         assert_eq!(
             report(ONE_GPU, IB_PORT, "").problems(1, "", false),

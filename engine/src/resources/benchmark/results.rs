@@ -19,7 +19,7 @@ use super::{
     archive::RepeatLogs,
     environment::Environment,
     launch::{self, Launcher},
-    model::{BenchmarkSpec, OnFailure, verdict},
+    model::{BenchmarkSpec, OnFailure, judged_by, verdict},
     per_node::{self, Metrics},
     ranks, repeats,
     schema::RAW_OUTPUT_MAX,
@@ -71,12 +71,20 @@ impl Observed {
     /// given (its command line, its configuration), and logs reach `raw_output`, failures
     /// and the archive.
     pub(super) fn redact(&mut self, secret: &str) {
-        if secret.is_empty() {
-            return;
-        }
+        // As given, without the line end a file may have carried, and as a JSON string
+        // holds it (a tool's JSON export).
+        let trimmed = secret.trim();
+        let escaped = serde_json::to_string(trimmed).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        let mut forms = vec![secret, trimmed, escaped];
+        forms.retain(|f| !f.is_empty());
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms.dedup();
         for (_, log) in self.logs.iter_mut().chain(self.other_logs.iter_mut()) {
-            if log.contains(secret) {
-                *log = log.replace(secret, "(redacted)");
+            for form in &forms {
+                if log.contains(form) {
+                    *log = log.replace(form, "(redacted)");
+                }
             }
         }
     }
@@ -218,13 +226,15 @@ struct Judged {
     failures: Vec<String>,
 }
 
-/// Parses one repeat's logs; the first repeat's output also tells `env` the tool's facts.
+/// Parses one repeat's logs, checking each MPI world and recording in `env` the ranks each
+/// node ran; the run's first repeat (`first`) also tells `env` the tool's versions.
 fn judge(
     spec: &BenchmarkSpec,
     launcher: Launcher,
     observed: &Observed,
     completed: bool,
-    mut env: Option<&mut Environment>,
+    env: &mut Environment,
+    first: bool,
 ) -> Judged {
     let mut failures: Vec<String> = observed
         .exit_codes
@@ -245,10 +255,14 @@ fn judge(
         match spec.suite.parse(log) {
             Ok(parsed) => {
                 failures.extend(parsed.failures.iter().cloned().map(whose));
-                if i == 0
-                    && let Some(env) = env.as_deref_mut()
-                {
-                    record_tool_facts(env, spec, launcher, &observed.nodes, &parsed, &mut failures);
+                if i == 0 {
+                    let facts = ToolFacts {
+                        spec,
+                        launcher,
+                        gang: &observed.nodes,
+                        parsed: &parsed,
+                    };
+                    facts.record(env, first, &mut failures);
                 }
                 node_results.insert(node.clone(), parsed.metrics);
             }
@@ -306,26 +320,21 @@ struct UnitJudged {
     node_results: BTreeMap<String, Metrics>,
 }
 
-/// Judges the repeats `runs` of one unit; the first repeat's output also tells `env` the
-/// tool's facts.
+/// Judges the repeats `runs` of one unit (the run's first unit: `first`), recording in `env`
+/// what their output says.
 fn judge_unit(
     spec: &BenchmarkSpec,
     launcher: Launcher,
     runs: &[(&Observed, bool)],
-    mut env: Option<&mut Environment>,
+    env: &mut Environment,
+    first: bool,
 ) -> UnitJudged {
     let several = runs.len() > 1;
     let mut tool_failures = Vec::new();
     let mut repeat_results = Vec::new();
     let mut repeat_nodes = Vec::new();
     for (i, (observed, completed)) in runs.iter().enumerate() {
-        let judged = judge(
-            spec,
-            launcher,
-            observed,
-            *completed,
-            if i == 0 { env.as_deref_mut() } else { None },
-        );
+        let judged = judge(spec, launcher, observed, *completed, env, first && i == 0);
         tool_failures.extend(judged.failures.into_iter().map(|f| {
             if several {
                 format!("repeat {}: {f}", i + 1)
@@ -372,7 +381,7 @@ pub(super) fn record_run(
     let judged: Vec<UnitJudged> = units
         .iter()
         .enumerate()
-        .map(|(i, u)| judge_unit(spec, launcher, &u.runs, (i == 0).then_some(&mut env)))
+        .map(|(i, u)| judge_unit(spec, launcher, &u.runs, &mut env, i == 0))
         .collect();
     let per = spec.per.filter(|_| units.iter().all(|u| u.unit.is_some()));
     let named = |u: &UnitRuns<'_>, f: &str| match (per, &u.unit) {
@@ -399,11 +408,12 @@ pub(super) fn record_run(
             .map(|j| j.results.clone())
             .unwrap_or_default(),
     };
-    let judged_by = if several_nodes(spec, launcher) {
-        Some(("node", &node_results))
-    } else {
-        per.map(|p| (p.name(), &unit_results))
-    };
+    let judged_by = judged_by(
+        several_nodes(spec, launcher),
+        &node_results,
+        per,
+        &unit_results,
+    );
     let mut failures = verdict(&tool_failures, &results, judged_by, &spec.thresholds);
     if let Some(per) = per {
         failures.extend(units::spread_failures(
@@ -532,37 +542,55 @@ pub(super) fn record(
 
 /// What the tool's own output adds to the record: its versions and, for an MPI run, the world
 /// it shows (a world that is not the run's is a failure: its numbers are not the gang's).
-fn record_tool_facts(
-    env: &mut Environment,
-    spec: &BenchmarkSpec,
+/// What one repeat's result log says about the tool and its MPI world.
+struct ToolFacts<'a> {
+    spec: &'a BenchmarkSpec,
     launcher: Launcher,
-    gang: &[String],
-    parsed: &Parsed,
-    failures: &mut Vec<String>,
-) {
-    let taken = env.to_map();
-    for (k, v) in &parsed.versions {
-        // The node's driver and CUDA come from its labels; the tool's own say are kept apart.
-        let key = if taken.contains_key(k) {
-            format!("reported_{k}")
-        } else {
-            k.clone()
+    gang: &'a [String],
+    parsed: &'a Parsed,
+}
+
+impl ToolFacts<'_> {
+    /// Checks the MPI world (every repeat of every unit: any may be broken) and records the
+    /// ranks each node ran; the run's `first` repeat also records the tool's versions and
+    /// the world's shape.
+    fn record(&self, env: &mut Environment, first: bool, failures: &mut Vec<String>) {
+        let ToolFacts {
+            spec,
+            launcher,
+            gang,
+            parsed,
+        } = *self;
+        if first {
+            let taken = env.to_map();
+            for (k, v) in &parsed.versions {
+                // The node's driver and CUDA come from its labels; the tool's own say are
+                // kept apart.
+                let key = if taken.contains_key(k) {
+                    format!("reported_{k}")
+                } else {
+                    k.clone()
+                };
+                env.tool_versions.insert(key, v.clone());
+            }
+        }
+        let Details::NcclAllReduce(details) = &parsed.details else {
+            return;
         };
-        env.tool_versions.insert(key, v.clone());
-    }
-    let Details::NcclAllReduce(details) = &parsed.details else {
-        return;
-    };
-    if details.ranks.is_empty() {
-        return;
-    }
-    env.ranks = details.ranks.len().to_string();
-    env.ranks_by_host = ranks::by_host(details)
-        .iter()
-        .map(|(h, r)| format!("{h}: {}", ranks::ranges(r)))
-        .collect::<Vec<_>>()
-        .join("; ");
-    if launch::is_mpi(spec) {
+        if details.ranks.is_empty() {
+            return;
+        }
+        if first {
+            env.ranks = details.ranks.len().to_string();
+            env.ranks_by_host = ranks::by_host(details)
+                .iter()
+                .map(|(h, r)| format!("{h}: {}", ranks::ranges(r)))
+                .collect::<Vec<_>>()
+                .join("; ");
+        }
+        if !launch::is_mpi(spec) {
+            return;
+        }
         if let Some(problem) = ranks::world_problem(spec, details) {
             failures.push(problem);
         }

@@ -218,8 +218,9 @@ pub fn benchmark_schema() -> Schema {
                     "Prescreens each node before the run measures anything: one pod per node \
                      of the gang, in the run's image with its GPUs, prints `nvidia-smi -q`, \
                      `nvidia-smi topo -m`, `ibstat`, the kernel command line and the `NCCL_*` \
-                     environment. `node_environments` records each node's GPU UUIDs, serials, \
-                     bus ids and VBIOS, the driver and CUDA versions the driver reports, the \
+                     environment (with `MELLANOX_VISIBLE_DEVICES` and `NVSHMEM_HCA_LIST`). `node_environments` records each node's GPU UUIDs, serials, \
+                     bus ids, VBIOS and lifetime uncorrectable ECC counts, the driver and CUDA \
+                     versions the driver reports, the \
                      HCAs (port, link layer, state, rate, firmware), the kernel command line \
                      and the NCCL environment. A node fails, and the run stops before any \
                      benchmark pod starts, when `nvidia-smi` sees no GPU or fewer than asked, \
@@ -227,7 +228,8 @@ pub fn benchmark_schema() -> Schema {
                      page retirement, the driver differs from the node's labels or from the \
                      other nodes' (unless `allow_node_differences` lists `driver_version`), \
                      an InfiniBand port is not Active, or, for `nccl-all-reduce`, the node \
-                     has InfiniBand HCAs and `NCCL_IB_HCA` is not set. The run then takes \
+                     has InfiniBand HCAs and neither `NCCL_IB_HCA` nor `MELLANOX_VISIBLE_DEVICES` is \
+                     set. The run then takes \
                      exactly the nodes that passed; each unit of `per` is prescreened before \
                      its run. The prescreen pods' logs are in the archive.",
                 ),
@@ -503,17 +505,20 @@ pub fn benchmark_schema() -> Schema {
                 "Where the run's archive is: everything a reviewer needs to audit it, as \
                  files in the ConfigMaps `gfb-<name>-archive-<n>` of the run's namespace \
                  (labelled `gpufleet.dev/record=archive` and `gpufleet.dev/benchmark=<name>`; \
-                 the next run overwrites them), each key one file: `index.json` (every file \
-                 with its part, size, SHA-256 and the bytes cut from its start, the files left \
-                 out for room, and the archive's SHA-256), `record.json` (status, failures, \
-                 results, spread, repeat and node results, environment, node environments, \
-                 environment hash, times), `parameters.json` (the definition that ran), \
-                 `objects.json` (the Job or MPIJob as sent; Secrets only by name) and \
-                 `repeat-<r>.<pod>.log` (every pod's log as the kubelet still has it when the \
-                 run ends, the endpoint key replaced by `(redacted)`; an MPI world's ranks all \
-                 print to its launcher's). A part holds at most 900 KiB and an archive at most \
-                 8 parts; a log larger than a part keeps its end. Destroy removes the archive; \
-                 null when it could not be written (a warning says why).",
+                 the next run overwrites them), each key one file: `archive.json` (when it was \
+                 written), `index.json` (every file with its part, size, SHA-256 and the bytes \
+                 cut from its start, the files left out for room, and the archive's SHA-256), \
+                 `record.json` (status, failures, results, spread, repeat, node and unit \
+                 results, environment, node environments, environment hash, times: the verdict \
+                 as of the run), `parameters.json` (the definition that ran), `objects.json` \
+                 (the Job or MPIJob as sent; Secrets only by name), `repeat-<r>.<pod>.log` \
+                 (every pod's log as the kubelet still has it when the run ends, the endpoint \
+                 key replaced by `(redacted)`; an MPI world's ranks all print to its \
+                 launcher's) and `prescreen.<pod>.log`. A part holds at most 900 KiB and an \
+                 archive at most 8 parts; a log larger than a part keeps its end; the part \
+                 holding `index.json` is written last. Destroy removes the archive while its \
+                 index is the recorded one; null when it could not be written (a warning says \
+                 why).",
             ),
         )
         .attr(

@@ -109,7 +109,8 @@ pub fn units(
 }
 
 /// Each unit that falls short of the best unit by more than `tolerance` (a share, 0.05 for
-/// 5%), per metric: below the best × (1 − tolerance), or, where lower is better, above the
+/// 5%), per metric whose better direction is known (a custom metric needs a threshold on one
+/// side to say it; without, no unit is "best"): below the best × (1 − tolerance), or, where lower is better, above the
 /// best ÷ (1 − tolerance), as the baseline's ratio reads. Each entry names the metric, both
 /// units and both values.
 pub fn spread_failures(
@@ -124,7 +125,9 @@ pub fn spread_failures(
         by_unit.values().flat_map(BTreeMap::keys).collect();
     let mut out = Vec::new();
     for metric in metrics {
-        let lower_is_better = per_node::lower_is_better(suite, bounds, metric);
+        let Some(lower_is_better) = per_node::known_direction(suite, bounds, metric) else {
+            continue;
+        };
         let values: Vec<(&String, &BigDecimal)> = by_unit
             .iter()
             .filter_map(|(u, m)| Some((u, m.get(metric)?)))
