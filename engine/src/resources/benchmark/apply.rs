@@ -320,9 +320,11 @@ async fn cleanup(
     name: &str,
 ) -> Result<(), ObjectError> {
     let job = render::job_name(name);
-    cluster
-        .delete(ObjectKind::Job, Some(namespace), &job)
-        .await?;
+    // The run's Job, and a prescreen's a killed provider left (whose controller would
+    // otherwise start its pods again).
+    for j in [job.clone(), prescreen::job_name(name)] {
+        cluster.delete(ObjectKind::Job, Some(namespace), &j).await?;
+    }
     // The MPI Operator's own objects (launcher, workers, hostfile, keys) go with it; its
     // launcher Job is deleted here too, so nothing of the run outlives the apply.
     cluster

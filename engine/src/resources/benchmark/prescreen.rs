@@ -451,8 +451,8 @@ pub(super) struct Screened {
     pub(super) logs: Vec<(String, String)>,
 }
 
-/// Runs the prescreen of `spec` on `placement`'s nodes: the Job, its gang, its end, the
-/// reports, and the Job's removal (its pods gone, so their GPUs are free for the run). A node
+/// Runs the prescreen of `spec` on `placement`'s nodes, once the caller has deleted what the
+/// run left: the Job, its gang, its end, the reports, and the Job's removal (its pods gone, so their GPUs are free for the run). A node
 /// that fails stops the run ([`RunError::Prescreen`]), before any benchmark pod exists.
 pub(super) async fn screen(
     cluster: &dyn HostObjects,
@@ -466,10 +466,8 @@ pub(super) async fn screen(
         launcher: Launcher::Pods,
         name: job_name(&spec.name),
     };
-    // A prescreen a killed provider left holds the nodes: it goes first.
-    cluster
-        .delete(ObjectKind::Job, Some(&spec.namespace), &shape.name)
-        .await?;
+    // What the run left (a prescreen a killed provider left included) was removed by the
+    // caller; its pods hold the nodes until they are gone.
     wait_pods_gone(cluster, &spec.namespace, &spec.name, limit).await?;
     cluster
         .apply(&job(spec, placement, limit.as_secs().max(1)))
