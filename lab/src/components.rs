@@ -46,6 +46,17 @@ use crate::ports::Ports;
 /// go Succeeded, and deleted pods are removed.
 pub const KWOK_STAGES_YAML: &str = include_str!("../kube/stages/kwok-stages.yaml");
 
+/// The API server's audit policy: the provider's requests at `Metadata` level (verb,
+/// resource, namespace, name, user; no bodies, so no Secret reaches the log), nothing else.
+/// Benchmarks count what a plan asks of the host from it.
+#[must_use]
+pub fn audit_policy_yaml() -> String {
+    use crate::service_accounts::{PROVIDER_ACCOUNT, PROVIDER_NAMESPACE};
+    format!(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n  - level: Metadata\n    users: [\"system:serviceaccount:{PROVIDER_NAMESPACE}:{PROVIDER_ACCOUNT}\"]\n  - level: None\n"
+    )
+}
+
 /// The service CIDR: Kubernetes' own default (kubeadm's), as on most host clusters. No
 /// kube-proxy runs, but the size matters. vCluster gives the virtual API server the host's
 /// range, and a virtual Service's address that happens to equal the host Service of the
@@ -302,6 +313,10 @@ impl Component {
                 ),
                 // Logs and exec go to the node's InternalIP, where kwok answers for it.
                 "--kubelet-preferred-address-types=InternalIP".into(),
+                format!("--audit-policy-file={}", p(&paths.audit_policy())),
+                format!("--audit-log-path={}", p(&paths.audit_log())),
+                "--audit-log-maxsize=100".into(),
+                "--audit-log-maxbackup=1".into(),
             ],
             Self::KubeControllerManager => vec![
                 format!("--kubeconfig={kubeconfig}"),

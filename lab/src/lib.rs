@@ -809,6 +809,12 @@ async fn start_control_plane(paths: &LabPaths, ports: &Ports, bin: &Path) -> Res
             source,
         }
     })?;
+    std::fs::write(paths.audit_policy(), components::audit_policy_yaml()).map_err(|source| {
+        LabError::StateDir {
+            path: paths.audit_policy(),
+            source,
+        }
+    })?;
     let spawn = |c: Component| spawn_component(bin, c, paths, ports);
     let etcd = spawn(Component::Etcd)?;
     wait_healthy(

@@ -197,6 +197,18 @@ impl LabPaths {
         self.root.join("kubeconfig")
     }
 
+    /// The API server's audit policy.
+    #[must_use]
+    pub fn audit_policy(&self) -> PathBuf {
+        self.root.join("audit-policy.yaml")
+    }
+
+    /// The API server's audit log: one JSON event per request of the provider's account.
+    #[must_use]
+    pub fn audit_log(&self) -> PathBuf {
+        self.logs().join("audit.log")
+    }
+
     /// The kwok Stages file kwok runs with.
     #[must_use]
     pub fn stages_file(&self) -> PathBuf {

@@ -14,8 +14,14 @@
 //!   `terraform_data` resources, then an in-place update of each and their destroy, with the
 //!   controller requests per segment of each (as the emulator counted them, plan included).
 //!
-//! Run with `scripts/bench [handshake|plan|vcluster|segments|all]`, which measures the
-//! release build.
+//! - `refresh`: no-op `terraform plan` of 200 paused virtual clusters, and of 200 node
+//!   pools, beside 200 `terraform_data`, with the host API requests each plan made (the lab
+//!   API server's audit log of the provider's account) by verb and resource.
+//!
+//! Every section that runs the provider prints its peak memory (VmHWM).
+//!
+//! Run with `scripts/bench [handshake|plan|vcluster|segments|refresh|all]`, which measures
+//! the release build.
 
 use std::{
     collections::BTreeMap,
@@ -54,6 +60,157 @@ fn main() {
     }
     if what == "segments" || what == "all" {
         segments(&[50, 200]);
+    }
+    if what == "refresh" || what == "all" {
+        // A second argument sets the count (`refresh 20` for a quick look).
+        let n = std::env::args()
+            .nth(2)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(200);
+        refresh(n, 3);
+    }
+}
+
+/// The `terraform` block and empty provider block of every lab configuration.
+const LAB_HEADER: &str = "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n";
+
+/// Peak memory of the provider processes started while `f` runs.
+fn with_peak_rss<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let watcher = watch_peak_rss(Arc::clone(&stop), Arc::clone(&peak));
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    (out, peak.load(Ordering::Relaxed) as f64 / 1024.0)
+}
+
+/// The provider's host API requests the lab's audit log recorded from byte `from` on, by
+/// verb and resource (most first), and the offset to count from next.
+fn audited(log: &std::path::Path, from: u64) -> (Vec<(String, u64)>, u64) {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    // The API server writes an event as its response completes: let the last ones land.
+    thread::sleep(Duration::from_millis(500));
+    let mut text = String::new();
+    let mut end = from;
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        // A rotated log starts over.
+        let start = if len < from { 0 } else { from };
+        if f.seek(SeekFrom::Start(start)).is_ok() && f.read_to_string(&mut text).is_ok() {
+            end = start + text.len() as u64;
+        }
+    }
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for event in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let resource = event["objectRef"]["resource"].as_str().unwrap_or("-");
+        let verb = event["verb"].as_str().unwrap_or("-");
+        *counts.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+    let mut counts: Vec<(String, u64)> = counts.into_iter().collect();
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    (counts, end)
+}
+
+fn audit_offset(log: &std::path::Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+/// No-op plans of `n` paused virtual clusters and of `n` node pools (Karpenter-backed, on
+/// one paused virtual cluster) beside `n` `terraform_data`: the median wall time of
+/// `rounds` plans, the host API requests of one, and the provider's peak memory.
+fn refresh(n: usize, rounds: usize) {
+    let lab = gpufleet_lab::Lab::shared();
+    let log = lab.paths().audit_log();
+    let plan_args = [
+        "plan",
+        "-detailed-exitcode",
+        "-input=false",
+        "-no-color",
+        "-parallelism=10",
+    ];
+    let timed_plans = |s: &gpufleet_acceptance::Session| {
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            let started = Instant::now();
+            s.ok(&plan_args);
+            times.push(started.elapsed().as_secs_f64());
+        }
+        median(&mut times)
+    };
+    let floor = gpufleet_acceptance::Session::new(
+        &format!(
+            "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
+        ),
+        Vec::new(),
+    );
+    floor.ok(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let floor_plan = timed_plans(&floor);
+    floor.destroy();
+    println!(
+        "refresh: no-op plan of {n} x terraform_data (floor): median {floor_plan:.2} s over {rounds} rounds"
+    );
+
+    let tenants: String = (0..n)
+        .map(|i| {
+            format!(
+                "resource \"gpufleet_virtual_cluster\" \"t{i}\" {{\n  name   = \"bench-r{i}\"\n  paused = true\n}}\n"
+            )
+        })
+        .collect();
+    let pools: String = (0..n)
+        .map(|i| {
+            format!(
+                "resource \"gpufleet_gpu_node_pool\" \"p{i}\" {{\n  name               = \"bench-p{i}\"\n  virtual_cluster_id = gpufleet_virtual_cluster.home.id\n  gpu_product        = \"NVIDIA-H100-80GB-HBM3\"\n  source             = \"auto\"\n  autoscaling        = {{ min_nodes = 0, max_nodes = 2 }}\n}}\n"
+            )
+        })
+        .collect();
+    let home = "resource \"gpufleet_virtual_cluster\" \"home\" {\n  name      = \"bench-pools\"\n  isolation = \"private\"\n  paused    = true\n}\n";
+    for (what, body) in [
+        ("paused virtual clusters", tenants),
+        ("node pools", format!("{home}{pools}")),
+    ] {
+        let s =
+            gpufleet_acceptance::Session::new(&format!("{LAB_HEADER}{body}"), lab.settings_env());
+        let _guard = s.destroy_on_panic();
+        let started = Instant::now();
+        s.ok(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            "-parallelism=10",
+        ]);
+        let applied = started.elapsed().as_secs_f64();
+        let from = audit_offset(&log);
+        s.ok(&plan_args);
+        let (requests, _) = audited(&log, from);
+        let (plan, peak) = with_peak_rss(|| timed_plans(&s));
+        let total: u64 = requests.iter().map(|(_, c)| c).sum();
+        let top: Vec<String> = requests
+            .iter()
+            .take(6)
+            .map(|(k, c)| format!("{k} {c}"))
+            .collect();
+        println!(
+            "refresh: no-op plan of {n} {what}: median {plan:.2} s over {rounds} rounds ({:.2}x the floor), provider peak RSS {peak:.1} MiB (apply took {applied:.1} s)",
+            plan / floor_plan
+        );
+        println!(
+            "  host API requests in one plan: {total} ({:.2} per resource; {})",
+            total as f64 / n as f64,
+            top.join(", ")
+        );
+        s.ok(&[
+            "destroy",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            "-parallelism=10",
+        ]);
     }
 }
 
