@@ -25,11 +25,12 @@ use base64::Engine as _;
 use gpufleet_engine::{
     backends::kube::{
         ObjectError,
-        host::{Access, HeldTurn, HostObjects, ObjectKind},
+        host::{Access, Cached, HeldTurn, HostObjects, ObjectKind, ObjectsBackend, ReadCache},
         lease::LeaseRef,
     },
     context::Context,
     data_sources::virtual_cluster::VirtualClusterData,
+    diag::Diagnostics,
     kinds::DataSourceKind,
     resources::virtual_cluster::{
         VirtualCluster,
@@ -608,7 +609,15 @@ impl HostObjects for FakeHost {
                         .iter()
                         .all(|(lk, lv)| o["metadata"]["labels"][*lk] == *lv)
             })
-            .map(|(_, o)| o.clone())
+            // As the API server answers: items without `apiVersion` and `kind`.
+            .map(|(_, o)| {
+                let mut o = o.clone();
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                o
+            })
             .collect())
     }
 
@@ -1802,4 +1811,155 @@ async fn a_second_virtual_cluster_of_one_name_is_refused_in_another_namespace() 
         "{}",
         show(&again.diagnostics)
     );
+}
+
+/// The host as the provider reaches it: applies read the API server, refreshes and plans
+/// read the run's lists ([`Cached`]); [`RunLists::next_run`] starts another Terraform run.
+struct RunLists {
+    host: Arc<FakeHost>,
+    cache: Mutex<Arc<ReadCache>>,
+}
+
+impl RunLists {
+    fn new(host: Arc<FakeHost>) -> RunLists {
+        RunLists {
+            host,
+            cache: Mutex::new(Arc::new(ReadCache::default())),
+        }
+    }
+
+    fn cache(&self) -> Arc<ReadCache> {
+        Arc::clone(&self.cache.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn next_run(&self) {
+        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(ReadCache::default());
+    }
+}
+
+#[async_trait]
+impl ObjectsBackend for RunLists {
+    async fn connect(&self, _: &Context, _: &str) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        Ok(Arc::new(Cached::operating(
+            Arc::clone(&self.host),
+            self.cache(),
+        )))
+    }
+
+    async fn connect_reader(
+        &self,
+        _: &Context,
+        _: &str,
+    ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        Ok(Arc::new(Cached::refreshing(
+            Arc::clone(&self.host),
+            self.cache(),
+        )))
+    }
+}
+
+fn tenant(k: &VirtualCluster<RunLists>, name: &str, extra: &[(&str, Value)]) -> Value {
+    let mut attrs = vec![("name", Value::string(name)), ("quota", quota(50))];
+    attrs.extend(extra.iter().cloned());
+    config(k, &attrs)
+}
+
+#[tokio::test(start_paused = true)]
+async fn refreshes_from_the_runs_lists_see_what_reads_by_name_see() {
+    let host = Arc::new(FakeHost::default());
+    let k = VirtualCluster(RunLists::new(Arc::clone(&host)));
+    let mut tf = Terraform::new(&k);
+    let c = tenant(&k, "team-a", &[]);
+    assert_eq!(tf.apply_ok(&c).await, Action::Create);
+    assert_eq!(tf.state.get("status"), &Value::string("Running"));
+    k.0.next_run();
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+
+    // The drift of `drift_shows_in_the_plan_and_apply_repairs_it`, seen the same way.
+    host.edit(ObjectKind::ResourceQuota, NS, "vc-team-a", |rq| {
+        rq["spec"]["hard"]["count/pods"] = json!("500");
+    });
+    host.edit(ObjectKind::Namespace, "", NS, |ns| {
+        ns["metadata"]["labels"]["gpufleet.dev/isolation"] = json!("dedicated");
+    });
+    host.lock().objects.remove(&(
+        ObjectKind::NetworkPolicy,
+        NS.to_owned(),
+        "vc-work-team-a".to_owned(),
+    ));
+    host.edit(ObjectKind::RoleBinding, NS, "vc-team-a", |rb| {
+        rb["subjects"][0]["name"] = json!("intruder");
+    });
+    k.0.next_run();
+    let p = tf.plan(&c).await;
+    assert_eq!(p.action, Action::Update);
+    let drift: Vec<&str> = tf
+        .state
+        .get("drift")
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        drift,
+        [
+            "Namespace vc-team-a: label gpufleet.dev/isolation is \"dedicated\", want \"shared\"",
+            "RoleBinding vc-team-a: subjects[0].name is \"intruder\", want \"vc-team-a\"",
+            "ResourceQuota vc-team-a: spec.hard.count/pods is \"500\", want \"50\"",
+            "NetworkPolicy vc-work-team-a: missing",
+        ]
+    );
+    // Apply waits on what it writes; its reads are not the plan's lists.
+    tf.apply_ok(&c).await;
+    assert_eq!(
+        host.obj(ObjectKind::ResourceQuota, NS, "vc-team-a")
+            .expect("rq")["spec"]["hard"]["count/pods"],
+        "50"
+    );
+    k.0.next_run();
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+
+    // Pause and resume within one run: each apply's writes drop the lists its plan read.
+    let paused = tenant(&k, "team-a", &[("paused", Value::Bool(true))]);
+    tf.apply_ok(&paused).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Paused"));
+    assert_eq!(tf.plan(&paused).await.action, Action::NoOp);
+    tf.apply_ok(&c).await;
+    assert_eq!(tf.state.get("status"), &Value::string("Running"));
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
+
+    let d = tf.destroy().await;
+    assert!(!d.has_error(), "{}", show(&d));
+    assert!(
+        host.lock().objects.is_empty(),
+        "destroy leaves nothing behind"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refresh_of_more_tenants_reads_only_their_secrets_more() {
+    let host = Arc::new(FakeHost::default());
+    let k = VirtualCluster(RunLists::new(Arc::clone(&host)));
+    let mut tenants = Vec::new();
+    for name in ["team-a", "team-b", "team-c"] {
+        let mut tf = Terraform::new(&k);
+        let c = tenant(&k, name, &[]);
+        tf.apply_ok(&c).await;
+        tenants.push((tf, c));
+    }
+    k.0.next_run();
+    host.take_calls();
+    let (tf, c) = &mut tenants[0];
+    assert_eq!(tf.plan(c).await.action, Action::NoOp);
+    let one = host.take_calls();
+    k.0.next_run();
+    for (tf, c) in &mut tenants {
+        assert_eq!(tf.plan(c).await.action, Action::NoOp);
+    }
+    let three = host.take_calls();
+    eprintln!("host calls of a refresh: one tenant {one}, three tenants {three}");
+    // Each tenant's vcluster.yaml and kubeconfig Secrets are read by name; every other
+    // kind is listed once for all of them.
+    assert_eq!(three - one, 2 * 2, "one tenant {one}, three {three}");
 }

@@ -31,6 +31,7 @@ pub mod lease;
 mod objects;
 pub mod ownership;
 pub mod rbac;
+pub mod selector;
 pub mod tunnel;
 
 use std::{

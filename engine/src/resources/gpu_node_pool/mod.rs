@@ -58,7 +58,7 @@
 //! # Boundaries
 //!
 //! The planner, placement, node configuration and claim logic see the cluster only through
-//! [`HostNodes`]; [`KubeHost`] implements it on the API server and [`memory`] in memory.
+//! [`HostNodes`]; [`KubeHost`](crate::backends::kube::host::KubeHost) implements it on the API server and [`memory`] in memory.
 //!
 //! The kind is laid out as `schema`, `model` (the pool decoded once), `validate`, `plan`,
 //! `apply` and `read`, beside its domain modules.
@@ -97,7 +97,7 @@ use self::{
 use crate::{
     backends::{
         bcm::{BcmApi, BcmBackend},
-        kube::host::{KubeHost, nodes::HostNodes},
+        kube::host::{self, nodes::HostNodes},
     },
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -124,6 +124,12 @@ pub trait Backend: Send + Sync {
     /// The host cluster for this operation, or the diagnostic naming the missing settings.
     async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics>;
 
+    /// The host cluster for a refresh or a plan, which change nothing: it may answer reads
+    /// from the run's lists. The same as [`Self::connect`] unless the backend keeps lists.
+    async fn connect_reader(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        self.connect(ctx).await
+    }
+
     /// The BCM head node for a `bcm` pool, or the diagnostic naming the missing settings.
     fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
         Err(Diagnostic::error(
@@ -141,8 +147,15 @@ pub struct FromSettings;
 #[async_trait]
 impl Backend for FromSettings {
     async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
-        let client = crate::backends::kube::client(&ctx.settings, TYPE_NAME).await?;
-        Ok(Arc::new(KubeHost::new(client)))
+        Ok(Arc::new(
+            host::FromSettings::host(ctx, TYPE_NAME, false).await?,
+        ))
+    }
+
+    async fn connect_reader(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::new(
+            host::FromSettings::host(ctx, TYPE_NAME, true).await?,
+        ))
     }
 
     fn bcm(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
@@ -252,7 +265,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect_reader(ctx).await {
             Ok(host) => host,
             Err(diagnostics) => {
                 return ReadResponse::refused(state, diagnostics);

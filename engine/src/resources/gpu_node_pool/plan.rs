@@ -42,7 +42,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     resp.diagnostics
         .extend(product::check(&ctx.settings.gpu_products, &req.config));
     // The tier rules hold on every change, whatever else the plan changes.
-    let host = backend.connect(ctx).await.ok();
+    let host = backend.connect_reader(ctx).await.ok();
     let cluster_tier = match planned_tier(ctx, &req.config) {
         Some(tier) => Some((tier, TierFrom::VirtualClusterPlan)),
         None => match &host {

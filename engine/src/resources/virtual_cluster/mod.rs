@@ -164,7 +164,13 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.0.connect(ctx, TYPE_NAME).await {
+        // An import reads what Helm installed, which lacks gpufleet's labels: by name.
+        let host = if read::importing(&state) {
+            self.0.connect(ctx, TYPE_NAME).await
+        } else {
+            self.0.connect_reader(ctx, TYPE_NAME).await
+        };
+        match host {
             Ok(host) => read_virtual_cluster(host.as_ref(), ctx, &state).await,
             Err(diagnostics) => ReadResponse::refused(state, diagnostics),
         }

@@ -77,7 +77,7 @@ use super::adopt::owned_by;
 
 /// Whether `state` is an import's skeleton, which has no `isolation` yet: every
 /// configurable attribute comes from the cluster.
-fn importing(state: &Value) -> bool {
+pub(super) fn importing(state: &Value) -> bool {
     state.get("isolation").is_null()
 }
 

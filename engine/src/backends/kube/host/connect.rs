@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{HostObjects, KubeHost};
+use super::{Cached, HostObjects, KubeHost, run_cache};
 use crate::{context::Context, diag::Diagnostics};
 
 /// Where a kind gets its host-object client from.
@@ -18,11 +18,41 @@ pub trait ObjectsBackend: Send + Sync {
         ctx: &Context,
         needed_by: &str,
     ) -> Result<Arc<dyn HostObjects>, Diagnostics>;
+
+    /// The client for a refresh or a plan, which change nothing: it may answer reads from
+    /// the run's lists ([`Cached`]). The same client as [`Self::connect`] unless the backend
+    /// keeps lists.
+    async fn connect_reader(
+        &self,
+        ctx: &Context,
+        needed_by: &str,
+    ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        self.connect(ctx, needed_by).await
+    }
 }
 
-/// The production backend: the shared client of the provider's `kubernetes` settings.
+/// The production backend: the shared client of the provider's `kubernetes` settings, with
+/// the lists of the provider configuration's run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FromSettings;
+
+impl FromSettings {
+    /// The host of the provider's settings, over the lists of this configuration's run.
+    pub async fn host(
+        ctx: &Context,
+        needed_by: &str,
+        reading: bool,
+    ) -> Result<Cached<KubeHost>, Diagnostics> {
+        let client = crate::backends::kube::client(&ctx.settings, needed_by).await?;
+        let host = Arc::new(KubeHost::new(client));
+        let cache = run_cache(ctx.settings.configuration);
+        Ok(if reading {
+            Cached::refreshing(host, cache)
+        } else {
+            Cached::operating(host, cache)
+        })
+    }
+}
 
 #[async_trait]
 impl ObjectsBackend for FromSettings {
@@ -31,8 +61,15 @@ impl ObjectsBackend for FromSettings {
         ctx: &Context,
         needed_by: &str,
     ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
-        let client = crate::backends::kube::client(&ctx.settings, needed_by).await?;
-        Ok(Arc::new(KubeHost::new(client)))
+        Ok(Arc::new(FromSettings::host(ctx, needed_by, false).await?))
+    }
+
+    async fn connect_reader(
+        &self,
+        ctx: &Context,
+        needed_by: &str,
+    ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        Ok(Arc::new(FromSettings::host(ctx, needed_by, true).await?))
     }
 }
 

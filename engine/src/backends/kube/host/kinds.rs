@@ -206,21 +206,25 @@ impl ObjectKind {
             // and handed back on destroy, by patches.
             ObjectKind::Namespace => &[Apply, Get, Delete, List, MergePatch],
             // Written by virtual clusters: applied, read back, removed when turned off or
-            // destroyed.
+            // destroyed; listed (by gpufleet's label) so that a refresh reads each kind once
+            // for every tenant.
             ObjectKind::ServiceAccount
             | ObjectKind::Role
             | ObjectKind::RoleBinding
             | ObjectKind::ClusterRole
             | ObjectKind::ClusterRoleBinding
-            | ObjectKind::Secret
             | ObjectKind::ResourceQuota
             | ObjectKind::LimitRange
-            | ObjectKind::NetworkPolicy => &[Apply, Get, Delete],
-            // Written by virtual clusters; listed by the preflight, which looks for a
-            // LoadBalancer Service with an address.
+            | ObjectKind::NetworkPolicy => &[Apply, Get, Delete, List],
+            // Written by virtual clusters and read by name only: a list would need the right
+            // to read every Secret in the cluster.
+            ObjectKind::Secret => &[Apply, Get, Delete],
+            // Written by virtual clusters; listed for refreshes and by the preflight, which
+            // looks for a LoadBalancer Service with an address.
             ObjectKind::Service => &[Apply, Get, Delete, List],
-            // Its replica count is patched to pause a virtual cluster; listed (by the
-            // chart's labels) to find vClusters that Helm or the vCluster CLI installed.
+            // Its replica count is patched to pause a virtual cluster; listed for refreshes
+            // and (by the chart's labels) to find vClusters that Helm or the vCluster CLI
+            // installed.
             ObjectKind::StatefulSet => &[Apply, Get, Delete, MergePatch, List],
             // Benchmarks' runs: applied, watched by reading, removed.
             ObjectKind::Job | ObjectKind::MpiJob => &[Apply, Get, Delete],

@@ -6,10 +6,12 @@
 //!   benchmarks), with [`ObjectsBackend`] to connect from the provider's settings.
 //! - [`nodes::HostNodes`]: typed node, pod, ConfigMap and Karpenter calls (GPU node pools).
 //! - [`TunnelsBackend`]: tunnels into virtual clusters (the virtual cluster connection).
+//! - [`Cached`]: the same host, with a run's refreshes answered from one list per kind.
 
 mod connect;
 mod kinds;
 mod objects;
+mod read_cache;
 mod tunnels;
 
 pub mod nodes;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 pub use connect::{FromSettings, ObjectsBackend};
 pub use kinds::{Access, ObjectKind};
 pub use objects::{HeldTurn, HostObjects, TURN_DURATION};
+pub use read_cache::{Cached, MAX_AGE, ReadCache, run_cache};
 pub use tunnels::{OpenTunnel, OpenTunnelError, TunnelsBackend};
 
 use super::DynamicClient;

@@ -1,0 +1,480 @@
+//! One list per kind for a run's refreshes, instead of one read per object per tenant.
+//!
+//! A plan refreshes every resource in the state, each with its own reads: a workspace of
+//! 200 tenants read each tenant's dozen objects by name, so a plan's round trips grew with
+//! the tenants. [`Cached`] answers those reads from one list of each kind across all
+//! namespaces, taken at the first read and shared by every resource of the provider
+//! configuration (one Terraform run; [`ReadCache`]), so they grow with the kinds instead.
+//!
+//! - **Which reads.** Only a host made for reading ([`Cached::refreshing`]: refresh and
+//!   plan) answers from lists. Apply reads the API server every time, since it waits for
+//!   what it wrote to take effect.
+//! - **Which lists.** Objects gpufleet writes are listed by its label
+//!   (`app.kubernetes.io/managed-by=gpufleet`), namespaces all of them, the control plane's
+//!   pods by the chart's `app=vcluster`, nodes by the key of the label asked for ([`wide`]).
+//!   An object that lost gpufleet's label therefore reads as missing, and the next apply
+//!   writes it back with the label. Secrets are never listed: the provider's role reads
+//!   them by name only, so a list would need the right to read every Secret in the cluster.
+//! - **Fresh enough.** Any write of this process through any of its hosts drops every list
+//!   (before and after the write), and a list serves for [`MAX_AGE`] at most.
+//! - **Never worse.** A list that fails (a role without `list` on a kind, a CRD that is not
+//!   installed, a timeout) is not retried by every waiting reader in turn: each reads its
+//!   object by name, as without the cache, for the rest of that list's life.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Display,
+    hash::Hash,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use serde_json::Value as Json;
+use tokio::{sync::OnceCell, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    HeldTurn, HostObjects, ObjectKind,
+    nodes::{HostError, HostNode, HostNodes, NodeWrite, PodRef, WriteOutcome},
+};
+use crate::backends::kube::{ObjectError, lease::LeaseRef, selector::Terms};
+
+/// How long one list answers reads.
+pub const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// gpufleet's label on every object it writes (`MANAGED_BY=MANAGED_BY_VALUE`).
+const OURS: &str = "app.kubernetes.io/managed-by=gpufleet";
+
+/// The selector of the one list that answers reads of `kind`, or `None` when each object is
+/// read by itself.
+fn wide(kind: ObjectKind) -> Option<&'static str> {
+    match kind {
+        // Every namespace: a node pool reads the tier of a namespace gpufleet may not own.
+        ObjectKind::Namespace => Some(""),
+        ObjectKind::ServiceAccount
+        | ObjectKind::Role
+        | ObjectKind::RoleBinding
+        | ObjectKind::ClusterRole
+        | ObjectKind::ClusterRoleBinding
+        | ObjectKind::Service
+        | ObjectKind::ResourceQuota
+        | ObjectKind::LimitRange
+        | ObjectKind::NetworkPolicy
+        | ObjectKind::StatefulSet
+        | ObjectKind::KarpenterNodePool => Some(OURS),
+        // The control planes' pods, which carry the chart's labels.
+        ObjectKind::Pod => Some("app=vcluster"),
+        // Secrets by name only (see the module's docs); the rest are not refreshed by name.
+        _ => None,
+    }
+}
+
+/// Lists kept by key, each taken once however many readers ask at the same time.
+struct Lists<K, V> {
+    cells: Mutex<HashMap<K, Kept<V>>>,
+}
+
+/// One list: when it was first asked for, and, once taken, the list or `None` if it failed.
+type Kept<V> = (Instant, Arc<OnceCell<Option<Arc<V>>>>);
+
+impl<K, V> Default for Lists<K, V> {
+    fn default() -> Self {
+        Lists {
+            cells: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone, V> Lists<K, V> {
+    /// The list under `key`, taken with `take` if no reader took it in the last
+    /// [`MAX_AGE`]; `None` when taking it failed.
+    async fn get<F, E>(&self, key: K, what: impl Display, take: F) -> Option<Arc<V>>
+    where
+        F: Future<Output = Result<V, E>>,
+        E: Display,
+    {
+        let cell = {
+            let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+            match cells.get(&key) {
+                Some((asked, cell)) if asked.elapsed() < MAX_AGE => Arc::clone(cell),
+                _ => {
+                    let cell = Arc::new(OnceCell::new());
+                    cells.insert(key, (Instant::now(), Arc::clone(&cell)));
+                    cell
+                }
+            }
+        };
+        cell.get_or_init(|| async {
+            match take.await {
+                Ok(v) => Some(Arc::new(v)),
+                Err(e) => {
+                    tracing::info!(
+                        target: "gpufleet::kube",
+                        "cannot {what} ({e}): reading each object by name instead"
+                    );
+                    None
+                }
+            }
+        })
+        .await
+        .clone()
+    }
+
+    fn forget(&self) {
+        self.cells
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// The lists one provider configuration's refreshes share.
+#[derive(Default)]
+pub struct ReadCache {
+    objects: Lists<ObjectKind, Vec<Json>>,
+    nodes: Lists<String, Vec<HostNode>>,
+}
+
+impl std::fmt::Debug for ReadCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadCache").finish_non_exhaustive()
+    }
+}
+
+impl ReadCache {
+    /// Drops every list: this process is about to write, or just wrote.
+    fn forget(&self) {
+        self.objects.forget();
+        self.nodes.forget();
+    }
+}
+
+/// A host whose writes drop the run's lists and, when made for reading, whose reads are
+/// answered from them.
+#[derive(Debug)]
+pub struct Cached<H> {
+    host: Arc<H>,
+    cache: Arc<ReadCache>,
+    answers_reads: bool,
+}
+
+impl<H> Cached<H> {
+    /// For apply: every read goes to the API server; writes drop `cache`'s lists.
+    pub fn operating(host: Arc<H>, cache: Arc<ReadCache>) -> Cached<H> {
+        Cached {
+            host,
+            cache,
+            answers_reads: false,
+        }
+    }
+
+    /// For refresh and plan: reads of the kinds [`wide`] names come from `cache`'s lists.
+    pub fn refreshing(host: Arc<H>, cache: Arc<ReadCache>) -> Cached<H> {
+        Cached {
+            host,
+            cache,
+            answers_reads: true,
+        }
+    }
+
+    /// Runs a write with the lists dropped before and after it: a list taken while the
+    /// write was under way may hold what it replaced.
+    async fn write<T>(&self, write: impl Future<Output = T>) -> T {
+        self.cache.forget();
+        let out = write.await;
+        self.cache.forget();
+        out
+    }
+}
+
+impl<H: HostObjects> Cached<H> {
+    /// The list that answers reads of `kind`, when this host answers reads from lists and
+    /// the list could be taken.
+    async fn listed(&self, kind: ObjectKind) -> Option<Arc<Vec<Json>>> {
+        let selector = wide(kind).filter(|_| self.answers_reads)?;
+        let what = format!("list {} ({selector})", kind.gvk().plural);
+        let take = async {
+            let mut items = self.host.list(kind, None, selector).await?;
+            // A list's items carry no `apiVersion` and `kind`; a read by name does.
+            for item in &mut items {
+                if let Some(o) = item.as_object_mut() {
+                    o.entry("apiVersion")
+                        .or_insert_with(|| Json::String(kind.api_version()));
+                    o.entry("kind")
+                        .or_insert_with(|| Json::String(kind.kind().to_owned()));
+                }
+            }
+            Ok::<_, ObjectError>(items)
+        };
+        self.cache.objects.get(kind, what, take).await
+    }
+}
+
+fn in_namespace(o: &Json, namespace: Option<&str>) -> bool {
+    namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(Json::as_str) == Some(ns))
+}
+
+fn labels_of(o: &Json) -> BTreeMap<String, String> {
+    o.pointer("/metadata/labels")
+        .and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[async_trait]
+impl<H: HostObjects> HostObjects for Cached<H> {
+    async fn server_version(&self) -> Result<String, ObjectError> {
+        self.host.server_version().await
+    }
+
+    async fn serves(&self, kind: ObjectKind) -> Result<bool, ObjectError> {
+        self.host.serves(kind).await
+    }
+
+    async fn apply(&self, object: &Json) -> Result<(), ObjectError> {
+        self.write(self.host.apply(object)).await
+    }
+
+    async fn get(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Json>, ObjectError> {
+        let Some(list) = self.listed(kind).await else {
+            return self.host.get(kind, namespace, name).await;
+        };
+        Ok(list
+            .iter()
+            .find(|o| {
+                o.pointer("/metadata/name").and_then(Json::as_str) == Some(name)
+                    && in_namespace(o, namespace)
+            })
+            .cloned())
+    }
+
+    async fn list(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Result<Vec<Json>, ObjectError> {
+        // Only a selector that asks for a part of the kept list can be answered from it.
+        let narrower = Terms::parse(selector).filter(|terms| {
+            wide(kind)
+                .and_then(Terms::parse)
+                .is_some_and(|wide| terms.within(&wide))
+        });
+        if let Some(terms) = narrower
+            && let Some(list) = self.listed(kind).await
+        {
+            return Ok(list
+                .iter()
+                .filter(|o| in_namespace(o, namespace) && terms.matches(&labels_of(o)))
+                .cloned()
+                .collect());
+        }
+        self.host.list(kind, namespace, selector).await
+    }
+
+    async fn delete(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), ObjectError> {
+        self.write(self.host.delete(kind, namespace, name)).await
+    }
+
+    async fn merge_patch(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Json,
+    ) -> Result<(), ObjectError> {
+        self.write(self.host.merge_patch(kind, namespace, name, patch))
+            .await
+    }
+
+    async fn logs(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> Result<String, ObjectError> {
+        self.host.logs(namespace, pod, container).await
+    }
+
+    async fn take_turn(
+        &self,
+        lease: LeaseRef,
+        cancel: &CancellationToken,
+    ) -> Result<Box<dyn HeldTurn>, ObjectError> {
+        self.host.take_turn(lease, cancel).await
+    }
+
+    fn calls(&self) -> u64 {
+        self.host.calls()
+    }
+
+    fn left_to_others(&self) -> Vec<String> {
+        self.host.left_to_others()
+    }
+}
+
+#[async_trait]
+impl<H: HostNodes + HostObjects> HostNodes for Cached<H> {
+    async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, HostError> {
+        if let Some(list) = self.listed(ObjectKind::Namespace).await {
+            return Ok(list
+                .iter()
+                .find(|o| o.pointer("/metadata/name").and_then(Json::as_str) == Some(name))
+                .map(labels_of));
+        }
+        self.host.namespace_labels(name).await
+    }
+
+    async fn list_namespaces(
+        &self,
+        selector: &str,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>, HostError> {
+        self.host.list_namespaces(selector).await
+    }
+
+    async fn list_nodes(&self, selector: &str) -> Result<Vec<HostNode>, HostError> {
+        // `key=value` is answered from the list of every node that has the key: a pool's
+        // nodes from the one list of every pool's nodes.
+        let terms = Terms::parse(selector).filter(|_| self.answers_reads);
+        if let Some((key, value)) = terms.as_ref().and_then(Terms::single_equality) {
+            let what = format!("list nodes ({key})");
+            if let Some(nodes) = self
+                .cache
+                .nodes
+                .get(key.to_owned(), what, self.host.list_nodes(key))
+                .await
+            {
+                return Ok(nodes
+                    .iter()
+                    .filter(|n| n.label(key) == Some(value))
+                    .cloned()
+                    .collect());
+            }
+        }
+        self.host.list_nodes(selector).await
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<HostNode>, HostError> {
+        self.host.get_node(name).await
+    }
+
+    async fn write_node(
+        &self,
+        current: &HostNode,
+        write: &NodeWrite,
+    ) -> Result<WriteOutcome, HostError> {
+        self.write(self.host.write_node(current, write)).await
+    }
+
+    async fn pods_on(&self, node: &str) -> Result<Vec<PodRef>, HostError> {
+        self.host.pods_on(node).await
+    }
+
+    async fn movable_pods(&self) -> Result<BTreeMap<String, usize>, HostError> {
+        self.host.movable_pods().await
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<bool, HostError> {
+        self.write(self.host.evict(pod)).await
+    }
+
+    async fn config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, HostError> {
+        self.host.config_key(namespace, name, key).await
+    }
+
+    async fn set_config_key(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), HostError> {
+        self.write(self.host.set_config_key(namespace, name, key, value))
+            .await
+    }
+
+    async fn cluster_policies(&self) -> Result<Option<Vec<Json>>, HostError> {
+        self.host.cluster_policies().await
+    }
+
+    async fn set_device_plugin_config(
+        &self,
+        policy: &str,
+        config_map: &str,
+    ) -> Result<(), HostError> {
+        self.write(self.host.set_device_plugin_config(policy, config_map))
+            .await
+    }
+
+    async fn apply_node_pool(&self, body: &Json) -> Result<(), HostError> {
+        self.write(self.host.apply_node_pool(body)).await
+    }
+
+    async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
+        if let Some(list) = self.listed(ObjectKind::KarpenterNodePool).await {
+            return Ok(list
+                .iter()
+                .find(|o| o.pointer("/metadata/name").and_then(Json::as_str) == Some(name))
+                .cloned());
+        }
+        self.host.get_node_pool(name).await
+    }
+
+    async fn list_node_pools(&self, selector: &str) -> Result<Vec<Json>, HostError> {
+        self.host.list_node_pools(selector).await
+    }
+
+    async fn delete_node_pool(&self, name: &str) -> Result<(), HostError> {
+        self.write(self.host.delete_node_pool(name)).await
+    }
+
+    async fn node_claims(&self, name: &str) -> Result<Vec<String>, HostError> {
+        self.host.node_claims(name).await
+    }
+}
+
+/// The lists of provider configuration `configuration`, shared by each of its operations.
+/// A provider started with `-debug` serves several runs: each configuration gets its own,
+/// and only the last few are kept.
+pub fn run_cache(configuration: u64) -> Arc<ReadCache> {
+    /// Configurations kept at once: one per run, and a few runs may overlap in a process
+    /// that serves several (`-debug`).
+    const KEPT: usize = 4;
+    static RUNS: Mutex<Vec<(u64, Arc<ReadCache>)>> = Mutex::new(Vec::new());
+    let mut runs = RUNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, cache)) = runs.iter().find(|(n, _)| *n == configuration) {
+        return Arc::clone(cache);
+    }
+    if runs.len() >= KEPT {
+        runs.remove(0);
+    }
+    let cache = Arc::new(ReadCache::default());
+    runs.push((configuration, Arc::clone(&cache)));
+    cache
+}
+
+#[cfg(test)]
+mod tests;
