@@ -106,6 +106,7 @@ impl<K: Eq + Hash + Clone, V> Lists<K, V> {
             }
         };
         cell.get_or_init(|| async {
+            tracing::debug!(target: "gpufleet::kube", "taking the run's list: {what}");
             match take.await {
                 Ok(v) => Some(Arc::new(v)),
                 Err(e) => {
@@ -129,10 +130,27 @@ impl<K: Eq + Hash + Clone, V> Lists<K, V> {
     }
 }
 
+/// One kind's objects, by namespace (none for cluster-scoped kinds) and name.
+type Listing = HashMap<(Option<String>, String), Json>;
+
+fn listing(items: Vec<Json>) -> Listing {
+    items
+        .into_iter()
+        .filter_map(|o| {
+            let name = o.pointer("/metadata/name")?.as_str()?.to_owned();
+            let namespace = o
+                .pointer("/metadata/namespace")
+                .and_then(Json::as_str)
+                .map(str::to_owned);
+            Some(((namespace, name), o))
+        })
+        .collect()
+}
+
 /// The lists one provider configuration's refreshes share.
 #[derive(Default)]
 pub struct ReadCache {
-    objects: Lists<ObjectKind, Vec<Json>>,
+    objects: Lists<ObjectKind, Listing>,
     nodes: Lists<String, Vec<HostNode>>,
 }
 
@@ -191,7 +209,7 @@ impl<H> Cached<H> {
 impl<H: HostObjects> Cached<H> {
     /// The list that answers reads of `kind`, when this host answers reads from lists and
     /// the list could be taken.
-    async fn listed(&self, kind: ObjectKind) -> Option<Arc<Vec<Json>>> {
+    async fn listed(&self, kind: ObjectKind) -> Option<Arc<Listing>> {
         let selector = wide(kind).filter(|_| self.answers_reads)?;
         let what = format!("list {} ({selector})", kind.gvk().plural);
         let take = async {
@@ -205,14 +223,10 @@ impl<H: HostObjects> Cached<H> {
                         .or_insert_with(|| Json::String(kind.kind().to_owned()));
                 }
             }
-            Ok::<_, ObjectError>(items)
+            Ok::<_, ObjectError>(listing(items))
         };
         self.cache.objects.get(kind, what, take).await
     }
-}
-
-fn in_namespace(o: &Json, namespace: Option<&str>) -> bool {
-    namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(Json::as_str) == Some(ns))
 }
 
 fn labels_of(o: &Json) -> BTreeMap<String, String> {
@@ -249,13 +263,11 @@ impl<H: HostObjects> HostObjects for Cached<H> {
         let Some(list) = self.listed(kind).await else {
             return self.host.get(kind, namespace, name).await;
         };
-        Ok(list
-            .iter()
-            .find(|o| {
-                o.pointer("/metadata/name").and_then(Json::as_str) == Some(name)
-                    && in_namespace(o, namespace)
-            })
-            .cloned())
+        // A cluster-scoped kind has no namespace, whatever the caller passed.
+        let namespace = namespace
+            .filter(|_| !kind.cluster_scoped())
+            .map(str::to_owned);
+        Ok(list.get(&(namespace, name.to_owned())).cloned())
     }
 
     async fn list(
@@ -275,8 +287,11 @@ impl<H: HostObjects> HostObjects for Cached<H> {
         {
             return Ok(list
                 .iter()
-                .filter(|o| in_namespace(o, namespace) && terms.matches(&labels_of(o)))
-                .cloned()
+                .filter(|((ns, _), o)| {
+                    namespace.is_none_or(|want| ns.as_deref() == Some(want))
+                        && terms.matches(&labels_of(o))
+                })
+                .map(|(_, o)| o.clone())
                 .collect());
         }
         self.host.list(kind, namespace, selector).await
@@ -335,10 +350,7 @@ impl<H: HostNodes + HostObjects> HostNodes for Cached<H> {
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, HostError> {
         if let Some(list) = self.listed(ObjectKind::Namespace).await {
-            return Ok(list
-                .iter()
-                .find(|o| o.pointer("/metadata/name").and_then(Json::as_str) == Some(name))
-                .map(labels_of));
+            return Ok(list.get(&(None, name.to_owned())).map(labels_of));
         }
         self.host.namespace_labels(name).await
     }
@@ -435,10 +447,7 @@ impl<H: HostNodes + HostObjects> HostNodes for Cached<H> {
 
     async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
         if let Some(list) = self.listed(ObjectKind::KarpenterNodePool).await {
-            return Ok(list
-                .iter()
-                .find(|o| o.pointer("/metadata/name").and_then(Json::as_str) == Some(name))
-                .cloned());
+            return Ok(list.get(&(None, name.to_owned())).cloned());
         }
         self.host.get_node_pool(name).await
     }

@@ -487,3 +487,7 @@ async fn concurrent_readers_share_one_list() {
     }
     assert_eq!(host.calls(), 1);
 }
+
+fn in_namespace(o: &Json, namespace: Option<&str>) -> bool {
+    namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(Json::as_str) == Some(ns))
+}
