@@ -62,6 +62,9 @@ pub struct Observed {
     pub readiness: Option<Readiness>,
     /// How the control plane is reached, as found.
     pub expose: Expose,
+    /// The vcluster.yaml in the config Secret, parsed once (it is the size of the chart's
+    /// values, and a refresh of many tenants parses one per tenant).
+    pub config: Option<Json>,
 }
 
 impl Observed {
@@ -113,24 +116,27 @@ pub async fn observe(
             objects.insert(r, o);
         }
     }
+    let config = objects
+        .get(&ObjectRef {
+            kind: ObjectKind::Secret,
+            name: names.config(),
+        })
+        .and_then(adopt::config_of)
+        .map(|(_, c)| c);
     let mut observed = Observed {
         namespace: Some(ns),
         terminating: false,
         objects,
         readiness: None,
         expose: Expose::default(),
+        config,
     };
     observed.expose = Expose::observed(
         observed.get(ObjectKind::Service, &names.name),
-        stored_config(&observed, names).map(|(_, c)| c).as_ref(),
+        observed.config.as_ref(),
     );
     observed.readiness = Some(readiness::observe(host, namespace, names, &observed.expose).await?);
     Ok(observed)
-}
-
-/// The vcluster.yaml stored in the config Secret.
-fn stored_config(observed: &Observed, names: &Names) -> Option<(String, Json)> {
-    adopt::config_of(observed.get(ObjectKind::Secret, &names.config())?)
 }
 
 /// A quantity as observed, kept in the prior spelling when it is the same amount.
@@ -325,7 +331,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     s.set_attr("namespace", Value::string(namespace.clone()));
     s.set_attr("id", Value::string(format!("{namespace}/{}", names.name)));
     let ns_labels = labels_of(ns);
-    let config = stored_config(observed, names).map(|(_, c)| c);
+    let config = observed.config.as_ref();
     if importing {
         // A release Helm installed has none of gpufleet's namespace labels: its tier and
         // pod security level are read from what its vcluster.yaml and namespace do.
@@ -333,22 +339,21 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
             .get(ISOLATION)
             .filter(|i| ISOLATIONS.contains(&i.as_str()))
             .cloned()
-            .unwrap_or_else(|| adopt::isolation_of(config.as_ref()).to_owned());
+            .unwrap_or_else(|| adopt::isolation_of(config).to_owned());
         s.set_attr("isolation", Value::string(isolation));
         let pod_security = ns_labels
             .get(POD_SECURITY_ENFORCE)
             .filter(|p| POD_SECURITY_LEVELS.contains(&p.as_str()))
             .cloned()
-            .unwrap_or_else(|| adopt::pod_security_of(config.as_ref()).to_owned());
+            .unwrap_or_else(|| adopt::pod_security_of(config).to_owned());
         s.set_attr("pod_security", Value::string(pod_security));
         let version = config
-            .as_ref()
             .and_then(adopt::distro_tag)
             .and_then(versions::minor_of_tag);
         if let Some(v) = version {
             s.set_attr("kubernetes_version", Value::string(v));
         }
-        let sleep = config.as_ref().and_then(|c| {
+        let sleep = config.and_then(|c| {
             c.pointer("/sleep/auto/afterInactivity")?
                 .as_str()
                 .map(str::to_owned)
@@ -447,7 +452,7 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     // What no attribute says comes back through `values_override`: a release's own
     // settings, or an override gpufleet wrote. What cannot come back is named in `drift`.
     let mut left_out = Vec::new();
-    if importing && let (Some(stored), Ok(spec)) = (config.as_ref(), Spec::from_value(&s)) {
+    if importing && let (Some(stored), Ok(spec)) = (config, Spec::from_value(&s)) {
         let recovered = adopt::recover_override(&spec, stored, adopt::version_of(sts).as_deref());
         if let Some(over) = recovered.over {
             s.set_attr("values_override", Value::string(values::to_yaml(&over)));
@@ -531,9 +536,8 @@ async fn adoptable(
     namespace: &str,
     name: &str,
     observed: &Observed,
-    names: &Names,
 ) -> Result<Option<String>, ObjectError> {
-    if let Some(why) = stored_config(observed, names).and_then(|(_, c)| adopt::refusal(&c)) {
+    if let Some(why) = observed.config.as_ref().and_then(adopt::refusal) {
         return Ok(Some(why));
     }
     let others: Vec<String> = host
@@ -592,7 +596,7 @@ pub async fn read_virtual_cluster(
                     adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
                 });
             if release {
-                match adoptable(host, &namespace, &name, &observed, &names).await {
+                match adoptable(host, &namespace, &name, &observed).await {
                     Ok(None) => {}
                     Ok(Some(why)) => {
                         return ReadResponse {
