@@ -898,3 +898,59 @@ fn every_rendered_object_deleted_or_edited_out_of_band_shows_in_the_plan_and_app
     );
     tf.destroy();
 }
+
+/// A plan reads every tenant's objects from one list of each kind, which the provider's
+/// own role allows: each kind is listed once for both tenants, no list falls back to reads
+/// by name, and a Secret is never listed.
+#[test]
+fn a_plan_lists_each_kind_once_for_every_tenant() {
+    let mut env = Lab::shared().settings_env();
+    env.push(("TF_LOG_PROVIDER".to_owned(), "debug".to_owned()));
+    let body = format!(
+        "{}{}",
+        vc("a", "acc-vc-list-a", "paused = true"),
+        vc("b", "acc-vc-list-b", "paused = true")
+    );
+    let tf = Tf(Session::new(&format!("{HEADER}\n{body}"), env));
+    let _cleanup = tf.destroy_on_panic();
+    tf.apply();
+    let out = tf.plan();
+    assert_eq!(out.status_code, 0, "expected an empty plan:\n{out}");
+    let log = out.combined();
+    assert!(
+        !log.contains("reading each object by name instead"),
+        "a list fell back to reads by name:\n{log}"
+    );
+    let taken: Vec<&str> = log
+        .lines()
+        .filter_map(|l| {
+            l.split_once("taking the run's list: ")
+                .map(|(_, what)| what)
+        })
+        .map(|what| what.split(" @").next().unwrap_or(what).trim())
+        .collect();
+    for plural in [
+        "namespaces",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+        "clusterroles",
+        "clusterrolebindings",
+        "services",
+        "resourcequotas",
+        "limitranges",
+        "networkpolicies",
+        "statefulsets",
+    ] {
+        let lists = taken
+            .iter()
+            .filter(|t| t.starts_with(&format!("list {plural} (")))
+            .count();
+        assert_eq!(lists, 1, "{plural} listed {lists} times: {taken:#?}");
+    }
+    assert!(
+        !taken.iter().any(|t| t.starts_with("list secrets")),
+        "{taken:#?}"
+    );
+    tf.destroy();
+}
