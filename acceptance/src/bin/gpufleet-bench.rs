@@ -1,9 +1,12 @@
 //! Benchmarks that print figures (tests never assert on time):
 //!
-//! - `handshake`: provider start to handshake line, median of 50 launches;
+//! - `handshake`: provider start to handshake line with Terraform's client certificate,
+//!   median of 50 launches, beside the same for a Go provider on terraform-plugin-framework
+//!   (`bench/peer`, built with `go build`);
 //! - `plan`: `terraform plan` of 1,000 `gpufleet_gpu_catalog` instances beside Terraform's
-//!   own 1,000 `terraform_data` resources in the same run, their ratio, the provider's peak
-//!   memory, and the provider-side latency of each RPC.
+//!   own 1,000 `terraform_data` resources and the peer's 1,000 data sources in the same
+//!   run, their ratio, the providers' peak memory, and the provider-side latency of each
+//!   RPC.
 //!
 //! - `vcluster`: `terraform apply` of one virtual cluster until it is ready (vCluster's own
 //!   syncer, in the lab), then of ten at once, with each tenant's start-up time and memory
@@ -12,7 +15,8 @@
 //! - `segments`: `terraform apply -parallelism=10` of 50 and 200 network segments against the
 //!   lab's Netris emulator (which takes 500 ms to provision a V-Net), beside as many
 //!   `terraform_data` resources, then an in-place update of each and their destroy, with the
-//!   controller requests per segment of each (as the emulator counted them, plan included).
+//!   controller requests per segment of each (as the emulator counted them, plan included),
+//!   and a no-op plan of them beside one of the `terraform_data`.
 //!
 //! - `refresh`: no-op `terraform plan` of 200 paused virtual clusters, and of 200 node
 //!   pools, beside 200 `terraform_data`, with the host API requests each plan made (the lab
@@ -71,8 +75,72 @@ fn main() {
     }
 }
 
+/// A Go provider on terraform-plugin-framework (`bench/peer`), built with `go build` into
+/// `target/peer`: the peer every start-up and plan figure stands beside. `None`, with the
+/// reason printed, when Go cannot build it here.
+fn peer_binary() -> Option<std::path::PathBuf> {
+    static PEER: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PEER.get_or_init(|| {
+        let root = gpufleet_acceptance::workspace_root();
+        let dir = root.join("target").join("peer");
+        let binary = dir.join("terraform-provider-peer");
+        let out = Command::new("go")
+            .current_dir(root.join("bench").join("peer"))
+            .args(["build", "-o"])
+            .arg(&binary)
+            .arg(".")
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(binary),
+            Ok(o) => {
+                println!(
+                    "peer: not built: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                println!("peer: not built: cannot run go: {e}");
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+/// A work directory for the peer provider on `main_tf`.
+fn peer_workdir(main_tf: &str, binary: &std::path::Path) -> Workdir {
+    let wd = Workdir::without_provider(main_tf);
+    let dir = binary.parent().expect("the peer binary has a directory");
+    let config = format!(
+        "provider_installation {{\n  dev_overrides {{\n    \"gpufleet/peer\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+        dir.display()
+    );
+    std::fs::write(wd.cli_config_path(), config).expect("write the peer's CLI configuration");
+    wd
+}
+
 /// The `terraform` block and empty provider block of every lab configuration.
 const LAB_HEADER: &str = "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n";
+
+/// The median wall time of `rounds` no-op plans (`-detailed-exitcode` fails a plan with
+/// changes).
+fn timed_noop_plan(s: &gpufleet_acceptance::Session, rounds: usize) -> f64 {
+    let mut times: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let started = Instant::now();
+            s.ok(&[
+                "plan",
+                "-detailed-exitcode",
+                "-input=false",
+                "-no-color",
+                "-parallelism=10",
+            ]);
+            started.elapsed().as_secs_f64()
+        })
+        .collect();
+    median(&mut times)
+}
 
 /// Peak memory of the provider processes started while `f` runs.
 fn with_peak_rss<T>(f: impl FnOnce() -> T) -> (T, f64) {
@@ -132,15 +200,6 @@ fn refresh(n: usize, rounds: usize) {
         "-no-color",
         "-parallelism=10",
     ];
-    let timed_plans = |s: &gpufleet_acceptance::Session| {
-        let mut times = Vec::new();
-        for _ in 0..rounds {
-            let started = Instant::now();
-            s.ok(&plan_args);
-            times.push(started.elapsed().as_secs_f64());
-        }
-        median(&mut times)
-    };
     let floor = gpufleet_acceptance::Session::new(
         &format!(
             "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
@@ -148,7 +207,7 @@ fn refresh(n: usize, rounds: usize) {
         Vec::new(),
     );
     floor.ok(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-    let floor_plan = timed_plans(&floor);
+    let floor_plan = timed_noop_plan(&floor, rounds);
     floor.destroy();
     println!(
         "refresh: no-op plan of {n} x terraform_data (floor): median {floor_plan:.2} s over {rounds} rounds"
@@ -188,7 +247,7 @@ fn refresh(n: usize, rounds: usize) {
         let from = audit_offset(&log);
         s.ok(&plan_args);
         let (requests, _) = audited(&log, from);
-        let (plan, peak) = with_peak_rss(|| timed_plans(&s));
+        let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds));
         let total: u64 = requests.iter().map(|(_, c)| c).sum();
         let top: Vec<String> = requests
             .iter()
@@ -275,18 +334,24 @@ fn segments(counts: &[usize]) {
             Vec::new(),
         );
         let floor_apply = timed(&floor, "apply");
-        floor.destroy();
+        let floor_plan = timed_noop_plan(&floor, 3);
         let s = gpufleet_acceptance::Session::new(&config(n, 9000), lab.settings_env());
         netris_admin("DELETE", "/_admin/requests", None);
-        let apply = timed(&s, "apply");
+        let (apply, peak) = with_peak_rss(|| timed(&s, "apply"));
         let created = per_segment(n);
+        let plan = timed_noop_plan(&s, 3);
+        netris_admin("DELETE", "/_admin/requests", None);
         s.write(&config(n, 1500));
         let update = timed(&s, "apply");
         let updated = per_segment(n);
         let destroy = timed(&s, "destroy");
         let destroyed = per_segment(n);
+        floor.destroy();
         println!(
-            "segments: {n} at parallelism 10: apply {apply:.1} s (terraform_data floor {floor_apply:.1} s), update {update:.1} s, destroy {destroy:.1} s"
+            "segments: {n} at parallelism 10: apply {apply:.1} s (terraform_data floor {floor_apply:.1} s), update {update:.1} s, destroy {destroy:.1} s, provider peak RSS {peak:.1} MiB"
+        );
+        println!(
+            "segments: no-op plan of {n}: {plan:.2} s (terraform_data floor {floor_plan:.2} s)"
         );
         println!("  create: {created}");
         println!("  update: {updated}");
@@ -310,15 +375,19 @@ fn vcluster(counts: &[usize]) {
         }
         let s = gpufleet_acceptance::Session::new(&config, lab.settings_env());
         let started = Instant::now();
-        s.ok(&[
-            "apply",
-            "-auto-approve",
-            "-input=false",
-            "-no-color",
-            &format!("-parallelism={}", n.max(10)),
-        ]);
+        let ((), peak) = with_peak_rss(|| {
+            s.ok(&[
+                "apply",
+                "-auto-approve",
+                "-input=false",
+                "-no-color",
+                &format!("-parallelism={}", n.max(10)),
+            ]);
+        });
         let took = started.elapsed().as_secs_f64();
-        println!("vcluster: {n} at once: apply until Ready {took:.1} s");
+        println!(
+            "vcluster: {n} at once: apply until Ready {took:.1} s, provider peak RSS {peak:.1} MiB"
+        );
         let pods: Vec<serde_json::Value> = kubelet_status(lab.ports().vcluster)
             .into_iter()
             .filter(|p| {
@@ -402,15 +471,29 @@ fn client_cert_pem() -> String {
 }
 
 fn handshake(runs: usize) {
-    let binary = provider_binary();
     let cert = client_cert_pem();
+    let (median, min, max) = launches(&provider_binary(), &cert, runs);
+    println!(
+        "handshake: start to handshake line over {runs} launches: median {median:.2} ms (min {min:.2}, max {max:.2})"
+    );
+    if let Some(peer) = peer_binary() {
+        let (median, min, max) = launches(&peer, &cert, runs);
+        println!(
+            "handshake: the Go framework peer: median {median:.2} ms (min {min:.2}, max {max:.2})"
+        );
+    }
+}
+
+/// Launch to handshake line of `binary` with Terraform's client certificate, `runs` times:
+/// median, min and max in milliseconds.
+fn launches(binary: &std::path::Path, cert: &str, runs: usize) -> (f64, f64, f64) {
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        let mut child = Command::new(&binary)
+        let mut child = Command::new(binary)
             .env(COOKIE.0, COOKIE.1)
             .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
-            .env("PLUGIN_CLIENT_CERT", &cert)
+            .env("PLUGIN_CLIENT_CERT", cert)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -426,10 +509,7 @@ fn handshake(runs: usize) {
     }
     let min = times.iter().copied().fold(f64::INFINITY, f64::min);
     let max = times.iter().copied().fold(0.0, f64::max);
-    println!(
-        "handshake: start to handshake line over {runs} launches: median {:.2} ms (min {min:.2}, max {max:.2})",
-        median(&mut times)
-    );
+    (median(&mut times), min, max)
 }
 
 /// Watches for provider processes and records the highest VmHWM (peak RSS) seen.
@@ -507,6 +587,24 @@ data "gpufleet_gpu_catalog" "gpu" {{
         "plan: provider peak RSS {:.1} MiB",
         peak.load(Ordering::Relaxed) as f64 / 1024.0
     );
+    if let Some(binary) = peer_binary() {
+        let peer = peer_workdir(
+            &format!(
+                "terraform {{\n  required_providers {{\n    peer = {{ source = \"gpufleet/peer\" }}\n  }}\n}}\ndata \"peer_gpu_catalog\" \"gpu\" {{\n  count   = {n}\n  product = \"NVIDIA-H100-80GB-HBM3\"\n}}\n"
+            ),
+            &binary,
+        );
+        timed_plan(&peer, &[]);
+        let (mut times, peak) = with_peak_rss(|| {
+            (0..rounds)
+                .map(|_| timed_plan(&peer, &[]).0)
+                .collect::<Vec<f64>>()
+        });
+        println!(
+            "plan: {n} x peer_gpu_catalog (the Go framework peer): median {:.2} s over {rounds} rounds, peak RSS {peak:.1} MiB",
+            median(&mut times)
+        );
+    }
     rpc_latency(&gpufleet);
 }
 

@@ -1,0 +1,108 @@
+// Command terraform-provider-peer is a deliberately small Terraform provider
+// built on terraform-plugin-framework. It exists only so scripts/bench can
+// compare gpufleet's start-up and plan times against a typical Go provider.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+func main() {
+	// -debug is free with the framework, so keep it for parity with real providers.
+	debug := flag.Bool("debug", false, "run with support for debuggers like delve")
+	flag.Parse()
+
+	err := providerserver.Serve(context.Background(), func() provider.Provider { return peerProvider{} },
+		providerserver.ServeOpts{Address: "registry.terraform.io/gpufleet/peer", Debug: *debug})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// peerProvider has no configuration: the benchmark measures plumbing, not setup.
+type peerProvider struct{}
+
+func (peerProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "peer"
+}
+
+func (peerProvider) Schema(context.Context, provider.SchemaRequest, *provider.SchemaResponse) {}
+
+func (peerProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+}
+
+func (peerProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{func() datasource.DataSource { return gpuCatalog{} }}
+}
+
+func (peerProvider) Resources(context.Context) []func() resource.Resource { return nil }
+
+// gpuSpec is one catalog entry; a static map keeps Read free of I/O so the
+// benchmark times only the framework and protocol overhead.
+type gpuSpec struct {
+	memoryGiB    int64
+	migCapable   bool
+	architecture string
+}
+
+var catalog = map[string]gpuSpec{
+	"NVIDIA-H100-80GB-HBM3": {80, true, "hopper"},
+	"NVIDIA-A100-SXM4-40GB": {40, true, "ampere"},
+	"NVIDIA-L4":             {24, false, "ada-lovelace"},
+	"Tesla-T4":              {16, false, "turing"},
+}
+
+type gpuCatalog struct{}
+
+type gpuCatalogModel struct {
+	Product      types.String `tfsdk:"product"`
+	MemoryGiB    types.Int64  `tfsdk:"memory_gib"`
+	MIGCapable   types.Bool   `tfsdk:"mig_capable"`
+	Architecture types.String `tfsdk:"architecture"`
+}
+
+func (gpuCatalog) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_gpu_catalog"
+}
+
+func (gpuCatalog) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Looks up static facts about a GPU product.",
+		Attributes: map[string]schema.Attribute{
+			"product":      schema.StringAttribute{Required: true},
+			"memory_gib":   schema.Int64Attribute{Computed: true},
+			"mig_capable":  schema.BoolAttribute{Computed: true},
+			"architecture": schema.StringAttribute{Computed: true},
+		},
+	}
+}
+
+func (gpuCatalog) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m gpuCatalogModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	spec, ok := catalog[m.Product.ValueString()]
+	if !ok {
+		resp.Diagnostics.AddAttributeError(path.Root("product"), "Unknown GPU product",
+			"The catalog has no entry for "+m.Product.String()+".")
+		return
+	}
+
+	m.MemoryGiB = types.Int64Value(spec.memoryGiB)
+	m.MIGCapable = types.BoolValue(spec.migCapable)
+	m.Architecture = types.StringValue(spec.architecture)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
