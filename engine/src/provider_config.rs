@@ -9,10 +9,14 @@
 
 use std::{
     collections::BTreeMap,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use crate::{
+    backends::kube::host::ReadCache,
     diag::Diagnostics,
     gpu_products::{self, Declared},
     path::AttrPath,
@@ -262,6 +266,9 @@ pub struct ProviderSettings {
     /// or apply) is kept per configuration, so a provider that serves several runs
     /// (`-debug`, reattached) starts each afresh.
     pub configuration: u64,
+    /// The host-cluster lists this configuration's refreshes and plans share: every
+    /// operation of the run holds these settings, so each reads and drops the same lists.
+    pub host_reads: Arc<ReadCache>,
 }
 
 impl ProviderSettings {
@@ -291,6 +298,7 @@ impl ProviderSettings {
             gpu_products: Declared::from_config(config.get(gpu_products::BLOCK)),
             problems: BTreeMap::new(),
             configuration: CONFIGURATIONS.fetch_add(1, Ordering::Relaxed),
+            host_reads: Arc::default(),
         }
     }
 

@@ -426,3 +426,21 @@ fn the_host_objects_table_is_what_rendering_makes() {
         assert_eq!(r.namespace["metadata"]["name"], spec.namespace.as_str());
     }
 }
+
+#[test]
+fn a_chart_setting_cannot_replace_gpufleets_ownership_labels() {
+    // Refresh finds a virtual cluster's objects by these labels: an override that replaced
+    // them would make the StatefulSet read as missing on every plan.
+    let labels = "controlPlane:\n  statefulSet:\n    labels:\n      app.kubernetes.io/managed-by: helm\n      gpufleet.dev/virtual-cluster: other\n      team: ml\n";
+    let r = render(&spec(&[("values_override", Value::string(labels))]));
+    let sts = statefulset(&r);
+    assert_eq!(
+        sts["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "gpufleet"
+    );
+    assert_eq!(
+        sts["metadata"]["labels"]["gpufleet.dev/virtual-cluster"],
+        "team-a"
+    );
+    assert_eq!(sts["metadata"]["labels"]["team"], "ml", "{sts}");
+}

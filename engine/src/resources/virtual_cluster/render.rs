@@ -106,12 +106,15 @@ pub fn namespace_labels(spec: &Spec) -> BTreeMap<String, String> {
     l
 }
 
-/// The chart's labels (`app`, `release`) plus the common ones and those a chart setting adds.
+/// The chart's labels (`app`, `release`) plus the common ones and those a chart setting
+/// adds, which cannot replace gpufleet's ownership labels: refresh finds the objects by them.
 fn chart_labels(spec: &Spec, extra: Option<&Json>) -> BTreeMap<String, String> {
     let mut l = common_labels(spec);
     l.insert("app".to_owned(), "vcluster".to_owned());
     l.insert("release".to_owned(), spec.name.clone());
     l.extend(string_map(extra));
+    l.insert(MANAGED_BY.to_owned(), MANAGED_BY_VALUE.to_owned());
+    l.insert(VIRTUAL_CLUSTER.to_owned(), spec.name.clone());
     l
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Cached, HostObjects, KubeHost, run_cache};
+use super::{Cached, HostObjects, KubeHost};
 use crate::{context::Context, diag::Diagnostics};
 
 /// Where a kind gets its host-object client from.
@@ -45,7 +45,7 @@ impl FromSettings {
     ) -> Result<Cached<KubeHost>, Diagnostics> {
         let client = crate::backends::kube::client(&ctx.settings, needed_by).await?;
         let host = Arc::new(KubeHost::new(client));
-        let cache = run_cache(ctx.settings.configuration);
+        let cache = Arc::clone(&ctx.settings.host_reads);
         Ok(if reading {
             Cached::refreshing(host, cache)
         } else {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use connect::{FromSettings, ObjectsBackend};
 pub use kinds::{Access, ObjectKind};
 pub use objects::{HeldTurn, HostObjects, TURN_DURATION};
-pub use read_cache::{Cached, MAX_AGE, ReadCache, run_cache};
+pub use read_cache::{Cached, MAX_AGE, ReadCache};
 pub use tunnels::{OpenTunnel, OpenTunnelError, TunnelsBackend};
 
 use super::DynamicClient;

@@ -4,7 +4,8 @@
 //! 200 tenants read each tenant's dozen objects by name, so a plan's round trips grew with
 //! the tenants. [`Cached`] answers those reads from one list of each kind across all
 //! namespaces, taken at the first read and shared by every resource of the provider
-//! configuration (one Terraform run; [`ReadCache`]), so they grow with the kinds instead.
+//! configuration (one Terraform run; its [`ReadCache`] is kept with the configuration's
+//! settings), so they grow with the kinds instead.
 //!
 //! - **Which reads.** Only a host made for reading ([`Cached::refreshing`]: refresh and
 //!   plan) answers from lists. Apply reads the API server every time, since it waits for
@@ -13,9 +14,12 @@
 //!   (`app.kubernetes.io/managed-by=gpufleet`), namespaces all of them, the control plane's
 //!   pods by the chart's `app=vcluster`, nodes by the key of the label asked for ([`wide`]).
 //!   An object that lost gpufleet's label therefore reads as missing, and the next apply
-//!   writes it back with the label. Secrets are never listed: the provider's role reads
-//!   them by name only, so a list would need the right to read every Secret in the cluster.
-//! - **Fresh enough.** Any write of this process through any of its hosts drops every list
+//!   writes it back with the label; the objects whose absence decides more than drift (a
+//!   control plane's StatefulSet: its status; a Karpenter NodePool: whether the pool still
+//!   exists) are looked up by name before they count as missing ([`CONFIRM_MISSING`]).
+//!   Secrets are never listed: the provider's role reads them by name only, so a list would
+//!   need the right to read every Secret in the cluster.
+//! - **Fresh enough.** Any write of the run through any of its hosts drops every list
 //!   (before and after the write), and a list serves for [`MAX_AGE`] at most.
 //! - **Never worse.** A list that fails (a role without `list` on a kind, a CRD that is not
 //!   installed, a timeout) is not retried by every waiting reader in turn: each reads its
@@ -42,6 +46,10 @@ use crate::backends::kube::{ObjectError, lease::LeaseRef, selector::Terms};
 
 /// How long one list answers reads.
 pub const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// Kinds whose absence from a list is confirmed by a read by name: it decides more than
+/// drift.
+const CONFIRM_MISSING: &[ObjectKind] = &[ObjectKind::StatefulSet, ObjectKind::KarpenterNodePool];
 
 /// gpufleet's label on every object it writes (`MANAGED_BY=MANAGED_BY_VALUE`).
 const OURS: &str = "app.kubernetes.io/managed-by=gpufleet";
@@ -264,10 +272,17 @@ impl<H: HostObjects> HostObjects for Cached<H> {
             return self.host.get(kind, namespace, name).await;
         };
         // A cluster-scoped kind has no namespace, whatever the caller passed.
-        let namespace = namespace
-            .filter(|_| !kind.cluster_scoped())
-            .map(str::to_owned);
-        Ok(list.get(&(namespace, name.to_owned())).cloned())
+        let key = (
+            namespace
+                .filter(|_| !kind.cluster_scoped())
+                .map(str::to_owned),
+            name.to_owned(),
+        );
+        match list.get(&key) {
+            Some(o) => Ok(Some(o.clone())),
+            None if CONFIRM_MISSING.contains(&kind) => self.host.get(kind, namespace, name).await,
+            None => Ok(None),
+        }
     }
 
     async fn list(
@@ -446,8 +461,11 @@ impl<H: HostNodes + HostObjects> HostNodes for Cached<H> {
     }
 
     async fn get_node_pool(&self, name: &str) -> Result<Option<Json>, HostError> {
-        if let Some(list) = self.listed(ObjectKind::KarpenterNodePool).await {
-            return Ok(list.get(&(None, name.to_owned())).cloned());
+        // Missing from the list, it is looked up by name ([`CONFIRM_MISSING`]).
+        if let Some(list) = self.listed(ObjectKind::KarpenterNodePool).await
+            && let Some(found) = list.get(&(None, name.to_owned()))
+        {
+            return Ok(Some(found.clone()));
         }
         self.host.get_node_pool(name).await
     }
@@ -463,26 +481,6 @@ impl<H: HostNodes + HostObjects> HostNodes for Cached<H> {
     async fn node_claims(&self, name: &str) -> Result<Vec<String>, HostError> {
         self.host.node_claims(name).await
     }
-}
-
-/// The lists of provider configuration `configuration`, shared by each of its operations.
-/// A provider started with `-debug` serves several runs: each configuration gets its own,
-/// and only the last few are kept.
-pub fn run_cache(configuration: u64) -> Arc<ReadCache> {
-    /// Configurations kept at once: one per run, and a few runs may overlap in a process
-    /// that serves several (`-debug`).
-    const KEPT: usize = 4;
-    static RUNS: Mutex<Vec<(u64, Arc<ReadCache>)>> = Mutex::new(Vec::new());
-    let mut runs = RUNS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, cache)) = runs.iter().find(|(n, _)| *n == configuration) {
-        return Arc::clone(cache);
-    }
-    if runs.len() >= KEPT {
-        runs.remove(0);
-    }
-    let cache = Arc::new(ReadCache::default());
-    runs.push((configuration, Arc::clone(&cache)));
-    cache
 }
 
 #[cfg(test)]

@@ -491,3 +491,30 @@ async fn concurrent_readers_share_one_list() {
 fn in_namespace(o: &Json, namespace: Option<&str>) -> bool {
     namespace.is_none_or(|ns| o.pointer("/metadata/namespace").and_then(Json::as_str) == Some(ns))
 }
+
+#[tokio::test]
+async fn a_statefulset_missing_from_the_list_is_looked_up_by_name() {
+    let host = tenants(1);
+    // Without gpufleet's label: not in the list, yet there.
+    host.put(
+        ObjectKind::StatefulSet,
+        Some("vc-t0"),
+        "t0",
+        &json!({ "app": "vcluster" }),
+    );
+    let reader = Cached::refreshing(Arc::clone(&host), Arc::new(ReadCache::default()));
+    let sts = reader
+        .get(ObjectKind::StatefulSet, Some("vc-t0"), "t0")
+        .await
+        .expect("answered");
+    assert!(sts.is_some());
+    assert_eq!(host.calls(), 2, "the list, then a read by name");
+    // Other kinds count as missing without asking: drift, which apply writes back.
+    host.put(ObjectKind::Role, Some("vc-t0"), "vc-t0", &json!({}));
+    let role = reader
+        .get(ObjectKind::Role, Some("vc-t0"), "vc-t0")
+        .await
+        .expect("answered");
+    assert!(role.is_none());
+    assert_eq!(host.calls(), 1, "the list of roles only");
+}
