@@ -248,6 +248,23 @@ fn refresh(n: usize, rounds: usize) {
         s.ok(&plan_args);
         let (requests, _) = audited(&log, from);
         let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds));
+        // The same plan without refresh: what Terraform and the provider's plan cost alone
+        // for these schemas, the floor that reading the host adds to.
+        let mut unrefreshed: Vec<f64> = (0..rounds)
+            .map(|_| {
+                let started = Instant::now();
+                s.ok(&[
+                    "plan",
+                    "-refresh=false",
+                    "-detailed-exitcode",
+                    "-input=false",
+                    "-no-color",
+                    "-parallelism=10",
+                ]);
+                started.elapsed().as_secs_f64()
+            })
+            .collect();
+        let unrefreshed = median(&mut unrefreshed);
         let total: u64 = requests.iter().map(|(_, c)| c).sum();
         let top: Vec<String> = requests
             .iter()
@@ -257,6 +274,10 @@ fn refresh(n: usize, rounds: usize) {
         println!(
             "refresh: no-op plan of {n} {what}: median {plan:.2} s over {rounds} rounds ({:.2}x the floor), provider peak RSS {peak:.1} MiB (apply took {applied:.1} s)",
             plan / floor_plan
+        );
+        println!(
+            "  without refresh (-refresh=false): median {unrefreshed:.2} s ({:.2}x the floor)",
+            unrefreshed / floor_plan
         );
         println!(
             "  host API requests in one plan: {total} ({:.2} per resource; {})",
