@@ -123,19 +123,21 @@ fn peer_workdir(main_tf: &str, binary: &std::path::Path) -> Workdir {
 /// The `terraform` block and empty provider block of every lab configuration.
 const LAB_HEADER: &str = "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n";
 
-/// The median wall time of `rounds` no-op plans (`-detailed-exitcode` fails a plan with
-/// changes).
-fn timed_noop_plan(s: &gpufleet_acceptance::Session, rounds: usize) -> f64 {
+/// The median wall time of `rounds` no-op plans with `extra` arguments (`-detailed-exitcode`
+/// fails a plan with changes).
+fn timed_noop_plan(s: &gpufleet_acceptance::Session, rounds: usize, extra: &[&str]) -> f64 {
+    let mut args = vec![
+        "plan",
+        "-detailed-exitcode",
+        "-input=false",
+        "-no-color",
+        "-parallelism=10",
+    ];
+    args.extend_from_slice(extra);
     let mut times: Vec<f64> = (0..rounds)
         .map(|_| {
             let started = Instant::now();
-            s.ok(&[
-                "plan",
-                "-detailed-exitcode",
-                "-input=false",
-                "-no-color",
-                "-parallelism=10",
-            ]);
+            s.ok(&args);
             started.elapsed().as_secs_f64()
         })
         .collect();
@@ -207,7 +209,7 @@ fn refresh(n: usize, rounds: usize) {
         Vec::new(),
     );
     floor.ok(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-    let floor_plan = timed_noop_plan(&floor, rounds);
+    let floor_plan = timed_noop_plan(&floor, rounds, &[]);
     floor.destroy();
     println!(
         "refresh: no-op plan of {n} x terraform_data (floor): median {floor_plan:.2} s over {rounds} rounds"
@@ -247,24 +249,10 @@ fn refresh(n: usize, rounds: usize) {
         let from = audit_offset(&log);
         s.ok(&plan_args);
         let (requests, _) = audited(&log, from);
-        let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds));
+        let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds, &[]));
         // The same plan without refresh: what Terraform and the provider's plan cost alone
         // for these schemas, the floor that reading the host adds to.
-        let mut unrefreshed: Vec<f64> = (0..rounds)
-            .map(|_| {
-                let started = Instant::now();
-                s.ok(&[
-                    "plan",
-                    "-refresh=false",
-                    "-detailed-exitcode",
-                    "-input=false",
-                    "-no-color",
-                    "-parallelism=10",
-                ]);
-                started.elapsed().as_secs_f64()
-            })
-            .collect();
-        let unrefreshed = median(&mut unrefreshed);
+        let unrefreshed = timed_noop_plan(&s, rounds, &["-refresh=false"]);
         let total: u64 = requests.iter().map(|(_, c)| c).sum();
         let top: Vec<String> = requests
             .iter()
@@ -355,12 +343,12 @@ fn segments(counts: &[usize]) {
             Vec::new(),
         );
         let floor_apply = timed(&floor, "apply");
-        let floor_plan = timed_noop_plan(&floor, 3);
+        let floor_plan = timed_noop_plan(&floor, 3, &[]);
         let s = gpufleet_acceptance::Session::new(&config(n, 9000), lab.settings_env());
         netris_admin("DELETE", "/_admin/requests", None);
         let (apply, peak) = with_peak_rss(|| timed(&s, "apply"));
         let created = per_segment(n);
-        let plan = timed_noop_plan(&s, 3);
+        let plan = timed_noop_plan(&s, 3, &[]);
         netris_admin("DELETE", "/_admin/requests", None);
         s.write(&config(n, 1500));
         let update = timed(&s, "apply");

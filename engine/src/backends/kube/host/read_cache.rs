@@ -42,7 +42,7 @@ use super::{
     HeldTurn, HostObjects, ObjectKind,
     nodes::{HostError, HostNode, HostNodes, NodeWrite, PodRef, WriteOutcome},
 };
-use crate::backends::kube::{ObjectError, lease::LeaseRef, selector::Terms};
+use crate::backends::kube::{ObjectError, json::labels_of, lease::LeaseRef, selector::Terms};
 
 /// How long one list answers reads.
 pub const MAX_AGE: Duration = Duration::from_secs(30);
@@ -235,17 +235,6 @@ impl<H: HostObjects> Cached<H> {
         };
         self.cache.objects.get(kind, what, take).await
     }
-}
-
-fn labels_of(o: &Json) -> BTreeMap<String, String> {
-    o.pointer("/metadata/labels")
-        .and_then(Json::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[async_trait]
