@@ -1136,26 +1136,15 @@ async fn a_destroy_that_cannot_delete_the_namespace_deletes_the_claims() {
     assert_eq!(host.count(ObjectKind::ClusterRole), 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn drift_shows_in_the_plan_and_apply_repairs_it() {
-    let (host, k) = setup();
-    let mut tf = Terraform::new(&k);
-    let c = vc(&k, &[("quota", quota(50))]);
-    tf.apply_ok(&c).await;
-    // Out of band: a quota raised, a namespace label changed, a ServiceAccount deleted.
+/// Out of band: a quota raised, a namespace label changed, the policy that isolates the
+/// tenant's pods deleted, and the control plane's Role granted to someone else.
+fn edit_out_of_band(host: &FakeHost) {
     host.edit(ObjectKind::ResourceQuota, NS, "vc-team-a", |rq| {
         rq["spec"]["hard"]["count/pods"] = json!("500");
     });
     host.edit(ObjectKind::Namespace, "", NS, |ns| {
         ns["metadata"]["labels"]["gpufleet.dev/isolation"] = json!("dedicated");
     });
-    host.lock().objects.remove(&(
-        ObjectKind::ServiceAccount,
-        NS.to_owned(),
-        "vc-workload-team-a".to_owned(),
-    ));
-    // The policy that isolates the tenant's pods deleted; the control plane's Role granted
-    // to someone else.
     host.lock().objects.remove(&(
         ObjectKind::NetworkPolicy,
         NS.to_owned(),
@@ -1164,6 +1153,32 @@ async fn drift_shows_in_the_plan_and_apply_repairs_it() {
     host.edit(ObjectKind::RoleBinding, NS, "vc-team-a", |rb| {
         rb["subjects"][0]["name"] = json!("intruder");
     });
+}
+
+/// The `drift` a state records.
+fn drift_of(state: &Value) -> Vec<&str> {
+    state
+        .get("drift")
+        .as_seq()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn drift_shows_in_the_plan_and_apply_repairs_it() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[("quota", quota(50))]);
+    tf.apply_ok(&c).await;
+    edit_out_of_band(&host);
+    // And a ServiceAccount deleted.
+    host.lock().objects.remove(&(
+        ObjectKind::ServiceAccount,
+        NS.to_owned(),
+        "vc-workload-team-a".to_owned(),
+    ));
     let p = tf.plan(&c).await;
     assert_eq!(p.action, Action::Update);
     assert_eq!(tf.state.get("network_isolation"), &Value::Bool(false));
@@ -1173,16 +1188,8 @@ async fn drift_shows_in_the_plan_and_apply_repairs_it() {
         tf.state.get("quota").get("memory"),
         &Value::string("1024Mi")
     );
-    let drift: Vec<&str> = tf
-        .state
-        .get("drift")
-        .as_seq()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
     assert_eq!(
-        drift,
+        drift_of(&tf.state),
         [
             "Namespace vc-team-a: label gpufleet.dev/isolation is \"dedicated\", want \"shared\"",
             "ServiceAccount vc-workload-team-a: missing",
@@ -1876,33 +1883,12 @@ async fn refreshes_from_the_runs_lists_see_what_reads_by_name_see() {
     assert_eq!(tf.plan(&c).await.action, Action::NoOp);
 
     // The drift of `drift_shows_in_the_plan_and_apply_repairs_it`, seen the same way.
-    host.edit(ObjectKind::ResourceQuota, NS, "vc-team-a", |rq| {
-        rq["spec"]["hard"]["count/pods"] = json!("500");
-    });
-    host.edit(ObjectKind::Namespace, "", NS, |ns| {
-        ns["metadata"]["labels"]["gpufleet.dev/isolation"] = json!("dedicated");
-    });
-    host.lock().objects.remove(&(
-        ObjectKind::NetworkPolicy,
-        NS.to_owned(),
-        "vc-work-team-a".to_owned(),
-    ));
-    host.edit(ObjectKind::RoleBinding, NS, "vc-team-a", |rb| {
-        rb["subjects"][0]["name"] = json!("intruder");
-    });
+    edit_out_of_band(&host);
     k.0.next_run();
     let p = tf.plan(&c).await;
     assert_eq!(p.action, Action::Update);
-    let drift: Vec<&str> = tf
-        .state
-        .get("drift")
-        .as_seq()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
     assert_eq!(
-        drift,
+        drift_of(&tf.state),
         [
             "Namespace vc-team-a: label gpufleet.dev/isolation is \"dedicated\", want \"shared\"",
             "RoleBinding vc-team-a: subjects[0].name is \"intruder\", want \"vc-team-a\"",

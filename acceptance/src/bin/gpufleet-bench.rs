@@ -156,19 +156,18 @@ fn with_peak_rss<T>(f: impl FnOnce() -> T) -> (T, f64) {
 }
 
 /// The provider's host API requests the lab's audit log recorded from byte `from` on, by
-/// verb and resource (most first), and the offset to count from next.
-fn audited(log: &std::path::Path, from: u64) -> (Vec<(String, u64)>, u64) {
+/// verb and resource (most first).
+fn audited(log: &std::path::Path, from: u64) -> Vec<(String, u64)> {
     use std::io::{Read as _, Seek as _, SeekFrom};
     // The API server writes an event as its response completes: let the last ones land.
     thread::sleep(Duration::from_millis(500));
     let mut text = String::new();
-    let mut end = from;
     if let Ok(mut f) = std::fs::File::open(log) {
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         // A rotated log starts over.
         let start = if len < from { 0 } else { from };
-        if f.seek(SeekFrom::Start(start)).is_ok() && f.read_to_string(&mut text).is_ok() {
-            end = start + text.len() as u64;
+        if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_string(&mut text).is_err() {
+            text.clear();
         }
     }
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -182,7 +181,7 @@ fn audited(log: &std::path::Path, from: u64) -> (Vec<(String, u64)>, u64) {
     }
     let mut counts: Vec<(String, u64)> = counts.into_iter().collect();
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
-    (counts, end)
+    counts
 }
 
 fn audit_offset(log: &std::path::Path) -> u64 {
@@ -248,7 +247,7 @@ fn refresh(n: usize, rounds: usize) {
         let applied = started.elapsed().as_secs_f64();
         let from = audit_offset(&log);
         s.ok(&plan_args);
-        let (requests, _) = audited(&log, from);
+        let requests = audited(&log, from);
         let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds, &[]));
         // The same plan without refresh: what Terraform and the provider's plan cost alone
         // for these schemas, the floor that reading the host adds to.
@@ -323,9 +322,7 @@ fn segments(counts: &[usize]) {
         )
     };
     let config = |n: usize, mtu: u32| {
-        let mut config = String::from(
-            "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n",
-        );
+        let mut config = String::from(LAB_HEADER);
         for i in 0..n {
             config.push_str(&format!(
                 "resource \"gpufleet_network_segment\" \"s{i}\" {{\n  name   = \"bench-seg-{i}\"\n  tenant = \"tenant-a\"\n  vpc    = \"Default\"\n  site   = \"site-a\"\n  cidr   = \"10.{}.{}.0/24\"\n  mtu    = {mtu}\n}}\n",
@@ -374,9 +371,7 @@ fn segments(counts: &[usize]) {
 fn vcluster(counts: &[usize]) {
     let lab = gpufleet_lab::Lab::shared();
     for &n in counts {
-        let mut config = String::from(
-            "terraform {\n  required_providers {\n    gpufleet = { source = \"gpufleet/gpufleet\" }\n  }\n}\nprovider \"gpufleet\" {}\n",
-        );
+        let mut config = String::from(LAB_HEADER);
         for i in 0..n {
             config.push_str(&format!(
                 "resource \"gpufleet_virtual_cluster\" \"t{i}\" {{\n  name = \"bench-{n}-{i}\"\n}}\n"
@@ -577,25 +572,20 @@ data "gpufleet_gpu_catalog" "gpu" {{
     timed_plan(&gpufleet, &[]);
     timed_plan(&floor, &[]);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(0));
-    let watcher = watch_peak_rss(Arc::clone(&stop), Arc::clone(&peak));
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        ours.push(timed_plan(&gpufleet, &[]).0);
-        theirs.push(timed_plan(&floor, &[]).0);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let _ = watcher.join();
+    let ((mut ours, mut theirs), peak) = with_peak_rss(|| {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            ours.push(timed_plan(&gpufleet, &[]).0);
+            theirs.push(timed_plan(&floor, &[]).0);
+        }
+        (ours, theirs)
+    });
 
     let (ours, theirs) = (median(&mut ours), median(&mut theirs));
     println!("plan: {n} x gpufleet_gpu_catalog: median {ours:.2} s over {rounds} rounds");
     println!("plan: {n} x terraform_data (floor): median {theirs:.2} s over {rounds} rounds");
     println!("plan: ratio {:.2}x (target <= 1.5x)", ours / theirs);
-    println!(
-        "plan: provider peak RSS {:.1} MiB",
-        peak.load(Ordering::Relaxed) as f64 / 1024.0
-    );
+    println!("plan: provider peak RSS {peak:.1} MiB");
     if let Some(binary) = peer_binary() {
         let peer = peer_workdir(
             &format!(
