@@ -18,6 +18,7 @@ mod support;
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
 };
 
 use async_trait::async_trait;
@@ -74,6 +75,25 @@ struct State {
     lb_pending: BTreeMap<(String, String), u32>,
     /// Calls still carried out before every call fails.
     budget: sweep::Budget,
+    /// Seconds on the API server's clock, for creation timestamps.
+    clock: u64,
+    /// Reads of Secret `vc-<name>` before the control plane writes it; `None`: it writes it
+    /// as soon as it starts.
+    late_secret: Option<u32>,
+    /// Control-plane pods deleted (restarts).
+    restarts: u32,
+}
+
+/// The API server's time for an object made now: a second later than the last.
+fn stamp(s: &mut State) -> String {
+    s.clock += 1;
+    let t = s.clock;
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}Z",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
 }
 
 /// Counts a call and fails it when the budget is spent, as when the API server goes away.
@@ -181,18 +201,29 @@ fn run_statefulset(s: &mut State, ns: &str, sts: &mut Json) {
     } else {
         json!({ "name": "syncer", "ready": true, "state": { "running": {} } })
     };
+    // A running pod stays the same pod (the fake rolls nothing out); a new one starts now.
+    let (created, started_now) = match s.objects.get(&pod_key) {
+        Some(p) => (p["metadata"]["creationTimestamp"].clone(), false),
+        None => (json!(stamp(s)), true),
+    };
     s.objects.insert(
         pod_key,
         json!({
             "metadata": { "name": format!("{name}-0"), "namespace": ns,
                           "labels": { "app": "vcluster", "release": name },
-                          "creationTimestamp": "2026-01-01T00:00:00Z" },
-            "status": { "phase": "Running", "hostIP": NODE_IP, "containerStatuses": [container] },
+                          "creationTimestamp": created },
+            "status": { "phase": "Running", "hostIP": NODE_IP, "startTime": created,
+                        "containerStatuses": [container] },
         }),
     );
-    if s.crash {
-        return;
+    // The syncer writes its Secret once, when it starts.
+    if started_now && !s.crash && s.late_secret.is_none() {
+        write_kubeconfig(s, ns, &name);
     }
+}
+
+/// What the syncer of virtual cluster `name` writes once it has started: Secret `vc-<name>`.
+fn write_kubeconfig(s: &mut State, ns: &str, name: &str) {
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://127.0.0.1:41000\n    certificate-authority-data: {}\ncontexts: []\nusers: []\n",
         b64("CA PEM")
@@ -265,6 +296,10 @@ fn apply_service(
     old: Option<&Json>,
     o: &mut Json,
 ) -> Result<(), ObjectError> {
+    o["metadata"]["creationTimestamp"] = match old {
+        Some(old) => old["metadata"]["creationTimestamp"].clone(),
+        None => json!(stamp(s)),
+    };
     if o["spec"]["clusterIP"].is_null() {
         o["spec"]["clusterIP"] = match old.map(|x| x["spec"]["clusterIP"].clone()) {
             Some(ip @ Json::String(_)) => ip,
@@ -497,6 +532,17 @@ impl HostObjects for FakeHost {
         if kind == ObjectKind::Service {
             progress_load_balancer(&mut s, namespace.unwrap_or_default(), name);
         }
+        if kind == ObjectKind::Secret
+            && let Some(vc) = name.strip_prefix("vc-")
+            && let Some(left) = s.late_secret
+        {
+            if left == 0 {
+                s.late_secret = None;
+                write_kubeconfig(&mut s, namespace.unwrap_or_default(), vc);
+            } else {
+                s.late_secret = Some(left - 1);
+            }
+        }
         if kind == ObjectKind::Namespace
             && let Some(left) = s.terminating.get_mut(name)
         {
@@ -552,7 +598,25 @@ impl HostObjects for FakeHost {
                     "deleted synced pod {name} while the control plane of {vc} still runs"
                 );
             }
+            let control_plane = s.objects.get(&key).and_then(|p| {
+                (p["metadata"]["labels"]["app"] == "vcluster")
+                    .then(|| {
+                        p["metadata"]["labels"]["release"]
+                            .as_str()
+                            .map(str::to_owned)
+                    })
+                    .flatten()
+            });
             s.objects.remove(&key);
+            // The StatefulSet controller starts a new pod, whose syncer writes its Secret.
+            if let Some(vc) = control_plane {
+                s.restarts += 1;
+                let sts_key = (ObjectKind::StatefulSet, key.1.clone(), vc);
+                if let Some(mut sts) = s.objects.get(&sts_key).cloned() {
+                    run_statefulset(&mut s, &key.1, &mut sts);
+                    s.objects.insert(sts_key, sts);
+                }
+            }
         }
         Ok(())
     }
@@ -1948,4 +2012,81 @@ async fn a_refresh_of_more_tenants_reads_only_their_secrets_more() {
     // Each tenant's vcluster.yaml and kubeconfig Secrets are read by name; every other
     // kind is listed once for all of them.
     assert_eq!(three - one, 2 * 2, "one tenant {one}, three {three}");
+}
+
+/// Takes the kubeconfig Secret away, as the garbage collector or a hand would.
+fn remove_kubeconfig(host: &FakeHost) {
+    host.lock()
+        .objects
+        .remove(&(ObjectKind::Secret, NS.to_owned(), "vc-team-a".to_owned()));
+}
+
+/// The syncer writes its kubeconfig Secret a while after its pod is Ready (right after a
+/// `helm install`, or on a busy host): an apply waits for it and restarts nothing.
+#[tokio::test(start_paused = true)]
+async fn a_control_plane_that_has_not_written_its_secret_yet_is_waited_for() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[("quota", quota(50))])).await;
+    // A control plane that has just started: Ready, and its Secret some reads away.
+    remove_kubeconfig(&host);
+    host.lock().late_secret = Some(20);
+    let started = tokio::time::Instant::now();
+    tf.apply_ok(&vc(&k, &[("quota", quota(60))])).await;
+    assert_eq!(
+        host.lock().restarts,
+        0,
+        "a control plane about to write was restarted"
+    );
+    assert!(
+        host.lock().late_secret.is_none(),
+        "the apply did not wait for the Secret"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(kubeconfig_server(&tf.state).starts_with("https://"));
+}
+
+/// A Secret deleted by hand never comes back by itself: after a minute Ready without it, the
+/// control plane is restarted once, and its successor writes it.
+#[tokio::test(start_paused = true)]
+async fn a_control_plane_whose_secret_was_deleted_is_restarted_after_a_grace() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    tf.apply_ok(&vc(&k, &[("quota", quota(50))])).await;
+    remove_kubeconfig(&host);
+    let started = tokio::time::Instant::now();
+    tf.apply_ok(&vc(&k, &[("quota", quota(60))])).await;
+    assert_eq!(host.lock().restarts, 1);
+    assert!(
+        started.elapsed() >= Duration::from_secs(60),
+        "restarted without a grace"
+    );
+    assert!(host.obj(ObjectKind::Secret, NS, "vc-team-a").is_some());
+    assert_eq!(
+        tf.plan(&vc(&k, &[("quota", quota(60))])).await.action,
+        Action::NoOp
+    );
+}
+
+/// A Service deleted out of band takes the Secret it owns with it: the apply that puts the
+/// Service back restarts the control plane at once, since it will not write the Secret again.
+#[tokio::test(start_paused = true)]
+async fn a_replaced_service_restarts_the_control_plane_at_once() {
+    let (host, k) = setup();
+    let mut tf = Terraform::new(&k);
+    let c = vc(&k, &[("quota", quota(50))]);
+    tf.apply_ok(&c).await;
+    host.lock()
+        .objects
+        .remove(&(ObjectKind::Service, NS.to_owned(), "team-a".to_owned()));
+    remove_kubeconfig(&host);
+    let started = tokio::time::Instant::now();
+    tf.apply_ok(&c).await;
+    assert_eq!(host.lock().restarts, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "waited out the grace"
+    );
+    assert!(host.obj(ObjectKind::Secret, NS, "vc-team-a").is_some());
+    assert_eq!(tf.plan(&c).await.action, Action::NoOp);
 }

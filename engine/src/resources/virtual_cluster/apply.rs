@@ -353,7 +353,7 @@ async fn upsert(
         .await?;
     }
     if live.is_some() {
-        restart_without_credentials(host, &spec.namespace, &names).await?;
+        super::unwritten::restart_if_owner_replaced(host, &spec.namespace, &names).await?;
     }
     *phase = Phase::Ready;
     readiness::wait_ready(host, ctx, &spec.namespace, &names, &spec.expose, deadline)
@@ -379,47 +379,6 @@ async fn take_over(host: &dyn HostObjects, spec: &Spec) -> Result<(), StepError>
         &serde_json::json!({ "metadata": { "annotations": { adopt::ADOPTED_NAMESPACE: "true" } } }),
     )
     .await?;
-    Ok(())
-}
-
-/// Restarts a control plane whose Secret `vc-<name>` is gone. The syncer writes that Secret
-/// (the kubeconfig every output comes from) once, when it starts, and makes the Service
-/// `<name>` its owner: a Service deleted out of band takes the Secret with it through the
-/// garbage collector, and the apply that puts the Service back would otherwise wait for a
-/// Secret that never comes. Deleting the pods, as an operator would, lets the StatefulSet
-/// start the syncer again, which writes it. A pod that was about to write it anyway only
-/// starts once more.
-async fn restart_without_credentials(
-    host: &dyn HostObjects,
-    namespace: &str,
-    names: &Names,
-) -> Result<(), ObjectError> {
-    let ns = Some(namespace);
-    if host
-        .get(ObjectKind::Secret, ns, &names.kubeconfig())
-        .await?
-        .is_some()
-    {
-        return Ok(());
-    }
-    for pod in host
-        .list(ObjectKind::Pod, ns, &names.control_plane_pods())
-        .await?
-    {
-        let Some(name) = pod.pointer("/metadata/name").and_then(|n| n.as_str()) else {
-            continue;
-        };
-        if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            continue;
-        }
-        tracing::info!(
-            namespace,
-            pod = name,
-            "the control plane runs without Secret {}: restarting it",
-            names.kubeconfig()
-        );
-        host.delete(ObjectKind::Pod, ns, name).await?;
-    }
     Ok(())
 }
 

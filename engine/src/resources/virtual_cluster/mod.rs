@@ -65,6 +65,7 @@ pub mod read;
 pub mod readiness;
 pub mod render;
 pub mod schema;
+mod unwritten;
 mod validate;
 pub mod values;
 pub mod versions;

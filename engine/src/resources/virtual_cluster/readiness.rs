@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::{
     expose::{self, Expose},
     objects::Names,
+    unwritten::{self, GRACE, Overdue},
 };
 use crate::{
     backends::kube::{
@@ -285,19 +286,41 @@ pub async fn observe(
     names: &Names,
     expose: &Expose,
 ) -> Result<Readiness, ObjectError> {
+    Ok(look(host, namespace, names, expose).await?.readiness)
+}
+
+/// What one look found, and the Ready pod that has not written Secret `vc-<name>` yet
+/// when that is all it waits for.
+struct Seen {
+    readiness: Readiness,
+    unwritten: Option<Json>,
+}
+
+impl From<Readiness> for Seen {
+    fn from(readiness: Readiness) -> Seen {
+        Seen {
+            readiness,
+            unwritten: None,
+        }
+    }
+}
+
+async fn look(
+    host: &dyn HostObjects,
+    namespace: &str,
+    names: &Names,
+    expose: &Expose,
+) -> Result<Seen, ObjectError> {
     let ns = Some(namespace);
     let Some(sts) = host.get(ObjectKind::StatefulSet, ns, &names.name).await? else {
-        return Ok(Readiness::Waiting(format!(
-            "StatefulSet {} does not exist",
-            names.name
-        )));
+        return Ok(Readiness::Waiting(format!("StatefulSet {} does not exist", names.name)).into());
     };
     if i64_at(&sts, "/spec/replicas") == Some(0) {
         let secret = host
             .get(ObjectKind::Secret, ns, &names.kubeconfig())
             .await?;
         let Some(access) = secret.as_ref().and_then(access_of) else {
-            return Ok(Readiness::Paused(None));
+            return Ok(Readiness::Paused(None).into());
         };
         // No pod runs: the address is the one it will have where that is known (a load
         // balancer's, a host's), else the syncer's.
@@ -310,32 +333,27 @@ pub async fn observe(
                 None,
             )
             .unwrap_or_else(|_| access.endpoint.clone());
-        return Ok(Readiness::Paused(Some(access.at(server))));
+        return Ok(Readiness::Paused(Some(access.at(server))).into());
     }
     let generation = i64_at(&sts, "/metadata/generation").unwrap_or(0);
     let observed = i64_at(&sts, "/status/observedGeneration").unwrap_or(0);
     let current = sts.pointer("/status/currentRevision");
     let update = sts.pointer("/status/updateRevision");
     if observed < generation || (update.is_some() && current != update) {
-        return Ok(Readiness::Waiting(format!(
-            "StatefulSet {} is rolling out",
-            names.name
-        )));
+        return Ok(Readiness::Waiting(format!("StatefulSet {} is rolling out", names.name)).into());
     }
     let selector = names.control_plane_pods();
     let pods = host
         .list(ObjectKind::Pod, Some(namespace), &selector)
         .await?;
     let Some(pod) = newest(&pods) else {
-        return Ok(Readiness::Waiting(format!(
-            "no control-plane pod ({selector}) yet"
-        )));
+        return Ok(Readiness::Waiting(format!("no control-plane pod ({selector}) yet")).into());
     };
     if let Some(problem) = pod_problem(pod) {
-        return Ok(Readiness::Failed(problem));
+        return Ok(Readiness::Failed(problem).into());
     }
     if let Some(why) = pod_not_ready(pod) {
-        return Ok(Readiness::Waiting(why));
+        return Ok(Readiness::Waiting(why).into());
     }
     match host
         .get(ObjectKind::Secret, ns, &names.kubeconfig())
@@ -350,19 +368,23 @@ pub async fn observe(
                     service.as_ref(),
                     Some(pod),
                 ) {
-                    Ok(server) => Ok(Readiness::Ready(access.at(server))),
-                    Err(why) => Ok(Readiness::Waiting(why)),
+                    Ok(server) => Ok(Readiness::Ready(access.at(server)).into()),
+                    Err(why) => Ok(Readiness::Waiting(why).into()),
                 }
             }
             None => Ok(Readiness::Waiting(format!(
                 "Secret {} has no kubeconfig under key config yet",
                 names.kubeconfig()
-            ))),
+            ))
+            .into()),
         },
-        None => Ok(Readiness::Waiting(format!(
-            "the control plane has not written Secret {} yet",
-            names.kubeconfig()
-        ))),
+        None => Ok(Seen {
+            readiness: Readiness::Waiting(format!(
+                "the control plane has not written Secret {} yet",
+                names.kubeconfig()
+            )),
+            unwritten: Some(pod.clone()),
+        }),
     }
 }
 
@@ -437,8 +459,27 @@ pub async fn wait_ready(
     expose: &Expose,
     deadline: Instant,
 ) -> Result<Readiness, WaitError> {
+    // Held only between awaits, so the wait stays `Send`.
+    let overdue = std::sync::Mutex::new(Overdue::default());
     poll(ctx, &names.name, deadline, || async {
-        match observe(host, namespace, names, expose).await? {
+        let seen = look(host, namespace, names, expose).await?;
+        let restart = {
+            let mut o = overdue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &seen.unwritten {
+                Some(pod) => o.due(pod, Instant::now()).then_some(pod),
+                None => {
+                    o.clear();
+                    None
+                }
+            }
+        };
+        if let Some(pod) = restart {
+            let why = format!("Ready for {} without it", crate::timeouts::render(GRACE));
+            unwritten::restart(host, namespace, names, pod, &why).await?;
+        }
+        match seen.readiness {
             Readiness::Failed(why) => Err(WaitError::Failed(why)),
             Readiness::Waiting(why) => Ok(Look::Waiting(why)),
             done => Ok(Look::Done(done)),
