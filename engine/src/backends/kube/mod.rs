@@ -24,6 +24,7 @@
 //! exactly that. Fields other managers own are settled by [`ownership`]: hand edits are
 //! taken back, replica counts and foreign labels stay with their controllers.
 
+pub mod bundled_tls;
 pub mod host;
 pub mod json;
 mod labels;
@@ -139,7 +140,7 @@ pub struct Unreachable {
 /// kube's client for `config`, whose transport failures say which API server they concern
 /// ([`Unreachable`]). Answers of the API server (refusals included) are not failures of the
 /// stack and pass as they are.
-pub(crate) fn client_naming_server(config: kube::Config) -> Result<kube::Client, kube::Error> {
+pub(crate) fn client_naming_server(config: kube::Config) -> Result<kube::Client, ClientError> {
     let server = config
         .cluster_url
         .to_string()
@@ -151,9 +152,22 @@ pub(crate) fn client_naming_server(config: kube::Config) -> Result<kube::Client,
             source,
         })
     });
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&name)
-        .build())
+    #[cfg(not(target_os = "macos"))]
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    #[cfg(target_os = "macos")]
+    let builder = bundled_tls::client_builder(&config, &bundled_tls::ExtraRoots::from_env())?;
+    Ok(builder.with_layer(&name).build())
+}
+
+/// Why a client of a cluster could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// kube refused the configuration.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// The TLS of the macOS build refused it.
+    #[error(transparent)]
+    Tls(#[from] bundled_tls::TlsError),
 }
 
 async fn config_for(key: &ConnectionKey) -> Result<kube::Config, Diagnostics> {
