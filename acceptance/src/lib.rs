@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub mod binaries;
 pub mod emulators;
 pub mod process;
 mod session;

@@ -1,22 +1,41 @@
-//! The release artifacts of `scripts/release`: one zip per published platform (linux_amd64
-//! and linux_arm64, the latter cross-compiled) under one `SHA256SUMS`, installed the way users
+//! The release artifacts of `scripts/release`: one zip per published platform (linux_amd64,
+//! and cross-compiled linux_arm64, darwin_amd64 and darwin_arm64) under one `SHA256SUMS`,
+//! locked for every platform the way a team with Macs and Linux CI does, and installed the way users
 //! install any provider: through a `filesystem_mirror` with a normal `terraform init` (no
 //! `dev_overrides`), which records `h1:` hashes in the lock file, applies the quickstart
 //! against the lab with the installed binary, and refuses a zip that no longer matches the
-//! lock file. (`acceptance/tests/platforms.rs` runs the arm64 binary under qemu.)
+//! lock file. (`acceptance/tests/platforms.rs` runs the arm64 binary under qemu and checks the
+//! macOS binaries' structure.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpufleet_acceptance::{Workdir, workspace_root};
+use gpufleet_acceptance::{
+    Workdir,
+    binaries::{CPU_TYPE_ARM64, CPU_TYPE_X86_64, elf_machine, mach_o},
+    workspace_root,
+};
 use gpufleet_lab::Lab;
 
 const VERSION: &str = "0.1.0";
 const NAME: &str = "terraform-provider-gpufleet";
 
-/// The platforms `scripts/release` publishes by default, with the ELF machine of each
-/// binary (x86-64, AArch64).
-const PLATFORMS: [(&str, u16); 2] = [("linux_amd64", 0x3E), ("linux_arm64", 0xB7)];
+/// What a platform's binary is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Binary {
+    /// An ELF executable for this `e_machine`.
+    Elf(u16),
+    /// A Mach-O executable for this `cputype`.
+    MachO(u32),
+}
+
+/// The platforms `scripts/release` publishes by default, with what each binary is.
+const PLATFORMS: [(&str, Binary); 4] = [
+    ("linux_amd64", Binary::Elf(0x3E)),
+    ("linux_arm64", Binary::Elf(0xB7)),
+    ("darwin_amd64", Binary::MachO(CPU_TYPE_X86_64)),
+    ("darwin_arm64", Binary::MachO(CPU_TYPE_ARM64)),
+];
 
 /// Terraform's name for this machine's platform, as in the zip's file name.
 fn platform() -> String {
@@ -53,7 +72,7 @@ fn release(extra: &[&str], env: &[(&str, &Path)]) -> Release {
         .expect("scripts/release runs");
     assert!(
         status.success(),
-        "scripts/release failed: {status} (the arm64 cross build needs scripts/install-cross)"
+        "scripts/release failed: {status} (the cross builds need scripts/setup, which runs scripts/install-cross)"
     );
     Release {
         _dir: dir,
@@ -74,20 +93,17 @@ fn sha256(path: &Path) -> String {
         .to_owned()
 }
 
-/// The ELF header's machine field of the binary in `zip` (a 64-bit little-endian ELF).
-fn zipped_elf_machine(zip: &Path) -> u16 {
+/// What the binary in `zip` is, judged by the format `like` has.
+fn zipped_binary(zip: &Path, like: Binary) -> Binary {
     let out = Command::new("unzip")
         .arg("-p")
         .arg(zip)
         .output()
         .expect("unzip runs");
-    let bytes = out.stdout;
-    assert!(
-        bytes.len() > 20 && bytes[..4] == *b"\x7fELF" && bytes[4] == 2 && bytes[5] == 1,
-        "{} does not hold a 64-bit little-endian ELF binary",
-        zip.display()
-    );
-    u16::from_le_bytes([bytes[18], bytes[19]])
+    match like {
+        Binary::Elf(_) => Binary::Elf(elf_machine(&out.stdout)),
+        Binary::MachO(_) => Binary::MachO(mach_o(&out.stdout).cpu_type),
+    }
 }
 
 #[test]
@@ -125,7 +141,7 @@ fn release_artifacts_have_the_registry_layout() {
         "SHA256SUMS lists other files:\n{sums_text}"
     );
 
-    for (zip, (platform, machine)) in zips.iter().zip(PLATFORMS) {
+    for (zip, (platform, binary)) in zips.iter().zip(PLATFORMS) {
         // Each zip holds exactly the binary, named as Terraform expects, executable.
         let listing = Command::new("unzip")
             .arg("-Z1")
@@ -147,11 +163,8 @@ fn release_artifacts_have_the_registry_layout() {
             String::from_utf8_lossy(&mode.stdout)
         );
         // ... built for the zip's platform.
-        let found = zipped_elf_machine(&r.out.join(zip));
-        assert_eq!(
-            found, machine,
-            "the {platform} zip holds a binary for ELF machine {found:#x}, not {machine:#x}"
-        );
+        let found = zipped_binary(&r.out.join(zip), binary);
+        assert_eq!(found, binary, "the {platform} zip holds another binary");
 
         // The mirror gets every platform, in the packed layout.
         assert!(
@@ -162,6 +175,42 @@ fn release_artifacts_have_the_registry_layout() {
             "{zip} is not in the mirror"
         );
     }
+
+    // A team that plans on Macs and applies from Linux CI locks every platform: Terraform
+    // picks each platform's package from the mirror and records its own hash of each.
+    let wd = Workdir::without_provider(
+        r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet", version = "0.1.0" }
+  }
+}
+"#,
+    );
+    let mirror = format!("-fs-mirror={}", r.mirror.display());
+    let mut args = vec!["providers", "lock", "-no-color", mirror.as_str()];
+    let platforms: Vec<String> = PLATFORMS
+        .iter()
+        .map(|(p, _)| format!("-platform={p}"))
+        .collect();
+    args.extend(platforms.iter().map(String::as_str));
+    let locked = wd.run_ok(&args);
+    for (platform, _) in PLATFORMS {
+        assert!(
+            locked.contains(&format!(
+                "Obtained gpufleet/gpufleet checksums for {platform}"
+            )),
+            "{platform} was not locked:\n{locked}"
+        );
+    }
+    let lock = wd.read(".terraform.lock.hcl");
+    let hashes: std::collections::BTreeSet<&str> =
+        lock.split('"').filter(|s| s.starts_with("h1:")).collect();
+    assert_eq!(
+        hashes.len(),
+        PLATFORMS.len(),
+        "one hash per package:\n{lock}"
+    );
 }
 
 #[test]

@@ -4,14 +4,22 @@
 //! `qemu-aarch64-static` on it, so no binfmt_misc is needed), completes the plugin handshake
 //! and plans the GPU catalog with it.
 //!
-//! Needs the cross toolchain and qemu that `scripts/install-cross` installs; without them the
-//! test fails and says so, it never skips.
+//! The darwin_arm64 and darwin_amd64 artifacts are built here too, and checked, not run (no
+//! macOS runs here): their Mach-O structure and what they link. Their TLS client is run
+//! against the lab in `acceptance/tests/bundled_tls.rs`.
+//!
+//! Needs the cross toolchains and qemu that `scripts/setup` installs (through
+//! `scripts/install-cross`); without them the tests fail and say so, they never skip.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use gpufleet_acceptance::{Workdir, workspace_root};
+use gpufleet_acceptance::{
+    Workdir,
+    binaries::{CPU_TYPE_ARM64, CPU_TYPE_X86_64, elf_machine, mach_o},
+    workspace_root,
+};
 
 const VERSION: &str = "0.1.0";
 const NAME: &str = "terraform-provider-gpufleet";
@@ -77,21 +85,6 @@ fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
     let binary = unpacked.join(format!("{NAME}_v{VERSION}"));
     assert!(binary.is_file(), "the zip holds no {}", binary.display());
     (zip, binary)
-}
-
-/// The ELF header's machine field, after checking that `bytes` is a 64-bit little-endian ELF.
-fn elf_machine(bytes: &[u8]) -> u16 {
-    assert!(
-        bytes.len() > 20 && bytes[..4] == *b"\x7fELF",
-        "not an ELF file"
-    );
-    assert_eq!(bytes[4], 2, "not a 64-bit ELF (EI_CLASS {})", bytes[4]);
-    assert_eq!(
-        bytes[5], 1,
-        "not a little-endian ELF (EI_DATA {})",
-        bytes[5]
-    );
-    u16::from_le_bytes([bytes[18], bytes[19]])
 }
 
 /// The newest `GLIBC_x.y` symbol version the binary names (its version requirements).
@@ -343,4 +336,67 @@ fn handshake_times_pair_each_start_with_its_protocol() {
     assert_eq!(times.len(), 2);
     assert!((times[0] - 0.461).abs() < 1e-6, "{times:?}");
     assert!((times[1] - 0.5).abs() < 1e-6, "{times:?}");
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The macOS releases are built here, not run (no macOS runs on this machine): each zip's
+/// binary is a Mach-O executable for its CPU that links libSystem and nothing else (none of
+/// Apple's frameworks), and carries the plugin handshake and the TLS roots it verifies with.
+#[test]
+fn darwin_releases_are_mach_o_executables_that_link_only_libsystem() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir.path().join("dist");
+    let started = Instant::now();
+    let release = Command::new(workspace_root().join("scripts/release"))
+        .args(["--debug", "--platforms", "darwin_arm64,darwin_amd64"])
+        .args(["--version", VERSION, "--out"])
+        .arg(&out)
+        .output()
+        .expect("scripts/release runs");
+    assert!(
+        release.status.success(),
+        "scripts/release --platforms darwin_arm64,darwin_amd64 failed ({}); zig and \
+         cargo-zigbuild come from scripts/setup, the Rust targets from scripts/install-cross\n{}",
+        release.status,
+        String::from_utf8_lossy(&release.stderr)
+    );
+    eprintln!(
+        "[platforms] scripts/release --debug --platforms darwin_arm64,darwin_amd64 took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    for (platform, cpu) in [
+        ("darwin_arm64", CPU_TYPE_ARM64),
+        ("darwin_amd64", CPU_TYPE_X86_64),
+    ] {
+        let zip = out.join(format!("{NAME}_{VERSION}_{platform}.zip"));
+        let unzip = Command::new("unzip")
+            .arg("-p")
+            .arg(&zip)
+            .output()
+            .expect("unzip runs");
+        assert!(unzip.status.success(), "unzip {}", zip.display());
+        let bytes = unzip.stdout;
+        let m = mach_o(&bytes);
+        assert_eq!(m.cpu_type, cpu, "{platform}: {m:?}");
+        assert!(m.has_entry_point, "{platform}: no LC_MAIN: {m:?}");
+        assert_eq!(m.dylibs, ["/usr/lib/libSystem.B.dylib"], "{platform}");
+        // The plugin handshake (the cookie Terraform sets, and its mTLS client certificate)
+        // and Mozilla's roots, which the macOS build verifies TLS with.
+        for needle in [
+            "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
+            "PLUGIN_PROTOCOL_VERSIONS",
+            "PLUGIN_CLIENT_CERT",
+            "ISRG Root X1",
+        ] {
+            assert!(
+                contains(&bytes, needle),
+                "{platform}: no {needle:?} in the binary"
+            );
+        }
+    }
 }

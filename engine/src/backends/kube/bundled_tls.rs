@@ -10,8 +10,8 @@
 //! - without one, Mozilla's roots built into the binary (`webpki-roots`), plus the PEM bundle
 //!   `SSL_CERT_FILE` names and the PEM files in `SSL_CERT_DIR`, as OpenSSL reads them.
 //!
-//! Client certificates come from the kubeconfig, as data or files; tokens from exec plugins
-//! work as with kube, but a certificate an exec plugin hands out, a proxy and
+//! Client certificates come from the kubeconfig, as data or files. Tokens from exec plugins
+//! work as with kube; a client certificate an exec plugin hands out is not used. A proxy and
 //! `insecure-skip-tls-verify` are refused with a message, never ignored.
 //!
 //! Compiled everywhere and tested against the lab's API server on Linux; used on macOS only.
@@ -114,6 +114,29 @@ impl ExtraRoots {
     }
 }
 
+impl ExtraRoots {
+    /// The certificates of the file and of every PEM file in the directory.
+    pub fn certs(&self) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+        let mut certs = Vec::new();
+        if let Some(file) = &self.file {
+            certs.extend(pem_certs(&read(file)?, &file.display().to_string())?);
+        }
+        if let Some(dir) = &self.dir {
+            let entries = std::fs::read_dir(dir).map_err(|e| TlsError::Roots {
+                path: dir.display().to_string(),
+                why: e.to_string(),
+            })?;
+            for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+                // A c_rehash directory also holds files that are no certificates.
+                if let Ok(found) = pem_certs(&read(&path)?, "") {
+                    certs.extend(found);
+                }
+            }
+        }
+        Ok(certs)
+    }
+}
+
 /// The roots a server is verified against: the configured authority alone, or else the
 /// bundled roots and those of `extra`.
 pub fn roots(config: &kube::Config, extra: &ExtraRoots) -> Result<RootCertStore, TlsError> {
@@ -133,22 +156,7 @@ pub fn roots(config: &kube::Config, extra: &ExtraRoots) -> Result<RootCertStore,
         return Ok(store);
     }
     store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(file) = &extra.file {
-        let what = file.display().to_string();
-        add(&mut store, pem_certs(&read(file)?, &what)?, &what);
-    }
-    if let Some(dir) = &extra.dir {
-        let entries = std::fs::read_dir(dir).map_err(|e| TlsError::Roots {
-            path: dir.display().to_string(),
-            why: e.to_string(),
-        })?;
-        for path in entries.filter_map(Result::ok).map(|e| e.path()) {
-            // Hash links and other files of a c_rehash directory that hold no certificate.
-            if let Ok(certs) = pem_certs(&read(&path)?, "") {
-                add(&mut store, certs, &path.display().to_string());
-            }
-        }
-    }
+    add(&mut store, extra.certs()?, "SSL_CERT_FILE and SSL_CERT_DIR");
     Ok(store)
 }
 

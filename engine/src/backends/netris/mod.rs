@@ -326,6 +326,15 @@ pub(crate) fn https_client_builder(
         for cert in certs {
             builder = builder.add_root_certificate(cert);
         }
+    } else if cfg!(target_os = "macos") {
+        // There reqwest trusts the bundled roots only; SSL_CERT_FILE and SSL_CERT_DIR add to
+        // them, as for the host cluster (backends/kube/bundled_tls.rs).
+        let extra = crate::backends::kube::bundled_tls::ExtraRoots::from_env();
+        for der in extra.certs().map_err(|e| e.to_string())? {
+            let cert = reqwest::Certificate::from_der(&der)
+                .map_err(|e| format!("a certificate of SSL_CERT_FILE or SSL_CERT_DIR: {e}"))?;
+            builder = builder.add_root_certificate(cert);
+        }
     }
     Ok(builder)
 }
