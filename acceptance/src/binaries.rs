@@ -1,4 +1,4 @@
-//! What a release binary is, read from its bytes: the ELF and Mach-O headers the release
+//! What a release binary is, read from its bytes: the ELF, Mach-O and PE headers the release
 //! tests check, since not every platform's binary can run here.
 
 /// The ELF header's machine field, after checking that `bytes` is a 64-bit little-endian ELF.
@@ -71,6 +71,32 @@ pub fn mach_o(bytes: &[u8]) -> MachO {
     m
 }
 
+/// PE `Machine` of x86-64.
+pub const IMAGE_FILE_MACHINE_AMD64: u16 = 0x8664;
+
+/// The `Machine` of a PE32+ image (a 64-bit Windows executable), after checking its headers.
+pub fn pe_machine(bytes: &[u8]) -> u16 {
+    assert!(
+        bytes.starts_with(b"MZ"),
+        "not a Windows executable (no MZ header)"
+    );
+    let at = bytes
+        .get(0x3C..0x40)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .expect("a DOS header");
+    assert_eq!(
+        bytes.get(at..at + 4),
+        Some(&b"PE\0\0"[..]),
+        "no PE signature at {at:#x}"
+    );
+    // The optional header follows the 20-byte file header; PE32+ is magic 0x20B.
+    let magic = bytes
+        .get(at + 24..at + 26)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]));
+    assert_eq!(magic, Some(0x20B), "not a PE32+ (64-bit) image");
+    u16::from_le_bytes([bytes[at + 4], bytes[at + 5]])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +120,16 @@ mod tests {
         assert_eq!(m.cpu_type, CPU_TYPE_ARM64);
         assert_eq!(m.dylibs, ["/usr/lib/libSystem.B.dylib"]);
         assert!(m.has_entry_point);
+    }
+
+    #[test]
+    fn a_pe32_plus_header_is_read() {
+        let mut b = vec![0u8; 0x80];
+        b[..2].copy_from_slice(b"MZ");
+        b[0x3C] = 0x40;
+        b[0x40..0x44].copy_from_slice(b"PE\0\0");
+        b[0x44..0x46].copy_from_slice(&IMAGE_FILE_MACHINE_AMD64.to_le_bytes());
+        b[0x58..0x5A].copy_from_slice(&0x20B_u16.to_le_bytes());
+        assert_eq!(pe_machine(&b), IMAGE_FILE_MACHINE_AMD64);
     }
 }

@@ -1,18 +1,21 @@
 //! The release artifacts of `scripts/release`: one zip per published platform (linux_amd64,
-//! and cross-compiled linux_arm64, darwin_amd64 and darwin_arm64) under one `SHA256SUMS`,
-//! locked for every platform the way a team with Macs and Linux CI does, and installed the way users
-//! install any provider: through a `filesystem_mirror` with a normal `terraform init` (no
-//! `dev_overrides`), which records `h1:` hashes in the lock file, applies the quickstart
-//! against the lab with the installed binary, and refuses a zip that no longer matches the
-//! lock file. (`acceptance/tests/platforms.rs` runs the arm64 binary under qemu and checks the
-//! macOS binaries' structure.)
+//! and cross-compiled linux_arm64, darwin_amd64, darwin_arm64 and windows_amd64) under one
+//! `SHA256SUMS`, locked for every platform the way a team with Macs, Windows agents and Linux
+//! CI does, and installed the way users install any provider: through a `filesystem_mirror`
+//! with a normal `terraform init` (no `dev_overrides`), which records `h1:` hashes in the lock
+//! file, applies the quickstart against the lab with the installed binary, and refuses a zip
+//! that no longer matches the lock file. (`acceptance/tests/platforms.rs` runs the arm64
+//! binary under qemu and the Windows one under Wine, and checks the macOS binaries'
+//! structure.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gpufleet_acceptance::{
     Workdir,
-    binaries::{CPU_TYPE_ARM64, CPU_TYPE_X86_64, elf_machine, mach_o},
+    binaries::{
+        CPU_TYPE_ARM64, CPU_TYPE_X86_64, IMAGE_FILE_MACHINE_AMD64, elf_machine, mach_o, pe_machine,
+    },
     workspace_root,
 };
 use gpufleet_lab::Lab;
@@ -27,14 +30,17 @@ enum Binary {
     Elf(u16),
     /// A Mach-O executable for this `cputype`.
     MachO(u32),
+    /// A PE32+ executable for this `Machine`.
+    Pe(u16),
 }
 
 /// The platforms `scripts/release` publishes by default, with what each binary is.
-const PLATFORMS: [(&str, Binary); 4] = [
+const PLATFORMS: [(&str, Binary); 5] = [
     ("linux_amd64", Binary::Elf(0x3E)),
     ("linux_arm64", Binary::Elf(0xB7)),
     ("darwin_amd64", Binary::MachO(CPU_TYPE_X86_64)),
     ("darwin_arm64", Binary::MachO(CPU_TYPE_ARM64)),
+    ("windows_amd64", Binary::Pe(IMAGE_FILE_MACHINE_AMD64)),
 ];
 
 /// Terraform's name for this machine's platform, as in the zip's file name.
@@ -103,6 +109,7 @@ fn zipped_binary(zip: &Path, like: Binary) -> Binary {
     match like {
         Binary::Elf(_) => Binary::Elf(elf_machine(&out.stdout)),
         Binary::MachO(_) => Binary::MachO(mach_o(&out.stdout).cpu_type),
+        Binary::Pe(_) => Binary::Pe(pe_machine(&out.stdout)),
     }
 }
 
@@ -148,9 +155,14 @@ fn release_artifacts_have_the_registry_layout() {
             .arg(r.out.join(zip))
             .output()
             .expect("unzip runs");
+        let exe = if matches!(binary, Binary::Pe(_)) {
+            ".exe"
+        } else {
+            ""
+        };
         assert_eq!(
             String::from_utf8_lossy(&listing.stdout).trim(),
-            format!("{NAME}_v{VERSION}")
+            format!("{NAME}_v{VERSION}{exe}")
         );
         let mode = Command::new("unzip")
             .arg("-Z")

@@ -4,7 +4,8 @@
 //! `qemu-aarch64-static` on it, so no binfmt_misc is needed), completes the plugin handshake
 //! and plans the GPU catalog with it.
 //!
-//! The darwin_arm64 and darwin_amd64 artifacts are built here too, and checked, not run (no
+//! The windows_amd64 artifact is run the same way under Wine, over TCP loopback. The
+//! darwin_arm64 and darwin_amd64 artifacts are built here too, and checked, not run (no
 //! macOS runs here): their Mach-O structure and what they link. Their TLS client is run
 //! against the lab in `acceptance/tests/bundled_tls.rs`.
 //!
@@ -17,7 +18,9 @@ use std::time::Instant;
 
 use gpufleet_acceptance::{
     Workdir,
-    binaries::{CPU_TYPE_ARM64, CPU_TYPE_X86_64, elf_machine, mach_o},
+    binaries::{
+        CPU_TYPE_ARM64, CPU_TYPE_X86_64, IMAGE_FILE_MACHINE_AMD64, elf_machine, mach_o, pe_machine,
+    },
     workspace_root,
 };
 
@@ -34,8 +37,8 @@ const ARM64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
 /// The newest glibc the release may need: Debian 12's.
 const MAX_GLIBC: (u32, u32) = (2, 36);
 
-const INSTALL_HINT: &str = "run scripts/install-cross (as root) to install the arm64 cross \
-                            toolchain, Rust's aarch64-unknown-linux-gnu target and qemu";
+const INSTALL_HINT: &str = "run scripts/install-cross (as root) to install the cross \
+                            toolchains (arm64, MinGW-w64), Rust's targets, qemu and Wine";
 
 /// The arm64 zip made by `scripts/release --debug --platforms linux_arm64` in `dir`, and
 /// its binary unpacked from it.
@@ -144,24 +147,19 @@ fn emulator() -> Option<PathBuf> {
     Some(qemu)
 }
 
+/// Quotes `path` for a POSIX shell.
+fn quote(path: &Path) -> String {
+    format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"))
+}
+
 /// A directory holding `terraform-provider-gpufleet`: a script that records each start in
-/// `starts` and execs the arm64 `binary` (under `qemu` when given).
-fn wrapper_dir(dir: &Path, binary: &Path, qemu: Option<&Path>) -> PathBuf {
-    let quote = |path: &Path| format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"));
+/// `starts` and then runs `run` (a shell command line) with Terraform's arguments.
+fn wrapper_dir(dir: &Path, run: &str) -> PathBuf {
     let wrapper_dir = dir.join("provider");
     std::fs::create_dir_all(&wrapper_dir).expect("create the wrapper directory");
-    let run = match qemu {
-        Some(qemu) => format!(
-            "{} -L {} {}",
-            quote(qemu),
-            quote(Path::new(ARM64_SYSROOT)),
-            quote(binary)
-        ),
-        None => quote(binary),
-    };
     let script = format!(
         "#!/bin/sh\n\
-         # Terraform starts this as the provider: run the arm64 release binary instead.\n\
+         # Terraform starts this as the provider: run the release binary instead.\n\
          echo started >> {starts}\n\
          exec {run} \"$@\"\n",
         starts = quote(&wrapper_dir.join("starts")),
@@ -229,90 +227,22 @@ fn arm64_release_plans_the_catalog_under_emulation() {
         MAX_GLIBC.1
     );
 
-    let provider_dir = wrapper_dir(dir.path(), &binary, qemu.as_deref());
-    let wd = Workdir::with_provider_dir(
-        r#"
-terraform {
-  required_providers {
-    gpufleet = { source = "gpufleet/gpufleet" }
-  }
-}
-
-provider "gpufleet" {}
-
-data "gpufleet_gpu_catalog" "h100" {
-  product = "NVIDIA-H100-80GB-HBM3"
-}
-
-output "h100_memory_gb" {
-  value = data.gpufleet_gpu_catalog.h100.gpu.memory_gb
-}
-
-output "h100_architecture" {
-  value = data.gpufleet_gpu_catalog.h100.gpu.architecture
-}
-
-output "h100_mig_resource_names" {
-  value = [for p in provider::gpufleet::mig_profiles("NVIDIA-H100-80GB-HBM3") : p.resource_name]
-}
-"#,
-        &provider_dir,
-    );
-
-    let plan_started = Instant::now();
-    let plan = wd.run_ok_with_env(
-        &["plan", "-input=false", "-no-color"],
-        &[("TF_LOG", "debug")],
-    );
-    let plan_secs = plan_started.elapsed().as_secs_f64();
-
-    // The catalog's values, read by the arm64 provider while planning.
-    for expected in [
-        "data.gpufleet_gpu_catalog.h100: Read complete",
-        "+ h100_memory_gb = 80",
-        "+ h100_architecture = \"hopper\"",
-        "\"nvidia.com/mig-1g.10gb\"",
-        "\"nvidia.com/mig-7g.80gb\"",
-    ] {
-        assert!(
-            plan.contains(expected),
-            "the plan lacks {expected:?}:\n{plan}"
-        );
-    }
-
-    // Terraform started the wrapper, not a provider of its own, and spoke protocol 6 with it.
-    let wrapper = provider_dir.join(NAME);
-    assert!(
-        plan.stderr.contains(&format!(
-            "provider: plugin started: path={}",
-            wrapper.display()
-        )),
-        "Terraform did not start {}:\n{plan}",
-        wrapper.display()
-    );
-    let starts = std::fs::read_to_string(provider_dir.join("starts")).unwrap_or_default();
-    assert!(
-        starts.lines().count() >= 1,
-        "the wrapper never ran:\n{plan}"
-    );
-    let handshakes = handshake_times(&plan.stderr);
-    assert!(
-        !handshakes.is_empty(),
-        "no plugin handshake on protocol 6 in Terraform's log:\n{plan}"
-    );
-    let slowest = handshakes.iter().copied().fold(0.0, f64::max);
-    let fastest = handshakes.iter().copied().fold(f64::INFINITY, f64::min);
-    eprintln!(
-        "[platforms] {} starts of the arm64 provider{}; handshake {fastest:.3}s to \
-         {slowest:.3}s; plan {plan_secs:.1}s; whole test {:.1}s",
-        handshakes.len(),
-        if qemu.is_some() {
-            " under qemu"
-        } else {
-            " (native)"
-        },
-        started.elapsed().as_secs_f64()
-    );
+    let run = match &qemu {
+        Some(qemu) => format!(
+            "{} -L {} {}",
+            quote(qemu),
+            quote(Path::new(ARM64_SYSROOT)),
+            quote(&binary)
+        ),
+        None => quote(&binary),
+    };
+    let provider_dir = wrapper_dir(dir.path(), &run);
+    let under = if qemu.is_some() {
+        "the arm64 provider under qemu"
+    } else {
+        "the arm64 provider (native)"
+    };
+    plan_the_catalog(&provider_dir, under, started);
 }
 
 #[test]
@@ -398,5 +328,243 @@ fn darwin_releases_are_mach_o_executables_that_link_only_libsystem() {
                 "{platform}: no {needle:?} in the binary"
             );
         }
+    }
+}
+
+/// Plans the GPU catalog with the provider that the wrapper in `provider_dir` runs (`under`
+/// names it in the figures printed), and checks that Terraform started that wrapper, spoke
+/// protocol 6 with it and got the catalog's values.
+fn plan_the_catalog(provider_dir: &Path, under: &str, started: Instant) {
+    let wd = Workdir::with_provider_dir(
+        r#"
+terraform {
+  required_providers {
+    gpufleet = { source = "gpufleet/gpufleet" }
+  }
+}
+
+provider "gpufleet" {}
+
+data "gpufleet_gpu_catalog" "h100" {
+  product = "NVIDIA-H100-80GB-HBM3"
+}
+
+output "h100_memory_gb" {
+  value = data.gpufleet_gpu_catalog.h100.gpu.memory_gb
+}
+
+output "h100_architecture" {
+  value = data.gpufleet_gpu_catalog.h100.gpu.architecture
+}
+
+output "h100_mig_resource_names" {
+  value = [for p in provider::gpufleet::mig_profiles("NVIDIA-H100-80GB-HBM3") : p.resource_name]
+}
+"#,
+        provider_dir,
+    );
+
+    let plan_started = Instant::now();
+    let plan = wd.run_ok_with_env(
+        &["plan", "-input=false", "-no-color"],
+        &[("TF_LOG", "debug")],
+    );
+    let plan_secs = plan_started.elapsed().as_secs_f64();
+
+    // The catalog's values, read by the arm64 provider while planning.
+    for expected in [
+        "data.gpufleet_gpu_catalog.h100: Read complete",
+        "+ h100_memory_gb = 80",
+        "+ h100_architecture = \"hopper\"",
+        "\"nvidia.com/mig-1g.10gb\"",
+        "\"nvidia.com/mig-7g.80gb\"",
+    ] {
+        assert!(
+            plan.contains(expected),
+            "the plan lacks {expected:?}:\n{plan}"
+        );
+    }
+
+    // Terraform started the wrapper, not a provider of its own, and spoke protocol 6 with it.
+    let wrapper = provider_dir.join(NAME);
+    assert!(
+        plan.stderr.contains(&format!(
+            "provider: plugin started: path={}",
+            wrapper.display()
+        )),
+        "Terraform did not start {}:\n{plan}",
+        wrapper.display()
+    );
+    let starts = std::fs::read_to_string(provider_dir.join("starts")).unwrap_or_default();
+    assert!(
+        starts.lines().count() >= 1,
+        "the wrapper never ran:\n{plan}"
+    );
+    let handshakes = handshake_times(&plan.stderr);
+    assert!(
+        !handshakes.is_empty(),
+        "no plugin handshake on protocol 6 in Terraform's log:\n{plan}"
+    );
+    let slowest = handshakes.iter().copied().fold(0.0, f64::max);
+    let fastest = handshakes.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "[platforms] {} starts of {under}; handshake {fastest:.3}s to {slowest:.3}s; plan \
+         {plan_secs:.1}s; whole test {:.1}s",
+        handshakes.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Where Debian's wine64 package puts Wine's 64-bit loader and server.
+const WINE: &str = "/usr/lib/wine/wine64";
+const WINESERVER: &str = "/usr/lib/wine/wineserver";
+
+/// DLLs of the MinGW runtime, which a Windows machine does not have.
+const MINGW_RUNTIME: [&str; 3] = ["libgcc", "libwinpthread", "libstdc++"];
+
+/// The DLLs `exe` imports, as MinGW's objdump lists them.
+fn imported_dlls(exe: &Path) -> Vec<String> {
+    let out = Command::new("x86_64-w64-mingw32-objdump")
+        .arg("-p")
+        .arg(exe)
+        .output()
+        .unwrap_or_else(|e| panic!("x86_64-w64-mingw32-objdump: {e}; {INSTALL_HINT}"));
+    assert!(out.status.success(), "objdump -p {}", exe.display());
+    let mut dlls: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("DLL Name: "))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    dlls.sort();
+    dlls.dedup();
+    dlls
+}
+
+/// The windows_amd64 release, run under Wine through a real Terraform plugin handshake (over
+/// TCP loopback, with Terraform's mutual TLS) and a plan of the GPU catalog. Wine 8 lacks
+/// bcryptprimitives.dll, part of Windows 10 and newer, so the test puts a stand-in for its one
+/// function beside the binary (`acceptance/tests/wine/bcryptprimitives.c`).
+#[test]
+fn windows_release_plans_the_catalog_under_wine() {
+    let started = Instant::now();
+    let dir = tempfile::Builder::new()
+        .prefix("gpufleet-windows-")
+        .tempdir()
+        .expect("temporary directory");
+    let out = dir.path().join("dist");
+    let release = Command::new(workspace_root().join("scripts/release"))
+        .args(["--debug", "--platforms", "windows_amd64"])
+        .args(["--version", VERSION, "--out"])
+        .arg(&out)
+        .output()
+        .expect("scripts/release runs");
+    assert!(
+        release.status.success(),
+        "scripts/release --platforms windows_amd64 failed ({}); {INSTALL_HINT}\n{}",
+        release.status,
+        String::from_utf8_lossy(&release.stderr)
+    );
+    eprintln!(
+        "[platforms] scripts/release --debug --platforms windows_amd64 took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let unpacked = dir.path().join("unpacked");
+    let unzip = Command::new("unzip")
+        .args(["-q", "-o"])
+        .arg(out.join(format!("{NAME}_{VERSION}_windows_amd64.zip")))
+        .arg("-d")
+        .arg(&unpacked)
+        .output()
+        .expect("unzip runs");
+    assert!(unzip.status.success(), "unzip the windows_amd64 zip");
+    let exe = unpacked.join(format!("{NAME}_v{VERSION}.exe"));
+    let bytes = std::fs::read(&exe).expect("the zip holds the .exe Terraform runs on Windows");
+    assert_eq!(pe_machine(&bytes), IMAGE_FILE_MACHINE_AMD64);
+    let dlls = imported_dlls(&exe);
+    assert!(dlls.contains(&"kernel32.dll".to_owned()), "{dlls:?}");
+    for dll in &dlls {
+        assert!(
+            !MINGW_RUNTIME.iter().any(|r| dll.starts_with(r)),
+            "the binary needs {dll}, which Windows does not have: {dlls:?}"
+        );
+    }
+
+    // The stand-in for bcryptprimitives.dll, beside the binary, where Windows looks first.
+    let wine_src = workspace_root().join("acceptance/tests/wine");
+    let cc = Command::new("x86_64-w64-mingw32-gcc")
+        .args(["-shared", "-O2", "-o"])
+        .arg(unpacked.join("bcryptprimitives.dll"))
+        .arg(wine_src.join("bcryptprimitives.c"))
+        .arg(wine_src.join("bcryptprimitives.def"))
+        .arg("-ladvapi32")
+        .output()
+        .unwrap_or_else(|e| panic!("x86_64-w64-mingw32-gcc: {e}; {INSTALL_HINT}"));
+    assert!(
+        cc.status.success(),
+        "building the bcryptprimitives stand-in: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+
+    // A Wine prefix of the test's own, made before Terraform starts the provider, with a
+    // server that stays up (and the service processes it keeps) until the test ends: a
+    // service that Wine started from the provider would hold Terraform's pipes open after
+    // the provider exits, and Terraform would wait for them.
+    assert!(
+        Path::new(WINE).is_file(),
+        "{WINE} is missing; {INSTALL_HINT}"
+    );
+    let prefix = dir.path().join("wine");
+    std::fs::create_dir_all(&prefix).expect("the Wine prefix");
+    let server = WineServer::start(&prefix);
+    // Wine's services keep what they inherit: wineboot's output goes nowhere, so that
+    // waiting for wineboot does not wait for them.
+    let boot = Command::new(WINE)
+        .args(["wineboot", "--init"])
+        .env("WINEPREFIX", &prefix)
+        .env("WINEDEBUG", "-all")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("wineboot runs");
+    assert!(boot.success(), "wineboot --init: {boot}");
+
+    let run = format!(
+        "env WINEPREFIX={} WINEDEBUG=-all {} {}",
+        quote(&prefix),
+        quote(Path::new(WINE)),
+        quote(&exe)
+    );
+    let provider_dir = wrapper_dir(dir.path(), &run);
+    plan_the_catalog(
+        &provider_dir,
+        "the windows_amd64 provider under Wine",
+        started,
+    );
+    drop(server);
+}
+
+/// A persistent Wine server for one prefix, killed (with what runs in the prefix) on drop.
+struct WineServer(PathBuf);
+
+impl WineServer {
+    fn start(prefix: &Path) -> WineServer {
+        let status = Command::new(WINESERVER)
+            .arg("-p")
+            .env("WINEPREFIX", prefix)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("wineserver runs");
+        assert!(status.success(), "wineserver -p: {status}");
+        WineServer(prefix.to_owned())
+    }
+}
+
+impl Drop for WineServer {
+    fn drop(&mut self) {
+        let _ = Command::new(WINESERVER)
+            .arg("-k")
+            .env("WINEPREFIX", &self.0)
+            .status();
     }
 }

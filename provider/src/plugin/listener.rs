@@ -1,20 +1,25 @@
 //! Where the plugin listens: a unix socket in a private temporary directory, or a loopback
-//! TCP port within Terraform's range when unix sockets are unavailable; and the stream of
-//! accepted (optionally TLS-wrapped) connections tonic serves.
+//! TCP port within Terraform's range when unix sockets are unavailable (always on Windows,
+//! as go-plugin does there); and the stream of accepted (optionally TLS-wrapped) connections
+//! tonic serves.
 
 use std::{
     io,
     net::SocketAddr,
-    path::{Path, PathBuf},
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
 
 use rustls::ServerConfig;
+#[cfg(unix)]
+use std::path::{Path, PathBuf};
+
+#[cfg(unix)]
+use tokio::net::{UnixListener, UnixStream};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
-    net::{TcpListener, TcpStream, UnixListener, UnixStream},
+    net::{TcpListener, TcpStream},
     sync::mpsc,
 };
 use tokio_rustls::{TlsAcceptor, server::TlsStream};
@@ -26,6 +31,7 @@ use tonic::transport::server::Connected;
 pub enum Bound {
     /// A unix socket; its directory is removed when the directory guard is dropped (see
     /// [`Bound::take_dir`]).
+    #[cfg(unix)]
     Unix {
         /// The listener.
         listener: UnixListener,
@@ -47,6 +53,7 @@ impl Bound {
     /// `unix` or `tcp`, as go-plugin names them.
     pub fn network(&self) -> &'static str {
         match self {
+            #[cfg(unix)]
             Bound::Unix { .. } => "unix",
             Bound::Tcp { .. } => "tcp",
         }
@@ -57,6 +64,7 @@ impl Bound {
     /// the guard in its own scope: the directory is then removed when serving ends.
     pub fn take_dir(&mut self) -> Option<tempfile::TempDir> {
         match self {
+            #[cfg(unix)]
             Bound::Unix { dir, .. } => dir.take(),
             Bound::Tcp { .. } => None,
         }
@@ -65,6 +73,7 @@ impl Bound {
     /// The address string for the handshake line and reattach configuration.
     pub fn address(&self) -> String {
         match self {
+            #[cfg(unix)]
             Bound::Unix { path, .. } => path.display().to_string(),
             Bound::Tcp { addr, .. } => addr.to_string(),
         }
@@ -74,10 +83,13 @@ impl Bound {
 /// Binds a unix socket under `PLUGIN_UNIX_SOCKET_DIR` or the temp dir, falling back to TCP on
 /// 127.0.0.1 within `PLUGIN_MIN_PORT..=PLUGIN_MAX_PORT`.
 pub fn bind(env: &dyn Fn(&str) -> Option<String>) -> io::Result<Bound> {
-    let dir = env("PLUGIN_UNIX_SOCKET_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
-    match bind_unix(&dir) {
-        Ok(b) => return Ok(b),
-        Err(e) => tracing::warn!(error = %e, "unix socket unavailable, falling back to tcp"),
+    #[cfg(unix)]
+    {
+        let dir = env("PLUGIN_UNIX_SOCKET_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        match bind_unix(&dir) {
+            Ok(b) => return Ok(b),
+            Err(e) => tracing::warn!(error = %e, "unix socket unavailable, falling back to tcp"),
+        }
     }
     let min = port(env, "PLUGIN_MIN_PORT", 10000);
     let max = port(env, "PLUGIN_MAX_PORT", 25000);
@@ -88,6 +100,7 @@ fn port(env: &dyn Fn(&str) -> Option<String>, name: &str, default: u16) -> u16 {
     env(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+#[cfg(unix)]
 fn bind_unix(dir: &Path) -> io::Result<Bound> {
     // A private directory keeps the socket out of reach of other users' processes.
     let tmp = tempfile::Builder::new().prefix("plugin").tempdir_in(dir)?;
@@ -122,10 +135,12 @@ fn bind_tcp(min: u16, max: u16) -> io::Result<Bound> {
 #[derive(Debug)]
 pub enum Conn {
     /// Plain unix socket (debug mode).
+    #[cfg(unix)]
     Unix(UnixStream),
     /// Plain TCP (debug mode).
     Tcp(TcpStream),
     /// Mutual TLS over a unix socket.
+    #[cfg(unix)]
     UnixTls(Box<TlsStream<UnixStream>>),
     /// Mutual TLS over TCP.
     TcpTls(Box<TlsStream<TcpStream>>),
@@ -140,6 +155,7 @@ impl Connected for Conn {
 macro_rules! delegate {
     ($self:ident, $inner:ident => $e:expr) => {
         match $self.get_mut() {
+            #[cfg(unix)]
             Conn::Unix($inner) => {
                 let $inner = Pin::new($inner);
                 $e
@@ -148,6 +164,7 @@ macro_rules! delegate {
                 let $inner = Pin::new($inner);
                 $e
             }
+            #[cfg(unix)]
             Conn::UnixTls($inner) => {
                 let $inner = Pin::new($inner.as_mut());
                 $e
@@ -191,8 +208,10 @@ impl AsyncWrite for Conn {
 
     fn is_write_vectored(&self) -> bool {
         match self {
+            #[cfg(unix)]
             Conn::Unix(s) => s.is_write_vectored(),
             Conn::Tcp(s) => s.is_write_vectored(),
+            #[cfg(unix)]
             Conn::UnixTls(s) => s.is_write_vectored(),
             Conn::TcpTls(s) => s.is_write_vectored(),
         }
@@ -219,6 +238,7 @@ pub fn incoming(bound: Bound, tls: Option<Arc<ServerConfig>>) -> ReceiverStream<
         let bound = bound;
         loop {
             let accepted = match &bound {
+                #[cfg(unix)]
                 Bound::Unix { listener, .. } => listener.accept().await.map(|(s, _)| Raw::Unix(s)),
                 Bound::Tcp { listener, .. } => listener.accept().await.map(|(s, _)| Raw::Tcp(s)),
             };
@@ -246,14 +266,17 @@ pub fn incoming(bound: Bound, tls: Option<Arc<ServerConfig>>) -> ReceiverStream<
 }
 
 enum Raw {
+    #[cfg(unix)]
     Unix(UnixStream),
     Tcp(TcpStream),
 }
 
 async fn wrap(raw: Raw, acceptor: Option<TlsAcceptor>) -> io::Result<Conn> {
     Ok(match (raw, acceptor) {
+        #[cfg(unix)]
         (Raw::Unix(s), None) => Conn::Unix(s),
         (Raw::Tcp(s), None) => Conn::Tcp(s),
+        #[cfg(unix)]
         (Raw::Unix(s), Some(a)) => Conn::UnixTls(Box::new(a.accept(s).await?)),
         (Raw::Tcp(s), Some(a)) => Conn::TcpTls(Box::new(a.accept(s).await?)),
     })
