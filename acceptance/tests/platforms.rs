@@ -40,34 +40,39 @@ const MAX_GLIBC: (u32, u32) = (2, 36);
 const INSTALL_HINT: &str = "run scripts/install-cross (as root) to install the cross \
                             toolchains (arm64, MinGW-w64), Rust's targets, qemu and Wine";
 
-/// The arm64 zip made by `scripts/release --debug --platforms linux_arm64` in `dir`, and
-/// its binary unpacked from it.
-fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = dir.join("dist");
+/// Runs `scripts/release --debug --platforms PLATFORMS` into `out`, and prints how long it took.
+fn release(platforms: &str, out: &Path) {
     let started = Instant::now();
     let release = Command::new(workspace_root().join("scripts/release"))
         .args([
             "--debug",
             "--platforms",
-            "linux_arm64",
+            platforms,
             "--version",
             VERSION,
             "--out",
         ])
-        .arg(&out)
+        .arg(out)
         .output()
         .expect("scripts/release runs");
     assert!(
         release.status.success(),
-        "scripts/release --platforms linux_arm64 failed ({}); if the cross toolchain is \
-         missing, {INSTALL_HINT}\n{}",
+        "scripts/release --platforms {platforms} failed ({}); zig and cargo-zigbuild come from \
+         scripts/setup; else {INSTALL_HINT}\n{}",
         release.status,
         String::from_utf8_lossy(&release.stderr)
     );
     eprintln!(
-        "[platforms] scripts/release --debug --platforms linux_arm64 took {:.1}s",
+        "[platforms] scripts/release --debug --platforms {platforms} took {:.1}s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The arm64 zip made by `scripts/release --debug --platforms linux_arm64` in `dir`, and
+/// its binary unpacked from it.
+fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = dir.join("dist");
+    release("linux_arm64", &out);
     let zip = out.join(format!("{NAME}_{VERSION}_linux_arm64.zip"));
     assert!(zip.is_file(), "scripts/release wrote no {}", zip.display());
 
@@ -281,24 +286,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 fn darwin_releases_are_mach_o_executables_that_link_only_libsystem() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("dist");
-    let started = Instant::now();
-    let release = Command::new(workspace_root().join("scripts/release"))
-        .args(["--debug", "--platforms", "darwin_arm64,darwin_amd64"])
-        .args(["--version", VERSION, "--out"])
-        .arg(&out)
-        .output()
-        .expect("scripts/release runs");
-    assert!(
-        release.status.success(),
-        "scripts/release --platforms darwin_arm64,darwin_amd64 failed ({}); zig and \
-         cargo-zigbuild come from scripts/setup, the Rust targets from scripts/install-cross\n{}",
-        release.status,
-        String::from_utf8_lossy(&release.stderr)
-    );
-    eprintln!(
-        "[platforms] scripts/release --debug --platforms darwin_arm64,darwin_amd64 took {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
+    release("darwin_arm64,darwin_amd64", &out);
     for (platform, cpu) in [
         ("darwin_arm64", CPU_TYPE_ARM64),
         ("darwin_amd64", CPU_TYPE_X86_64),
@@ -452,22 +440,7 @@ fn windows_release_plans_the_catalog_under_wine() {
         .tempdir()
         .expect("temporary directory");
     let out = dir.path().join("dist");
-    let release = Command::new(workspace_root().join("scripts/release"))
-        .args(["--debug", "--platforms", "windows_amd64"])
-        .args(["--version", VERSION, "--out"])
-        .arg(&out)
-        .output()
-        .expect("scripts/release runs");
-    assert!(
-        release.status.success(),
-        "scripts/release --platforms windows_amd64 failed ({}); {INSTALL_HINT}\n{}",
-        release.status,
-        String::from_utf8_lossy(&release.stderr)
-    );
-    eprintln!(
-        "[platforms] scripts/release --debug --platforms windows_amd64 took {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
+    release("windows_amd64", &out);
     let unpacked = dir.path().join("unpacked");
     let unzip = Command::new("unzip")
         .args(["-q", "-o"])
