@@ -80,7 +80,7 @@ async fn the_macos_client_verifies_the_api_server_against_the_authority_it_is_gi
     .expect("written");
     let extra = ExtraRoots {
         file: Some(pem),
-        dir: None,
+        dirs: Vec::new(),
     };
     list_namespaces(&bare, &extra)
         .await

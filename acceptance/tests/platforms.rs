@@ -407,6 +407,9 @@ output "h100_mig_resource_names" {
 const WINE: &str = "/usr/lib/wine/wine64";
 const WINESERVER: &str = "/usr/lib/wine/wineserver";
 
+/// Keeps Wine from offering to install Mono and Gecko when a prefix is made.
+const WINE_NO_INSTALLERS: &str = "mscoree,mshtml=";
+
 /// DLLs of the MinGW runtime, which a Windows machine does not have.
 const MINGW_RUNTIME: [&str; 3] = ["libgcc", "libwinpthread", "libstdc++"];
 
@@ -491,10 +494,14 @@ fn windows_release_plans_the_catalog_under_wine() {
     let server = WineServer::start(&prefix);
     // Wine's services keep what they inherit: wineboot's output goes nowhere, so that
     // waiting for wineboot does not wait for them.
-    let boot = Command::new(WINE)
-        .args(["wineboot", "--init"])
+    // No display and no Mono or Gecko installer, so no dialog can wait for a click; and a
+    // time limit all the same.
+    let boot = Command::new("timeout")
+        .args(["300", WINE, "wineboot", "--init"])
         .env("WINEPREFIX", &prefix)
         .env("WINEDEBUG", "-all")
+        .env("WINEDLLOVERRIDES", WINE_NO_INSTALLERS)
+        .env_remove("DISPLAY")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -502,7 +509,7 @@ fn windows_release_plans_the_catalog_under_wine() {
     assert!(boot.success(), "wineboot --init: {boot}");
 
     let run = format!(
-        "env WINEPREFIX={} WINEDEBUG=-all {} {}",
+        "env -u DISPLAY WINEPREFIX={} WINEDEBUG=-all WINEDLLOVERRIDES={WINE_NO_INSTALLERS} {} {}",
         quote(&prefix),
         quote(Path::new(WINE)),
         quote(&exe)

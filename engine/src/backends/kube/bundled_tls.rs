@@ -95,8 +95,8 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 pub struct ExtraRoots {
     /// A PEM bundle (`SSL_CERT_FILE`).
     pub file: Option<PathBuf>,
-    /// A directory of PEM files (`SSL_CERT_DIR`).
-    pub dir: Option<PathBuf>,
+    /// Directories of PEM files (`SSL_CERT_DIR`, a list as `PATH` is).
+    pub dirs: Vec<PathBuf>,
 }
 
 impl ExtraRoots {
@@ -109,26 +109,31 @@ impl ExtraRoots {
         };
         ExtraRoots {
             file: env("SSL_CERT_FILE"),
-            dir: env("SSL_CERT_DIR"),
+            dirs: std::env::var_os("SSL_CERT_DIR")
+                .map(|v| std::env::split_paths(&v).collect())
+                .unwrap_or_default(),
         }
     }
 }
 
 impl ExtraRoots {
-    /// The certificates of the file and of every PEM file in the directory.
+    /// The certificates of the file, which must be there, and of the PEM files in the
+    /// directories; as OpenSSL does, a missing directory and what in one is no certificate
+    /// (hash links to other files, subdirectories, unreadable files) are passed over.
     pub fn certs(&self) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         let mut certs = Vec::new();
         if let Some(file) = &self.file {
             certs.extend(pem_certs(&read(file)?, &file.display().to_string())?);
         }
-        if let Some(dir) = &self.dir {
-            let entries = std::fs::read_dir(dir).map_err(|e| TlsError::Roots {
-                path: dir.display().to_string(),
-                why: e.to_string(),
-            })?;
+        for dir in &self.dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
             for path in entries.filter_map(Result::ok).map(|e| e.path()) {
-                // A c_rehash directory also holds files that are no certificates.
-                if let Ok(found) = pem_certs(&read(&path)?, "") {
+                if let Some(found) = std::fs::read(&path)
+                    .ok()
+                    .and_then(|pem| pem_certs(&pem, "").ok())
+                {
                     certs.extend(found);
                 }
             }
@@ -313,15 +318,17 @@ mod tests {
         std::fs::write(certs.join("two.pem"), &two).expect("written");
         // A c_rehash directory also holds files that are no certificates.
         std::fs::write(certs.join("README"), "not a certificate").expect("written");
+        std::fs::create_dir(certs.join("sub")).expect("a subdirectory");
         assert_eq!(
             roots(&config(), &ExtraRoots::default())
                 .expect("roots")
                 .len(),
             bundled()
         );
+        // SSL_CERT_DIR is a list; a directory in it that is missing is passed over.
         let extra = ExtraRoots {
             file: Some(file),
-            dir: Some(certs),
+            dirs: vec![dir.path().join("missing"), certs],
         };
         assert_eq!(
             roots(&config(), &extra).expect("roots").len(),
@@ -337,7 +344,7 @@ mod tests {
             &config(),
             &ExtraRoots {
                 file: Some(missing.clone()),
-                dir: None,
+                dirs: Vec::new(),
             },
         )
         .expect_err("a missing file");
@@ -351,7 +358,7 @@ mod tests {
             &config(),
             &ExtraRoots {
                 file: Some(empty),
-                dir: None,
+                dirs: Vec::new(),
             },
         )
         .expect_err("an empty file");

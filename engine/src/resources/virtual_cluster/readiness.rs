@@ -468,16 +468,16 @@ pub async fn wait_ready(
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match &seen.unwritten {
-                Some(pod) => o.due(pod, Instant::now()).then_some(pod),
+                Some(pod) => o.due(pod, Instant::now()),
                 None => {
                     o.clear();
-                    None
+                    false
                 }
             }
         };
-        if let Some(pod) = restart {
+        if restart {
             let why = format!("Ready for {} without it", crate::timeouts::render(GRACE));
-            unwritten::restart(host, namespace, names, pod, &why).await?;
+            unwritten::restart(host, namespace, names, None, &why).await?;
         }
         match seen.readiness {
             Readiness::Failed(why) => Err(WaitError::Failed(why)),

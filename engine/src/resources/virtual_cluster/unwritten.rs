@@ -35,35 +35,41 @@ fn str_at<'a>(o: &'a Json, ptr: &str) -> Option<&'a str> {
     o.pointer(ptr).and_then(Json::as_str)
 }
 
-/// When `pod` started, as the API server recorded it.
-fn started(pod: &Json) -> Option<std::time::SystemTime> {
-    let at =
-        str_at(pod, "/status/startTime").or_else(|| str_at(pod, "/metadata/creationTimestamp"))?;
-    humantime::parse_rfc3339_weak(at).ok()
-}
-
+/// When `o` was made, by the API server's clock (a pod's `startTime` is its node's).
 fn created(o: &Json) -> Option<std::time::SystemTime> {
     humantime::parse_rfc3339_weak(str_at(o, "/metadata/creationTimestamp")?).ok()
 }
 
-/// Deletes the control plane's pod `pod` so that its successor writes Secret `vc-<name>`.
+/// Deletes the control plane's pods that are not going already (with `made_before`, only
+/// those made before then), so that the StatefulSet starts them again and the leader among
+/// the new ones writes Secret `vc-<name>`. Every replica goes: the leader that would write it
+/// need not be the newest pod.
 pub(super) async fn restart(
     host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
-    pod: &Json,
+    made_before: Option<std::time::SystemTime>,
     why: &str,
 ) -> Result<(), ObjectError> {
-    let Some(name) = str_at(pod, "/metadata/name") else {
-        return Ok(());
-    };
-    tracing::info!(
-        namespace,
-        pod = name,
-        "the control plane runs without Secret {} ({why}): restarting it",
-        names.kubeconfig()
-    );
-    host.delete(ObjectKind::Pod, Some(namespace), name).await
+    let ns = Some(namespace);
+    for pod in host
+        .list(ObjectKind::Pod, ns, &names.control_plane_pods())
+        .await?
+    {
+        let going = pod.pointer("/metadata/deletionTimestamp").is_some();
+        let spared = made_before.is_some_and(|t| created(&pod).is_none_or(|c| c >= t));
+        let Some(name) = str_at(&pod, "/metadata/name").filter(|_| !going && !spared) else {
+            continue;
+        };
+        tracing::info!(
+            namespace,
+            pod = name,
+            "the control plane runs without Secret {} ({why}): restarting it",
+            names.kubeconfig()
+        );
+        host.delete(ObjectKind::Pod, ns, name).await?;
+    }
+    Ok(())
 }
 
 /// Restarts the control plane's pods when Secret `vc-<name>` is missing and the Service
@@ -90,17 +96,8 @@ pub(super) async fn restart_if_owner_replaced(
     else {
         return Ok(());
     };
-    for pod in host
-        .list(ObjectKind::Pod, ns, &names.control_plane_pods())
-        .await?
-    {
-        let older = started(&pod).is_some_and(|t| t < service_made);
-        if older && pod.pointer("/metadata/deletionTimestamp").is_none() {
-            let why = format!("Service {} was replaced after it started", names.name);
-            restart(host, namespace, names, &pod, &why).await?;
-        }
-    }
-    Ok(())
+    let why = format!("Service {} was replaced after it started", names.name);
+    restart(host, namespace, names, Some(service_made), &why).await
 }
 
 /// Tracks, while waiting for a control plane, how long its Ready pod has gone without
@@ -174,12 +171,11 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_starts_at_its_start_time_or_else_its_creation() {
+    fn objects_are_ordered_by_the_api_servers_clock_not_the_nodes() {
+        // The node's clock runs ahead: its startTime would say the pod is the newer one.
         let p = json!({ "metadata": { "creationTimestamp": "2026-01-01T00:00:00Z" },
                         "status": { "startTime": "2026-01-01T00:00:05Z" } });
         let s = json!({ "metadata": { "creationTimestamp": "2026-01-01T00:00:03Z" } });
-        assert!(started(&p) > created(&s));
-        let p = json!({ "metadata": { "creationTimestamp": "2026-01-01T00:00:00Z" } });
-        assert!(started(&p) < created(&s));
+        assert!(created(&p) < created(&s));
     }
 }
