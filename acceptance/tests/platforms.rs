@@ -68,12 +68,12 @@ fn release(platforms: &str, out: &Path) {
     );
 }
 
-/// The arm64 zip made by `scripts/release --debug --platforms linux_arm64` in `dir`, and
-/// its binary unpacked from it.
-fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
+/// The binary `file` of `platform`'s zip, which `scripts/release --debug` makes in `dir`,
+/// unpacked there.
+fn released_binary(dir: &Path, platform: &str, file: &str) -> PathBuf {
     let out = dir.join("dist");
-    release("linux_arm64", &out);
-    let zip = out.join(format!("{NAME}_{VERSION}_linux_arm64.zip"));
+    release(platform, &out);
+    let zip = out.join(format!("{NAME}_{VERSION}_{platform}.zip"));
     assert!(zip.is_file(), "scripts/release wrote no {}", zip.display());
 
     let unpacked = dir.join("unpacked");
@@ -90,9 +90,9 @@ fn release_arm64(dir: &Path) -> (PathBuf, PathBuf) {
         zip.display(),
         String::from_utf8_lossy(&unzip.stderr)
     );
-    let binary = unpacked.join(format!("{NAME}_v{VERSION}"));
+    let binary = unpacked.join(file);
     assert!(binary.is_file(), "the zip holds no {}", binary.display());
-    (zip, binary)
+    binary
 }
 
 /// The newest `GLIBC_x.y` symbol version the binary names (its version requirements).
@@ -214,7 +214,7 @@ fn arm64_release_plans_the_catalog_under_emulation() {
         .tempdir()
         .expect("temporary directory");
     let qemu = emulator();
-    let (_zip, binary) = release_arm64(dir.path());
+    let binary = released_binary(dir.path(), "linux_arm64", &format!("{NAME}_v{VERSION}"));
 
     let bytes = std::fs::read(&binary).expect("read the arm64 binary");
     let machine = elf_machine(&bytes);
@@ -442,19 +442,13 @@ fn windows_release_plans_the_catalog_under_wine() {
         .prefix("gpufleet-windows-")
         .tempdir()
         .expect("temporary directory");
-    let out = dir.path().join("dist");
-    release("windows_amd64", &out);
-    let unpacked = dir.path().join("unpacked");
-    let unzip = Command::new("unzip")
-        .args(["-q", "-o"])
-        .arg(out.join(format!("{NAME}_{VERSION}_windows_amd64.zip")))
-        .arg("-d")
-        .arg(&unpacked)
-        .output()
-        .expect("unzip runs");
-    assert!(unzip.status.success(), "unzip the windows_amd64 zip");
-    let exe = unpacked.join(format!("{NAME}_v{VERSION}.exe"));
-    let bytes = std::fs::read(&exe).expect("the zip holds the .exe Terraform runs on Windows");
+    // The .exe name is the one Terraform runs on Windows.
+    let exe = released_binary(
+        dir.path(),
+        "windows_amd64",
+        &format!("{NAME}_v{VERSION}.exe"),
+    );
+    let bytes = std::fs::read(&exe).expect("read the Windows binary");
     assert_eq!(pe_machine(&bytes), IMAGE_FILE_MACHINE_AMD64);
     let dlls = imported_dlls(&exe);
     assert!(dlls.contains(&"kernel32.dll".to_owned()), "{dlls:?}");
@@ -466,6 +460,7 @@ fn windows_release_plans_the_catalog_under_wine() {
     }
 
     // The stand-in for bcryptprimitives.dll, beside the binary, where Windows looks first.
+    let unpacked = exe.parent().expect("the unpacked directory");
     let wine_src = workspace_root().join("acceptance/tests/wine");
     let cc = Command::new("x86_64-w64-mingw32-gcc")
         .args(["-shared", "-O2", "-o"])

@@ -67,18 +67,12 @@ pub enum TlsError {
 }
 
 /// Certificates in the PEM `bytes`; `what` names them in errors.
-fn pem_certs(bytes: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn pem_certs(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Roots {
-            path: what.to_owned(),
-            why: e.to_string(),
-        })?;
+        .map_err(|e| e.to_string())?;
     if certs.is_empty() {
-        return Err(TlsError::Roots {
-            path: what.to_owned(),
-            why: "no PEM certificate in it".to_owned(),
-        });
+        return Err("no PEM certificate in it".to_owned());
     }
     Ok(certs)
 }
@@ -102,28 +96,26 @@ pub struct ExtraRoots {
 impl ExtraRoots {
     /// `SSL_CERT_FILE` and `SSL_CERT_DIR`, as OpenSSL reads them.
     pub fn from_env() -> ExtraRoots {
-        let env = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
         ExtraRoots {
-            file: env("SSL_CERT_FILE"),
+            file: std::env::var_os("SSL_CERT_FILE")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
             dirs: std::env::var_os("SSL_CERT_DIR")
                 .map(|v| std::env::split_paths(&v).collect())
                 .unwrap_or_default(),
         }
     }
-}
 
-impl ExtraRoots {
     /// The certificates of the file, which must be there, and of the PEM files in the
     /// directories; as OpenSSL does, a missing directory and what in one is no certificate
     /// (hash links to other files, subdirectories, unreadable files) are passed over.
     pub fn certs(&self) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         let mut certs = Vec::new();
         if let Some(file) = &self.file {
-            certs.extend(pem_certs(&read(file)?, &file.display().to_string())?);
+            certs.extend(pem_certs(&read(file)?).map_err(|why| TlsError::Roots {
+                path: file.display().to_string(),
+                why,
+            })?);
         }
         for dir in &self.dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -132,7 +124,7 @@ impl ExtraRoots {
             for path in entries.filter_map(Result::ok).map(|e| e.path()) {
                 if let Some(found) = std::fs::read(&path)
                     .ok()
-                    .and_then(|pem| pem_certs(&pem, "").ok())
+                    .and_then(|pem| pem_certs(&pem).ok())
                 {
                     certs.extend(found);
                 }
@@ -208,7 +200,10 @@ pub fn tls_config(config: &kube::Config, extra: &ExtraRoots) -> Result<ClientCon
     )?;
     let tls = match (cert, key) {
         (Some(cert), Some(key)) => {
-            let chain = pem_certs(&cert, "the client certificate")?;
+            let chain = pem_certs(&cert).map_err(|why| TlsError::Identity {
+                what: "certificate",
+                why,
+            })?;
             let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| TlsError::Identity {
                 what: "key",
                 why: e.to_string(),
@@ -300,7 +295,7 @@ mod tests {
         let (cert, _) = pem_pair();
         let mut c = config();
         c.root_cert = Some(vec![
-            pem_certs(cert.as_bytes(), "ca").expect("a cert")[0].to_vec(),
+            pem_certs(cert.as_bytes()).expect("a cert")[0].to_vec(),
         ]);
         let store = roots(&c, &ExtraRoots::default()).expect("roots");
         assert_eq!(store.len(), 1);
