@@ -596,6 +596,9 @@ controlPlane:
     k8s:
       enabled: true
       version: v1.36.0
+      controllerManager:
+        extraArgs:
+          - "--controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl,-taint-eviction-controller"
       securityContext:
         allowPrivilegeEscalation: false
         capabilities: {{ drop: [ALL] }}

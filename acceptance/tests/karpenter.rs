@@ -4,8 +4,9 @@
 //!
 //! - a tenant's GPU pod, created through its virtual cluster, makes Karpenter launch a node
 //!   of the pool's product for the pool's NodePool, on-demand, labelled and tainted for the
-//!   tenant's private tier; the pod lands on it, and destroying the pool returns only once
-//!   the node is gone;
+//!   tenant's private tier; the pod lands on it, a stale copy of the node's launch taint in
+//!   the virtual cluster does not evict it, and destroying the pool returns only once the
+//!   node is gone;
 //! - what Karpenter's NodePool CRD refuses (its schema and CEL rules) is refused at plan,
 //!   naming the attribute, with nothing written; and the API server does refuse each of
 //!   them in a NodePool, so the checks mirror the release's rules, not a guess.
@@ -111,6 +112,27 @@ output "kubeconfig" {{
         "{taints:#?}"
     );
     assert_eq!(node["status"]["allocatable"]["nvidia.com/gpu"], "8");
+
+    // vCluster copies the node into the virtual cluster with the taint Karpenter launched it
+    // with (`karpenter.sh/unregistered:NoExecute`), and a busy syncer can bind the pod there
+    // before the copy loses it. Taints act on the host only: a NoExecute taint that only the
+    // virtual node carries evicts nothing.
+    let virtual_node = format!("/api/v1/nodes/{node_name}");
+    let mut taints = tenant.get(&virtual_node).expect("the virtual node")["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    taints.push(json!({"key": "karpenter.sh/unregistered", "effect": "NoExecute"}));
+    tenant
+        .merge_patch(&virtual_node, &json!({"spec": {"taints": taints}}))
+        .expect("the tenant taints its virtual node");
+    // Kubernetes' taint eviction acts on a node update at once; give it ample time.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let pod = tenant
+        .get("/api/v1/namespaces/default/pods/train")
+        .expect("the tenant's pod outlives a taint only its virtual node has");
+    assert_eq!(pod["spec"]["nodeName"], node_name.as_str(), "{pod:#}");
+    assert!(pod["metadata"]["deletionTimestamp"].is_null(), "{pod:#}");
 
     // The pool reads the node Karpenter launched as its own; the configuration still holds.
     tf.ok(&[

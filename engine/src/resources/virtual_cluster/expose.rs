@@ -27,7 +27,7 @@
 
 use serde_json::Value as Json;
 
-use super::values;
+use super::yaml::to_yaml;
 use crate::value::Value;
 
 /// The Service types, as `expose.type` spells them (Kubernetes' own spelling).
@@ -108,7 +108,7 @@ impl Expose {
     /// the Service is missing) and the host gpufleet put in `controlPlane.proxy.extraSANs`.
     pub fn observed(service: Option<&Json>, config: Option<&Json>) -> Expose {
         let from_config = config
-            .and_then(|c| values::at(c, "controlPlane.service.spec.type"))
+            .and_then(|c| c.pointer("/controlPlane/service/spec/type"))
             .and_then(Json::as_str);
         let service_type = service
             .and_then(|s| s.pointer("/spec/type"))
@@ -119,10 +119,10 @@ impl Expose {
         // The in-cluster name gpufleet adds when there is no host is the one the exported
         // server names; any other first name is `host`.
         let exported = config
-            .and_then(|c| values::at(c, "exportKubeConfig.server"))
+            .and_then(|c| c.pointer("/exportKubeConfig/server"))
             .and_then(Json::as_str);
         let host = config
-            .and_then(|c| values::at(c, "controlPlane.proxy.extraSANs"))
+            .and_then(|c| c.pointer("/controlPlane/proxy/extraSANs"))
             .and_then(Json::as_array)
             .and_then(|sans| sans.first())
             .and_then(Json::as_str)
@@ -252,7 +252,7 @@ pub fn with_server(kubeconfig: &str, server: &str) -> Option<String> {
         let cluster = c.get_mut("cluster")?.as_object_mut()?;
         cluster.insert("server".to_owned(), Json::String(server.to_owned()));
     }
-    Some(values::to_yaml(&parsed))
+    Some(to_yaml(&parsed))
 }
 
 #[cfg(test)]

@@ -11,11 +11,13 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::{TYPE_NAME, adopt, read::import_skeleton, read_virtual_cluster};
+use super::{
+    TYPE_NAME, adopt, name_taken::virtual_clusters, read::import_skeleton, read_virtual_cluster,
+};
 use crate::{
     apply::{Found, read_found},
     backends::kube::{
-        MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER,
+        ObjectError, VIRTUAL_CLUSTER,
         host::{HostObjects, ObjectKind, ObjectsBackend},
         json::{labels_of, str_at},
     },
@@ -100,29 +102,6 @@ fn validate_labels(config: &Value) -> Diagnostics {
         }
     }
     d
-}
-
-/// The virtual clusters gpufleet made, as `(namespace, name)`, from one list of namespaces
-/// by gpufleet's labels and `labels` besides; namespaces being deleted are left out.
-pub(super) async fn virtual_clusters(
-    host: &dyn HostObjects,
-    labels: &[(String, String)],
-) -> Result<Vec<(String, String)>, ObjectError> {
-    let mut selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}");
-    for (k, v) in labels {
-        selector.push_str(&format!(",{k}={v}"));
-    }
-    Ok(host
-        .list(ObjectKind::Namespace, None, &selector)
-        .await?
-        .iter()
-        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
-        .filter_map(|ns| {
-            let namespace = str_at(ns, "/metadata/name")?.to_owned();
-            let name = labels_of(ns).get(VIRTUAL_CLUSTER)?.clone();
-            Some((namespace, name))
-        })
-        .collect())
 }
 
 /// The vClusters Helm or the vCluster CLI installed from the chart, as `(namespace, name)`:

@@ -9,7 +9,8 @@
 //!   `values.schema.json`, and the chart settings gpufleet does not render; `plan`: planning; [`versions`]: the pinned vCluster release and
 //!   its Kubernetes versions; [`quantity`]: Kubernetes quantities.
 //! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
-//!   `values_override`, merged as Helm merges them); [`render`]: pure, configuration → host
+//!   `values_override`, merged as Helm merges them), with the controller manager's controllers
+//!   from `controller_manager` (no taint eviction inside the virtual cluster); [`render`]: pure, configuration → host
 //!   objects from those values, as the chart's templates make them; [`rbac`]: the chart's
 //!   rules for the Role and ClusterRole; [`objects`]: the objects and their names.
 //! - [`apply`] (create, update, delete), [`read`] (refresh, import, with [`compare`] for
@@ -51,6 +52,7 @@ mod adopt;
 pub mod apply;
 pub mod chart_schema;
 pub mod compare;
+mod controller_manager;
 pub mod expose;
 mod list;
 pub mod model;
@@ -69,6 +71,7 @@ mod unwritten;
 mod validate;
 pub mod values;
 pub mod versions;
+mod yaml;
 
 use std::time::Duration;
 

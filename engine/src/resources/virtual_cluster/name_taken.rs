@@ -5,7 +5,11 @@
 //! apply before anything is written.
 
 use crate::{
-    backends::kube::{ObjectError, VIRTUAL_CLUSTER, host::HostObjects},
+    backends::kube::{
+        MANAGED_BY, MANAGED_BY_VALUE, ObjectError, VIRTUAL_CLUSTER,
+        host::{HostObjects, ObjectKind},
+        json::{labels_of, str_at},
+    },
     diag::Diagnostic,
     plan::backend_facts::VIRTUAL_CLUSTER_NAME_TAKEN,
 };
@@ -18,7 +22,7 @@ pub async fn other_namespace(
     namespace: &str,
 ) -> Result<Option<String>, ObjectError> {
     let named = [(VIRTUAL_CLUSTER.to_owned(), name.to_owned())];
-    Ok(super::list::virtual_clusters(host, &named)
+    Ok(virtual_clusters(host, &named)
         .await?
         .into_iter()
         .map(|(ns, _)| ns)
@@ -41,4 +45,27 @@ pub fn refusal(name: &str, other: &str) -> Diagnostic {
         "name: {}: choose another name.",
         taken(name, other)
     ))
+}
+
+/// The virtual clusters gpufleet made, as `(namespace, name)`, from one list of namespaces
+/// by gpufleet's labels and `labels` besides; namespaces being deleted are left out.
+pub(super) async fn virtual_clusters(
+    host: &dyn HostObjects,
+    labels: &[(String, String)],
+) -> Result<Vec<(String, String)>, ObjectError> {
+    let mut selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}");
+    for (k, v) in labels {
+        selector.push_str(&format!(",{k}={v}"));
+    }
+    Ok(host
+        .list(ObjectKind::Namespace, None, &selector)
+        .await?
+        .iter()
+        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|ns| {
+            let namespace = str_at(ns, "/metadata/name")?.to_owned();
+            let name = labels_of(ns).get(VIRTUAL_CLUSTER)?.clone();
+            Some((namespace, name))
+        })
+        .collect())
 }

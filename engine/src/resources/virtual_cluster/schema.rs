@@ -134,7 +134,9 @@ pub fn resource_schema() -> Schema {
              LimitRange, NetworkPolicies and pod security labels, writes them with server-side \
              apply, and waits until the control plane is ready the way `vcluster connect` does. \
              Edits made with kubectl are reverted; a replica count or a label of `labels` that \
-             another controller owns stays with it, with a warning. Needs the provider's \
+             another controller owns stays with it, with a warning. Taints act on the host \
+             nodes only: the virtual cluster runs no taint eviction, so a taint on a virtual \
+             node (or a stale copy of a host node's) evicts nothing. Needs the provider's \
              `kubernetes` block.",
         )
         .attr(

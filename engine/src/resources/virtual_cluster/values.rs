@@ -18,15 +18,17 @@
 
 use std::sync::OnceLock;
 
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value as Json, json};
 
 use super::{
+    controller_manager::{self, Switches},
     expose,
     model::{Isolation, Limits, Quota, Spec},
     persistence::Persistence,
     versions::{self, VCLUSTER_VERSION},
 };
+
+pub use super::yaml::to_yaml;
 use crate::backends::kube::{ISOLATION, TENANT, VIRTUAL_CLUSTER};
 
 /// The chart's `values.yaml` of the pinned release, as JSON (a fact file: regenerate it with
@@ -293,11 +295,23 @@ pub fn settings(spec: &Spec) -> Json {
     out
 }
 
-/// The user's value files for `spec`: gpufleet's settings, then `values_override`.
+/// The user's value files for `spec`: gpufleet's settings, then `values_override`, then the
+/// controller manager's controllers, which depend on both (no taint eviction).
 pub fn user_values(spec: &Spec) -> Json {
     let mut user = settings(spec);
     if let Some(over) = &spec.values_override {
         merge_value_files(&mut user, over);
+    }
+    let args = controller_manager::extra_args(Switches {
+        virtual_scheduler: is_true(&user, "controlPlane.advanced.virtualScheduler.enabled"),
+        resource_claim_templates: is_true(&user, "sync.toHost.resourceClaimTemplates.enabled"),
+    });
+    // `settings` wrote this mapping, and `values_override` may not replace it.
+    if let Some(k8s) = user
+        .pointer_mut("/controlPlane/distro/k8s")
+        .and_then(Json::as_object_mut)
+    {
+        k8s.insert("controllerManager".to_owned(), json!({ "extraArgs": args }));
     }
     user
 }
@@ -305,51 +319,6 @@ pub fn user_values(spec: &Spec) -> Json {
 /// The complete vcluster.yaml of `spec`, as a value.
 pub fn values(spec: &Spec) -> Json {
     coalesce(&user_values(spec), chart_defaults())
-}
-
-/// `values` as YAML text: keys sorted, as Helm's `toYaml` writes them.
-pub fn to_yaml(values: &Json) -> String {
-    // Serialising a JSON value cannot fail; fall back to JSON (which is YAML) regardless.
-    serde_saphyr::to_string(&Sorted(values)).unwrap_or_else(|_| values.to_string())
-}
-
-/// A JSON value serialised with sorted keys and plain numbers, whatever features
-/// `serde_json` was built with.
-struct Sorted<'a>(&'a Json);
-
-impl Serialize for Sorted<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Json::Null => s.serialize_unit(),
-            Json::Bool(b) => s.serialize_bool(*b),
-            Json::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    s.serialize_i64(i)
-                } else if let Some(u) = n.as_u64() {
-                    s.serialize_u64(u)
-                } else {
-                    s.serialize_f64(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
-            Json::String(x) => s.serialize_str(x),
-            Json::Array(xs) => {
-                let mut seq = s.serialize_seq(Some(xs.len()))?;
-                for x in xs {
-                    seq.serialize_element(&Sorted(x))?;
-                }
-                seq.end()
-            }
-            Json::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                let mut map = s.serialize_map(Some(keys.len()))?;
-                for k in keys {
-                    map.serialize_entry(k, &Sorted(&m[k]))?;
-                }
-                map.end()
-            }
-        }
-    }
 }
 
 /// The value at a dotted path (`a.b.c`), if any.
