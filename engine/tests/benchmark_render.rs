@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use gpufleet_engine::{
     resources::benchmark::{
+        commands,
         launch::{self, Launcher},
         model::BenchmarkSpec,
         render::{self, Placement, Toleration},
@@ -175,7 +176,7 @@ fn a_configured_command_wins_over_the_suite_default() {
         Value::string("/bench/step.py"),
     ]);
     let s = spec(1, &[("suite", Value::string("custom")), ("command", cmd)]);
-    assert_eq!(render::command(&s), ["python", "/bench/step.py"]);
+    assert_eq!(commands::command(&s), ["python", "/bench/step.py"]);
 }
 
 /// A one-node run of `suite` with `params`.
@@ -194,7 +195,7 @@ fn suite_spec(suite: &str, params: &[(&str, &str)]) -> BenchmarkSpec {
 
 #[test]
 fn dcgm_starts_its_own_host_engine_unless_one_is_named() {
-    let embedded = render::command(&suite_spec("dcgm-diag", &[("level", "3")]));
+    let embedded = commands::command(&suite_spec("dcgm-diag", &[("level", "3")]));
     assert_eq!(embedded[..2], ["sh", "-c"]);
     let script = &embedded[2];
     // The engine first, dcgmi once it answers, and dcgmi's own exit code (226) kept.
@@ -205,7 +206,7 @@ fn dcgm_starts_its_own_host_engine_unless_one_is_named() {
         .expect("runs the diagnostic from the level parameter");
     assert!(start < wait && wait < diag, "{script}");
 
-    let remote = render::command(&suite_spec(
+    let remote = commands::command(&suite_spec(
         "dcgm-diag",
         &[("host_engine", "10.0.3.7:5555"), ("level", "1")],
     ));
@@ -218,7 +219,7 @@ fn dcgm_starts_its_own_host_engine_unless_one_is_named() {
 #[test]
 fn aiperf_streams_by_default_and_names_its_endpoint_type() {
     let base = [("model", "llama"), ("url", "http://vllm:8000")];
-    let streaming = render::command(&suite_spec("aiperf", &base));
+    let streaming = commands::command(&suite_spec("aiperf", &base));
     let script = &streaming[2];
     assert!(
         script.contains("--endpoint-type \"${GPUFLEET_PARAM_ENDPOINT_TYPE:-chat}\" --streaming"),
@@ -233,7 +234,7 @@ fn aiperf_streams_by_default_and_names_its_endpoint_type() {
         "{script}"
     );
 
-    let off = render::command(&suite_spec(
+    let off = commands::command(&suite_spec(
         "aiperf",
         &[
             base[0],
@@ -260,11 +261,11 @@ fn aiperf_streams_by_default_and_names_its_endpoint_type() {
 #[test]
 fn gpu_burn_and_nvbandwidth_take_their_documented_options() {
     assert_eq!(
-        render::command(&suite_spec("gpu-burn", &[])),
+        commands::command(&suite_spec("gpu-burn", &[])),
         ["./gpu_burn", "60"]
     );
     assert_eq!(
-        render::command(&suite_spec(
+        commands::command(&suite_spec(
             "gpu-burn",
             &[
                 ("seconds", "3600"),
@@ -276,11 +277,11 @@ fn gpu_burn_and_nvbandwidth_take_their_documented_options() {
         ["./gpu_burn", "-d", "-tc", "-m", "90%", "3600"]
     );
     assert_eq!(
-        render::command(&suite_spec("nvbandwidth", &[])),
+        commands::command(&suite_spec("nvbandwidth", &[])),
         ["nvbandwidth", "-j"]
     );
     assert_eq!(
-        render::command(&suite_spec(
+        commands::command(&suite_spec(
             "nvbandwidth",
             &[
                 (

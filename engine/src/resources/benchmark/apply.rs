@@ -32,7 +32,7 @@ use serde_json::Value as Json;
 use tokio::time::Instant;
 
 use crate::{
-    apply::{self, KindError, bounded, subject},
+    apply::{bounded, subject},
     backends::kube::{
         ObjectError,
         host::{HostObjects, ObjectKind},
@@ -42,13 +42,14 @@ use crate::{
     diag::Diagnostic,
     kinds::{ApplyResponse, ProgressSink},
     tenancy::pool_label,
-    timeouts::{self, Operation, Timeouts},
+    timeouts::{Operation, Timeouts},
     value::Value,
 };
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     archive::{self, Keeper, RepeatLogs},
+    commands,
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
@@ -57,87 +58,10 @@ use super::{
     results::{Observed, UnitRuns, launcher_name, observe, record, record_run},
     shape::Shape,
     units,
-    wait::{POLL, wait_done, wait_gang},
+    wait::{POLL, wait_done, wait_gang, wait_pods_gone},
 };
 
-/// A benchmark's own reasons for a run to stop before it had output to record; the
-/// timeout and Terraform's stop request are [`StepError`]'s.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// A cluster call failed.
-    #[error(transparent)]
-    Cluster(#[from] ObjectError),
-    /// The objects the run needs are missing or wrong.
-    #[error("{0}")]
-    Setup(String),
-    /// Not every pod started within the gang deadline.
-    #[error("not every pod was running within start_timeout ({waited}): {pending}")]
-    GangStart {
-        /// How long the run waited.
-        waited: String,
-        /// The pods that did not start, and why.
-        pending: String,
-    },
-    /// The pods of a gang ran one after another instead of together.
-    #[error(
-        "the {nodes} pods did not run together ({detail}); a run of nodes = {nodes} needs {nodes} free nodes of the pool at once"
-    )]
-    GangBroken {
-        /// How many pods the gang has.
-        nodes: u32,
-        /// What showed it.
-        detail: String,
-    },
-    /// The gang's nodes differ in a compared field.
-    #[error(
-        "the run's nodes differ in {0}; a result across them would mix two setups. List the \
-         field in allow_node_differences to run on them anyway"
-    )]
-    MixedNodes(String),
-    /// A node failed the prescreen: the run stopped before its benchmark pods started.
-    #[error("the prescreen stopped the run before it measured anything: {0}")]
-    Prescreen(String),
-}
-
-impl KindError for RunError {
-    const TYPE_NAME: &'static str = TYPE_NAME;
-    const KEPT_IN_STATE: &'static str =
-        "What the run created is removed, or taken over by the next apply.";
-
-    fn timed_out(what: &str, _name: &str, _doing: &str, op: Operation, waited: Duration) -> String {
-        format!("{what}: {}.", timed_out_reason(op, waited))
-    }
-}
-
-/// Why a step of a run, or of its cleanup, stopped.
-pub type StepError = apply::StepError<RunError>;
-
-impl From<ObjectError> for StepError {
-    fn from(e: ObjectError) -> StepError {
-        StepError::Kind(RunError::Cluster(e))
-    }
-}
-
-impl From<RunError> for StepError {
-    fn from(e: RunError) -> StepError {
-        StepError::Kind(e)
-    }
-}
-
-/// A run's timeout: the create timeout is the Job's, the delete timeout the cleanup's.
-fn timed_out_reason(op: Operation, waited: Duration) -> String {
-    match op {
-        Operation::Delete => format!(
-            "gave up after the delete timeout ({})",
-            timeouts::render(waited)
-        ),
-        op => format!(
-            "the Job did not finish within the {} timeout ({})",
-            op.name(),
-            timeouts::render(waited)
-        ),
-    }
-}
+pub use super::error::{RunError, StepError};
 
 /// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
 /// the run's objects. A benchmark's stop names no step: the run is one.
@@ -357,29 +281,6 @@ async fn cleanup(
         }
     }
     Ok(())
-}
-
-/// Waits until no pod of the benchmark is left, polling within `limit`.
-pub(super) async fn wait_pods_gone(
-    cluster: &dyn HostObjects,
-    namespace: &str,
-    name: &str,
-    limit: Duration,
-) -> Result<(), ObjectError> {
-    let until = Instant::now() + limit;
-    loop {
-        let left = cluster
-            .list(
-                ObjectKind::Pod,
-                Some(namespace),
-                &render::owner_selector(name),
-            )
-            .await?;
-        if left.is_empty() || Instant::now() >= until {
-            return Ok(());
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 /// Waits for this run's turn on its pool. Runs on one pool take turns within a provider
@@ -670,7 +571,7 @@ async fn execute(
         image: spec.image.clone(),
         image_digest: first.map(|o| o.image_digest.clone()).unwrap_or_default(),
         suite: spec.suite.name().to_owned(),
-        command: render::command(spec),
+        command: commands::command(spec),
         parameters: spec.parameters.clone(),
         node_count: spec.nodes,
         gpus_per_node: spec.gpus_per_node,

@@ -1,5 +1,7 @@
-//! The default commands of the single-node suites, each as its tool's project documents it,
-//! and the parameters that shape them. Pure.
+//! The container's command ([`command`]): as configured, `mpirun` across the gang for a
+//! multi-node `nccl-all-reduce` ([`mpirun`]), or the suite's own invocation. The
+//! single-node suites' commands are each as its tool's project documents it, shaped by the
+//! parameters. Pure.
 //!
 //! | suite | command |
 //! |---|---|
@@ -11,7 +13,10 @@
 //! Values that go through `sh -c` are read from the `GPUFLEET_PARAM_*` environment inside
 //! the script, never spliced into it, so a parameter cannot change the script.
 
-use super::{model::BenchmarkSpec, render::ENDPOINT_API_KEY_ENV};
+use super::model::BenchmarkSpec;
+
+/// The variable a run's container reads the endpoint's API key from.
+pub const ENDPOINT_API_KEY_ENV: &str = "GPUFLEET_ENDPOINT_API_KEY";
 
 /// `parameters.host_engine` value that starts a host engine inside the container.
 pub const EMBEDDED_HOST_ENGINE: &str = "embedded";
@@ -132,4 +137,84 @@ fn gpu_burn(spec: &BenchmarkSpec) -> Vec<String> {
     }
     c.push(param(spec, "seconds").unwrap_or("60").to_owned());
     c
+}
+
+/// The container command: as configured, or the suite's usual invocation.
+pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
+    if let Some(c) = &spec.command {
+        return c.clone();
+    }
+    let gpus = spec.gpus_per_node.to_string();
+    let v = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    match spec.suite.name() {
+        // Across nodes: the launcher's mpirun, one rank per GPU.
+        "nccl-all-reduce" if spec.nodes > 1 => mpirun(spec, None),
+        "nccl-all-reduce" => v(&[
+            "all_reduce_perf",
+            "-b",
+            param_or(spec, "min_bytes", "8"),
+            "-e",
+            param_or(spec, "max_bytes", "8G"),
+            "-f",
+            param_or(spec, "step_factor", "2"),
+            "-g",
+            &gpus,
+        ]),
+        // The single-node suites, as their projects document them.
+        _ => suite_command(spec).unwrap_or_default(),
+    }
+}
+
+fn param_or<'a>(spec: &'a BenchmarkSpec, key: &str, default: &'a str) -> &'a str {
+    spec.parameters.get(key).map_or(default, String::as_str)
+}
+
+/// MPI ranks: one per GPU of the gang.
+pub fn ranks(spec: &BenchmarkSpec) -> u32 {
+    spec.nodes * spec.gpus_per_node
+}
+
+/// The `mpirun` command of a multi-node run: `nodes × gpus_per_node` ranks, `gpus_per_node`
+/// per node, each driving one GPU; `hostfile` when the launcher writes its own (the MPI
+/// Operator's comes in `OMPI_MCA_orte_default_hostfile`). A configured `command` is the
+/// launcher's command as it is.
+pub fn mpirun(spec: &BenchmarkSpec, hostfile: Option<&str>) -> Vec<String> {
+    if let Some(c) = &spec.command {
+        return c.clone();
+    }
+    let param = |key: &str, default: &str| {
+        spec.parameters
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let mut argv: Vec<String> = vec!["mpirun".into(), "--allow-run-as-root".into()];
+    if let Some(h) = hostfile {
+        argv.extend(["--hostfile".into(), h.to_owned()]);
+    }
+    argv.extend([
+        "-np".into(),
+        ranks(spec).to_string(),
+        "--map-by".into(),
+        format!("ppr:{}:node", spec.gpus_per_node),
+        "--bind-to".into(),
+        "none".into(),
+        // NCCL_DEBUG=INFO makes NCCL print its version, which the record keeps.
+        "-x".into(),
+        "NCCL_DEBUG=INFO".into(),
+        "-x".into(),
+        "LD_LIBRARY_PATH".into(),
+        "-x".into(),
+        "PATH".into(),
+        "all_reduce_perf_mpi".into(),
+        "-b".into(),
+        param("min_bytes", "8"),
+        "-e".into(),
+        param("max_bytes", "8G"),
+        "-f".into(),
+        param("step_factor", "2"),
+        "-g".into(),
+        "1".into(),
+    ]);
+    argv
 }

@@ -18,7 +18,8 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value as Json, json};
 
 use super::{
-    model::BenchmarkSpec,
+    commands::mpirun,
+    model::{BenchmarkSpec, LauncherSetting},
     render::{self, Placement},
 };
 
@@ -31,28 +32,6 @@ pub const MPI_REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
 
 /// Where the gpufleet launcher mounts its key pair.
 const SSH_MOUNT: &str = "/etc/gpufleet/ssh";
-
-/// What `launcher` asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LauncherSetting {
-    /// The MPI Operator when the host serves `MPIJob`, else gpufleet's own.
-    Auto,
-    /// Always an `MPIJob`.
-    MpiOperator,
-    /// Always gpufleet's own launcher.
-    Gpufleet,
-}
-
-impl LauncherSetting {
-    /// From the attribute's value (`auto` when unset).
-    pub fn parse(s: Option<&str>) -> LauncherSetting {
-        match s {
-            Some("mpi-operator") => LauncherSetting::MpiOperator,
-            Some("gpufleet") => LauncherSetting::Gpufleet,
-            _ => LauncherSetting::Auto,
-        }
-    }
-}
 
 /// How a run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,56 +65,6 @@ pub fn choose(spec: &BenchmarkSpec, serves_mpijob: bool) -> Result<Launcher, Str
                 .to_owned(),
         ),
     }
-}
-
-/// MPI ranks: one per GPU of the gang.
-pub fn ranks(spec: &BenchmarkSpec) -> u32 {
-    spec.nodes * spec.gpus_per_node
-}
-
-/// The `mpirun` command of a multi-node run: `nodes × gpus_per_node` ranks, `gpus_per_node`
-/// per node, each driving one GPU; `hostfile` when the launcher writes its own (the MPI
-/// Operator's comes in `OMPI_MCA_orte_default_hostfile`). A configured `command` is the
-/// launcher's command as it is.
-pub fn mpirun(spec: &BenchmarkSpec, hostfile: Option<&str>) -> Vec<String> {
-    if let Some(c) = &spec.command {
-        return c.clone();
-    }
-    let param = |key: &str, default: &str| {
-        spec.parameters
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| default.to_owned())
-    };
-    let mut argv: Vec<String> = vec!["mpirun".into(), "--allow-run-as-root".into()];
-    if let Some(h) = hostfile {
-        argv.extend(["--hostfile".into(), h.to_owned()]);
-    }
-    argv.extend([
-        "-np".into(),
-        ranks(spec).to_string(),
-        "--map-by".into(),
-        format!("ppr:{}:node", spec.gpus_per_node),
-        "--bind-to".into(),
-        "none".into(),
-        // NCCL_DEBUG=INFO makes NCCL print its version, which the record keeps.
-        "-x".into(),
-        "NCCL_DEBUG=INFO".into(),
-        "-x".into(),
-        "LD_LIBRARY_PATH".into(),
-        "-x".into(),
-        "PATH".into(),
-        "all_reduce_perf_mpi".into(),
-        "-b".into(),
-        param("min_bytes", "8"),
-        "-e".into(),
-        param("max_bytes", "8G"),
-        "-f".into(),
-        param("step_factor", "2"),
-        "-g".into(),
-        "1".into(),
-    ]);
-    argv
 }
 
 /// The command every worker runs: the SSH daemon in the foreground, with host keys made

@@ -13,7 +13,8 @@
 //! - [`environment`]: the environment record and its stable hash.
 //! - [`apply`]: create (one run, cleanup included), the in-place update and destroy, against
 //!   the host cluster's [`HostObjects`](crate::backends::kube::host::HostObjects), with `wait`
-//!   (the gang's start and the Job's end) and `results` (the log, the verdict and the record);
+//!   (the gang's start and the Job's end), `results` (the log, the verdict and the record)
+//!   and `error` (why a run stops);
 //!   `read`: refresh and import.
 //!
 //! # Life cycle
@@ -33,6 +34,7 @@ pub mod archive;
 pub mod baseline;
 pub mod commands;
 pub mod environment;
+mod error;
 pub mod launch;
 pub mod model;
 pub mod per_node;

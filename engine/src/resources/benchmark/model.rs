@@ -19,12 +19,33 @@ use crate::{
 
 use super::{
     baseline::{BASELINE_PREFIX, Baseline},
-    launch::LauncherSetting,
     per_node::{self, Metrics},
     schema::DEFAULT_START_TIMEOUT,
     thresholds::{self, Bounds},
     units::{self, Per, UNITS_PREFIX},
 };
+
+/// What `launcher` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LauncherSetting {
+    /// The MPI Operator when the host serves `MPIJob`, else gpufleet's own.
+    Auto,
+    /// Always an `MPIJob`.
+    MpiOperator,
+    /// Always gpufleet's own launcher.
+    Gpufleet,
+}
+
+impl LauncherSetting {
+    /// From the attribute's value (`auto` when unset).
+    pub fn parse(s: Option<&str>) -> LauncherSetting {
+        match s {
+            Some("mpi-operator") => LauncherSetting::MpiOperator,
+            Some("gpufleet") => LauncherSetting::Gpufleet,
+            _ => LauncherSetting::Auto,
+        }
+    }
+}
 
 /// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
 pub const THRESHOLD_PREFIX: &str = "threshold: ";

@@ -14,12 +14,13 @@ use serde_json::{Value as Json, json};
 use tokio::time::Instant;
 
 use super::{
-    apply::{RunError, StepError, wait_pods_gone},
+    commands::ENDPOINT_API_KEY_ENV,
+    error::{RunError, StepError},
     launch::Launcher,
     model::BenchmarkSpec,
-    render::{self, ENDPOINT_API_KEY_ENV, Placement},
+    render::{self, Placement},
     shape::Shape,
-    wait::{run_pods, wait_done, wait_gang},
+    wait::{run_pods, wait_done, wait_gang, wait_pods_gone},
 };
 use crate::backends::kube::{
     ObjectError,

@@ -69,7 +69,7 @@ pub fn node_of<'a>(
 
 /// Why the log's world is not the run's, when it is not.
 pub fn world_problem(spec: &BenchmarkSpec, details: &NcclDetails) -> Option<String> {
-    let expected = super::launch::ranks(spec) as usize;
+    let expected = super::commands::ranks(spec) as usize;
     let hosts = by_host(details).len();
     if details.ranks.len() != expected {
         return Some(format!(

@@ -15,7 +15,10 @@ use serde_json::{Value as Json, json};
 
 use crate::backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL};
 
-use super::model::BenchmarkSpec;
+use super::{
+    commands::{ENDPOINT_API_KEY_ENV, command},
+    model::BenchmarkSpec,
+};
 
 /// On every object of a benchmark: the benchmark's name.
 pub const BENCHMARK_LABEL: &str = "gpufleet.dev/benchmark";
@@ -77,9 +80,6 @@ pub fn job_name(benchmark: &str) -> String {
     format!("gfb-{benchmark}")
 }
 
-/// The variable a run's container reads the endpoint's API key from.
-pub const ENDPOINT_API_KEY_ENV: &str = "GPUFLEET_ENDPOINT_API_KEY";
-
 /// The name of the Secret that holds the endpoint's API key while a run lasts.
 pub fn endpoint_secret_name(benchmark: &str) -> String {
     format!("{}-endpoint", job_name(benchmark))
@@ -128,36 +128,6 @@ pub fn param_env_name(key: &str) -> String {
         })
         .collect();
     format!("GPUFLEET_PARAM_{upper}")
-}
-
-fn param<'a>(spec: &'a BenchmarkSpec, key: &str, default: &'a str) -> &'a str {
-    spec.parameters.get(key).map_or(default, String::as_str)
-}
-
-/// The container command: as configured, or the suite's usual invocation.
-pub fn command(spec: &BenchmarkSpec) -> Vec<String> {
-    if let Some(c) = &spec.command {
-        return c.clone();
-    }
-    let gpus = spec.gpus_per_node.to_string();
-    let v = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-    match spec.suite.name() {
-        // Across nodes: the launcher's mpirun, one rank per GPU.
-        "nccl-all-reduce" if spec.nodes > 1 => super::launch::mpirun(spec, None),
-        "nccl-all-reduce" => v(&[
-            "all_reduce_perf",
-            "-b",
-            param(spec, "min_bytes", "8"),
-            "-e",
-            param(spec, "max_bytes", "8G"),
-            "-f",
-            param(spec, "step_factor", "2"),
-            "-g",
-            &gpus,
-        ]),
-        // The single-node suites, as their projects document them.
-        _ => super::commands::suite_command(spec).unwrap_or_default(),
-    }
 }
 
 /// The environment every container of a run gets.

@@ -15,9 +15,9 @@ use crate::{
 
 use super::{
     TYPE_NAME,
-    apply::{RunError, StepError},
     archive::RepeatLogs,
     environment::Environment,
+    error::{RunError, StepError},
     launch::{self, Launcher},
     model::{BenchmarkSpec, OnFailure, judged_by, verdict},
     per_node::{self, Metrics},

@@ -16,8 +16,9 @@ use crate::{
 };
 
 use super::{
-    apply::{RunError, StepError},
+    error::{RunError, StepError},
     model::BenchmarkSpec,
+    render,
     shape::{Shape, index_of},
 };
 
@@ -208,6 +209,29 @@ pub(super) async fn wait_done(
                 op: Operation::Create,
                 waited: limit,
             });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until no pod of the benchmark is left, polling within `limit`.
+pub(super) async fn wait_pods_gone(
+    cluster: &dyn HostObjects,
+    namespace: &str,
+    name: &str,
+    limit: Duration,
+) -> Result<(), ObjectError> {
+    let until = Instant::now() + limit;
+    loop {
+        let left = cluster
+            .list(
+                ObjectKind::Pod,
+                Some(namespace),
+                &render::owner_selector(name),
+            )
+            .await?;
+        if left.is_empty() || Instant::now() >= until {
+            return Ok(());
         }
         tokio::time::sleep(POLL).await;
     }

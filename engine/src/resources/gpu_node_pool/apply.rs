@@ -7,8 +7,9 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, bcm as bcm_pool,
-    claim::{self, ClaimError, ClaimRequest},
-    device_plugin::{self, CONFIG_MAP, ConfigHome, DevicePluginError},
+    claim::{self, ClaimRequest},
+    device_plugin::{self, CONFIG_MAP, ConfigHome},
+    error::StepError,
     karpenter::{self, NODEPOOL_LABEL},
     mig,
     model::{PoolSpec, Sharing, Source, state_of, status_for},
@@ -19,9 +20,9 @@ use super::{
     validate::refuse_private_host,
 };
 use crate::{
-    apply::{self, KindError, bounded, failed},
+    apply::{bounded, failed},
     backends::{
-        bcm::{BcmApi, BcmError, lifecycle::LifecycleError},
+        bcm::BcmApi,
         kube::{
             GPU_PRODUCT_LABEL, ISOLATION, POOL, VIRTUAL_CLUSTER,
             host::nodes::{HostError, HostNode, HostNodes, NodeWrite},
@@ -42,73 +43,6 @@ const DRAIN_POLL: Duration = Duration::from_millis(500);
 
 /// How often a deleted `auto` pool's NodeClaims are counted while Karpenter removes them.
 const LAUNCHED_POLL: Duration = Duration::from_secs(1);
-
-/// A pool's own reasons for a step to stop.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum PoolError {
-    /// A host-cluster call failed.
-    #[error("{0}")]
-    Host(HostError),
-    /// A claim or release failed.
-    #[error("{0}")]
-    Claim(ClaimError),
-    /// A Base Command Manager call failed.
-    #[error("{0}")]
-    Bcm(BcmError),
-}
-
-impl KindError for PoolError {
-    const TYPE_NAME: &'static str = TYPE_NAME;
-    const KEPT_IN_STATE: &'static str = "The nodes held so far are recorded in state.";
-}
-
-/// Why a step stopped.
-pub(super) type StepError = apply::StepError<PoolError>;
-
-impl From<HostError> for StepError {
-    fn from(e: HostError) -> StepError {
-        StepError::Kind(PoolError::Host(e))
-    }
-}
-
-impl From<LifecycleError> for StepError {
-    fn from(e: LifecycleError) -> StepError {
-        match e {
-            LifecycleError::Bcm(e) => StepError::Kind(PoolError::Bcm(e)),
-            LifecycleError::Conflict(m) => StepError::Conflict(m),
-            LifecycleError::InstallFailed {
-                hostname,
-                status: s,
-            } => StepError::Conflict(format!(
-                "BCM node {} stopped in {}{} while being provisioned. It stays held by the \
-                     pool; fix the cause (see its provisioning log on the head node) and apply \
-                     again.",
-                hostname,
-                s.status,
-                if s.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", s.message)
-                }
-            )),
-        }
-    }
-}
-
-impl From<DevicePluginError> for StepError {
-    fn from(e: DevicePluginError) -> StepError {
-        match e {
-            DevicePluginError::Host(e) => StepError::Kind(PoolError::Host(e)),
-            other => StepError::Conflict(other.to_string()),
-        }
-    }
-}
-
-impl From<ClaimError> for StepError {
-    fn from(e: ClaimError) -> StepError {
-        StepError::Kind(PoolError::Claim(e))
-    }
-}
 
 /// The tier of the pool's virtual cluster, from its namespace.
 async fn tier_of(api: &dyn HostNodes, vc: &VirtualClusterRef) -> Result<Tier, StepError> {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::{
-    apply::StepError,
+    error::StepError,
     model::{PoolSpec, Source},
     placement,
 };

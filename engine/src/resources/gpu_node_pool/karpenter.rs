@@ -28,7 +28,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value as Json, json};
 
-use super::{model::PoolSpec, node_config::Desired};
+use super::{
+    model::{CLOUD_NAMES, Cloud, PoolSpec, Requirement},
+    node_config::Desired,
+};
 use crate::{
     backends::kube::{GPU_PRODUCT_LABEL, MANAGED_BY, MANAGED_BY_VALUE, POOL},
     catalog::GpuModel,
@@ -96,55 +99,8 @@ pub fn restricted_key(key: &str) -> Option<String> {
     ))
 }
 
-/// A Karpenter cloud provider, whose instance labels describe an instance's GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cloud {
-    /// `karpenter-provider-aws` (EC2NodeClass).
-    Aws,
-    /// `karpenter-provider-azure` (AKSNodeClass).
-    Azure,
-    /// Any other: only the user's requirements choose instances.
-    Generic,
-}
-
-/// The names `karpenter.provider` accepts.
-const CLOUD_NAMES: &[&str] = &["aws", "azure", "generic"];
-
+// The instance labels and GPUs of each provider, which only the NodePool needs.
 impl Cloud {
-    fn parse(s: &str) -> Option<Cloud> {
-        match s {
-            "aws" => Some(Cloud::Aws),
-            "azure" => Some(Cloud::Azure),
-            "generic" => Some(Cloud::Generic),
-            _ => None,
-        }
-    }
-
-    /// The provider whose node class API group this is, if one gpufleet knows.
-    fn of_group(group: &str) -> Option<Cloud> {
-        match group {
-            "karpenter.k8s.aws" => Some(Cloud::Aws),
-            "karpenter.azure.com" => Some(Cloud::Azure),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Azure => "azure",
-            Cloud::Generic => "generic",
-        }
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            Cloud::Aws => "AWS",
-            Cloud::Azure => "Azure",
-            Cloud::Generic => "generic",
-        }
-    }
-
     fn keys(self) -> Option<&'static GpuKeys> {
         match self {
             Cloud::Aws => Some(&AWS_KEYS),
@@ -248,19 +204,7 @@ const AZURE_GPUS: &[CloudGpu] = &[
     gpu("NVIDIA-H200", "H200", None, &[8]),
 ];
 
-/// One node-selector requirement of the NodePool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
-    /// Label key.
-    pub key: String,
-    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or `Lte`.
-    pub operator: String,
-    /// Values, none for `Exists` and `DoesNotExist`.
-    pub values: Vec<String>,
-    /// Karpenter's `minValues`: how many distinct values the launch choices must span.
-    pub min_values: Option<u32>,
-}
-
+// How a requirement is written in the NodePool.
 impl Requirement {
     fn is_in(key: &str, values: Vec<String>) -> Requirement {
         Requirement {
@@ -280,49 +224,6 @@ impl Requirement {
             r["minValues"] = json!(n);
         }
         r
-    }
-
-    fn from_value(v: &Value) -> Option<Requirement> {
-        Some(Requirement {
-            key: v.get("key").as_str()?.to_owned(),
-            operator: v.get("operator").as_str()?.to_owned(),
-            values: v.get("values").strings(),
-            min_values: v
-                .get("min_values")
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok()),
-        })
-    }
-}
-
-/// An `auto` pool's `karpenter` settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// `provider`, when set.
-    pub cloud: Option<Cloud>,
-    /// `gpus_per_node`, when set.
-    pub gpus_per_node: Option<u32>,
-    /// The user's `requirements`.
-    pub requirements: Vec<Requirement>,
-}
-
-impl Settings {
-    /// Decodes the `karpenter` attribute of a planned value (null: all defaults).
-    pub fn from_value(v: &Value) -> Settings {
-        Settings {
-            cloud: v.get("provider").as_str().and_then(Cloud::parse),
-            gpus_per_node: v
-                .get("gpus_per_node")
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok()),
-            requirements: v
-                .get("requirements")
-                .as_seq()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Requirement::from_value)
-                .collect(),
-        }
     }
 }
 
@@ -691,7 +592,7 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
             format!("min_values = {min} needs at least {min} values; values has {n}."),
         );
     }
-    if !super::validate::valid_label_key(&req.key) {
+    if !k8s_label::valid_key(&req.key) {
         d.error_at(
             path.push_attr("key"),
             "Invalid Requirement",

@@ -67,6 +67,7 @@ mod apply;
 pub mod bcm;
 pub mod claim;
 pub mod device_plugin;
+mod error;
 mod gpus;
 pub mod karpenter;
 pub mod list;

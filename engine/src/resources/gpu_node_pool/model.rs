@@ -13,7 +13,42 @@ use crate::{
     value::Value,
 };
 
-use super::{mig, node_config::Tier, schema::DEFAULT_DRAIN_TIMEOUT};
+use super::mig;
+
+/// The default `drain_timeout`.
+pub(super) const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
+
+/// The isolation tier of a virtual cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Shared nodes: labels only.
+    Shared,
+    /// Dedicated nodes: tenant label and taint.
+    Dedicated,
+    /// Private nodes: as dedicated (only bcm and auto pools).
+    Private,
+}
+
+impl Tier {
+    /// Parses the namespace label value.
+    pub fn parse(s: &str) -> Option<Tier> {
+        match s {
+            "shared" => Some(Tier::Shared),
+            "dedicated" => Some(Tier::Dedicated),
+            "private" => Some(Tier::Private),
+            _ => None,
+        }
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Shared => "shared",
+            Tier::Dedicated => "dedicated",
+            Tier::Private => "private",
+        }
+    }
+}
 
 /// Where nodes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +116,7 @@ pub struct PoolSpec {
     /// Karpenter node class `(group, kind, name)`.
     pub node_class: (String, String, String),
     /// What an `auto` pool asks Karpenter for beyond the product.
-    pub karpenter: super::karpenter::Settings,
+    pub karpenter: Settings,
     /// The configured `placement` and `drain_timeout`, as written on each held node for
     /// import to find ([`super::node_config::SETTINGS_ANNOTATION`]): nothing else on a node
     /// shows them.
@@ -193,7 +228,7 @@ impl PoolSpec {
                 .or_else(|| PositiveDuration::parse(DEFAULT_DRAIN_TIMEOUT).ok())
                 .unwrap_or(Duration::from_secs(300)),
             node_class,
-            karpenter: super::karpenter::Settings::from_value(v.get("karpenter")),
+            karpenter: Settings::from_value(v.get("karpenter")),
             settings: settings_of(v),
         })
     }
@@ -337,6 +372,114 @@ pub(super) fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
         Source::Auto => "ready",
         Source::Host | Source::Bcm if held == spec.target() as usize => "ready",
         Source::Host | Source::Bcm => "degraded",
+    }
+}
+
+/// A Karpenter cloud provider, whose instance labels describe an instance's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    /// `karpenter-provider-aws` (EC2NodeClass).
+    Aws,
+    /// `karpenter-provider-azure` (AKSNodeClass).
+    Azure,
+    /// Any other: only the user's requirements choose instances.
+    Generic,
+}
+
+/// The names `karpenter.provider` accepts.
+pub(super) const CLOUD_NAMES: &[&str] = &["aws", "azure", "generic"];
+
+impl Cloud {
+    pub(super) fn parse(s: &str) -> Option<Cloud> {
+        match s {
+            "aws" => Some(Cloud::Aws),
+            "azure" => Some(Cloud::Azure),
+            "generic" => Some(Cloud::Generic),
+            _ => None,
+        }
+    }
+
+    /// The provider whose node class API group this is, if one gpufleet knows.
+    pub(super) fn of_group(group: &str) -> Option<Cloud> {
+        match group {
+            "karpenter.k8s.aws" => Some(Cloud::Aws),
+            "karpenter.azure.com" => Some(Cloud::Azure),
+            _ => None,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Azure => "azure",
+            Cloud::Generic => "generic",
+        }
+    }
+
+    pub(super) fn title(self) -> &'static str {
+        match self {
+            Cloud::Aws => "AWS",
+            Cloud::Azure => "Azure",
+            Cloud::Generic => "generic",
+        }
+    }
+}
+
+/// One node-selector requirement of the NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or `Lte`.
+    pub operator: String,
+    /// Values, none for `Exists` and `DoesNotExist`.
+    pub values: Vec<String>,
+    /// Karpenter's `minValues`: how many distinct values the launch choices must span.
+    pub min_values: Option<u32>,
+}
+
+impl Requirement {
+    pub(super) fn from_value(v: &Value) -> Option<Requirement> {
+        Some(Requirement {
+            key: v.get("key").as_str()?.to_owned(),
+            operator: v.get("operator").as_str()?.to_owned(),
+            values: v.get("values").strings(),
+            min_values: v
+                .get("min_values")
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok()),
+        })
+    }
+}
+
+/// An `auto` pool's `karpenter` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `provider`, when set.
+    pub cloud: Option<Cloud>,
+    /// `gpus_per_node`, when set.
+    pub gpus_per_node: Option<u32>,
+    /// The user's `requirements`.
+    pub requirements: Vec<Requirement>,
+}
+
+impl Settings {
+    /// Decodes the `karpenter` attribute of a planned value (null: all defaults).
+    pub fn from_value(v: &Value) -> Settings {
+        Settings {
+            cloud: v.get("provider").as_str().and_then(Cloud::parse),
+            gpus_per_node: v
+                .get("gpus_per_node")
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok()),
+            requirements: v
+                .get("requirements")
+                .as_seq()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Requirement::from_value)
+                .collect(),
+        }
     }
 }
 

@@ -22,44 +22,14 @@ use super::{
     model::{PoolSpec, Sharing},
 };
 
+pub use super::model::Tier;
+
 /// The annotation that records what a pool overwrote on a node.
 pub const ORIGINALS_ANNOTATION: &str = "gpufleet.dev/pool-originals";
 
 /// The annotation that records the pool's settings no label shows (`placement`,
 /// `drain_timeout`), so that an import finds them.
 pub const SETTINGS_ANNOTATION: &str = "gpufleet.dev/pool-settings";
-
-/// The isolation tier of a virtual cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// Shared nodes: labels only.
-    Shared,
-    /// Dedicated nodes: tenant label and taint.
-    Dedicated,
-    /// Private nodes: as dedicated (only bcm and auto pools).
-    Private,
-}
-
-impl Tier {
-    /// Parses the namespace label value.
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "shared" => Some(Tier::Shared),
-            "dedicated" => Some(Tier::Dedicated),
-            "private" => Some(Tier::Private),
-            _ => None,
-        }
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Shared => "shared",
-            Tier::Dedicated => "dedicated",
-            Tier::Private => "private",
-        }
-    }
-}
 
 /// The labels and taints a pool wants on each of its nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -7,12 +7,13 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    apply::{StepError, list_held, namespace_setting},
+    apply::{list_held, namespace_setting},
     bcm as bcm_pool,
     device_plugin::{self, CONFIG_MAP},
+    error::StepError,
     karpenter::NODEPOOL_LABEL,
     mig,
-    model::{PoolSpec, Sharing, Source, settings_attributes, state_of, status_for},
+    model::{self, PoolSpec, Sharing, Source, settings_attributes, state_of, status_for},
     node_config::{
         Desired, SETTINGS_ANNOTATION, Tier, configured, configured_on, desired, is_configured,
         is_releasing,
@@ -242,10 +243,7 @@ async fn read_imported(
     };
     let label = pool_label(&vc.name, name);
     let mut s = state.clone();
-    s.set_attr(
-        "drain_timeout",
-        Value::string(schema::DEFAULT_DRAIN_TIMEOUT),
-    );
+    s.set_attr("drain_timeout", Value::string(model::DEFAULT_DRAIN_TIMEOUT));
     let np_name = format!("gpufleet-{}-{name}", vc.name);
     if let Some(np) = api.get_node_pool(&np_name).await? {
         let product = np["spec"]["template"]["spec"]["requirements"][0]["values"][0]

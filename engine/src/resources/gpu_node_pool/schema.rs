@@ -1,14 +1,12 @@
 //! The schema of `gpufleet_gpu_node_pool`.
 
+use super::model::DEFAULT_DRAIN_TIMEOUT;
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
     validate::{DnsLabel, IntBetween, OneOf, PositiveDuration},
     value::Type,
 };
-
-/// The default `drain_timeout`.
-pub const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
 
 fn sharing_attributes() -> Vec<Attribute> {
     vec![

@@ -220,10 +220,6 @@ fn validate_taints(taints: &Value, d: &mut Diagnostics) {
     }
 }
 
-pub(super) fn valid_label_key(k: &str) -> bool {
-    k8s_label::valid_key(k)
-}
-
 /// The private-tier check plan and apply share.
 pub(super) fn refuse_private_host(tier: Tier, source: Source) -> Option<String> {
     (tier == Tier::Private && source == Source::Host).then(|| {
