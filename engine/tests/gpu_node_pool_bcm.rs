@@ -9,6 +9,7 @@ mod support;
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use gpufleet_engine::backends::kube::host::memory::MemoryHost;
 use gpufleet_engine::{
     backends::bcm::POOL_KEY,
     backends::kube::{
@@ -16,7 +17,7 @@ use gpufleet_engine::{
         host::nodes::{HostNode, NodeWrite},
     },
     kinds::ResourceKind,
-    resources::gpu_node_pool::{GpuNodePool, WithBcm, memory::MemoryHost},
+    resources::gpu_node_pool::{GpuNodePool, WithBcm},
     value::Value,
 };
 use support::{A_NODES, Action, B_NODES, FakeBcm, Terraform, config, show};

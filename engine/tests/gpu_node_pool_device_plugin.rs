@@ -10,13 +10,14 @@ mod support;
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use gpufleet_engine::backends::kube::host::memory::MemoryHost;
 use gpufleet_engine::{
     backends::kube::{POOL, host::nodes::NodeWrite},
     diag::{Diagnostics, Severity},
     kinds::ResourceKind,
     path::AttrPath,
     provider_config::ProviderSettings,
-    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, memory::MemoryHost},
+    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool},
     value::Value,
 };
 use serde_json::{Value as Json, json};

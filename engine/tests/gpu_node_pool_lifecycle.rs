@@ -8,6 +8,7 @@ mod support;
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use gpufleet_engine::backends::kube::host::memory::MemoryHost;
 use gpufleet_engine::{
     backends::kube::{
         POOL, TENANT,
@@ -17,9 +18,7 @@ use gpufleet_engine::{
     gpu_products::Declared,
     kinds::{ListKind, ListRequest, ResourceKind},
     provider_config::ProviderSettings,
-    resources::gpu_node_pool::{
-        DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, list::GpuNodePoolList, memory::MemoryHost,
-    },
+    resources::gpu_node_pool::{DEVICE_PLUGIN_CONFIG_MAP, GpuNodePool, list::GpuNodePoolList},
     value::Value,
 };
 use support::{Action, Terraform, config, show, sweep};

@@ -355,7 +355,7 @@ mod tests {
     use std::sync::{Arc, Mutex, PoisonError};
 
     use super::*;
-    use crate::resources::gpu_node_pool::memory::MemoryHost;
+    use crate::backends::kube::host::memory::MemoryHost;
 
     /// A host with three nodes: two held by pool `train` of virtual cluster `team-a`, one by
     /// another tenant's pool.

@@ -360,7 +360,7 @@ pub fn with_host<A: HostNodes + 'static>(host: Arc<A>) -> FleetInventory<Arc<A>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::gpu_node_pool::memory::MemoryHost;
+    use crate::backends::kube::host::memory::MemoryHost;
 
     #[test]
     fn inventory_counts_free_and_held_capacity() {

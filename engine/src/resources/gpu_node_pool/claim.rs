@@ -239,7 +239,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::resources::gpu_node_pool::memory::MemoryHost;
+    use crate::backends::kube::host::memory::MemoryHost;
 
     fn want(pool: &str) -> Desired {
         Desired {

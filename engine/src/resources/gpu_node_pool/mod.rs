@@ -58,7 +58,8 @@
 //! # Boundaries
 //!
 //! The planner, placement, node configuration and claim logic see the cluster only through
-//! [`HostNodes`]; [`KubeHost`](crate::backends::kube::host::KubeHost) implements it on the API server and [`memory`] in memory.
+//! [`HostNodes`]; [`KubeHost`](crate::backends::kube::host::KubeHost) implements it on the API server and, for the engine's tests,
+//! [`MemoryHost`](crate::backends::kube::host::memory::MemoryHost) in memory.
 //!
 //! The kind is laid out as `schema`, `model` (the pool decoded once), `validate`, `plan`,
 //! `apply` and `read`, beside its domain modules.
@@ -71,7 +72,6 @@ mod error;
 mod gpus;
 pub mod karpenter;
 pub mod list;
-pub mod memory;
 pub mod mig;
 mod model;
 pub mod node_config;

@@ -14,6 +14,8 @@ mod objects;
 mod read_cache;
 mod tunnels;
 
+#[cfg(any(test, feature = "test-support"))]
+pub mod memory;
 pub mod nodes;
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! An in-memory host cluster behind [`HostNodes`], for tests and dry runs: nodes with resource
+//! An in-memory host cluster behind [`HostNodes`], for the engine's tests (feature
+//! `test-support`): nodes with resource
 //! versions that every write bumps (so guarded writes conflict exactly as on an API server),
 //! namespaces, pods, ConfigMaps and Karpenter NodePools, and a count of calls.
 
