@@ -26,8 +26,9 @@ use clap::{Parser, Subcommand};
 use crate::components::Component;
 use crate::error::LabError;
 use crate::fleet::{Fleet, FleetSpec};
+use crate::lab::{Lab, LabOptions, LabState};
 use crate::paths::LabPaths;
-use crate::{Lab, LabOptions, LabState, gobuild, process, settings};
+use crate::{gobuild, process, settings};
 
 /// A real Kubernetes control plane with a simulated GPU fleet, on this machine.
 #[derive(Debug, Parser)]
@@ -230,14 +231,14 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
         Command::Build { bin } => {
             let bin = bin.unwrap_or_else(gobuild::default_binary);
             let src = gobuild::source_dir();
-            let built = crate::ensure_built(bin.clone(), src.clone()).await?;
+            let built = crate::control_plane::build::ensure_built(bin.clone(), src.clone()).await?;
             match built {
                 Some(took) => eprintln!("built in {:.1}s", took.as_secs_f64()),
                 None => eprintln!("up to date"),
             }
             println!("{}", bin.display());
             let vcluster = gobuild::vcluster_dir();
-            match crate::ensure_vcluster_built().await? {
+            match crate::control_plane::build::ensure_vcluster_built().await? {
                 Some(took) => eprintln!(
                     "built vCluster {} in {:.1}s",
                     gobuild::VCLUSTER_VERSION,
@@ -247,7 +248,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
             }
             println!("{}", vcluster.display());
             let older = gobuild::OLDER_KUBE_MINORS.join(", ");
-            match crate::ensure_older_kubes_built().await? {
+            match crate::control_plane::build::ensure_older_kubes_built().await? {
                 Some(took) => eprintln!(
                     "built Kubernetes {older} for virtual clusters in {:.1}s",
                     took.as_secs_f64()
@@ -257,7 +258,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
             for minor in gobuild::OLDER_KUBE_MINORS {
                 println!("{}", gobuild::older_kube_binary(minor).display());
             }
-            match crate::ensure_mpi_operator_built().await? {
+            match crate::control_plane::build::ensure_mpi_operator_built().await? {
                 Some(took) => eprintln!(
                     "built the MPI Operator {} in {:.1}s",
                     gobuild::MPI_OPERATOR_VERSION,
@@ -269,7 +270,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, LabError> {
                 ),
             }
             println!("{}", gobuild::mpi_operator_dir().display());
-            match crate::ensure_karpenter_built().await? {
+            match crate::control_plane::build::ensure_karpenter_built().await? {
                 Some(took) => eprintln!(
                     "built Karpenter {} in {:.1}s",
                     gobuild::KARPENTER_VERSION,

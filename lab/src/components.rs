@@ -496,7 +496,7 @@ pub(crate) async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<S
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(5));
     config.default_retry = false;
-    crate::install_crypto_provider();
+    crate::crypto::install_crypto_provider();
     let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
     let request = http::Request::get(path)
         .body(Vec::new())

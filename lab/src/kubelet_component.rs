@@ -41,7 +41,9 @@ pub(crate) async fn ensure(
     let pki = Pki::new(&paths.pki());
     let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
     if running.is_some() && *port(&mut ports) != 0 {
-        let why = match restart.or_else(|| crate::outdated(paths, &bin, &ports, c)) {
+        let why = match restart
+            .or_else(|| crate::control_plane::steps::outdated(paths, &bin, &ports, c))
+        {
             Some(why) => Some(why),
             None => components::check(c, &ports, &pki).await.err(),
         };
@@ -51,9 +53,11 @@ pub(crate) async fn ensure(
         }
     }
     if running.is_some() {
-        process::stop(&paths.pid_file(c), crate::STOP_GRACE).map_err(|source| LabError::Stop {
-            component: c,
-            source,
+        process::stop(&paths.pid_file(c), crate::control_plane::STOP_GRACE).map_err(|source| {
+            LabError::Stop {
+                component: c,
+                source,
+            }
         })?;
     }
     let mut tries = 0;
@@ -71,11 +75,18 @@ pub(crate) async fn ensure(
         let mut fresh = Ports::allocate().map_err(LabError::Ports)?;
         *port(&mut ports) = *port(&mut fresh);
     }
-    let record = crate::spawn_component(&bin, c, paths, &ports)?;
-    let healthy =
-        crate::wait_healthy(c, record, paths, &ports, &pki, Duration::from_secs(60)).await;
+    let record = crate::control_plane::steps::spawn_component(&bin, c, paths, &ports)?;
+    let healthy = crate::control_plane::steps::wait_healthy(
+        c,
+        record,
+        paths,
+        &ports,
+        &pki,
+        Duration::from_secs(60),
+    )
+    .await;
     if let Err(e) = healthy {
-        let _ = process::stop(&paths.pid_file(c), crate::STOP_GRACE);
+        let _ = process::stop(&paths.pid_file(c), crate::control_plane::STOP_GRACE);
         return Err(e);
     }
     Ok(ports)

@@ -45,7 +45,7 @@ impl KubeRest {
     /// # Errors
     /// When the file cannot be read or describes no usable cluster.
     pub fn from_kubeconfig(path: &Path) -> Result<KubeRest, RestError> {
-        crate::install_crypto_provider();
+        crate::crypto::install_crypto_provider();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -42,7 +42,7 @@ impl TenantForward {
         name: &str,
         wait: Duration,
     ) -> Result<TenantForward, String> {
-        crate::install_crypto_provider();
+        crate::crypto::install_crypto_provider();
         let (namespace, name) = (namespace.to_owned(), name.to_owned());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
