@@ -1,7 +1,7 @@
 //! Conformance with the vCluster chart of the pinned release: for virtual clusters of every
 //! tier and for each type of the API server's Service (`expose`), `helm template` of the real
-//! chart, given the same value files gpufleet uses (its settings, then `values_override`),
-//! must make the objects gpufleet renders: the same kinds
+//! chart, given the user values gpufleet writes (its settings, `values_override`, then the
+//! controller manager's arguments, which depend on both), must make the objects gpufleet renders: the same kinds
 //! and names, RBAC rules, containers (image, args, env, volumes, probes), the control plane's
 //! volume claim template and retention policy, and the same
 //! vcluster.yaml in `vc-config-<name>` once the chart's defaults are in. Every difference has
@@ -662,13 +662,12 @@ fn every_tier_renders_like_the_chart() {
                 e.instance_path()
             ));
         }
-        let mut files = vec![values::settings(&spec)];
-        files.extend(spec.values_override.clone());
+        // The value file gpufleet writes: its settings, the override and what depends on both.
         let objects = helm_template(
             &chart,
             &spec.name,
             &spec.namespace,
-            &files.iter().collect::<Vec<_>>(),
+            &[&values::user_values(&spec)],
         );
         for d in compare(&objects, &rendered, &spec, &allowed, &mut used) {
             report.push(format!("{tier}: {d}"));
@@ -701,13 +700,11 @@ fn a_default_image_registry_takes_both_images_to_the_mirror() {
         .expect("the mirror case");
     let rendered = render(&spec);
     let ours: Vec<Json> = rendered.objects.iter().map(|(_, o)| o.clone()).collect();
-    let mut files = vec![values::settings(&spec)];
-    files.extend(spec.values_override.clone());
     let theirs = helm_template(
         &chart(),
         &spec.name,
         &spec.namespace,
-        &files.iter().collect::<Vec<_>>(),
+        &[&values::user_values(&spec)],
     );
     for (who, objects) in [("gpufleet", &ours), ("the chart", &theirs)] {
         let images = control_plane_images(objects);
@@ -746,8 +743,12 @@ fn the_comparison_sees_a_dropped_default_a_rule_a_probe_and_a_dropped_claim() {
     let chart = chart();
     let allowed = allowed();
     let (_, spec) = cases().remove(0);
-    let files = [values::settings(&spec)];
-    let objects = helm_template(&chart, &spec.name, &spec.namespace, &[&files[0]]);
+    let objects = helm_template(
+        &chart,
+        &spec.name,
+        &spec.namespace,
+        &[&values::user_values(&spec)],
+    );
     let clean = render(&spec);
     assert!(compare(&objects, &clean, &spec, &allowed, &mut BTreeSet::new()).is_empty());
 
