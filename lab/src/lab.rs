@@ -173,6 +173,16 @@ impl Lab {
             (None, None) => (FleetSpec::default_fleet(), options.scale),
         };
         let fleet = Fleet::new(spec, scale).map_err(LabError::Fleet)?;
+        // What `down` and the next `up` read: the ports as they stand after each step.
+        let save_state = |ports: Ports| {
+            LabState {
+                ports,
+                fleet: fleet.spec().clone(),
+                scale: fleet.scale(),
+                kube_bin: options.kube_bin.clone(),
+            }
+            .save(&paths)
+        };
 
         let build = ensure_built(options.kube_bin.clone(), options.kube_src.clone()).await?;
         ensure_vcluster_built().await?;
@@ -231,13 +241,7 @@ impl Lab {
                     Some(prev) if prev.ports.all_free() => prev.ports,
                     _ => Ports::allocate().map_err(LabError::Ports)?,
                 };
-                LabState {
-                    ports,
-                    fleet: fleet.spec().clone(),
-                    scale: fleet.scale(),
-                    kube_bin: options.kube_bin.clone(),
-                }
-                .save(&paths)?;
+                save_state(ports)?;
                 let t = Instant::now();
                 if let Err(e) = start_control_plane(&paths, &ports, &options.kube_bin).await {
                     tracing::info!("{} failed; stopping what was started", e_step(&e));
@@ -254,23 +258,11 @@ impl Lab {
         let ports = ensure_netris(&paths, ports, &fleet).await?;
         // The BCM emulator likewise.
         let ports = ensure_bcm(&paths, ports, &fleet).await?;
-        LabState {
-            ports,
-            fleet: fleet.spec().clone(),
-            scale: fleet.scale(),
-            kube_bin: options.kube_bin.clone(),
-        }
-        .save(&paths)?;
+        save_state(ports)?;
         write_kubeconfigs(&paths, &ports, &pki)?;
         // The vCluster kubelet reads the state and the kubeconfig written just above.
         let ports = vcluster::component::ensure(&paths, ports).await?;
-        LabState {
-            ports,
-            fleet: fleet.spec().clone(),
-            scale: fleet.scale(),
-            kube_bin: options.kube_bin.clone(),
-        }
-        .save(&paths)?;
+        save_state(ports)?;
 
         let kube_config = kubeconfig::load(&paths.kubeconfig())
             .await
@@ -309,13 +301,7 @@ impl Lab {
             ports = karpenter::ensure(&paths, ports).await?;
         }
         if ports != before {
-            LabState {
-                ports,
-                fleet: fleet.spec().clone(),
-                scale: fleet.scale(),
-                kube_bin: options.kube_bin.clone(),
-            }
-            .save(&paths)?;
+            save_state(ports)?;
         }
         // Last, so it overlaps with node registration: kube-controller-manager's
         // service-account controller must have made default/default before pods can run.
