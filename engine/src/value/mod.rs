@@ -4,12 +4,14 @@
 //! wire bytes into them and back. Values are untyped except where the wire carries a type
 //! (dynamic positions, see [`Value::Dynamic`]): the schema supplies types when needed.
 
+mod known;
 mod refinements;
 mod types;
 
 use std::collections::BTreeMap;
 
 pub use bigdecimal::BigDecimal;
+pub use known::Known;
 pub use refinements::{NumberBound, Refinements};
 pub use types::Type;
 

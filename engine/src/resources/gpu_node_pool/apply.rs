@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, bcm as bcm_pool,
     claim::{self, ClaimRequest},
+    config::{PoolConfig, Strategy},
     device_plugin::{self, CONFIG_MAP, ConfigHome},
     error::StepError,
     karpenter::{self, NODEPOOL_LABEL},
@@ -594,8 +595,9 @@ pub(super) async fn apply_upsert(
     };
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
     let started = Instant::now();
-    let prefer = prior.get("nodes").strings();
-    let had_ts = prior.get("sharing").get("strategy").as_str() == Some("time-slicing");
+    let held_before = PoolConfig::decode(prior);
+    let had_ts = held_before.strategy() == Some(&Strategy::TimeSlicing);
+    let prefer = held_before.nodes.into_value().unwrap_or_default();
     let setting = namespace_setting(&ctx.settings);
     let mut held_at_failure: Vec<HostNode> = Vec::new();
     let mut progress = Progress::default();

@@ -61,12 +61,14 @@
 //! [`HostNodes`]; [`KubeHost`](crate::backends::kube::host::KubeHost) implements it on the API server and, for the engine's tests,
 //! [`MemoryHost`](crate::backends::kube::host::memory::MemoryHost) in memory.
 //!
-//! The kind is laid out as `schema`, `model` (the pool decoded once), `validate`, `plan`,
-//! `apply` and `read`, beside its domain modules.
+//! The kind is laid out as `schema`, `config` (the attributes decoded once, for validate and
+//! plan), `model` (the pool apply builds from a known plan), `validate`, `plan`, `apply` and
+//! `read`, beside its domain modules.
 
 mod apply;
 pub mod bcm;
 pub mod claim;
+mod config;
 pub mod device_plugin;
 mod error;
 mod gpus;
@@ -92,6 +94,8 @@ pub use validate::validate_pool;
 
 use self::{
     apply::{apply_delete, apply_upsert},
+    config::PoolConfig,
+    model::Source,
     plan::plan_pool,
     read::{import_skeleton, read},
 };
@@ -215,16 +219,18 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
         let resp = plan_pool(&self.0, ctx, &req).await;
         // Benchmarks on this pool check their size against what this run plans for it.
-        let planned = &resp.planned;
-        if let Some(id) = planned.get("id").as_str()
+        let planned = PoolConfig::decode(&resp.planned);
+        let prior = PoolConfig::decode(&req.prior);
+        if let Some(id) = planned.id.value()
             && (req.prior.is_null()
-                || planned.get("node_count") != req.prior.get("node_count")
-                || planned.get("autoscaling") != req.prior.get("autoscaling"))
+                || planned.node_count != prior.node_count
+                || planned.autoscaling != prior.autoscaling)
         {
             let count = planned
-                .get("node_count")
-                .as_i64()
-                .filter(|_| planned.get("autoscaling").is_null());
+                .node_count
+                .value()
+                .copied()
+                .filter(|_| planned.autoscaling.is_null());
             ctx.pools.planned(id, count);
         }
         resp
@@ -243,7 +249,8 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             &req.planned
         };
         // Only a bcm pool needs the head node, and it cannot work without one.
-        let bcm = if value.get("source").as_str() == Some("bcm") {
+        let pool = PoolConfig::decode(value);
+        let bcm = if pool.source_is(Source::Bcm) {
             match self.0.bcm(ctx) {
                 Ok(b) => Some(b),
                 Err(diagnostics) => {
@@ -258,7 +265,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             apply_delete(host.as_ref(), bcm, ctx, &req.prior).await
         } else {
             let resp = apply_upsert(host.as_ref(), bcm, ctx, &req.prior, &req.planned).await;
-            if let Some(id) = req.planned.get("id").as_str() {
+            if let Some(id) = pool.id.value() {
                 ctx.pools.applied(id);
             }
             resp
@@ -273,7 +280,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
             }
         };
         // A bcm pool whose host nodes are gone may still hold servers (a wipe to finish).
-        let bcm = if state.get("source").as_str() == Some("bcm") {
+        let bcm = if PoolConfig::decode(&state).source_is(Source::Bcm) {
             match self.0.bcm(ctx) {
                 Ok(b) => Some(b),
                 Err(diagnostics) => {

@@ -62,6 +62,30 @@ pub enum Source {
     Bcm,
 }
 
+impl Source {
+    /// What a pool that leaves `source` out gets: the schema's default.
+    pub const DEFAULT: Source = Source::Host;
+
+    /// The source `source` names; the one parse of it.
+    pub fn parse(s: &str) -> Option<Source> {
+        match s {
+            "host" => Some(Source::Host),
+            "auto" => Some(Source::Auto),
+            "bcm" => Some(Source::Bcm),
+            _ => None,
+        }
+    }
+
+    /// The attribute's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Host => "host",
+            Source::Auto => "auto",
+            Source::Bcm => "bcm",
+        }
+    }
+}
+
 /// How GPUs are shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sharing {
@@ -173,11 +197,12 @@ impl PoolSpec {
             );
             return Err(d);
         };
-        let source = match v.get("source").as_str() {
-            Some("auto") => Source::Auto,
-            Some("bcm") => Source::Bcm,
-            _ => Source::Host,
-        };
+        // A wholly known value has a valid source; anything else reads as the default.
+        let source = v
+            .get("source")
+            .as_str()
+            .and_then(Source::parse)
+            .unwrap_or(Source::DEFAULT);
         let count = |x: &Value| x.as_i64().and_then(|n| u32::try_from(n).ok());
         let autoscaling = match (
             count(v.get("autoscaling").get("min_nodes")),

@@ -11,10 +11,17 @@
 use super::{
     Backend,
     apply::{list_held, list_product},
-    bcm, device_plugin, mig,
+    bcm,
+    config::{PoolConfig, Strategy},
+    device_plugin, mig,
     model::{DEFAULT_NODE_CLASS, Source, parse_node_class},
     node_config::{Tier, is_free},
     product,
+    schema::{
+        self, ALLOCATABLE, AUTOSCALING, GPU_PRODUCT, GPUS, ID, KARPENTER, KARPENTER_NODE_CLASS,
+        NAME, NODE_COUNT, NODE_LABELS, NODE_TAINTS, NODES, PLACEMENT, SHARING, SOURCE, STATUS,
+        VIRTUAL_CLUSTER_ID,
+    },
     validate::refuse_private_host,
 };
 use crate::{
@@ -29,7 +36,7 @@ use crate::{
     path::AttrPath,
     plan::backend_facts as facts,
     tenancy::{VirtualClusterRef, pool_label},
-    value::Value,
+    value::{Known, Value},
 };
 
 /// Plans a pool: its values, then the checks against the host cluster and BCM.
@@ -38,29 +45,30 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     ctx: &Context,
     req: &PlanRequest,
 ) -> PlanResponse {
+    let config = PoolConfig::decode(&req.config);
+    let prior = PoolConfig::decode(&req.prior);
     let mut resp = plan_values(req);
     resp.diagnostics
         .extend(product::check(&ctx.settings.gpu_products, &req.config));
     // The tier rules hold on every change, whatever else the plan changes.
     let host = backend.connect_reader(ctx).await.ok();
-    let cluster_tier = match planned_tier(ctx, &req.config) {
+    let cluster_tier = match planned_tier(ctx, &config) {
         Some(tier) => Some((tier, TierFrom::VirtualClusterPlan)),
         None => match &host {
-            Some(host) => namespace_tier(host.as_ref(), &req.config)
+            Some(host) => namespace_tier(host.as_ref(), &config)
                 .await
                 .map(|tier| (tier, TierFrom::Namespace)),
             None => None,
         },
     };
-    let tier = plan_tier(req, cluster_tier, &mut resp);
+    let tier = plan_tier(req, &config, &prior, cluster_tier, &mut resp);
     if let Some(tier) = tier {
-        resp.diagnostics.extend(check_tier_rules(req, tier));
+        resp.diagnostics.extend(check_tier_rules(&config, tier));
     }
     // A pool that starts time-slicing needs the device plugin set up for it.
-    let time_slicing =
-        |v: &Value| v.get("sharing").get("strategy").as_str() == Some("time-slicing");
-    if time_slicing(&req.config)
-        && !time_slicing(&req.prior)
+    let time_slicing = |p: &PoolConfig| p.strategy() == Some(&Strategy::TimeSlicing);
+    if time_slicing(&config)
+        && !time_slicing(&prior)
         && let Ok(host) = backend.connect(ctx).await
     {
         let setting = ctx
@@ -69,19 +77,14 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         resp.diagnostics
             .extend(device_plugin::plan_check(host.as_ref(), setting).await);
     }
-    if req.config.get("sharing").get("strategy").as_str() == Some("mig")
+    if config.strategy() == Some(&Strategy::Mig)
         && let Ok(host) = backend.connect(ctx).await
     {
         resp.diagnostics
             .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
     }
     // Nodes of a MIG product go back to the fleet's default MIG config when they are let go.
-    let mig_product = req
-        .config
-        .get("gpu_product")
-        .as_str()
-        .and_then(crate::catalog::lookup)
-        .is_some_and(|m| m.mig_capable());
+    let mig_product = product_of(&config).is_some_and(|m| m.mig_capable());
     if mig_product && let Err(why) = mig::release_config(&ctx.settings) {
         resp.diagnostics.push(crate::diag::Diagnostic::error(
             "Invalid Default MIG Config",
@@ -92,69 +95,61 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     let takes_nodes = req.prior.is_null()
         || !resp.planned.same_attrs(
             &req.prior,
-            &[
-                "node_count",
-                "gpu_product",
-                "source",
-                "virtual_cluster_id",
-                "name",
-            ],
+            &[NODE_COUNT, GPU_PRODUCT, SOURCE, VIRTUAL_CLUSTER_ID, NAME],
         );
-    if is_host_source(&req.config)
+    // `host`, or left out.
+    if config.source_is(Source::Host)
         && takes_nodes
         && let Some(host) = &host
     {
-        resp.diagnostics.extend(
-            facts::bounded(check_host_free(host.as_ref(), ctx, &req.config, &req.prior)).await,
-        );
+        resp.diagnostics
+            .extend(facts::bounded(check_host_free(host.as_ref(), ctx, &config, &prior)).await);
     }
-    if req.config.get("source").as_str() == Some("bcm")
+    if config.source_is(Source::Bcm)
         && let Ok(bcm) = backend.bcm(ctx)
     {
         resp.diagnostics
-            .extend(facts::bounded(check_bcm_free(bcm.as_ref(), &req.prior, &req.config)).await);
+            .extend(facts::bounded(check_bcm_free(bcm.as_ref(), &prior, &config)).await);
     }
     resp
 }
 
 /// Attributes whose change needs the cluster to be told.
 const REMOTE_ATTRIBUTES: &[&str] = &[
-    "node_count",
-    "autoscaling",
-    "sharing",
-    "placement",
-    "node_labels",
-    "node_taints",
-    "karpenter_node_class",
-    "karpenter",
+    NODE_COUNT,
+    AUTOSCALING,
+    SHARING,
+    PLACEMENT,
+    NODE_LABELS,
+    NODE_TAINTS,
+    KARPENTER_NODE_CLASS,
+    KARPENTER,
 ];
 
 /// Attributes whose change changes which nodes the pool holds.
-const COUNT_ATTRIBUTES: &[&str] = &["node_count", "autoscaling"];
+const COUNT_ATTRIBUTES: &[&str] = &[NODE_COUNT, AUTOSCALING];
 
 /// What a change keeps of what the cluster showed, and the id.
 fn plan_values(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
-    if let (Some(vc), Some(name)) = (
-        planned.get("virtual_cluster_id").as_str(),
-        planned.get("name").as_str(),
-    ) {
+    let proposed = PoolConfig::decode(&req.proposed);
+    if let (Some(vc), Some(name)) = (proposed.virtual_cluster_id.value(), proposed.name.value()) {
         let id = format!("{vc}/{name}");
-        planned.set_attr("id", Value::string(id));
+        planned.set_attr(ID, Value::string(id));
     }
     let prior = &req.prior;
     if !prior.is_null() {
         if planned.same_attrs(prior, REMOTE_ATTRIBUTES) {
-            planned.keep_from(prior, &["nodes", "gpus", "allocatable", "status"]);
+            planned.keep_from(prior, &[NODES, GPUS, ALLOCATABLE, STATUS]);
         } else if planned.same_attrs(prior, COUNT_ATTRIBUTES) {
-            planned.keep_from(prior, &["nodes", "gpus"]);
-            if planned.get("sharing") == prior.get("sharing") {
-                planned.keep_from(prior, &["allocatable"]);
+            planned.keep_from(prior, &[NODES, GPUS]);
+            if planned.same_attrs(prior, &[SHARING]) {
+                planned.keep_from(prior, &[ALLOCATABLE]);
             }
         }
     }
     PlanResponse {
-        requires_replace: node_class_kind_changes(prior, &planned),
+        requires_replace: node_class_kind_changes(&PoolConfig::decode(prior), &proposed),
         planned,
         diagnostics: Diagnostics::new(),
     }
@@ -163,22 +158,22 @@ fn plan_values(req: &PlanRequest) -> PlanResponse {
 /// Karpenter's NodePool CRD refuses a change of `nodeClassRef`'s group or kind, so an `auto`
 /// pool that moves to another kind of node class is replaced (its NodePool deleted, its
 /// nodes drained, and a new one written); a new name of the same kind is changed in place.
-fn node_class_kind_changes(prior: &Value, planned: &Value) -> Vec<AttrPath> {
-    let replace = vec![AttrPath::attr("karpenter_node_class")];
-    let auto = |v: &Value| v.get("source").as_str() == Some("auto");
-    if prior.is_null() || !auto(prior) {
+fn node_class_kind_changes(prior: &PoolConfig, planned: &PoolConfig) -> Vec<AttrPath> {
+    let replace = vec![AttrPath::attr(KARPENTER_NODE_CLASS)];
+    // A null prior (a create) decodes with the default source, which is not `auto`.
+    if !prior.source_is(Source::Auto) {
         return Vec::new();
     }
     // Not known until apply: it may turn out another kind, and apply cannot then replace.
-    if planned.get("karpenter_node_class").is_unknown() || planned.get("source").is_unknown() {
+    if planned.karpenter_node_class.is_unknown() || planned.source.is_unknown() {
         return replace;
     }
-    if !auto(planned) {
+    if !planned.source_is(Source::Auto) {
         return Vec::new();
     }
-    let class = |v: &Value| {
-        let text = v.get("karpenter_node_class");
-        let (group, kind, _) = parse_node_class(text.as_str().unwrap_or(DEFAULT_NODE_CLASS))?;
+    let class = |p: &PoolConfig| {
+        let text = p.karpenter_node_class.value().map(String::as_str);
+        let (group, kind, _) = parse_node_class(text.unwrap_or(DEFAULT_NODE_CLASS))?;
         Some((group, kind))
     };
     match (class(prior), class(planned)) {
@@ -207,17 +202,18 @@ struct PlannedTier {
 
 /// The tier this run plans for the virtual cluster, when the same run plans it (see
 /// [`crate::planned_virtual_clusters`]): newer than what its namespace carries.
-fn planned_tier(ctx: &Context, config: &Value) -> Option<Tier> {
-    let id = config.get("virtual_cluster_id").as_str()?;
+fn planned_tier(ctx: &Context, config: &PoolConfig) -> Option<Tier> {
+    let id = config.virtual_cluster_id.value()?;
     Tier::parse(&ctx.virtual_clusters.isolation(id)?)
 }
 
 /// The tier the virtual cluster's namespace carries now; `None` when the id is unknown, the
 /// namespace does not exist yet or cannot be read, or its label is not a tier.
-async fn namespace_tier(host: &dyn HostNodes, config: &Value) -> Option<Tier> {
+async fn namespace_tier(host: &dyn HostNodes, config: &PoolConfig) -> Option<Tier> {
     let vc = config
-        .get("virtual_cluster_id")
-        .as_str()
+        .virtual_cluster_id
+        .value()
+        .map(String::as_str)
         .and_then(VirtualClusterRef::parse)?;
     match host.namespace_labels(&vc.namespace).await {
         Ok(Some(labels)) => labels.get(ISOLATION).and_then(|t| Tier::parse(t)),
@@ -234,48 +230,54 @@ async fn namespace_tier(host: &dyn HostNodes, config: &Value) -> Option<Tier> {
 /// refused on `isolation`.
 fn plan_tier(
     req: &PlanRequest,
+    config: &PoolConfig,
+    prior_pool: &PoolConfig,
     cluster: Option<(Tier, TierFrom)>,
     resp: &mut PlanResponse,
 ) -> Option<PlannedTier> {
-    let configured = req.config.get("isolation");
-    let prior = req.prior.get("isolation");
-    let (planned, checked) = if configured.is_unknown() {
-        (Value::unknown(), None)
-    } else if let Some(t) = configured.as_str() {
-        let checked = Tier::parse(t).map(|tier| PlannedTier {
-            tier,
-            from: TierFrom::Config,
-        });
-        (configured.clone(), checked)
-    } else {
-        let planned = match cluster {
-            Some((t, _)) => Value::string(t.as_str()),
-            None if prior.as_str().is_some() => prior.clone(),
-            None => Value::unknown(),
-        };
-        let checked = cluster.map(|(tier, from)| PlannedTier { tier, from });
-        (planned, checked)
+    let configured = config.isolation;
+    let prior = prior_pool.isolation;
+    let (planned, checked) = match configured {
+        Known::Unknown => (Known::Unknown, None),
+        Known::Value(tier) => (
+            configured,
+            Some(PlannedTier {
+                tier,
+                from: TierFrom::Config,
+            }),
+        ),
+        Known::Null => {
+            let planned = match cluster {
+                Some((t, _)) => Known::Value(t),
+                None if prior.value().is_some() => prior,
+                None => Known::Unknown,
+            };
+            let checked = cluster.map(|(tier, from)| PlannedTier { tier, from });
+            (planned, checked)
+        }
+    };
+    let planned_value = match planned {
+        Known::Value(t) => Value::string(t.as_str()),
+        Known::Null => Value::Null,
+        Known::Unknown => Value::unknown(),
     };
     if req.prior.is_null() {
-        resp.planned.set_attr("isolation", planned);
+        resp.planned.set_attr(schema::ISOLATION, planned_value);
         return checked;
     }
     // A state written before `isolation` existed has none: that is not a change of tier.
-    if prior.as_str().is_some() && &planned != prior {
-        resp.requires_replace.push(AttrPath::attr("isolation"));
+    if prior.value().is_some() && planned != prior {
+        resp.requires_replace
+            .push(AttrPath::attr(schema::ISOLATION));
     }
-    let same_cluster = req.prior.get("virtual_cluster_id") == req.config.get("virtual_cluster_id");
-    let changing = prior.as_str().is_some() && configured != prior;
+    let same_cluster = prior_pool.virtual_cluster_id == config.virtual_cluster_id;
+    let changing = prior.value().is_some() && configured != prior;
     if let (Some(c), Some((ns, from))) = (checked.filter(|c| c.from == TierFrom::Config), cluster)
         && c.tier != ns
         && same_cluster
         && !changing
     {
-        let vc = req
-            .config
-            .get("virtual_cluster_id")
-            .as_str()
-            .unwrap_or_default();
+        let vc = config.virtual_cluster_id.value().map_or("", String::as_str);
         let what = match from {
             TierFrom::VirtualClusterPlan => format!(
                 "this plan replaces the virtual cluster {vc} with isolation = \"{}\"",
@@ -297,30 +299,26 @@ fn plan_tier(
                     ns.as_str(),
                 ),
             )
-            .with_path(AttrPath::attr("isolation")),
+            .with_path(AttrPath::attr(schema::ISOLATION)),
         );
     }
-    resp.planned.set_attr("isolation", planned);
+    resp.planned.set_attr(schema::ISOLATION, planned_value);
     checked
 }
 
 /// The rules that tie a pool to its tier and that a plan can decide: which sources a tier
 /// allows. Labels, taints and who else may run on the nodes follow from the tier when the
 /// pool takes its nodes, which a change of tier makes it do again ([`plan_tier`]).
-fn check_tier_rules(req: &PlanRequest, planned: PlannedTier) -> Diagnostics {
+fn check_tier_rules(config: &PoolConfig, planned: PlannedTier) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let source = match req.config.get("source").as_str() {
-        Some("auto") => Source::Auto,
-        Some("bcm") => Source::Bcm,
-        Some("host") | None if !req.config.get("source").is_unknown() => Source::Host,
-        _ => return d,
+    let Known::Value(source) = config.source else {
+        return d;
     };
     if let Some(why) = refuse_private_host(planned.tier, source) {
-        let vc = req
-            .config
-            .get("virtual_cluster_id")
-            .as_str()
-            .unwrap_or("the virtual cluster");
+        let vc = config
+            .virtual_cluster_id
+            .value()
+            .map_or("the virtual cluster", String::as_str);
         let said = match planned.from {
             TierFrom::Config => format!("isolation = \"{}\"", planned.tier.as_str()),
             TierFrom::Namespace => format!(
@@ -337,16 +335,10 @@ fn check_tier_rules(req: &PlanRequest, planned: PlannedTier) -> Diagnostics {
                 "Host Nodes Not Allowed For Private Tier",
                 format!("{said}: {why}"),
             )
-            .with_path(AttrPath::attr("source")),
+            .with_path(AttrPath::attr(SOURCE)),
         );
     }
     d
-}
-
-/// Whether the pool takes nodes the host cluster already has (`source` is `host` or left out).
-fn is_host_source(config: &Value) -> bool {
-    let source = config.get("source");
-    source.as_str() == Some("host") || source.is_null()
 }
 
 /// The plan-time host check: a `host` pool that needs more free nodes of its product than the
@@ -355,20 +347,21 @@ fn is_host_source(config: &Value) -> bool {
 async fn check_host_free(
     host: &dyn HostNodes,
     ctx: &Context,
-    config: &Value,
-    prior: &Value,
+    config: &PoolConfig,
+    prior: &PoolConfig,
 ) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let label_of = |v: &Value| {
-        let vc = v
-            .get("virtual_cluster_id")
-            .as_str()
+    let label_of = |p: &PoolConfig| {
+        let vc = p
+            .virtual_cluster_id
+            .value()
+            .map(String::as_str)
             .and_then(VirtualClusterRef::parse)?;
-        Some(pool_label(&vc.name, v.get("name").as_str()?))
+        Some(pool_label(&vc.name, p.name.value()?))
     };
-    let (Some(want), Some(model), Some(label)) = (
-        config.get("node_count").as_i64(),
-        config.get("gpu_product").as_str().and_then(catalog::lookup),
+    let (Some(&want), Some(model), Some(label)) = (
+        config.node_count.value(),
+        product_of(config),
         label_of(config),
     ) else {
         return d;
@@ -418,19 +411,16 @@ async fn check_host_free(
 
 /// The plan-time BCM check: a `bcm` pool that needs more free BCM nodes than there are is
 /// refused on `node_count`. Skipped when BCM cannot be asked: apply checks again.
-async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diagnostics {
+async fn check_bcm_free(bcm: &dyn BcmApi, prior: &PoolConfig, config: &PoolConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
-    if config.get("source").as_str() != Some("bcm") {
+    if !config.source_is(Source::Bcm) {
         return d;
     }
-    let (Some(want), Some(model)) = (
-        config.get("node_count").as_i64(),
-        config.get("gpu_product").as_str().and_then(catalog::lookup),
-    ) else {
+    let (Some(&want), Some(model)) = (config.node_count.value(), product_of(config)) else {
         return d;
     };
-    let had = if prior.get("source").as_str() == Some("bcm") {
-        prior.get("node_count").as_i64().unwrap_or(0)
+    let had = if prior.source_is(Source::Bcm) {
+        prior.node_count.value().copied().unwrap_or(0)
     } else {
         0
     };
@@ -452,6 +442,15 @@ async fn check_bcm_free(bcm: &dyn BcmApi, prior: &Value, config: &Value) -> Diag
     d
 }
 
+/// The catalog's model of the pool's `gpu_product`, when it has one.
+fn product_of(config: &PoolConfig) -> Option<&'static catalog::GpuModel> {
+    config
+        .gpu_product
+        .value()
+        .map(String::as_str)
+        .and_then(catalog::lookup)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,6 +460,10 @@ mod tests {
             ("source", Value::string(source)),
             ("karpenter_node_class", class.map(Value::string).into()),
         ])
+    }
+
+    fn node_class_kind_changes(prior: &Value, planned: &Value) -> Vec<AttrPath> {
+        super::node_class_kind_changes(&PoolConfig::decode(prior), &PoolConfig::decode(planned))
     }
 
     #[test]

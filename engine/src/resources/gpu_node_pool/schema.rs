@@ -1,6 +1,6 @@
 //! The schema of `gpufleet_gpu_node_pool`.
 
-use super::model::DEFAULT_DRAIN_TIMEOUT;
+use super::model::{DEFAULT_DRAIN_TIMEOUT, Source};
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
@@ -8,9 +8,42 @@ use crate::{
     value::Type,
 };
 
+// Attribute names: the schema declares them and `config` decodes them, so no other module
+// reads an attribute by a name of its own.
+pub(super) const ID: &str = "id";
+pub(super) const NAME: &str = "name";
+pub(super) const VIRTUAL_CLUSTER_ID: &str = "virtual_cluster_id";
+pub(super) const ISOLATION: &str = "isolation";
+pub(super) const GPU_PRODUCT: &str = "gpu_product";
+pub(super) const NODE_COUNT: &str = "node_count";
+pub(super) const AUTOSCALING: &str = "autoscaling";
+pub(super) const MIN_NODES: &str = "min_nodes";
+pub(super) const MAX_NODES: &str = "max_nodes";
+pub(super) const SOURCE: &str = "source";
+pub(super) const SHARING: &str = "sharing";
+pub(super) const STRATEGY: &str = "strategy";
+pub(super) const REPLICAS: &str = "replicas";
+pub(super) const MIG_CONFIG: &str = "mig_config";
+pub(super) const PLACEMENT: &str = "placement";
+pub(super) const TOPOLOGY_KEY: &str = "topology_key";
+pub(super) const POLICY: &str = "policy";
+pub(super) const NODE_LABELS: &str = "node_labels";
+pub(super) const NODE_TAINTS: &str = "node_taints";
+pub(super) const TAINT_KEY: &str = "key";
+pub(super) const TAINT_VALUE: &str = "value";
+pub(super) const TAINT_EFFECT: &str = "effect";
+pub(super) const DRAIN_TIMEOUT: &str = "drain_timeout";
+pub(super) const KARPENTER_NODE_CLASS: &str = "karpenter_node_class";
+/// Declared by [`super::karpenter::attribute`].
+pub(super) const KARPENTER: &str = "karpenter";
+pub(super) const NODES: &str = "nodes";
+pub(super) const GPUS: &str = "gpus";
+pub(super) const ALLOCATABLE: &str = "allocatable";
+pub(super) const STATUS: &str = "status";
+
 fn sharing_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("strategy", Type::String)
+        Attribute::optional(STRATEGY, Type::String)
             .default("none")
             .validate(OneOf::new(&["none", "time-slicing", "mig"]))
             .describe(
@@ -18,7 +51,7 @@ fn sharing_attributes() -> Vec<Attribute> {
                  through the NVIDIA device plugin's time-slicing config; no memory or fault \
                  isolation), or `mig` (GPUs partitioned by the MIG manager into `mig_config`).",
             ),
-        Attribute::optional("replicas", Type::Number).describe(
+        Attribute::optional(REPLICAS, Type::Number).describe(
             "With `time-slicing`: how many pods may share one GPU, from 2 (the NVIDIA device \
              plugin refuses fewer) to 48 (GKE's maximum of time-sharing clients per GPU); plan \
              refuses other values. The pool's nodes get the label \
@@ -31,7 +64,7 @@ fn sharing_attributes() -> Vec<Attribute> {
              `device_plugin_namespace` and deploy the device plugin with \
              `config.name=gpufleet-device-plugin-config`.",
         ),
-        Attribute::optional("mig_config", Type::String).describe(
+        Attribute::optional(MIG_CONFIG, Type::String).describe(
             "With `mig`: a config of the GPU Operator's default MIG configs, set as the node \
              label `nvidia.com/mig.config`: `all-<profile>` (every GPU filled with one \
              profile, e.g. `all-1g.10gb`; just `<profile>` means the same), `all-balanced` \
@@ -49,7 +82,7 @@ fn sharing_attributes() -> Vec<Attribute> {
 
 fn placement_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("topology_key", Type::String).describe(
+        Attribute::optional(TOPOLOGY_KEY, Type::String).describe(
             "The node label that names a topology domain. When not set, the first of these \
              that every candidate node carries: `nvidia.com/gpu.clique` (GPU feature \
              discovery's NVLink domain on multi-node NVLink systems such as GB200 NVL72), \
@@ -59,7 +92,7 @@ fn placement_attributes() -> Vec<Attribute> {
              apply and names them; with none of these labels anywhere, all nodes are one \
              domain. BCM pools always place by BCM's rack.",
         ),
-        Attribute::optional("policy", Type::String)
+        Attribute::optional(POLICY, Type::String)
             .default("pack")
             .validate(OneOf::new(&["pack", "spread"]))
             .describe(
@@ -73,9 +106,9 @@ fn placement_attributes() -> Vec<Attribute> {
 
 fn taint_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::required("key", Type::String).describe("Taint key."),
-        Attribute::optional("value", Type::String).describe("Taint value; may be left out."),
-        Attribute::required("effect", Type::String)
+        Attribute::required(TAINT_KEY, Type::String).describe("Taint key."),
+        Attribute::optional(TAINT_VALUE, Type::String).describe("Taint value; may be left out."),
+        Attribute::required(TAINT_EFFECT, Type::String)
             .validate(OneOf::new(&["NoSchedule", "PreferNoSchedule", "NoExecute"]))
             .describe("What the taint does to pods that do not tolerate it."),
     ]
@@ -99,12 +132,12 @@ pub fn pool_schema() -> Schema {
              Needs the provider's `kubernetes` block.",
         )
         .attr(
-            Attribute::computed("id", Type::String)
+            Attribute::computed(ID, Type::String)
                 .use_state_for_unknown()
                 .describe("`<virtual cluster id>/<name>`, i.e. `<host namespace>/<virtual cluster>/<name>`; the import id."),
         )
         .attr(
-            Attribute::required("name", Type::String)
+            Attribute::required(NAME, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(63))
                 .describe(
@@ -113,7 +146,7 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("virtual_cluster_id", Type::String)
+            Attribute::required(VIRTUAL_CLUSTER_ID, Type::String)
                 .requires_replace()
                 .describe(
                     "The `id` of the `gpufleet_virtual_cluster` (`<host namespace>/<name>`) the \
@@ -124,7 +157,7 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("isolation", Type::String)
+            Attribute::optional_computed(ISOLATION, Type::String)
                 .validate(OneOf::new(&["shared", "dedicated", "private"]))
                 .describe(
                     "The tier of the virtual cluster the pool serves. A plan that changes \
@@ -143,7 +176,7 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("gpu_product", Type::String)
+            Attribute::required(GPU_PRODUCT, Type::String)
                 .requires_replace()
                 .describe(
                     "The GPU product, as GPU feature discovery writes it in the \
@@ -152,7 +185,7 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("node_count", Type::Number)
+            Attribute::optional(NODE_COUNT, Type::Number)
                 .validate(IntBetween::new(1, 10_000))
                 .describe(
                     "How many nodes the pool holds. Exactly one of `node_count` and \
@@ -162,14 +195,14 @@ pub fn pool_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "autoscaling",
+                AUTOSCALING,
                 Nesting::Single,
                 AttrMode::Optional,
                 vec![
-                    Attribute::required("min_nodes", Type::Number)
+                    Attribute::required(MIN_NODES, Type::Number)
                         .validate(IntBetween::new(0, 10_000))
                         .describe("Fewest nodes."),
-                    Attribute::required("max_nodes", Type::Number)
+                    Attribute::required(MAX_NODES, Type::Number)
                         .validate(IntBetween::new(1, 10_000))
                         .describe("Most nodes; also the Karpenter `nodes` limit."),
                 ],
@@ -180,8 +213,8 @@ pub fn pool_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("source", Type::String)
-                .default("host")
+            Attribute::optional(SOURCE, Type::String)
+                .default(Source::DEFAULT.as_str())
                 .requires_replace()
                 .validate(OneOf::new(&["host", "bcm", "auto"]))
                 .describe(
@@ -195,12 +228,12 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::nested("sharing", Nesting::Single, AttrMode::Optional, sharing_attributes())
+            Attribute::nested(SHARING, Nesting::Single, AttrMode::Optional, sharing_attributes())
                 .describe("How pods share the pool's GPUs. Leaving it out means whole GPUs."),
         )
         .attr(
             Attribute::nested(
-                "placement",
+                PLACEMENT,
                 Nesting::Single,
                 AttrMode::Optional,
                 placement_attributes(),
@@ -211,7 +244,7 @@ pub fn pool_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("node_labels", Type::map(Type::String)).describe(
+            Attribute::optional(NODE_LABELS, Type::map(Type::String)).describe(
                 "Extra labels for the pool's nodes. A value a node already had is restored \
                  when the pool releases it. Keys gpufleet manages (`gpufleet.dev/pool`, \
                  `gpufleet.dev/tenant`, `gpufleet.dev/isolation`, \
@@ -219,14 +252,14 @@ pub fn pool_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::nested("node_taints", Nesting::List, AttrMode::Optional, taint_attributes())
+            Attribute::nested(NODE_TAINTS, Nesting::List, AttrMode::Optional, taint_attributes())
                 .describe(
                     "Extra taints for the pool's nodes (the tenant taint of dedicated and \
                      private tiers is added on its own).",
                 ),
         )
         .attr(
-            Attribute::optional("drain_timeout", Type::String)
+            Attribute::optional(DRAIN_TIMEOUT, Type::String)
                 .default(DEFAULT_DRAIN_TIMEOUT)
                 .validate(PositiveDuration::new())
                 .describe(
@@ -235,7 +268,7 @@ pub fn pool_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("karpenter_node_class", Type::String).describe(
+            Attribute::optional(KARPENTER_NODE_CLASS, Type::String).describe(
                 "With `source = \"auto\"`: the node class the Karpenter `NodePool` refers \
                  to, as `<group>/<kind>/<name>`. Defaults to \
                  `karpenter.k8s.aws/EC2NodeClass/default`.",
@@ -243,15 +276,15 @@ pub fn pool_schema() -> Schema {
         )
         .attr(super::karpenter::attribute())
         .attr(
-            Attribute::computed("nodes", Type::list(Type::String))
+            Attribute::computed(NODES, Type::list(Type::String))
                 .describe("Names of the nodes the pool holds, sorted."),
         )
         .attr(
-            Attribute::computed("gpus", Type::Number)
+            Attribute::computed(GPUS, Type::Number)
                 .describe("Physical GPUs on the pool's nodes."),
         )
         .attr(
-            Attribute::computed("allocatable", Type::map(Type::Number)).describe(
+            Attribute::computed(ALLOCATABLE, Type::map(Type::Number)).describe(
                 "What the tenant can request, by resource name: `nvidia.com/gpu` (with whole \
                  GPUs, as the nodes' device plugin advertises them; GPUs × `replicas` with \
                  time-slicing) or, with MIG, by each node's MIG strategy (GFD's \
@@ -261,7 +294,7 @@ pub fn pool_schema() -> Schema {
                  GPU).",
             ),
         )
-        .attr(Attribute::computed("status", Type::String).describe(
+        .attr(Attribute::computed(STATUS, Type::String).describe(
             "`ready` when the pool holds `node_count` correctly configured nodes, `degraded` \
              when a refresh found fewer (the next apply repairs it; a node the MIG manager \
              failed on counts as not configured), `pending` while an `auto` pool has no nodes \

@@ -1,5 +1,8 @@
 //! The plan-time checks of a pool's configuration that need no cluster: across attributes
-//! (`validate`), and the tier rule plan and apply share.
+//! (`validate`), and the tier rule plan and apply share. They read the pool as
+//! [`PoolConfig`] decodes it.
+
+use std::collections::BTreeMap;
 
 use crate::{
     backends::kube::{DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, NODE_ISOLATION, POOL, TENANT},
@@ -8,12 +11,17 @@ use crate::{
     path::AttrPath,
     tenancy::VirtualClusterRef,
     validate::k8s_label,
-    value::Value,
+    value::{Known, Value},
 };
 
 use super::{
+    config::{PoolConfig, SharingConfig, Strategy, Taint, whole_number},
     model::{Source, mig_config_of, parse_node_class},
     node_config::Tier,
+    schema::{
+        AUTOSCALING, KARPENTER_NODE_CLASS, MIG_CONFIG, MIN_NODES, NODE_COUNT, NODE_LABELS,
+        NODE_TAINTS, REPLICAS, SHARING, TAINT_KEY, TAINT_VALUE, VIRTUAL_CLUSTER_ID,
+    },
 };
 
 /// Labels the pool manages; users may not set them through `node_labels`.
@@ -31,13 +39,13 @@ pub(super) const MAX_REPLICAS: i64 = 48;
 
 /// The cross-attribute checks, run at validate time; unknown values are skipped.
 pub fn validate_pool(config: &Value) -> Diagnostics {
+    let pool = PoolConfig::decode(config);
     let mut d = Diagnostics::new();
-    let vc = config.get("virtual_cluster_id");
-    if let Some(id) = vc.as_str()
+    if let Some(id) = pool.virtual_cluster_id.value()
         && VirtualClusterRef::parse(id).is_none()
     {
         d.error_at(
-            AttrPath::attr("virtual_cluster_id"),
+            AttrPath::attr(VIRTUAL_CLUSTER_ID),
             "Invalid Virtual Cluster ID",
             format!(
                 "{id:?} is not a virtual cluster id. Use the `id` of a \
@@ -47,18 +55,23 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
     }
     // A product the catalog lacks may be declared in the provider configuration, which only
     // plan sees: plan refuses unknown products (`product::check`).
-    let model = config.get("gpu_product").as_str().and_then(catalog::lookup);
-    let source = config.get("source").as_str();
-    validate_count(config, source, &mut d);
-    validate_sharing(config.get("sharing"), model, &mut d);
-    validate_labels(config.get("node_labels"), &mut d);
+    let model = pool
+        .gpu_product
+        .value()
+        .map(String::as_str)
+        .and_then(catalog::lookup);
+    validate_count(&pool, &mut d);
+    if let Some(sharing) = pool.sharing.value() {
+        validate_sharing(sharing, model, &mut d);
+    }
+    validate_labels(&pool.node_labels, &mut d);
     d.extend(super::karpenter::check_template_labels(config));
-    validate_taints(config.get("node_taints"), &mut d);
-    if let Some(s) = config.get("karpenter_node_class").as_str()
+    validate_taints(&pool.node_taints, &mut d);
+    if let Some(s) = pool.karpenter_node_class.value()
         && parse_node_class(s).is_none()
     {
         d.error_at(
-            AttrPath::attr("karpenter_node_class"),
+            AttrPath::attr(KARPENTER_NODE_CLASS),
             "Invalid Node Class",
             format!("{s:?} must be written <group>/<kind>/<name>, e.g. \"karpenter.k8s.aws/EC2NodeClass/default\"."),
         );
@@ -66,36 +79,34 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
     d
 }
 
-fn validate_count(config: &Value, source: Option<&str>, d: &mut Diagnostics) {
-    let (count, auto) = (config.get("node_count"), config.get("autoscaling"));
+fn validate_count(pool: &PoolConfig, d: &mut Diagnostics) {
+    let (count, auto) = (&pool.node_count, &pool.autoscaling);
     if !count.is_null() && !auto.is_null() {
         d.error_at(
-            AttrPath::attr("autoscaling"),
+            AttrPath::attr(AUTOSCALING),
             "Conflicting Node Counts",
             "set either node_count (a fixed size) or autoscaling (a range), not both.",
         );
     } else if count.is_null() && auto.is_null() {
         d.error_at(
-            AttrPath::attr("node_count"),
+            AttrPath::attr(NODE_COUNT),
             "Missing Node Count",
             "set node_count (a fixed size) or autoscaling { min_nodes, max_nodes }.",
         );
     }
-    if auto.as_object().is_some() {
-        if let (Some(min), Some(max)) = (
-            auto.get("min_nodes").as_i64(),
-            auto.get("max_nodes").as_i64(),
-        ) && min > max
+    if let Some(auto) = auto.value() {
+        if let (Some(min), Some(max)) = (auto.min_nodes.value(), auto.max_nodes.value())
+            && min > max
         {
             d.error_at(
-                AttrPath::attr("autoscaling").push_attr("min_nodes"),
+                AttrPath::attr(AUTOSCALING).push_attr(MIN_NODES),
                 "Invalid Range",
                 format!("min_nodes ({min}) is larger than max_nodes ({max})."),
             );
         }
-        if matches!(source, Some("host" | "bcm") | None) && !config.get("source").is_unknown() {
+        if pool.source_is(Source::Host) || pool.source_is(Source::Bcm) {
             d.error_at(
-                AttrPath::attr("autoscaling"),
+                AttrPath::attr(AUTOSCALING),
                 "Autoscaling Needs Karpenter",
                 "autoscaling needs source = \"auto\" (a Karpenter NodePool); a \"host\" or \
                  \"bcm\" pool claims a fixed node_count of nodes.",
@@ -104,24 +115,21 @@ fn validate_count(config: &Value, source: Option<&str>, d: &mut Diagnostics) {
     }
 }
 
-fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut Diagnostics) {
-    if sharing.as_object().is_none() {
-        return;
-    }
-    let path = AttrPath::attr("sharing");
-    let strategy = sharing.get("strategy");
-    let replicas = sharing.get("replicas");
-    let mig_config = sharing.get("mig_config");
+fn validate_sharing(
+    sharing: &SharingConfig,
+    model: Option<&'static GpuModel>,
+    d: &mut Diagnostics,
+) {
+    let path = AttrPath::attr(SHARING);
+    let (replicas, mig_config) = (&sharing.replicas, &sharing.mig_config);
     // NVIDIA's device plugin refuses a time-slicing config with fewer than 2 replicas and
     // then serves no GPUs at all on the node; above MAX_REPLICAS, pods share a GPU in slices
     // too thin to do work, and no managed offering allows more.
-    if let Some(n) = replicas.as_number()
-        && !replicas
-            .as_i64()
-            .is_some_and(|i| (2..=MAX_REPLICAS).contains(&i))
+    if let Some(n) = replicas.value()
+        && !whole_number(n).is_some_and(|i| (2..=MAX_REPLICAS).contains(&i))
     {
         d.error_at(
-            path.push_attr("replicas"),
+            path.push_attr(REPLICAS),
             "Invalid Replicas",
             format!(
                 "sharing.replicas: {n} is not a whole number from 2 to {MAX_REPLICAS}; accepted: \
@@ -130,27 +138,26 @@ fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut D
             ),
         );
     }
-    if strategy.is_unknown() {
+    let Some(strategy) = sharing.strategy.value() else {
         return;
-    }
-    let strategy = strategy.as_str().unwrap_or("none");
+    };
     match strategy {
-        "time-slicing" if replicas.is_null() => {
+        Strategy::TimeSlicing if replicas.is_null() => {
             d.error_at(
-                path.push_attr("replicas"),
+                path.push_attr(REPLICAS),
                 "Missing Replicas",
                 "time-slicing needs replicas: how many pods may share one GPU.",
             );
         }
-        "mig" => match (mig_config.as_str(), model) {
-            _ if mig_config.is_unknown() => {}
-            (None, _) => d.error_at(
-                path.push_attr("mig_config"),
+        Strategy::Mig => match (mig_config, model) {
+            (Known::Unknown, _) => {}
+            (Known::Null, _) => d.error_at(
+                path.push_attr(MIG_CONFIG),
                 "Missing MIG Config",
                 "mig needs mig_config, a MIG config of the GPU Operator such as \
                  \"all-1g.10gb\" or \"all-balanced\".",
             ),
-            (Some(c), Some(m)) => {
+            (Known::Value(c), Some(m)) => {
                 if let Err(e) = mig_config_of(m, c) {
                     let detail = match &e {
                         MigConfigError::NotMigCapable { .. } => format!("{e}."),
@@ -160,32 +167,33 @@ fn validate_sharing(sharing: &Value, model: Option<&'static GpuModel>, d: &mut D
                              provider::gpufleet::mig_profiles)."
                         ),
                     };
-                    d.error_at(path.push_attr("mig_config"), "Invalid MIG Config", detail);
+                    d.error_at(path.push_attr(MIG_CONFIG), "Invalid MIG Config", detail);
                 }
             }
-            _ => {}
+            (Known::Value(_), None) => {}
         },
         _ => {}
     }
-    if strategy != "time-slicing" && !replicas.is_null() && !replicas.is_unknown() {
+    let name = strategy.as_str();
+    if *strategy != Strategy::TimeSlicing && replicas.value().is_some() {
         d.error_at(
-            path.push_attr("replicas"),
+            path.push_attr(REPLICAS),
             "Replicas Without Time-Slicing",
-            format!("replicas only applies with strategy = \"time-slicing\", not {strategy:?}."),
+            format!("replicas only applies with strategy = \"time-slicing\", not {name:?}."),
         );
     }
-    if strategy != "mig" && !mig_config.is_null() && !mig_config.is_unknown() {
+    if *strategy != Strategy::Mig && mig_config.value().is_some() {
         d.error_at(
-            path.push_attr("mig_config"),
+            path.push_attr(MIG_CONFIG),
             "MIG Config Without MIG",
-            format!("mig_config only applies with strategy = \"mig\", not {strategy:?}."),
+            format!("mig_config only applies with strategy = \"mig\", not {name:?}."),
         );
     }
 }
 
-fn validate_labels(labels: &Value, d: &mut Diagnostics) {
-    for (k, v) in labels.as_map().into_iter().flatten() {
-        let path = AttrPath::attr("node_labels").push_key(k.clone());
+fn validate_labels(labels: &Known<BTreeMap<String, Known<String>>>, d: &mut Diagnostics) {
+    for (k, v) in labels.value().into_iter().flatten() {
+        let path = AttrPath::attr(NODE_LABELS).push_key(k.clone());
         if RESERVED_LABELS.contains(&k.as_str()) {
             d.error_at(
                 path,
@@ -193,7 +201,7 @@ fn validate_labels(labels: &Value, d: &mut Diagnostics) {
                 format!("{k} is managed by gpufleet for the pool; remove it from node_labels."),
             );
         } else if k8s_label::valid_key(k) {
-            k8s_label::check_value(&path, v, d);
+            check_label_value(&path, v, d);
         } else {
             k8s_label::check_key(&path, k, d);
         }
@@ -201,22 +209,29 @@ fn validate_labels(labels: &Value, d: &mut Diagnostics) {
 }
 
 /// A taint's key and value follow the label rules.
-fn validate_taints(taints: &Value, d: &mut Diagnostics) {
-    for (i, t) in taints.as_seq().unwrap_or_default().iter().enumerate() {
-        let path = AttrPath::attr("node_taints").push_index(i);
-        match t.get("key").as_str() {
+fn validate_taints(taints: &Known<Vec<Taint>>, d: &mut Diagnostics) {
+    for (i, t) in taints.value().into_iter().flatten().enumerate() {
+        let path = AttrPath::attr(NODE_TAINTS).push_index(i);
+        match t.key.value().map(String::as_str) {
             Some(TENANT) => d.error_at(
-                path.push_attr("key"),
+                path.push_attr(TAINT_KEY),
                 "Reserved Taint",
                 format!(
                     "the taint {TENANT} is set by gpufleet for dedicated and private virtual \
                      clusters; remove it from node_taints."
                 ),
             ),
-            Some(key) => k8s_label::check_key(&path.push_attr("key"), key, d),
+            Some(key) => k8s_label::check_key(&path.push_attr(TAINT_KEY), key, d),
             None => {}
         }
-        k8s_label::check_value(&path.push_attr("value"), t.get("value"), d);
+        check_label_value(&path.push_attr(TAINT_VALUE), &t.value, d);
+    }
+}
+
+/// Refuses a known string that is not a label value, as [`k8s_label::check_value`] does.
+fn check_label_value(path: &AttrPath, v: &Known<String>, d: &mut Diagnostics) {
+    if let Some(s) = v.value() {
+        k8s_label::check_value(path, &Value::string(s.as_str()), d);
     }
 }
 
@@ -260,5 +275,47 @@ mod tests {
             text.contains("all-balanced") && text.contains("sharing"),
             "{text}"
         );
+    }
+
+    fn autoscaled(source: Value) -> Value {
+        Value::object([
+            ("name", Value::string("p")),
+            ("virtual_cluster_id", Value::string("vc-a/a")),
+            ("gpu_product", Value::string("NVIDIA-A100-SXM4-40GB")),
+            ("source", source),
+            (
+                "autoscaling",
+                Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(2))]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn autoscaling_needs_auto_and_a_left_out_source_is_host() {
+        let needs = |d: &Diagnostics| format!("{d:?}").contains("Autoscaling Needs Karpenter");
+        assert!(needs(&validate_pool(&autoscaled(Value::Null))));
+        assert!(needs(&validate_pool(&autoscaled(Value::string("bcm")))));
+        assert!(!needs(&validate_pool(&autoscaled(Value::string("auto")))));
+        assert!(!needs(&validate_pool(&autoscaled(Value::unknown()))));
+    }
+
+    #[test]
+    fn a_strategy_the_schema_refuses_is_named_as_written() {
+        let config = Value::object([
+            ("name", Value::string("p")),
+            ("virtual_cluster_id", Value::string("vc-a/a")),
+            ("node_count", Value::int(1)),
+            (
+                "sharing",
+                Value::object([
+                    ("strategy", Value::string("spread")),
+                    ("replicas", Value::int(2)),
+                    ("mig_config", Value::Null),
+                ]),
+            ),
+        ]);
+        let text = format!("{:?}", validate_pool(&config));
+        assert!(text.contains("Replicas Without Time-Slicing"), "{text}");
+        assert!(text.contains("spread"), "{text}");
     }
 }
