@@ -18,6 +18,7 @@ use super::{
         Tier, cordon_write, desired, held_write, is_free, is_releasing, release_write,
         releasing_write,
     },
+    schema,
     validate::refuse_private_host,
 };
 use crate::{
@@ -544,7 +545,7 @@ async fn provision_bcm(
 /// A state with the tier its nodes were configured for, which the next plan compares.
 fn with_tier(mut state: Value, tier: Option<Tier>) -> Value {
     if let Some(t) = tier {
-        state.set_attr("isolation", Value::string(t.as_str()));
+        state.set_attr(schema::ISOLATION, Value::string(t.as_str()));
     }
     state
 }
