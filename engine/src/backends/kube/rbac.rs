@@ -237,10 +237,10 @@ mod tests {
                 );
             }
         }
-        // Reading secrets is needed (a virtual cluster's kubeconfig); listing them is not.
+        // Secrets are read and listed (a virtual cluster's kubeconfig), never watched.
         assert_eq!(
             granted("", "secrets"),
-            ["create", "delete", "get", "patch"]
+            ["create", "delete", "get", "list", "patch"]
                 .map(String::from)
                 .into()
         );

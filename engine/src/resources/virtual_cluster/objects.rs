@@ -289,8 +289,9 @@ pub fn docs_table() -> String {
          annotation that another controller keeps (apply leaves those to it too). An object \
          the configuration does not render (a policy turned off) that is present is drift as \
          well: apply deletes it. Refresh reads each kind with one list for every virtual \
-         cluster, by gpufleet's label `app.kubernetes.io/managed-by=gpufleet` (Secrets by \
-         name): an object that lost that label reads as missing.\n\n\
+         cluster, by gpufleet's label `app.kubernetes.io/managed-by=gpufleet` (Secrets by the \
+         chart's `app=vcluster`): an object that lost that label reads as missing, except a \
+         Secret, which is then read by name.\n\n\
          | Kind | Name | Rendered | Purpose |\n\
          |------|------|----------|---------|\n",
     );

@@ -316,8 +316,10 @@ async fn look(
         return Ok(Readiness::Waiting(format!("StatefulSet {} does not exist", names.name)).into());
     };
     if i64_at(&sts, "/spec/replicas") == Some(0) {
+        // One created paused never wrote its kubeconfig; one that reads as missing keeps
+        // the credentials recorded in state.
         let secret = host
-            .get(ObjectKind::Secret, ns, &names.kubeconfig())
+            .peek(ObjectKind::Secret, ns, &names.kubeconfig())
             .await?;
         let Some(access) = secret.as_ref().and_then(access_of) else {
             return Ok(Readiness::Paused(None).into());

@@ -216,9 +216,9 @@ impl ObjectKind {
             | ObjectKind::ResourceQuota
             | ObjectKind::LimitRange
             | ObjectKind::NetworkPolicy => &[Apply, Get, Delete, List],
-            // Written by virtual clusters and read by name only: a list would need the right
-            // to read every Secret in the cluster.
-            ObjectKind::Secret => &[Apply, Get, Delete],
+            // Written by virtual clusters; listed (by the chart's `app=vcluster`) for
+            // refreshes, which otherwise read two per tenant.
+            ObjectKind::Secret => &[Apply, Get, Delete, List],
             // Written by virtual clusters; listed for refreshes and by the preflight, which
             // looks for a LoadBalancer Service with an address.
             ObjectKind::Service => &[Apply, Get, Delete, List],

@@ -52,6 +52,17 @@ pub trait HostObjects: Send + Sync {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Json>, ObjectError>;
+    /// Reads one object whose absence is no news (a paused control plane's kubeconfig, which
+    /// one created paused never wrote): a host that answers reads from a run's lists answers
+    /// from the list alone, without reading a missing object again by name.
+    async fn peek(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Json>, ObjectError> {
+        self.get(kind, namespace, name).await
+    }
     /// Lists objects of `kind` matching a label selector.
     async fn list(
         &self,

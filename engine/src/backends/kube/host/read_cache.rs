@@ -16,9 +16,10 @@
 //!   An object that lost gpufleet's label therefore reads as missing, and the next apply
 //!   writes it back with the label; the objects whose absence decides more than drift (a
 //!   control plane's StatefulSet: its status; a Karpenter NodePool: whether the pool still
-//!   exists) are looked up by name before they count as missing ([`CONFIRM_MISSING`]).
-//!   Secrets are never listed: the provider's role reads them by name only, so a list would
-//!   need the right to read every Secret in the cluster.
+//!   exists; a Secret: a control plane's credentials) are looked up by name before they
+//!   count as missing ([`CONFIRM_MISSING`]). Secrets are listed by the label both of a
+//!   virtual cluster's carry, `app=vcluster` (the config Secret gpufleet renders and the
+//!   kubeconfig Secret the control plane writes), so the list holds no other Secret's data.
 //! - **Fresh enough.** Any write of the run through any of its hosts drops every list
 //!   (before and after the write), and a list serves for [`MAX_AGE`] at most.
 //! - **Never worse.** A list that fails (a role without `list` on a kind, a CRD that is not
@@ -49,7 +50,11 @@ pub const MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Kinds whose absence from a list is confirmed by a read by name: it decides more than
 /// drift.
-const CONFIRM_MISSING: &[ObjectKind] = &[ObjectKind::StatefulSet, ObjectKind::KarpenterNodePool];
+const CONFIRM_MISSING: &[ObjectKind] = &[
+    ObjectKind::StatefulSet,
+    ObjectKind::KarpenterNodePool,
+    ObjectKind::Secret,
+];
 
 /// gpufleet's label on every object it writes (`MANAGED_BY=MANAGED_BY_VALUE`).
 const OURS: &str = "app.kubernetes.io/managed-by=gpufleet";
@@ -71,9 +76,9 @@ fn wide(kind: ObjectKind) -> Option<&'static str> {
         | ObjectKind::NetworkPolicy
         | ObjectKind::StatefulSet
         | ObjectKind::KarpenterNodePool => Some(OURS),
-        // The control planes' pods, which carry the chart's labels.
-        ObjectKind::Pod => Some("app=vcluster"),
-        // Secrets by name only (see the module's docs); the rest are not refreshed by name.
+        // The control planes' pods and Secrets, which carry the chart's labels.
+        ObjectKind::Pod | ObjectKind::Secret => Some("app=vcluster"),
+        // The rest are not refreshed by name.
         _ => None,
     }
 }
@@ -215,6 +220,32 @@ impl<H> Cached<H> {
 }
 
 impl<H: HostObjects> Cached<H> {
+    /// One object, from the run's list of its kind when there is one; an object missing
+    /// from it is read by name when `confirm` asks.
+    async fn read(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+        confirm: bool,
+    ) -> Result<Option<Json>, ObjectError> {
+        let Some(list) = self.listed(kind).await else {
+            return self.host.get(kind, namespace, name).await;
+        };
+        // A cluster-scoped kind has no namespace, whatever the caller passed.
+        let key = (
+            namespace
+                .filter(|_| !kind.cluster_scoped())
+                .map(str::to_owned),
+            name.to_owned(),
+        );
+        match list.get(&key) {
+            Some(o) => Ok(Some(o.clone())),
+            None if confirm => self.host.get(kind, namespace, name).await,
+            None => Ok(None),
+        }
+    }
+
     /// The list that answers reads of `kind`, when this host answers reads from lists and
     /// the list could be taken.
     async fn listed(&self, kind: ObjectKind) -> Option<Arc<Listing>> {
@@ -257,21 +288,17 @@ impl<H: HostObjects> HostObjects for Cached<H> {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Json>, ObjectError> {
-        let Some(list) = self.listed(kind).await else {
-            return self.host.get(kind, namespace, name).await;
-        };
-        // A cluster-scoped kind has no namespace, whatever the caller passed.
-        let key = (
-            namespace
-                .filter(|_| !kind.cluster_scoped())
-                .map(str::to_owned),
-            name.to_owned(),
-        );
-        match list.get(&key) {
-            Some(o) => Ok(Some(o.clone())),
-            None if CONFIRM_MISSING.contains(&kind) => self.host.get(kind, namespace, name).await,
-            None => Ok(None),
-        }
+        self.read(kind, namespace, name, CONFIRM_MISSING.contains(&kind))
+            .await
+    }
+
+    async fn peek(
+        &self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Json>, ObjectError> {
+        self.read(kind, namespace, name, false).await
     }
 
     async fn list(

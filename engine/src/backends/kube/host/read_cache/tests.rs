@@ -285,24 +285,63 @@ async fn reads_of_every_tenant_cost_one_list_per_kind() {
 }
 
 #[tokio::test]
-async fn secrets_are_read_by_name_and_objects_without_gpufleets_label_read_as_missing() {
+async fn secrets_come_from_one_list_of_the_charts_label_and_a_missing_one_is_read_by_name() {
+    let host = tenants(0);
+    let chart = json!({ "app": "vcluster" });
+    for i in 0..20 {
+        let ns = format!("vc-t{i}");
+        host.put(ObjectKind::Secret, Some(&ns), &format!("vc-t{i}"), &chart);
+        host.put(
+            ObjectKind::Secret,
+            Some(&ns),
+            &format!("vc-config-t{i}"),
+            &chart,
+        );
+    }
+    // A Secret without the chart's label (a benchmark's SSH key, or one whose label was
+    // removed) is not in the list, and is still found.
+    host.put(ObjectKind::Secret, Some("vc-t0"), "ssh-key", &json!({}));
+    let reader = Cached::refreshing(Arc::clone(&host), Arc::new(ReadCache::default()));
+    for i in 0..20 {
+        for name in [format!("vc-t{i}"), format!("vc-config-t{i}")] {
+            let secret = reader
+                .get(ObjectKind::Secret, Some(&format!("vc-t{i}")), &name)
+                .await
+                .expect("answered");
+            assert!(secret.is_some(), "{name}");
+        }
+    }
+    assert_eq!(host.calls(), 1, "40 Secrets of 20 tenants: one list");
+    let key = reader
+        .get(ObjectKind::Secret, Some("vc-t0"), "ssh-key")
+        .await
+        .expect("answered");
+    assert!(key.is_some());
+    let gone = reader
+        .get(ObjectKind::Secret, Some("vc-t0"), "vc-t99")
+        .await
+        .expect("answered");
+    assert!(gone.is_none());
+    assert_eq!(host.calls(), 2, "each Secret missing from the list: a GET");
+    // Where a missing Secret is no news, the list answers alone.
+    let never_written = reader
+        .peek(ObjectKind::Secret, Some("vc-t5"), "vc-t99")
+        .await
+        .expect("answered");
+    assert!(never_written.is_none());
+    let found = reader
+        .peek(ObjectKind::Secret, Some("vc-t5"), "vc-t5")
+        .await
+        .expect("answered");
+    assert!(found.is_some());
+    assert_eq!(host.calls(), 0, "peeks are answered by the list");
+}
+
+#[tokio::test]
+async fn objects_without_gpufleets_label_read_as_missing() {
     let host = tenants(1);
-    host.put(
-        ObjectKind::Secret,
-        Some("vc-t0"),
-        "vc-config-t0",
-        &json!({}),
-    );
     host.put(ObjectKind::Role, Some("vc-t0"), "hand-made", &json!({}));
     let reader = Cached::refreshing(Arc::clone(&host), Arc::new(ReadCache::default()));
-    for _ in 0..2 {
-        let secret = reader
-            .get(ObjectKind::Secret, Some("vc-t0"), "vc-config-t0")
-            .await
-            .expect("answered");
-        assert!(secret.is_some());
-    }
-    assert_eq!(host.calls(), 2, "each Secret read is a GET");
     assert!(
         reader
             .get(ObjectKind::Role, Some("vc-t0"), "hand-made")
