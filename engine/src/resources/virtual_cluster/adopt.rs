@@ -109,13 +109,18 @@ pub(super) fn recognised(ns: &Json, sts: Option<&Json>, name: &str) -> bool {
 
 /// The vcluster.yaml in config Secret `secret`, as text and as a value.
 pub(super) fn config_of(secret: &Json) -> Option<(String, Json)> {
+    let text = config_text(secret)?;
+    let parsed = serde_saphyr::from_str::<Json>(&text).ok()?;
+    Some((text, parsed))
+}
+
+/// The vcluster.yaml in config Secret `secret`, as text.
+pub(super) fn config_text(secret: &Json) -> Option<String> {
     let data = str_at(secret, &format!("/data/{}", CONFIG_KEY.replace('/', "~1")))?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
         .ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let parsed = serde_saphyr::from_str::<Json>(&text).ok()?;
-    Some((text, parsed))
+    String::from_utf8(bytes).ok()
 }
 
 /// Why a release with vcluster.yaml `config` cannot be adopted, if it cannot: gpufleet runs

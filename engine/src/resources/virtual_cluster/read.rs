@@ -12,8 +12,9 @@
 //! name and namespace, and takes every configurable attribute from the host objects.
 //!
 //! Each object is read once: the namespace, the sixteen objects gpufleet may write, the
-//! control-plane pods and the kubeconfig Secret (twenty calls, whatever the fleet size; one
-//! more, the Service again, for the address of a NodePort or LoadBalancer).
+//! control-plane pods and the kubeconfig Secret (twenty reads; one more, the Service again,
+//! for the address of a NodePort or LoadBalancer). A refresh answers them from one list of
+//! each kind for the whole fleet ([`Cached`](crate::backends::kube::host::Cached)).
 //!
 //! The credentials are computed as apply computes them ([`expose`](super::expose)), from the
 //! Service type found and the `expose.host` in the stored vcluster.yaml, so a refresh after
@@ -86,11 +87,13 @@ pub(super) fn importing(state: &Value) -> bool {
 
 /// Reads everything; `namespace: None` when the namespace is gone or terminating (then only
 /// the objects outside it are read: a delete interrupted after the namespace went leaves
-/// them behind).
+/// them behind). `expected` is what the state renders, if known: a stored vcluster.yaml of
+/// the same text is taken as its values rather than parsed.
 pub async fn observe(
     host: &dyn HostObjects,
     namespace: &str,
     names: &Names,
+    expected: Option<&render::Rendered>,
 ) -> Result<Observed, ObjectError> {
     let ns = host.get(ObjectKind::Namespace, None, namespace).await?;
     let deleting = |n: &Json| n.pointer("/metadata/deletionTimestamp").is_some();
@@ -121,8 +124,7 @@ pub async fn observe(
             kind: ObjectKind::Secret,
             name: names.config(),
         })
-        .and_then(adopt::config_of)
-        .map(|(_, c)| c);
+        .and_then(|secret| stored_config(secret, expected));
     let mut observed = Observed {
         namespace: Some(ns),
         terminating: false,
@@ -137,6 +139,18 @@ pub async fn observe(
     );
     observed.readiness = Some(readiness::observe(host, namespace, names, &observed.expose).await?);
     Ok(observed)
+}
+
+/// The vcluster.yaml in config Secret `secret`, as a value: `expected`'s values when the
+/// text is what it renders (parsing a document the size of the chart's values costs a
+/// refresh of many tenants more than all its other work), else parsed.
+fn stored_config(secret: &Json, expected: Option<&render::Rendered>) -> Option<Json> {
+    if let Some(expected) = expected
+        && adopt::config_text(secret).as_deref() == Some(expected.vcluster_yaml.as_str())
+    {
+        return Some(expected.values.clone());
+    }
+    adopt::config_of(secret).map(|(_, c)| c)
 }
 
 /// A quantity as observed, kept in the prior spelling when it is the same amount.
@@ -320,8 +334,14 @@ pub fn half_deleted(prior: &Value, observed: &Observed, names: &Names) -> Value 
 /// namespace is gone. An import (a `prior` without `isolation`) takes every configurable
 /// attribute from the cluster; a refresh keeps the configured ones and reports differences
 /// in `drift`, except those users can see directly (quota, limit range, network isolation,
-/// paused, the volume claim), which are reflected in their attributes.
-pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Value {
+/// paused, the volume claim), which are reflected in their attributes. `expected` is what
+/// `prior` renders, when the caller has it.
+pub fn observed_state(
+    prior: &Value,
+    observed: &Observed,
+    names: &Names,
+    expected: Option<render::Rendered>,
+) -> Value {
     let Some(ns) = &observed.namespace else {
         return Value::Null;
     };
@@ -468,9 +488,12 @@ pub fn observed_state(prior: &Value, observed: &Observed, names: &Names) -> Valu
     // Drift is measured against what gpufleet last wrote (the prior state); an import has no
     // prior, so against what the observed attributes would render.
     let basis = if importing { &s } else { prior };
-    let found: Vec<Value> = match Spec::from_value(basis) {
-        Ok(spec) => {
-            let mut rendered = render::render(&spec);
+    let rendered = match expected.filter(|_| !importing) {
+        Some(rendered) => Ok(rendered),
+        None => Spec::from_value(basis).map(|spec| render::render(&spec)),
+    };
+    let found: Vec<Value> = match rendered {
+        Ok(mut rendered) => {
             adopt::keep_running_template(
                 &mut rendered,
                 sts,
@@ -569,11 +592,16 @@ pub async fn read_virtual_cluster(
     let names = Names::new(&name, &namespace);
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let calls_before = host.calls();
+    // What the state renders, once: the stored vcluster.yaml and every object compare to it.
+    let expected = (!importing(state))
+        .then(|| Spec::from_value(state).ok())
+        .flatten()
+        .map(|spec| render::render(&spec));
     let look = ctx
         .cancel
         .run_until_cancelled(tokio::time::timeout(
             t.read,
-            observe(host, &namespace, &names),
+            observe(host, &namespace, &names, expected.as_ref()),
         ))
         .await;
     tracing::info!(
@@ -626,7 +654,7 @@ pub async fn read_virtual_cluster(
             let ours = owned || release;
             // Without its namespace, it is gone once nothing it made outside is left.
             let new_state = if ours {
-                observed_state(state, &observed, &names)
+                observed_state(state, &observed, &names, expected)
             } else if observed.namespace.is_none()
                 && (observed.terminating || !observed.objects.is_empty())
             {
@@ -664,6 +692,48 @@ pub async fn read_virtual_cluster(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shortcut [`stored_config`] takes holds only if the rendered text reads back as
+    /// the rendered values.
+    #[test]
+    fn a_stored_vcluster_yaml_of_the_rendered_text_is_the_rendered_values() {
+        use base64::Engine as _;
+        let overrides = "controlPlane:\n  statefulSet:\n    resources:\n      limits:\n        cpu: \"1.5\"\n        memory: 2Gi\n  proxy:\n    extraSANs: [\"10.0.0.1\", \"true\"]\nsync:\n  toHost:\n    pods:\n      enabled: true\nexperimental:\n  deploy:\n    host:\n      manifests: \"a: 1.0\"\n";
+        for extra in [
+            vec![],
+            vec![("isolation", Value::string("private"))],
+            vec![("values_override", Value::string(overrides))],
+        ] {
+            let mut attrs = vec![
+                ("name", Value::string("team-a")),
+                ("namespace", Value::string("vc-team-a")),
+            ];
+            attrs.extend(extra);
+            let spec = Spec::from_value(&Value::object(attrs)).expect("a valid spec");
+            let rendered = render::render(&spec);
+            let secret = serde_json::json!({ "data": {
+                render::CONFIG_KEY: base64::engine::general_purpose::STANDARD
+                    .encode(&rendered.vcluster_yaml),
+            } });
+            let (_, parsed) = adopt::config_of(&secret).expect("a vcluster.yaml");
+            assert_eq!(parsed, rendered.values);
+            assert_eq!(stored_config(&secret, Some(&rendered)), Some(parsed));
+            // Another text is parsed.
+            assert_eq!(
+                stored_config(
+                    &secret,
+                    Some(&render::render(
+                        &Spec::from_value(&Value::object([
+                            ("name", Value::string("team-b")),
+                            ("namespace", Value::string("vc-team-b")),
+                        ]))
+                        .expect("a valid spec")
+                    ))
+                ),
+                Some(rendered.values.clone())
+            );
+        }
+    }
 
     fn limit_range(default_cpu: &str, request_cpu: &str) -> Json {
         serde_json::json!({ "spec": { "limits": [{
