@@ -22,7 +22,8 @@
 //!   pools, beside 200 `terraform_data`, with the host API requests each plan made (the lab
 //!   API server's audit log of the provider's account) by verb and resource.
 //!
-//! Every section that runs the provider prints its peak memory (VmHWM).
+//! Every section that runs the provider prints its peak memory (VmHWM); the plans print its
+//! CPU time too, so that a plan's wall time splits into the provider's part and the rest.
 //!
 //! Run with `scripts/bench [handshake|plan|vcluster|segments|refresh|all]`, which measures
 //! the release build.
@@ -144,16 +145,30 @@ fn timed_noop_plan(s: &gpufleet_acceptance::Session, rounds: usize, extra: &[&st
     median(&mut times)
 }
 
-/// Peak memory of the provider processes started while `f` runs.
-fn with_peak_rss<T>(f: impl FnOnce() -> T) -> (T, f64) {
+/// What the provider processes started while `f` ran used: the highest peak memory of one,
+/// and the CPU time of all of them.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    peak_mib: f64,
+    cpu_s: f64,
+}
+
+fn with_provider_usage<T>(f: impl FnOnce() -> T) -> (T, Usage) {
     let stop = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(0));
-    let watcher = watch_peak_rss(Arc::clone(&stop), Arc::clone(&peak));
+    let watcher = watch_providers(Arc::clone(&stop), Arc::clone(&peak));
     let out = f();
     stop.store(true, Ordering::Relaxed);
-    let _ = watcher.join();
-    (out, peak.load(Ordering::Relaxed) as f64 / 1024.0)
+    let ticks: u64 = watcher.join().map(|t| t.values().sum()).unwrap_or(0);
+    let usage = Usage {
+        peak_mib: peak.load(Ordering::Relaxed) as f64 / 1024.0,
+        cpu_s: ticks as f64 / USER_HZ,
+    };
+    (out, usage)
 }
+
+/// The unit of `/proc/<pid>/stat`'s CPU times (`USER_HZ`, 100 on Linux's 64-bit targets).
+const USER_HZ: f64 = 100.0;
 
 /// The provider's host API requests the lab's audit log recorded from byte `from` on, by
 /// verb and resource (most first).
@@ -248,7 +263,9 @@ fn refresh(n: usize, rounds: usize) {
         let from = audit_offset(&log);
         s.ok(&plan_args);
         let requests = audited(&log, from);
-        let (plan, peak) = with_peak_rss(|| timed_noop_plan(&s, rounds, &[]));
+        let (plan, usage) = with_provider_usage(|| timed_noop_plan(&s, rounds, &[]));
+        let peak = usage.peak_mib;
+        let cpu = usage.cpu_s / rounds as f64;
         // The same plan without refresh: what Terraform and the provider's plan cost alone
         // for these schemas, the floor that reading the host adds to.
         let unrefreshed = timed_noop_plan(&s, rounds, &["-refresh=false"]);
@@ -262,6 +279,7 @@ fn refresh(n: usize, rounds: usize) {
             "refresh: no-op plan of {n} {what}: median {plan:.2} s over {rounds} rounds ({:.2}x the floor), provider peak RSS {peak:.1} MiB (apply took {applied:.1} s)",
             plan / floor_plan
         );
+        println!("  provider CPU time per plan: {cpu:.2} s (user and system)");
         println!(
             "  without refresh (-refresh=false): median {unrefreshed:.2} s ({:.2}x the floor)",
             unrefreshed / floor_plan
@@ -343,7 +361,8 @@ fn segments(counts: &[usize]) {
         let floor_plan = timed_noop_plan(&floor, 3, &[]);
         let s = gpufleet_acceptance::Session::new(&config(n, 9000), lab.settings_env());
         netris_admin("DELETE", "/_admin/requests", None);
-        let (apply, peak) = with_peak_rss(|| timed(&s, "apply"));
+        let (apply, usage) = with_provider_usage(|| timed(&s, "apply"));
+        let peak = usage.peak_mib;
         let created = per_segment(n);
         let plan = timed_noop_plan(&s, 3, &[]);
         netris_admin("DELETE", "/_admin/requests", None);
@@ -379,7 +398,7 @@ fn vcluster(counts: &[usize]) {
         }
         let s = gpufleet_acceptance::Session::new(&config, lab.settings_env());
         let started = Instant::now();
-        let ((), peak) = with_peak_rss(|| {
+        let ((), usage) = with_provider_usage(|| {
             s.ok(&[
                 "apply",
                 "-auto-approve",
@@ -390,7 +409,8 @@ fn vcluster(counts: &[usize]) {
         });
         let took = started.elapsed().as_secs_f64();
         println!(
-            "vcluster: {n} at once: apply until Ready {took:.1} s, provider peak RSS {peak:.1} MiB"
+            "vcluster: {n} at once: apply until Ready {took:.1} s, provider peak RSS {:.1} MiB",
+            usage.peak_mib
         );
         let pods: Vec<serde_json::Value> = kubelet_status(lab.ports().vcluster)
             .into_iter()
@@ -516,9 +536,14 @@ fn launches(binary: &std::path::Path, cert: &str, runs: usize) -> (f64, f64, f64
     (median(&mut times), min, max)
 }
 
-/// Watches for provider processes and records the highest VmHWM (peak RSS) seen.
-fn watch_peak_rss(stop: Arc<AtomicBool>, peak_kib: Arc<AtomicU64>) -> thread::JoinHandle<()> {
+/// Watches for provider processes and records the highest VmHWM (peak RSS) seen; returns
+/// the last CPU time (user and system, in ticks) seen of each, by pid.
+fn watch_providers(
+    stop: Arc<AtomicBool>,
+    peak_kib: Arc<AtomicU64>,
+) -> thread::JoinHandle<BTreeMap<u32, u64>> {
     thread::spawn(move || {
+        let mut cpu = BTreeMap::new();
         while !stop.load(Ordering::Relaxed) {
             if let Ok(entries) = std::fs::read_dir("/proc") {
                 for e in entries.flatten() {
@@ -536,10 +561,24 @@ fn watch_peak_rss(stop: Arc<AtomicBool>, peak_kib: Arc<AtomicU64>) -> thread::Jo
                     if let Some(kib) = hwm {
                         peak_kib.fetch_max(kib, Ordering::Relaxed);
                     }
+                    let pid = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok());
+                    let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                    // utime and stime: the 12th and 13th fields after the parenthesised comm.
+                    let ticks = stat.rsplit_once(')').map(|(_, rest)| {
+                        rest.split_whitespace()
+                            .skip(11)
+                            .take(2)
+                            .filter_map(|t| t.parse::<u64>().ok())
+                            .sum::<u64>()
+                    });
+                    if let (Some(pid), Some(ticks)) = (pid, ticks) {
+                        cpu.insert(pid, ticks);
+                    }
                 }
             }
             thread::sleep(Duration::from_millis(5));
         }
+        cpu
     })
 }
 
@@ -572,7 +611,7 @@ data "gpufleet_gpu_catalog" "gpu" {{
     timed_plan(&gpufleet, &[]);
     timed_plan(&floor, &[]);
 
-    let ((mut ours, mut theirs), peak) = with_peak_rss(|| {
+    let ((mut ours, mut theirs), usage) = with_provider_usage(|| {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             ours.push(timed_plan(&gpufleet, &[]).0);
@@ -585,7 +624,11 @@ data "gpufleet_gpu_catalog" "gpu" {{
     println!("plan: {n} x gpufleet_gpu_catalog: median {ours:.2} s over {rounds} rounds");
     println!("plan: {n} x terraform_data (floor): median {theirs:.2} s over {rounds} rounds");
     println!("plan: ratio {:.2}x (target <= 1.5x)", ours / theirs);
-    println!("plan: provider peak RSS {peak:.1} MiB");
+    println!(
+        "plan: provider peak RSS {:.1} MiB, CPU time {:.2} s per plan",
+        usage.peak_mib,
+        usage.cpu_s / rounds as f64
+    );
     if let Some(binary) = peer_binary() {
         let peer = peer_workdir(
             &format!(
@@ -594,14 +637,16 @@ data "gpufleet_gpu_catalog" "gpu" {{
             &binary,
         );
         timed_plan(&peer, &[]);
-        let (mut times, peak) = with_peak_rss(|| {
+        let (mut times, usage) = with_provider_usage(|| {
             (0..rounds)
                 .map(|_| timed_plan(&peer, &[]).0)
                 .collect::<Vec<f64>>()
         });
         println!(
-            "plan: {n} x peer_gpu_catalog (the Go framework peer): median {:.2} s over {rounds} rounds, peak RSS {peak:.1} MiB",
-            median(&mut times)
+            "plan: {n} x peer_gpu_catalog (the Go framework peer): median {:.2} s over {rounds} rounds, peak RSS {:.1} MiB, CPU time {:.2} s per plan",
+            median(&mut times),
+            usage.peak_mib,
+            usage.cpu_s / rounds as f64
         );
     }
     rpc_latency(&gpufleet);
