@@ -14,6 +14,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -45,7 +48,9 @@ func (peerProvider) DataSources(context.Context) []func() datasource.DataSource 
 	return []func() datasource.DataSource{func() datasource.DataSource { return gpuCatalog{} }}
 }
 
-func (peerProvider) Resources(context.Context) []func() resource.Resource { return nil }
+func (peerProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{func() resource.Resource { return record{} }}
+}
 
 // gpuSpec is one catalog entry; a static map keeps Read free of I/O so the
 // benchmark times only the framework and protocol overhead.
@@ -106,3 +111,51 @@ func (gpuCatalog) Read(ctx context.Context, req datasource.ReadRequest, resp *da
 	m.Architecture = types.StringValue(spec.architecture)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
+
+// record is a resource whose every operation is answered from the request alone: a no-op
+// plan of many of them is what any framework provider pays before it does real work.
+type record struct{}
+
+type recordModel struct {
+	ID   types.String `tfsdk:"id"`
+	Name types.String `tfsdk:"name"`
+}
+
+func (record) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_record"
+}
+
+func (record) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = rschema.Schema{
+		Description: "Keeps a name; reads and writes nothing else.",
+		Attributes: map[string]rschema.Attribute{
+			"id": rschema.StringAttribute{
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": rschema.StringAttribute{Required: true},
+		},
+	}
+}
+
+func (record) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m recordModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	m.ID = m.Name
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (record) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var m recordModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (record) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m recordModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	m.ID = m.Name
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (record) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}

@@ -19,8 +19,9 @@
 //!   and a no-op plan of them beside one of the `terraform_data`.
 //!
 //! - `refresh`: no-op `terraform plan` of 200 paused virtual clusters, and of 200 node
-//!   pools, beside 200 `terraform_data`, with the host API requests each plan made (the lab
-//!   API server's audit log of the provider's account) by verb and resource.
+//!   pools, beside 200 `terraform_data` and 200 resources of the Go peer that read nothing,
+//!   with the host API requests each plan made (the lab API server's audit log of the
+//!   provider's account) by verb and resource.
 //!
 //! Every section that runs the provider prints its peak memory (VmHWM); the plans print its
 //! CPU time too, so that a plan's wall time splits into the provider's part and the rest.
@@ -228,6 +229,13 @@ fn refresh(n: usize, rounds: usize) {
     println!(
         "refresh: no-op plan of {n} x terraform_data (floor): median {floor_plan:.2} s over {rounds} rounds"
     );
+    let peer_plan = peer_records_plan(n, rounds, &plan_args);
+    if let Some(p) = peer_plan {
+        println!(
+            "refresh: no-op plan of {n} x peer_record (a Go framework provider's resource that reads nothing): median {p:.2} s ({:.2}x the floor)",
+            p / floor_plan
+        );
+    }
 
     let tenants: String = (0..n)
         .map(|i| {
@@ -275,8 +283,11 @@ fn refresh(n: usize, rounds: usize) {
             .take(6)
             .map(|(k, c)| format!("{k} {c}"))
             .collect();
+        let beside_peer = peer_plan
+            .map(|p| format!(", {:.2}x the Go peer's", plan / p))
+            .unwrap_or_default();
         println!(
-            "refresh: no-op plan of {n} {what}: median {plan:.2} s over {rounds} rounds ({:.2}x the floor), provider peak RSS {peak:.1} MiB (apply took {applied:.1} s)",
+            "refresh: no-op plan of {n} {what}: median {plan:.2} s over {rounds} rounds ({:.2}x the floor{beside_peer}), provider peak RSS {peak:.1} MiB (apply took {applied:.1} s)",
             plan / floor_plan
         );
         println!("  provider CPU time per plan: {cpu:.2} s (user and system)");
@@ -297,6 +308,39 @@ fn refresh(n: usize, rounds: usize) {
             "-parallelism=10",
         ]);
     }
+}
+
+/// The median no-op plan of `n` resources of the Go peer, which any plugin provider's
+/// resources pay before reading anything (`None` when Go cannot build the peer).
+fn peer_records_plan(n: usize, rounds: usize, plan_args: &[&str]) -> Option<f64> {
+    let binary = peer_binary()?;
+    let records: String = (0..n)
+        .map(|i| format!("resource \"peer_record\" \"r{i}\" {{\n  name = \"r{i}\"\n}}\n"))
+        .collect();
+    let peer = peer_workdir(
+        &format!(
+            "terraform {{\n  required_providers {{\n    peer = {{ source = \"gpufleet/peer\" }}\n  }}\n}}\n{records}"
+        ),
+        &binary,
+    );
+    peer.run_ok_with_env(
+        &[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+            "-parallelism=10",
+        ],
+        &[],
+    );
+    let mut times: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let started = Instant::now();
+            peer.run_ok_with_env(plan_args, &[]);
+            started.elapsed().as_secs_f64()
+        })
+        .collect();
+    Some(median(&mut times))
 }
 
 /// Applies, updates and destroys `n` segments at parallelism 10, beside as many
