@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -17,6 +18,7 @@ import (
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -133,16 +135,17 @@ func (record) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"name": rschema.StringAttribute{Required: true},
+			// The id is the name, so a new name is a new record.
+			"name": rschema.StringAttribute{
+				Required:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
 		},
 	}
 }
 
 func (record) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m recordModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	m.ID = m.Name
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	resp.Diagnostics.Append(keep(ctx, req.Plan, &resp.State)...)
 }
 
 func (record) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -152,10 +155,15 @@ func (record) Read(ctx context.Context, req resource.ReadRequest, resp *resource
 }
 
 func (record) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	resp.Diagnostics.Append(keep(ctx, req.Plan, &resp.State)...)
+}
+
+// keep writes the planned name to state, with the name as its id.
+func keep(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State) diag.Diagnostics {
 	var m recordModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	diags := plan.Get(ctx, &m)
 	m.ID = m.Name
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	return append(diags, state.Set(ctx, &m)...)
 }
 
 func (record) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}

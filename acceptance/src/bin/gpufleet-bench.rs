@@ -128,18 +128,27 @@ const LAB_HEADER: &str = "terraform {\n  required_providers {\n    gpufleet = { 
 /// The median wall time of `rounds` no-op plans with `extra` arguments (`-detailed-exitcode`
 /// fails a plan with changes).
 fn timed_noop_plan(s: &gpufleet_acceptance::Session, rounds: usize, extra: &[&str]) -> f64 {
-    let mut args = vec![
-        "plan",
-        "-detailed-exitcode",
-        "-input=false",
-        "-no-color",
-        "-parallelism=10",
-    ];
-    args.extend_from_slice(extra);
+    let args = [&NOOP_PLAN[..], extra].concat();
+    median_secs(rounds, || {
+        s.ok(&args);
+    })
+}
+
+/// A no-op plan as the refresh figures run it (`-detailed-exitcode` fails one with changes).
+const NOOP_PLAN: [&str; 5] = [
+    "plan",
+    "-detailed-exitcode",
+    "-input=false",
+    "-no-color",
+    "-parallelism=10",
+];
+
+/// The median wall time of `rounds` runs of `run`, in seconds.
+fn median_secs(rounds: usize, mut run: impl FnMut()) -> f64 {
     let mut times: Vec<f64> = (0..rounds)
         .map(|_| {
             let started = Instant::now();
-            s.ok(&args);
+            run();
             started.elapsed().as_secs_f64()
         })
         .collect();
@@ -210,13 +219,6 @@ fn audit_offset(log: &std::path::Path) -> u64 {
 fn refresh(n: usize, rounds: usize) {
     let lab = gpufleet_lab::Lab::shared();
     let log = lab.paths().audit_log();
-    let plan_args = [
-        "plan",
-        "-detailed-exitcode",
-        "-input=false",
-        "-no-color",
-        "-parallelism=10",
-    ];
     let floor = gpufleet_acceptance::Session::new(
         &format!(
             "resource \"terraform_data\" \"x\" {{\n  count = {n}\n  input = count.index\n}}\n"
@@ -229,7 +231,7 @@ fn refresh(n: usize, rounds: usize) {
     println!(
         "refresh: no-op plan of {n} x terraform_data (floor): median {floor_plan:.2} s over {rounds} rounds"
     );
-    let peer_plan = peer_records_plan(n, rounds, &plan_args);
+    let peer_plan = peer_records_plan(n, rounds);
     if let Some(p) = peer_plan {
         println!(
             "refresh: no-op plan of {n} x peer_record (a Go framework provider's resource that reads nothing): median {p:.2} s ({:.2}x the floor)",
@@ -269,7 +271,7 @@ fn refresh(n: usize, rounds: usize) {
         ]);
         let applied = started.elapsed().as_secs_f64();
         let from = audit_offset(&log);
-        s.ok(&plan_args);
+        s.ok(&NOOP_PLAN);
         let requests = audited(&log, from);
         let (plan, usage) = with_provider_usage(|| timed_noop_plan(&s, rounds, &[]));
         let peak = usage.peak_mib;
@@ -312,7 +314,7 @@ fn refresh(n: usize, rounds: usize) {
 
 /// The median no-op plan of `n` resources of the Go peer, which any plugin provider's
 /// resources pay before reading anything (`None` when Go cannot build the peer).
-fn peer_records_plan(n: usize, rounds: usize, plan_args: &[&str]) -> Option<f64> {
+fn peer_records_plan(n: usize, rounds: usize) -> Option<f64> {
     let binary = peer_binary()?;
     let records: String = (0..n)
         .map(|i| format!("resource \"peer_record\" \"r{i}\" {{\n  name = \"r{i}\"\n}}\n"))
@@ -333,14 +335,9 @@ fn peer_records_plan(n: usize, rounds: usize, plan_args: &[&str]) -> Option<f64>
         ],
         &[],
     );
-    let mut times: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let started = Instant::now();
-            peer.run_ok_with_env(plan_args, &[]);
-            started.elapsed().as_secs_f64()
-        })
-        .collect();
-    Some(median(&mut times))
+    Some(median_secs(rounds, || {
+        peer.run_ok_with_env(&NOOP_PLAN, &[]);
+    }))
 }
 
 /// Applies, updates and destroys `n` segments at parallelism 10, beside as many
