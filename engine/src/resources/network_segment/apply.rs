@@ -7,11 +7,10 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    model::{
-        Attached, Ids, Member, OWNER_TAG, Refs, Segment, attached_of, attached_value, id_value,
-        ids_of, status_of,
-    },
+    config::{Attached, SegmentConfig},
+    model::{Ids, Member, OWNER_TAG, Refs, Segment, attached_value, id_value, status_of},
     plan::REMOTE_ATTRIBUTES,
+    schema::{ALLOCATION_ID, ATTACHED_PORTS, ID, STATUS, SUBNET_ID, VLAN_ID, VNI},
 };
 use crate::{
     apply::{self, KindError, Machine, Step, Stopped, bounded, failed, local_update, run_steps},
@@ -123,16 +122,16 @@ impl Progress {
     /// The state to return: the planned value with what apply learned filled in.
     pub(super) fn state(&self, planned: &Value) -> Value {
         let mut s = planned.clone();
-        s.set_attr("id", id_value(self.ids.vnet));
-        s.set_attr("allocation_id", id_value(self.ids.allocation));
-        s.set_attr("subnet_id", id_value(self.ids.subnet));
+        s.set_attr(ID, id_value(self.ids.vnet));
+        s.set_attr(ALLOCATION_ID, id_value(self.ids.allocation));
+        s.set_attr(SUBNET_ID, id_value(self.ids.subnet));
         if let Some(a) = &self.attached {
-            s.set_attr("attached_ports", attached_value(a));
+            s.set_attr(ATTACHED_PORTS, attached_value(a));
         }
         let status = self.observed.as_ref().map_or("incomplete", status_of);
-        s.set_attr("status", Value::string(status));
+        s.set_attr(STATUS, Value::string(status));
         if let Some(v) = &self.observed {
-            for (attr, n) in [("vlan_id", v.vlan), ("vni", v.vxlan_id)] {
+            for (attr, n) in [(VLAN_ID, v.vlan), (VNI, v.vxlan_id)] {
                 if s.get(attr).is_unknown()
                     && let Some(n) = n
                 {
@@ -264,7 +263,7 @@ impl Machine for Creating<'_> {
 struct Updating<'a> {
     api: &'a dyn NetrisApi,
     seg: &'a Segment,
-    prior: &'a Value,
+    prior: &'a SegmentConfig,
     p: Progress,
 }
 
@@ -378,7 +377,7 @@ pub(super) async fn create_step(
 pub(super) async fn update_step(
     api: &dyn NetrisApi,
     seg: &Segment,
-    prior: &Value,
+    prior: &SegmentConfig,
     step: UpdateStep,
     p: &mut Progress,
 ) -> Result<UpdateStep, StepError> {
@@ -413,7 +412,7 @@ pub(super) async fn update_step(
         }
         UpdateStep::Subnet => {
             let refs = p.refs.ok_or_else(missing)?;
-            let gateway_changed = prior.get("gateway").as_str() != Some(&*seg.gateway.to_string());
+            let gateway_changed = prior.gateway.value() != Some(&seg.gateway);
             if gateway_changed && let Some(subnet) = p.ids.subnet {
                 api.update_subnet(subnet, &seg.subnet_body(refs)).await?;
             }
@@ -440,7 +439,7 @@ pub(super) async fn apply_create(
     planned: &Value,
     ids: Ids,
 ) -> ApplyResponse {
-    let seg = match Segment::from_value(planned) {
+    let seg = match Segment::from_config(&SegmentConfig::decode(planned)) {
         Ok(s) => s,
         Err(d) => return ApplyResponse::refused(Value::Null, d),
     };
@@ -489,22 +488,19 @@ pub(super) async fn apply_update(
     prior: &Value,
     planned: &Value,
 ) -> ApplyResponse {
-    let ids = ids_of(prior);
+    let prior_config = SegmentConfig::decode(prior);
+    let ids = Ids::of(&prior_config);
     if ids.vnet.is_none() {
         // A partial state without a V-Net: finish the create, adopting what exists.
         return apply_create(api, ctx, planned, ids).await;
     }
-    let seg = match Segment::from_value(planned) {
+    let planned_config = SegmentConfig::decode(planned);
+    let seg = match Segment::from_config(&planned_config) {
         Ok(s) => s,
         Err(d) => return ApplyResponse::refused(prior.clone(), d),
     };
     // Only local settings (timeouts) changed: nothing to tell the controller.
-    if let Some(r) = local_update(
-        prior,
-        planned,
-        REMOTE_ATTRIBUTES,
-        &["status", "attached_ports"],
-    ) {
+    if let Some(r) = local_update(prior, planned, REMOTE_ATTRIBUTES, &[STATUS, ATTACHED_PORTS]) {
         return r;
     }
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
@@ -513,10 +509,10 @@ pub(super) async fn apply_update(
     let mut updating = Updating {
         api,
         seg: &seg,
-        prior,
+        prior: &prior_config,
         p: Progress {
             ids,
-            attached: attached_of(planned.get("attached_ports")),
+            attached: planned_config.attached_ports.into_value(),
             ..Progress::default()
         },
     };
@@ -534,7 +530,7 @@ pub(super) async fn apply_update(
         // ids, so the next plan shows what is still to do.
         let mut state = prior.clone();
         if let Some(v) = &updating.p.observed {
-            state.set_attr("status", Value::string(status_of(v)));
+            state.set_attr(STATUS, Value::string(status_of(v)));
         }
         return failed(
             "Network Segment Update Failed",
@@ -552,11 +548,12 @@ pub(super) async fn apply_delete(
     ctx: &Context,
     prior: &Value,
 ) -> ApplyResponse {
-    let name = prior.get("name").as_str().unwrap_or_default().to_owned();
+    let config = SegmentConfig::decode(prior);
+    let name = config.name.value().cloned().unwrap_or_default();
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let deadline = started + t.delete;
-    let mut ids = ids_of(prior);
+    let mut ids = Ids::of(&config);
     let result = bounded(ctx, Operation::Delete, started, deadline, async {
         if let Some(id) = ids.vnet {
             api.delete_vnet(id).await?;
@@ -583,9 +580,9 @@ pub(super) async fn apply_delete(
         Ok(()) => ApplyResponse::done(Value::Null),
         Err(e) => {
             let mut state = prior.clone();
-            state.set_attr("id", id_value(ids.vnet));
-            state.set_attr("subnet_id", id_value(ids.subnet));
-            state.set_attr("allocation_id", id_value(ids.allocation));
+            state.set_attr(ID, id_value(ids.vnet));
+            state.set_attr(SUBNET_ID, id_value(ids.subnet));
+            state.set_attr(ALLOCATION_ID, id_value(ids.allocation));
             failed(
                 "Network Segment Delete Failed",
                 &name,

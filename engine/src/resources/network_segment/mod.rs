@@ -86,6 +86,7 @@ use crate::{
 };
 
 mod apply;
+mod config;
 mod list;
 mod model;
 mod plan;

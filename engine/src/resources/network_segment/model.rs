@@ -1,8 +1,12 @@
-//! The segment a configuration asks for, decoded from its value, and how its parts are written
-//! back to state.
+//! The segment a wholly known plan asks for, built from its [`SegmentConfig`], and how its
+//! parts are written back to state.
 
 use std::net::Ipv4Addr;
 
+use super::{
+    config::{Attached, SegmentConfig},
+    schema::{CIDR, DEFAULT_MTU, HOSTNAME, NAME, PORT, SITE, STATE, TENANT, UNTAGGED, VPC},
+};
 use crate::{
     backends::netris::{
         AllocationWrite, DhcpRange, GatewayWrite, IdRef, PortWrite, SubnetWrite, VNet, VNetWrite,
@@ -10,7 +14,7 @@ use crate::{
     diag::Diagnostics,
     path::AttrPath,
     validate::Ipv4Net,
-    value::Value,
+    value::{Known, Value},
 };
 
 /// Prefix of the IPAM objects' names (`gf-<segment>`).
@@ -26,14 +30,6 @@ pub(super) const MTU_TAG: &str = "gpufleet:mtu";
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Member {
     pub(super) port: Option<String>,
-    pub(super) hostname: Option<String>,
-    pub(super) untagged: bool,
-}
-
-/// A switch port attached to the V-Net, with the hostname member it came from.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Attached {
-    pub(super) port: String,
     pub(super) hostname: Option<String>,
     pub(super) untagged: bool,
 }
@@ -71,44 +67,14 @@ pub(super) struct Refs {
     pub(super) site: i64,
 }
 
-/// The segment's addresses as far as a configuration, plan or state gives them (any of them
-/// may be unknown or invalid yet): the one place `cidr` and `gateway` are parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Addressing {
-    /// `cidr`, when known and valid.
-    pub(super) cidr: Option<Ipv4Net>,
-    /// `gateway` as set, when known and valid.
-    pub(super) gateway: Option<Ipv4Addr>,
-    /// Whether `gateway` is null (left to its default) rather than set or unknown.
-    pub(super) gateway_default: bool,
-}
-
-impl Addressing {
-    /// Reads `cidr` and `gateway` of `v`.
-    pub(super) fn of(v: &Value) -> Addressing {
-        Addressing {
-            cidr: v.get("cidr").as_str().and_then(|s| s.parse().ok()),
-            gateway: v.get("gateway").as_str().and_then(|s| s.parse().ok()),
-            gateway_default: v.get("gateway").is_null(),
-        }
-    }
-
-    /// The gateway apply uses: the one set, or else the first host address of `cidr`.
-    pub(super) fn effective_gateway(&self) -> Option<Ipv4Addr> {
-        if self.gateway_default {
-            self.cidr.map(|n| n.first_host())
-        } else {
-            self.gateway
-        }
-    }
-}
-
 impl Segment {
-    pub(super) fn from_value(v: &Value) -> Result<Segment, Diagnostics> {
+    /// The segment a wholly known plan asks for; a diagnostic for each attribute that is not
+    /// known yet.
+    pub(super) fn from_config(c: &SegmentConfig) -> Result<Segment, Diagnostics> {
         let mut d = Diagnostics::new();
-        let mut text = |name: &str| -> String {
-            match v.get(name).as_str() {
-                Some(s) => s.to_owned(),
+        let mut text = |name: &str, v: &Known<String>| -> String {
+            match v.value() {
+                Some(s) => s.clone(),
                 None => {
                     d.error_at(
                         AttrPath::attr(name),
@@ -119,12 +85,17 @@ impl Segment {
                 }
             }
         };
-        let (name, tenant, vpc, site) = (text("name"), text("tenant"), text("vpc"), text("site"));
-        let state = text("state");
-        let addressing = Addressing::of(v);
+        let (name, tenant, vpc, site) = (
+            text(NAME, &c.name),
+            text(TENANT, &c.tenant),
+            text(VPC, &c.vpc),
+            text(SITE, &c.site),
+        );
+        let state = text(STATE, &c.state);
+        let addressing = c.addressing();
         let (Some(cidr), Some(gateway)) = (addressing.cidr, addressing.gateway) else {
             d.error_at(
-                AttrPath::attr("cidr"),
+                AttrPath::attr(CIDR),
                 "Invalid Network",
                 "cidr and gateway must be a valid IPv4 network and address.",
             );
@@ -133,16 +104,12 @@ impl Segment {
         if d.has_error() {
             return Err(d);
         }
-        let dhcp = match (
-            v.get("dhcp").get("start").as_str(),
-            v.get("dhcp").get("end").as_str(),
-        ) {
-            (Some(start), Some(end)) => Some(DhcpRange {
-                start: start.to_owned(),
-                end: end.to_owned(),
-            }),
-            _ => None,
-        };
+        let dhcp = c.dhcp.value().and_then(|r| {
+            Some(DhcpRange {
+                start: r.start.value()?.to_string(),
+                end: r.end.value()?.to_string(),
+            })
+        });
         Ok(Segment {
             name,
             tenant,
@@ -150,11 +117,11 @@ impl Segment {
             site,
             cidr,
             gateway,
-            vlan_id: v.get("vlan_id").as_i64(),
-            vni: v.get("vni").as_i64(),
+            vlan_id: c.vlan_id.into_value(),
+            vni: c.vni.into_value(),
             dhcp,
-            members: members_of(v.get("members")),
-            mtu: v.get("mtu").as_i64().unwrap_or(9000),
+            members: members_of(c),
+            mtu: c.mtu.into_value().unwrap_or(DEFAULT_MTU),
             state,
         })
     }
@@ -228,14 +195,13 @@ impl Segment {
     }
 }
 
-pub(super) fn members_of(v: &Value) -> Vec<Member> {
-    v.as_seq()
-        .unwrap_or_default()
-        .iter()
+/// The members whose attributes are known, as apply attaches them.
+pub(super) fn members_of(c: &SegmentConfig) -> Vec<Member> {
+    c.known_members()
         .map(|m| Member {
-            port: m.get("port").as_str().map(str::to_owned),
-            hostname: m.get("hostname").as_str().map(str::to_owned),
-            untagged: m.get("untagged").as_bool().unwrap_or(false),
+            port: m.port.value().cloned(),
+            hostname: m.hostname.value().cloned(),
+            untagged: m.untagged.value().copied().unwrap_or(false),
         })
         .collect()
 }
@@ -287,29 +253,10 @@ pub(super) fn hostname_members_in(tags: &[String]) -> Option<(Value, Value)> {
 
 pub(super) fn member_value(m: &Member) -> Value {
     Value::object([
-        ("port", m.port.clone().into()),
-        ("hostname", m.hostname.clone().into()),
-        ("untagged", Value::Bool(m.untagged)),
+        (PORT, m.port.clone().into()),
+        (HOSTNAME, m.hostname.clone().into()),
+        (UNTAGGED, Value::Bool(m.untagged)),
     ])
-}
-
-pub(super) fn attached_of(v: &Value) -> Option<Vec<Attached>> {
-    if !v.is_wholly_known() {
-        return None;
-    }
-    let items = v.as_seq()?;
-    Some(
-        items
-            .iter()
-            .filter_map(|a| {
-                Some(Attached {
-                    port: a.get("port").as_str()?.to_owned(),
-                    hostname: a.get("hostname").as_str().map(str::to_owned),
-                    untagged: a.get("untagged").as_bool().unwrap_or(false),
-                })
-            })
-            .collect(),
-    )
 }
 
 pub(super) fn attached_value(ports: &[Attached]) -> Value {
@@ -318,21 +265,24 @@ pub(super) fn attached_value(ports: &[Attached]) -> Value {
             .iter()
             .map(|a| {
                 Value::object([
-                    ("port", Value::string(a.port.clone())),
-                    ("hostname", a.hostname.clone().into()),
-                    ("untagged", Value::Bool(a.untagged)),
+                    (PORT, Value::string(a.port.clone())),
+                    (HOSTNAME, a.hostname.clone().into()),
+                    (UNTAGGED, Value::Bool(a.untagged)),
                 ])
             })
             .collect(),
     )
 }
 
-pub(super) fn ids_of(v: &Value) -> Ids {
-    let id = |name| v.get(name).as_str().and_then(|s| s.parse::<i64>().ok());
-    Ids {
-        allocation: id("allocation_id"),
-        subnet: id("subnet_id"),
-        vnet: id("id"),
+impl Ids {
+    /// The ids a plan or state records.
+    pub(super) fn of(c: &SegmentConfig) -> Ids {
+        let id = |v: &Known<String>| v.value().and_then(|s| s.parse::<i64>().ok());
+        Ids {
+            allocation: id(&c.allocation_id),
+            subnet: id(&c.subnet_id),
+            vnet: id(&c.id),
+        }
     }
 }
 

@@ -1,7 +1,14 @@
 //! Planning a `gpufleet_network_segment`: what a change keeps of what the controller showed,
 //! and what the controller already knows that refuses it.
 
-use super::model::{Addressing, IPAM_PREFIX, members_of};
+use super::{
+    config::SegmentConfig,
+    model::{IPAM_PREFIX, members_of},
+    schema::{
+        ALLOCATION_ID, ATTACHED_PORTS, DHCP, GATEWAY, ID, MEMBERS, MTU, STATE, STATUS, SUBNET_ID,
+        TENANT, VLAN_ID, VNI, VPC,
+    },
+};
 use crate::{
     backends::netris::{IpamNode, NetrisApi},
     context::Context,
@@ -13,50 +20,43 @@ use crate::{
 };
 
 /// The attributes whose change needs the controller to be told.
-pub(super) const REMOTE_ATTRIBUTES: &[&str] = &[
-    "gateway", "vlan_id", "vni", "dhcp", "members", "mtu", "state",
-];
+pub(super) const REMOTE_ATTRIBUTES: &[&str] = &[GATEWAY, VLAN_ID, VNI, DHCP, MEMBERS, MTU, STATE];
 
 pub(super) fn plan_segment(req: &PlanRequest) -> PlanResponse {
     let mut planned = req.proposed.clone();
+    let config = SegmentConfig::decode(&req.config);
     // The gateway defaults to the first host address, whatever state says: it is a function
     // of the configuration, known as soon as cidr is.
-    if req.config.get("gateway").is_null() {
-        let gateway = Addressing::of(&planned)
+    if config.gateway.is_null() {
+        let gateway = SegmentConfig::decode(&planned)
             .cidr
+            .value()
             .map_or_else(Value::unknown, |net| {
                 Value::string(net.first_host().to_string())
             });
-        planned.set_attr("gateway", gateway);
+        planned.set_attr(GATEWAY, gateway);
     }
     if !req.prior.is_null() {
+        let prior = SegmentConfig::decode(&req.prior);
         // Unchanged members keep their resolved ports: apply resolves hostnames only when
         // members change.
-        let prior_ports = req.prior.get("attached_ports");
-        if planned.get("members") == req.prior.get("members")
-            && prior_ports.is_wholly_known()
-            && !prior_ports.is_null()
+        if SegmentConfig::decode(&planned).members == prior.members
+            && prior.attached_ports.value().is_some()
         {
-            planned.set_attr("attached_ports", prior_ports.clone());
+            planned.set_attr(ATTACHED_PORTS, req.prior.get(ATTACHED_PORTS).clone());
         }
         // A change the controller never sees (only timeouts) keeps the status.
         if planned.same_attrs(&req.prior, REMOTE_ATTRIBUTES) {
-            planned.keep_from(&req.prior, &["status"]);
+            planned.keep_from(&req.prior, &[STATUS]);
         }
-        if req.prior.get("id").is_null() {
+        if prior.id.is_null() {
             // A partial state: the V-Net is gone (or was never made). Apply finishes the
             // create, so what it will record is not known yet.
-            for attr in [
-                "id",
-                "status",
-                "allocation_id",
-                "subnet_id",
-                "attached_ports",
-            ] {
+            for attr in [ID, STATUS, ALLOCATION_ID, SUBNET_ID, ATTACHED_PORTS] {
                 planned.set_attr(attr, Value::unknown());
             }
-            for attr in ["vlan_id", "vni"] {
-                if req.config.get(attr).is_null() {
+            for (attr, set) in [(VLAN_ID, &config.vlan_id), (VNI, &config.vni)] {
+                if set.is_null() {
                     planned.set_attr(attr, Value::unknown());
                 }
             }
@@ -79,42 +79,56 @@ pub(super) async fn check_plan(
     req: &PlanRequest,
 ) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let changed = |attr: &str| req.prior.is_null() || req.config.get(attr) != req.prior.get(attr);
+    let (config, prior) = (
+        SegmentConfig::decode(&req.config),
+        SegmentConfig::decode(&req.prior),
+    );
+    let creating = req.prior.is_null();
+    let (name_changed, cidr_changed) = (config.name != prior.name, config.cidr != prior.cidr);
     // These attributes replace the segment: its destroy deletes its allocation first.
-    let replacing = ["name", "tenant", "vpc", "site", "cidr"]
-        .iter()
-        .any(|a| changed(a));
-    if !req.prior.is_null()
+    let replacing = name_changed
+        || config.tenant != prior.tenant
+        || config.vpc != prior.vpc
+        || config.site != prior.site
+        || cidr_changed;
+    if !creating
         && replacing
-        && let (Some(new), Some(old)) = (
-            req.config.get("name").as_str(),
-            req.prior.get("name").as_str(),
-        )
+        && let (Some(new), Some(old)) = (config.name.value(), prior.name.value())
     {
         ctx.releases
             .replacing(&format!("segment:{new}"), &format!("{IPAM_PREFIX}{old}"));
     }
     let mut vpc_id = None;
-    for (fact, what) in [
-        (facts::UNKNOWN_NETRIS_TENANT, "tenant"),
-        (facts::UNKNOWN_NETRIS_VPC, "VPC"),
-        (facts::UNKNOWN_NETRIS_SITE, "site"),
+    for (fact, what, named, was) in [
+        (
+            facts::UNKNOWN_NETRIS_TENANT,
+            "tenant",
+            &config.tenant,
+            &prior.tenant,
+        ),
+        (facts::UNKNOWN_NETRIS_VPC, "VPC", &config.vpc, &prior.vpc),
+        (
+            facts::UNKNOWN_NETRIS_SITE,
+            "site",
+            &config.site,
+            &prior.site,
+        ),
     ] {
         let attr = fact.attribute;
         // The VPC is read whenever the cidr check needs its id.
-        let needed = changed(attr) || (attr == "vpc" && changed("cidr"));
-        let Some(name) = req.config.get(attr).as_str().filter(|_| needed) else {
+        let needed = creating || named != was || (attr == VPC && cidr_changed);
+        let Some(name) = named.value().filter(|_| needed) else {
             continue;
         };
         let listed = match attr {
-            "tenant" => api.tenants().await,
-            "vpc" => api.vpcs().await,
+            TENANT => api.tenants().await,
+            VPC => api.vpcs().await,
             _ => api.sites().await,
         };
         let Ok(items) = listed else { continue };
-        match items.iter().find(|n| n.name == name) {
+        match items.iter().find(|n| &n.name == name) {
             Some(n) => {
-                if attr == "vpc" {
+                if attr == VPC {
                     vpc_id = Some(n.id);
                 }
             }
@@ -132,17 +146,14 @@ pub(super) async fn check_plan(
             }
         }
     }
-    if changed("members") {
-        d.extend(unknown_member_hosts(api, &req.config).await);
+    if creating || config.members != prior.members {
+        d.extend(unknown_member_hosts(api, &config).await);
     }
-    if let (Some(vpc), Some(cidr), Some(name)) = (
-        vpc_id,
-        Addressing::of(&req.config).cidr,
-        req.config.get("name").as_str(),
-    ) && let Ok(tree) = api.ipam(Some(vpc)).await
+    if let (Some(vpc), Some(cidr), Some(name)) = (vpc_id, config.cidr.value(), config.name.value())
+        && let Ok(tree) = api.ipam(Some(vpc)).await
     {
         // The segment's own allocation, and the one a replacement (a new name) deletes first.
-        let mut own: Vec<String> = [Some(name), req.prior.get("name").as_str()]
+        let mut own: Vec<String> = [Some(name), prior.name.value()]
             .into_iter()
             .flatten()
             .map(|n| format!("{IPAM_PREFIX}{n}"))
@@ -152,14 +163,14 @@ pub(super) async fn check_plan(
             .iter()
             .flat_map(IpamNode::walk)
             .filter(|n| n.is_allocation() && !own.contains(&n.name))
-            .find(|n| n.prefix.parse::<Ipv4Net>().is_ok_and(|p| p.overlaps(&cidr)));
+            .find(|n| n.prefix.parse::<Ipv4Net>().is_ok_and(|p| p.overlaps(cidr)));
         if let Some(n) = clash {
             d.push(facts::CIDR_OVERLAP.refuse(format!(
                 "{cidr} overlaps the IPAM allocation {:?} ({}) in VPC {:?}; allocations of one \
                  VPC may not overlap. Choose a range outside it.",
                 n.name,
                 n.prefix,
-                req.config.get("vpc").as_str().unwrap_or_default()
+                config.vpc.value().map_or("", String::as_str)
             )));
         }
     }
@@ -167,9 +178,9 @@ pub(super) async fn check_plan(
 }
 
 /// The member hostnames that the controller's server inventory does not have.
-async fn unknown_member_hosts(api: &dyn NetrisApi, config: &Value) -> Diagnostics {
+async fn unknown_member_hosts(api: &dyn NetrisApi, config: &SegmentConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let members = members_of(config.get("members"));
+    let members = members_of(config);
     let hostnames: Vec<&str> = members
         .iter()
         .filter_map(|m| m.hostname.as_deref())

@@ -10,12 +10,16 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     apply::StepError,
+    config::{Attached, SegmentConfig},
     model::{
-        Attached, IPAM_PREFIX, Ids, MTU_TAG, Member, OWNER_TAG, attached_of, attached_value,
-        hostname_members_in, id_value, ids_of, member_value, members_of, normalise_state,
-        status_of,
+        IPAM_PREFIX, Ids, MTU_TAG, Member, OWNER_TAG, attached_value, hostname_members_in,
+        id_value, member_value, members_of, normalise_state, status_of,
     },
-    schema::segment_schema,
+    schema::{
+        ALLOCATION_ID, ATTACHED_PORTS, CIDR, DEFAULT_MTU, DEFAULT_STATE, DHCP, DHCP_END,
+        DHCP_START, GATEWAY, ID, MEMBERS, MTU, NAME, SITE, STATE, STATUS, SUBNET_ID, TENANT,
+        VLAN_ID, VNI, VPC, segment_schema,
+    },
 };
 use crate::{
     apply::{bounded, read_outcome},
@@ -34,8 +38,9 @@ pub(super) fn observed_members(
     prior: &Value,
     remote: &BTreeMap<String, bool>,
 ) -> (Value, Vec<Attached>) {
-    let prior_members = members_of(prior.get("members"));
-    let prior_attached = attached_of(prior.get("attached_ports")).unwrap_or_default();
+    let recorded = SegmentConfig::decode(prior);
+    let prior_members = members_of(&recorded);
+    let prior_attached = recorded.attached_ports.into_value().unwrap_or_default();
     let mut used: BTreeSet<String> = BTreeSet::new();
     let mut members: Vec<Member> = Vec::new();
     let mut attached: Vec<Attached> = Vec::new();
@@ -111,7 +116,7 @@ pub(super) fn observed_members(
             });
         }
     }
-    let value = if members.is_empty() && prior.get("members").is_null() {
+    let value = if members.is_empty() && recorded.members.is_null() {
         Value::Null
     } else {
         Value::set(members.iter().map(member_value).collect())
@@ -122,16 +127,16 @@ pub(super) fn observed_members(
 /// The state of a segment as the controller shows it, normalised against `prior`.
 pub(super) fn observed_state(prior: &Value, v: &VNet) -> Value {
     let mut s = prior.clone();
-    s.set_attr("id", Value::string(v.id.to_string()));
-    s.set_attr("name", Value::string(v.name.clone()));
+    s.set_attr(ID, Value::string(v.id.to_string()));
+    s.set_attr(NAME, Value::string(v.name.clone()));
     if let Some(t) = &v.tenant {
-        s.set_attr("tenant", Value::string(t.name.clone()));
+        s.set_attr(TENANT, Value::string(t.name.clone()));
     }
     if let Some(vpc) = &v.vpc {
-        s.set_attr("vpc", Value::string(vpc.name.clone()));
+        s.set_attr(VPC, Value::string(vpc.name.clone()));
     }
     if let Some(site) = v.sites.first() {
-        s.set_attr("site", Value::string(site.name.clone()));
+        s.set_attr(SITE, Value::string(site.name.clone()));
     }
     let gw = v.gateways.first();
     let parsed = gw.and_then(|g| {
@@ -148,43 +153,43 @@ pub(super) fn observed_state(prior: &Value, v: &VNet) -> Value {
     });
     match parsed {
         Some((addr, net)) => {
-            s.set_attr("gateway", Value::string(addr.to_string()));
-            s.set_attr("cidr", Value::string(net.to_string()));
+            s.set_attr(GATEWAY, Value::string(addr.to_string()));
+            s.set_attr(CIDR, Value::string(net.to_string()));
         }
-        None => s.set_attr("gateway", Value::Null),
+        None => s.set_attr(GATEWAY, Value::Null),
     }
     let dhcp = gw
         .filter(|g| g.dhcp_enabled.unwrap_or(g.dhcp.is_some()))
         .and_then(|g| g.dhcp.as_ref())
         .map_or(Value::Null, |r| {
             Value::object([
-                ("start", Value::string(r.start.clone())),
-                ("end", Value::string(r.end.clone())),
+                (DHCP_START, Value::string(r.start.clone())),
+                (DHCP_END, Value::string(r.end.clone())),
             ])
         });
-    s.set_attr("dhcp", dhcp);
+    s.set_attr(DHCP, dhcp);
     // `auto` and 0 read as none: keep what state recorded.
     if let Some(n) = v.vlan {
-        s.set_attr("vlan_id", Value::int(n));
+        s.set_attr(VLAN_ID, Value::int(n));
     }
     if let Some(n) = v.vxlan_id {
-        s.set_attr("vni", Value::int(n));
+        s.set_attr(VNI, Value::int(n));
     }
     let mtu = v
         .mtu
         .filter(|m| *m > 0)
         .or_else(|| v.tag(MTU_TAG).and_then(|m| m.trim().parse::<i64>().ok()));
     if let Some(mtu) = mtu {
-        s.set_attr("mtu", Value::int(mtu));
-    } else if s.get("mtu").is_null() {
-        s.set_attr("mtu", Value::int(9000));
+        s.set_attr(MTU, Value::int(mtu));
+    } else if s.get(MTU).is_null() {
+        s.set_attr(MTU, Value::int(DEFAULT_MTU));
     }
     if let Some(state) = normalise_state(&v.state) {
-        s.set_attr("state", Value::string(state));
-    } else if s.get("state").is_null() {
-        s.set_attr("state", Value::string("active"));
+        s.set_attr(STATE, Value::string(state));
+    } else if s.get(STATE).is_null() {
+        s.set_attr(STATE, Value::string(DEFAULT_STATE));
     }
-    s.set_attr("status", Value::string(status_of(v)));
+    s.set_attr(STATUS, Value::string(status_of(v)));
     let remote: BTreeMap<String, bool> = v
         .ports
         .iter()
@@ -193,25 +198,26 @@ pub(super) fn observed_state(prior: &Value, v: &VNet) -> Value {
     // An import (or a state from before `attached_ports`) knows no hostname members: the
     // V-Net's tags say which ports came from which server.
     let tagged;
+    let recorded = SegmentConfig::decode(prior);
     let prior = match hostname_members_in(&v.tags) {
-        Some((members, attached)) if prior.get("attached_ports").is_null() => {
+        Some((members, attached)) if recorded.attached_ports.is_null() => {
             let mut p = prior.clone();
             // Port members the prior state lists stay; the tags add the hostname members.
-            let ports = members_of(prior.get("members"))
+            let ports = members_of(&recorded)
                 .into_iter()
                 .filter(|m| m.port.is_some())
                 .map(|m| member_value(&m));
             let hosts = members.as_seq().unwrap_or_default().to_vec();
-            p.set_attr("members", Value::set(ports.chain(hosts).collect()));
-            p.set_attr("attached_ports", attached);
+            p.set_attr(MEMBERS, Value::set(ports.chain(hosts).collect()));
+            p.set_attr(ATTACHED_PORTS, attached);
             tagged = p;
             &tagged
         }
         _ => prior,
     };
     let (members, attached) = observed_members(prior, &remote);
-    s.set_attr("members", members);
-    s.set_attr("attached_ports", attached_value(&attached));
+    s.set_attr(MEMBERS, members);
+    s.set_attr(ATTACHED_PORTS, attached_value(&attached));
     s.with_unknowns_nulled()
 }
 
@@ -225,7 +231,8 @@ pub(super) async fn find_by_name(
 ) -> Result<Option<Value>, StepError> {
     // An import takes over whatever V-Net has the name; a partial state only finds the V-Net
     // its own interrupted apply created (with the owner tag).
-    let importing = state.get("tenant").is_null();
+    let recorded = SegmentConfig::decode(state);
+    let importing = recorded.tenant.is_null();
     let Some(found) = api
         .vnets(None)
         .await?
@@ -241,7 +248,7 @@ pub(super) async fn find_by_name(
     let ipam_name = format!("{IPAM_PREFIX}{name}");
     let tree = api.ipam(v.vpc.as_ref().map(|vpc| vpc.id)).await?;
     let nodes: Vec<&IpamNode> = tree.iter().flat_map(IpamNode::walk).collect();
-    let mut ids = ids_of(state);
+    let mut ids = Ids::of(&recorded);
     let find = |alloc: bool| {
         nodes
             .iter()
@@ -250,8 +257,8 @@ pub(super) async fn find_by_name(
     };
     ids.allocation = ids.allocation.or_else(|| find(true));
     ids.subnet = ids.subnet.or_else(|| find(false));
-    s.set_attr("allocation_id", id_value(ids.allocation));
-    s.set_attr("subnet_id", id_value(ids.subnet));
+    s.set_attr(ALLOCATION_ID, id_value(ids.allocation));
+    s.set_attr(SUBNET_ID, id_value(ids.subnet));
     Ok(Some(s))
 }
 
@@ -268,7 +275,8 @@ pub(super) async fn leftover_ipam(
         return Ok(Value::Null);
     }
     // The IPAM listing is per VPC (the default VPC when unfiltered).
-    let vpc_name = state.get("vpc").as_str().unwrap_or_default();
+    let recorded = SegmentConfig::decode(state);
+    let vpc_name = recorded.vpc.value().map_or("", String::as_str);
     let vpc = api.vpcs().await?.into_iter().find(|v| v.name == vpc_name);
     let tree = api.ipam(vpc.map(|v| v.id)).await?;
     let present = |id: Option<i64>, alloc: bool| {
@@ -283,9 +291,9 @@ pub(super) async fn leftover_ipam(
         return Ok(Value::Null);
     }
     let mut partial = state.with_unknowns_nulled();
-    partial.set_attr("id", Value::Null);
-    partial.set_attr("allocation_id", id_value(allocation));
-    partial.set_attr("subnet_id", id_value(subnet));
+    partial.set_attr(ID, Value::Null);
+    partial.set_attr(ALLOCATION_ID, id_value(allocation));
+    partial.set_attr(SUBNET_ID, id_value(subnet));
     Ok(partial)
 }
 
@@ -294,10 +302,11 @@ pub(super) async fn read_segment(
     ctx: &Context,
     state: &Value,
 ) -> ReadResponse {
-    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let recorded = SegmentConfig::decode(state);
+    let name = recorded.name.value().cloned().unwrap_or_default();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
-    let ids = ids_of(state);
+    let ids = Ids::of(&recorded);
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         match ids.vnet {
             Some(id) => match api.vnet(id).await? {
@@ -342,5 +351,5 @@ pub(super) fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     }
     Ok(segment_schema()
         .block
-        .complete(&Value::object([("name", Value::string(name))])))
+        .complete(&Value::object([(NAME, Value::string(name))])))
 }

@@ -7,17 +7,46 @@ use crate::{
     value::Type,
 };
 
+/// Attribute names, shared by the schema and [`super::config`].
+pub(super) const ID: &str = "id";
+pub(super) const NAME: &str = "name";
+pub(super) const TENANT: &str = "tenant";
+pub(super) const VPC: &str = "vpc";
+pub(super) const SITE: &str = "site";
+pub(super) const CIDR: &str = "cidr";
+pub(super) const GATEWAY: &str = "gateway";
+pub(super) const VLAN_ID: &str = "vlan_id";
+pub(super) const VNI: &str = "vni";
+pub(super) const DHCP: &str = "dhcp";
+pub(super) const DHCP_START: &str = "start";
+pub(super) const DHCP_END: &str = "end";
+pub(super) const MEMBERS: &str = "members";
+pub(super) const PORT: &str = "port";
+pub(super) const HOSTNAME: &str = "hostname";
+pub(super) const UNTAGGED: &str = "untagged";
+pub(super) const MTU: &str = "mtu";
+pub(super) const STATE: &str = "state";
+pub(super) const STATUS: &str = "status";
+pub(super) const ALLOCATION_ID: &str = "allocation_id";
+pub(super) const SUBNET_ID: &str = "subnet_id";
+pub(super) const ATTACHED_PORTS: &str = "attached_ports";
+
+/// `mtu` when left out.
+pub(super) const DEFAULT_MTU: i64 = 9000;
+/// `state` when left out.
+pub(super) const DEFAULT_STATE: &str = "active";
+
 pub(super) fn member_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("port", Type::String).describe(
+        Attribute::optional(PORT, Type::String).describe(
             "A switch port as `port@switch`, e.g. `swp5@leaf-01`. Exactly one of `port` and \
              `hostname` must be set.",
         ),
-        Attribute::optional("hostname", Type::String).describe(
+        Attribute::optional(HOSTNAME, Type::String).describe(
             "A server's hostname (as in BCM and the controller's server inventory); every \
              switch port the server is cabled to becomes a member.",
         ),
-        Attribute::optional("untagged", Type::Bool)
+        Attribute::optional(UNTAGGED, Type::Bool)
             .default(false)
             .describe("Attach the port(s) untagged (access mode) instead of tagged."),
     ]
@@ -25,10 +54,10 @@ pub(super) fn member_attributes() -> Vec<Attribute> {
 
 pub(super) fn attached_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::computed("port", Type::String).describe("The switch port, `port@switch`."),
-        Attribute::computed("hostname", Type::String)
+        Attribute::computed(PORT, Type::String).describe("The switch port, `port@switch`."),
+        Attribute::computed(HOSTNAME, Type::String)
             .describe("The `hostname` member the port was resolved from; null for `port` members."),
-        Attribute::computed("untagged", Type::Bool).describe("Whether the port is untagged."),
+        Attribute::computed(UNTAGGED, Type::Bool).describe("Whether the port is untagged."),
     ]
 }
 
@@ -42,12 +71,12 @@ pub(super) fn segment_schema() -> Schema {
              created instead of duplicating it. Needs the provider's `netris` block.",
         )
         .attr(
-            Attribute::computed("id", Type::String)
+            Attribute::computed(ID, Type::String)
                 .use_state_for_unknown()
                 .describe("The V-Net's id on the controller."),
         )
         .attr(
-            Attribute::required("name", Type::String)
+            Attribute::required(NAME, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(60))
                 .describe(
@@ -56,12 +85,12 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("tenant", Type::String)
+            Attribute::required(TENANT, Type::String)
                 .requires_replace()
                 .describe("Name of the controller tenant that owns the segment."),
         )
         .attr(
-            Attribute::required("vpc", Type::String)
+            Attribute::required(VPC, Type::String)
                 .requires_replace()
                 .describe(
                     "Name of the VPC the segment lives in (the controller's default VPC is \
@@ -69,12 +98,12 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("site", Type::String)
+            Attribute::required(SITE, Type::String)
                 .requires_replace()
                 .describe("Name of the site whose switches carry the segment."),
         )
         .attr(
-            Attribute::required("cidr", Type::String)
+            Attribute::required(CIDR, Type::String)
                 .requires_replace()
                 .validate(Ipv4Cidr::new(8, 30))
                 .describe(
@@ -83,7 +112,7 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("gateway", Type::String)
+            Attribute::optional_computed(GATEWAY, Type::String)
                 .validate(Ipv4Address::new())
                 .describe(
                     "The gateway address inside `cidr`, neither its network nor its broadcast \
@@ -91,7 +120,7 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("vlan_id", Type::Number)
+            Attribute::optional_computed(VLAN_ID, Type::Number)
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 4094))
                 .describe(
@@ -100,7 +129,7 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("vni", Type::Number)
+            Attribute::optional_computed(VNI, Type::Number)
                 .use_state_for_unknown()
                 .validate(IntBetween::new(1, 16_777_215))
                 .describe(
@@ -110,14 +139,14 @@ pub(super) fn segment_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "dhcp",
+                DHCP,
                 Nesting::Single,
                 AttrMode::Optional,
                 vec![
-                    Attribute::required("start", Type::String)
+                    Attribute::required(DHCP_START, Type::String)
                         .validate(Ipv4Address::new())
                         .describe("First address handed out."),
-                    Attribute::required("end", Type::String)
+                    Attribute::required(DHCP_END, Type::String)
                         .validate(Ipv4Address::new())
                         .describe("Last address handed out."),
                 ],
@@ -129,7 +158,7 @@ pub(super) fn segment_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "members",
+                MEMBERS,
                 Nesting::Set,
                 AttrMode::Optional,
                 member_attributes(),
@@ -141,29 +170,29 @@ pub(super) fn segment_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("mtu", Type::Number)
-                .default(9000)
+            Attribute::optional(MTU, Type::Number)
+                .default(DEFAULT_MTU)
                 .validate(IntBetween::new(1280, 9216))
                 .describe(
                     "MTU of the segment. Also recorded on the V-Net as the tag `gpufleet:mtu`.",
                 ),
         )
         .attr(
-            Attribute::optional("state", Type::String)
-                .default("active")
+            Attribute::optional(STATE, Type::String)
+                .default(DEFAULT_STATE)
                 .validate(OneOf::new(&["active", "disabled"]))
                 .describe(
                     "`active`, or `disabled` to withdraw the segment's configuration from the \
                      switches while keeping its objects.",
                 ),
         )
-        .attr(Attribute::computed("status", Type::String).describe(
+        .attr(Attribute::computed(STATUS, Type::String).describe(
             "What the controller reports: `provisioning` while it pushes the configuration to \
              the switches, then `active` or `disabled`; `incomplete` when an apply stopped \
              before the V-Net existed.",
         ))
         .attr(
-            Attribute::computed("allocation_id", Type::String)
+            Attribute::computed(ALLOCATION_ID, Type::String)
                 .use_state_for_unknown()
                 .describe(
                     "The id of the IPAM allocation `gf-<name>`; null when the segment does not \
@@ -171,7 +200,7 @@ pub(super) fn segment_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("subnet_id", Type::String)
+            Attribute::computed(SUBNET_ID, Type::String)
                 .use_state_for_unknown()
                 .describe(
                     "The id of the IPAM subnet `gf-<name>`; null when the segment does not \
@@ -180,7 +209,7 @@ pub(super) fn segment_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "attached_ports",
+                ATTACHED_PORTS,
                 Nesting::Set,
                 AttrMode::Computed,
                 attached_attributes(),

@@ -3,7 +3,7 @@
 use super::*;
 use std::collections::BTreeMap;
 
-use super::{model::*, read::*};
+use super::{config::*, model::*, read::*};
 use crate::{
     consistency::assert_plan_valid, path::AttrPath, plan::plan_resource, validate::validate_block,
 };
@@ -425,13 +425,13 @@ fn gpu_001_ports() -> [Attached; 2] {
 
 /// The V-Net body of an applied segment with VLAN and VNI left to the controller.
 fn vnet_body_with(attached: &[Attached]) -> crate::backends::netris::VNetWrite {
-    let seg = Segment::from_value(&applied(&config(&[
+    let seg = Segment::from_config(&SegmentConfig::decode(&applied(&config(&[
         ("gateway", Value::string("10.20.0.1")),
         ("mtu", Value::int(9000)),
         ("state", Value::string("active")),
         ("vlan_id", Value::Null),
         ("vni", Value::Null),
-    ])))
+    ]))))
     .expect("segment");
     let refs = Refs {
         tenant: 1,

@@ -2,18 +2,18 @@
 
 use std::{collections::BTreeSet, net::Ipv4Addr};
 
-use super::model::Addressing;
+use super::{
+    config::{DhcpConfig, SegmentConfig},
+    schema::{DHCP, DHCP_END, DHCP_START, GATEWAY, MEMBERS, SITE, TENANT, VPC},
+};
 use crate::{diag::Diagnostics, path::AttrPath, validate::Ipv4Net, value::Value};
 
 /// The cross-attribute checks; per-attribute rules are validators in the schema.
 pub(super) fn validate_segment(config: &Value) -> Diagnostics {
+    let seg = SegmentConfig::decode(config);
     let mut d = Diagnostics::new();
-    for name in ["tenant", "vpc", "site"] {
-        if config
-            .get(name)
-            .as_str()
-            .is_some_and(|s| s.trim().is_empty())
-        {
+    for (name, value) in [(TENANT, &seg.tenant), (VPC, &seg.vpc), (SITE, &seg.site)] {
+        if value.value().is_some_and(|s| s.trim().is_empty()) {
             d.error_at(
                 AttrPath::attr(name),
                 "Empty Name",
@@ -21,7 +21,7 @@ pub(super) fn validate_segment(config: &Value) -> Diagnostics {
             );
         }
     }
-    let addressing = Addressing::of(config);
+    let addressing = seg.addressing();
     let cidr = addressing.cidr;
     if let (Some(net), Some(gw)) = (cidr, addressing.gateway)
         && !net.is_host(gw)
@@ -34,32 +34,28 @@ pub(super) fn validate_segment(config: &Value) -> Diagnostics {
             "is the broadcast address of cidr".to_owned()
         };
         d.error_at(
-            AttrPath::attr("gateway"),
+            AttrPath::attr(GATEWAY),
             "Gateway Outside Network",
             format!("gateway {gw} {why}; it must be a host address of {net}."),
         );
     }
-    let effective_gw = addressing.effective_gateway();
-    validate_dhcp(config.get("dhcp"), cidr, effective_gw, &mut d);
-    validate_members(config.get("members"), &mut d);
+    if let Some(dhcp) = seg.dhcp.value() {
+        validate_dhcp(dhcp, cidr, addressing.effective_gateway(), &mut d);
+    }
+    validate_members(&seg, &mut d);
     d
 }
 
-pub(super) fn validate_dhcp(
-    dhcp: &Value,
+fn validate_dhcp(
+    dhcp: &DhcpConfig,
     cidr: Option<Ipv4Net>,
     gw: Option<Ipv4Addr>,
     d: &mut Diagnostics,
 ) {
-    let path = AttrPath::attr("dhcp");
-    let addr = |n: &str| {
-        dhcp.get(n)
-            .as_str()
-            .and_then(|s| s.parse::<Ipv4Addr>().ok())
-    };
-    let (start, end) = (addr("start"), addr("end"));
+    let path = AttrPath::attr(DHCP);
+    let (start, end) = (dhcp.start.value().copied(), dhcp.end.value().copied());
     if let Some(net) = cidr {
-        for (n, a) in [("start", start), ("end", end)] {
+        for (n, a) in [(DHCP_START, start), (DHCP_END, end)] {
             if let Some(a) = a
                 && !net.is_host(a)
             {
@@ -74,7 +70,7 @@ pub(super) fn validate_dhcp(
     if let (Some(s), Some(e)) = (start, end) {
         if s > e {
             d.error_at(
-                path.push_attr("end"),
+                path.push_attr(DHCP_END),
                 "Invalid DHCP Range",
                 format!("dhcp.end {e} comes before dhcp.start {s}."),
             );
@@ -93,27 +89,22 @@ pub(super) fn validate_dhcp(
     }
 }
 
-pub(super) fn validate_members(members: &Value, d: &mut Diagnostics) {
-    let path = AttrPath::attr("members");
+fn validate_members(seg: &SegmentConfig, d: &mut Diagnostics) {
+    let path = AttrPath::attr(MEMBERS);
     let mut ports = BTreeSet::new();
-    for m in members.as_seq().unwrap_or_default() {
-        if m.as_object().is_none() {
+    for m in seg.known_members() {
+        if m.port.is_unknown() || m.hostname.is_unknown() {
             continue;
         }
-        let (port, host) = (m.get("port"), m.get("hostname"));
-        if port.is_unknown() || host.is_unknown() {
-            continue;
-        }
-        match (port.as_str(), host.as_str()) {
+        match (m.port.value(), m.hostname.value()) {
             (Some(_), Some(_)) | (None, None) => d.error_at(
                 path.clone(),
                 "Invalid Member",
                 format!(
                     "a member must set exactly one of port and hostname; this one sets {}.",
-                    if port.is_null() {
-                        "neither".to_owned()
-                    } else {
-                        format!("both (port {:?})", port.as_str().unwrap_or_default())
+                    match m.port.value() {
+                        None => "neither".to_owned(),
+                        Some(p) => format!("both (port {p:?})"),
                     }
                 ),
             ),
