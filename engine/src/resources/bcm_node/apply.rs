@@ -7,8 +7,10 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
+    config::NodeConfig,
     model::{Desired, fill_observed},
     plan::REMOTE_ATTRIBUTES,
+    schema::{DEFAULT_WIPE_ON_DESTROY, GPU_COUNT, GPU_PRODUCT, IP, MAC, RACK, STATUS},
 };
 use crate::{
     apply::{self, KindError, Machine, Step, Stopped, bounded, failed, local_update, run_steps},
@@ -143,7 +145,7 @@ pub(super) fn state_of(p: &Progress, planned: &Value) -> Value {
 fn prior_with_status(prior: &Value, p: &Progress) -> Value {
     let mut state = prior.clone();
     if let Some(s) = &p.status {
-        state.set_attr("status", Value::string(s.status.clone()));
+        state.set_attr(STATUS, Value::string(s.status.clone()));
     }
     state
 }
@@ -295,7 +297,7 @@ pub(super) async fn apply_create(
     ctx: &Context,
     planned: &Value,
 ) -> ApplyResponse {
-    let want = match Desired::from_value(planned) {
+    let want = match Desired::from_config(&NodeConfig::decode(planned)) {
         Ok(w) => w,
         Err(d) => return ApplyResponse::refused(Value::Null, d),
     };
@@ -360,16 +362,16 @@ pub(super) async fn held_node(
 
 pub(super) async fn update_node(
     api: &dyn BcmApi,
-    prior: &Value,
+    prior: &NodeConfig,
     want: &Desired,
     p: &mut Progress,
 ) -> Result<(), StepError> {
-    let uuid = prior.get("id").as_str().unwrap_or_default().to_owned();
+    let uuid = prior.id.value().cloned().unwrap_or_default();
     let d = held_node(api, &uuid, want).await?;
-    let image_changed = prior.get("software_image").as_str() != want.software_image.as_deref();
+    let image_changed = prior.software_image.value() != want.software_image.as_ref();
     let settings_changed = image_changed
-        || prior.get("category").as_str() != Some(want.category.as_str())
-        || prior.get("install_mode").as_str() != Some(want.install_mode.as_str());
+        || prior.category.value() != Some(&want.category)
+        || prior.install_mode.value() != Some(&want.install_mode);
     let mut n = d.clone();
     if settings_changed {
         let refs = resolve_refs(api, want).await?;
@@ -418,15 +420,16 @@ pub(super) async fn apply_update(
     prior: &Value,
     planned: &Value,
 ) -> ApplyResponse {
-    if prior.get("id").as_str().is_none() {
+    let recorded = NodeConfig::decode(prior);
+    if recorded.id.value().is_none() {
         return apply_create(api, ctx, planned).await;
     }
-    let want = match Desired::from_value(planned) {
+    let want = match Desired::from_config(&NodeConfig::decode(planned)) {
         Ok(w) => w,
         Err(d) => return ApplyResponse::refused(prior.clone(), d),
     };
     // Only local settings changed (wipe_on_destroy, timeouts): nothing to tell BCM.
-    if let Some(r) = local_update(prior, planned, REMOTE_ATTRIBUTES, &["status", "ip"]) {
+    if let Some(r) = local_update(prior, planned, REMOTE_ATTRIBUTES, &[STATUS, IP]) {
         return r;
     }
     let t = Timeouts::of_resource(planned, DEFAULT_TIMEOUTS);
@@ -437,14 +440,14 @@ pub(super) async fn apply_update(
         Operation::Update,
         started,
         started + t.update,
-        update_node(api, prior, &want, &mut p),
+        update_node(api, &recorded, &want, &mut p),
     )
     .await;
     match r {
         Ok(()) => {
             let mut s = state_of(&p, planned);
             // Hardware facts were promised as they were.
-            for a in ["mac", "rack", "gpu_product", "gpu_count"] {
+            for a in [MAC, RACK, GPU_PRODUCT, GPU_COUNT] {
                 s.set_attr(a, prior.get(a).clone());
             }
             ApplyResponse::done(s)
@@ -464,16 +467,16 @@ pub(super) async fn apply_update(
 }
 
 pub(super) async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyResponse {
-    let hostname = prior
-        .get("hostname")
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let Some(uuid) = prior.get("id").as_str().map(str::to_owned) else {
+    let recorded = NodeConfig::decode(prior);
+    let hostname = recorded.hostname.value().cloned().unwrap_or_default();
+    let Some(uuid) = recorded.id.value() else {
         return ApplyResponse::done(Value::Null);
     };
-    let tenant = prior.get("tenant").as_str().unwrap_or_default().to_owned();
-    let wipe = prior.get("wipe_on_destroy").as_bool().unwrap_or(true);
+    let tenant = recorded.tenant.value().cloned().unwrap_or_default();
+    let wipe = recorded
+        .wipe_on_destroy
+        .into_value()
+        .unwrap_or(DEFAULT_WIPE_ON_DESTROY);
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let mut p = Progress::default();

@@ -85,6 +85,7 @@ use crate::{
 };
 
 mod apply;
+mod config;
 mod list;
 mod model;
 mod plan;

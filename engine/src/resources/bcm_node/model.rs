@@ -1,11 +1,19 @@
-//! The node a configuration asks for, and the attributes BCM shows for it.
+//! The node a wholly known plan asks for, built from its [`NodeConfig`], and the attributes
+//! BCM shows for it.
 
-use super::TYPE_NAME;
+use super::{
+    TYPE_NAME,
+    config::NodeConfig,
+    schema::{
+        CATEGORY, DEFAULT_INSTALL_MODE, GPU_COUNT, GPU_PRODUCT, HOSTNAME, ID, IP, MAC, POWER_OFF,
+        POWER_ON, RACK, STATUS, TENANT,
+    },
+};
 use crate::{
     backends::bcm::{Device, DeviceStatus, SysInfo},
     diag::Diagnostics,
     path::AttrPath,
-    value::Value,
+    value::{Known, Value},
 };
 
 /// The desired node, from a planned value whose configuration is known.
@@ -20,11 +28,13 @@ pub(super) struct Desired {
 }
 
 impl Desired {
-    pub(super) fn from_value(v: &Value) -> Result<Desired, Diagnostics> {
+    /// The node a wholly known plan asks for; a diagnostic for each name that is not known
+    /// yet.
+    pub(super) fn from_config(c: &NodeConfig) -> Result<Desired, Diagnostics> {
         let mut d = Diagnostics::new();
-        let mut text = |name: &str| -> String {
-            if let Some(s) = v.get(name).as_str() {
-                return s.to_owned();
+        let mut text = |name: &str, v: &Known<String>| -> String {
+            if let Some(s) = v.value() {
+                return s.clone();
             }
             d.error_at(
                 AttrPath::attr(name),
@@ -33,7 +43,11 @@ impl Desired {
             );
             String::new()
         };
-        let (hostname, category, tenant) = (text("hostname"), text("category"), text("tenant"));
+        let (hostname, category, tenant) = (
+            text(HOSTNAME, &c.hostname),
+            text(CATEGORY, &c.category),
+            text(TENANT, &c.tenant),
+        );
         if d.has_error() {
             return Err(d);
         }
@@ -41,9 +55,13 @@ impl Desired {
             hostname,
             category,
             tenant,
-            software_image: v.get("software_image").as_str().map(str::to_owned),
-            install_mode: v.get("install_mode").as_str().unwrap_or("AUTO").to_owned(),
-            power_on: v.get("power").as_str() != Some("off"),
+            software_image: c.software_image.value().cloned(),
+            install_mode: c
+                .install_mode
+                .value()
+                .map_or(DEFAULT_INSTALL_MODE, String::as_str)
+                .to_owned(),
+            power_on: c.powered_on(),
         })
     }
 }
@@ -54,7 +72,7 @@ pub(super) fn opt(s: Option<&str>) -> Value {
 
 /// The schema's spelling of a status record's power.
 pub(super) fn power_word(s: &DeviceStatus) -> &'static str {
-    if s.is_on() { "on" } else { "off" }
+    if s.is_on() { POWER_ON } else { POWER_OFF }
 }
 
 /// The GPU product and count of a node's system information, as attribute values.
@@ -64,8 +82,8 @@ pub(super) fn gpu_facts(info: Option<&SysInfo>) -> [(&'static str, Value); 2] {
         .filter(|i| i.gpu_count() > 0)
         .and_then(|i| i64::try_from(i.gpu_count()).ok());
     [
-        ("gpu_product", product.map_or(Value::Null, Value::string)),
-        ("gpu_count", count.map_or(Value::Null, Value::int)),
+        (GPU_PRODUCT, product.map_or(Value::Null, Value::string)),
+        (GPU_COUNT, count.map_or(Value::Null, Value::int)),
     ]
 }
 
@@ -77,11 +95,11 @@ pub(super) fn fill_observed(
     status: Option<&DeviceStatus>,
     info: Option<&SysInfo>,
 ) {
-    s.set_attr("id", Value::string(device.uuid.clone()));
+    s.set_attr(ID, Value::string(device.uuid.clone()));
     let [product, count] = gpu_facts(info);
     let facts = [
-        ("mac", opt(device.mac_address())),
-        ("rack", opt(device.rack())),
+        (MAC, opt(device.mac_address())),
+        (RACK, opt(device.rack())),
         product,
         count,
     ];
@@ -90,12 +108,12 @@ pub(super) fn fill_observed(
             s.set_attr(name, value);
         }
     }
-    if s.get("ip").is_unknown() {
-        s.set_attr("ip", opt(device.ip()));
+    if s.get(IP).is_unknown() {
+        s.set_attr(IP, opt(device.ip()));
     }
     if let Some(st) = status
-        && s.get("status").is_unknown()
+        && s.get(STATUS).is_unknown()
     {
-        s.set_attr("status", Value::string(st.status.clone()));
+        s.set_attr(STATUS, Value::string(st.status.clone()));
     }
 }

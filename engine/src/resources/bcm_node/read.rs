@@ -5,8 +5,12 @@ use tokio::time::Instant;
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     apply::StepError,
+    config::NodeConfig,
     model::{gpu_facts, opt, power_word},
-    schema::node_schema,
+    schema::{
+        CATEGORY, DEFAULT_WIPE_ON_DESTROY, GPU_COUNT, GPU_PRODUCT, HOSTNAME, ID, INSTALL_MODE, IP,
+        MAC, POWER, RACK, SOFTWARE_IMAGE, STATUS, TENANT, WIPE_ON_DESTROY, node_schema,
+    },
 };
 use crate::{
     apply::{bounded, read_outcome},
@@ -28,9 +32,9 @@ pub(super) async fn observe(
     d: &Device,
 ) -> Result<Value, StepError> {
     let mut s = prior.clone();
-    s.set_attr("id", Value::string(d.uuid.clone()));
-    s.set_attr("hostname", Value::string(d.hostname.clone()));
-    s.set_attr("tenant", opt(d.tenant().or(d.releasing())));
+    s.set_attr(ID, Value::string(d.uuid.clone()));
+    s.set_attr(HOSTNAME, Value::string(d.hostname.clone()));
+    s.set_attr(TENANT, opt(d.tenant().or(d.releasing())));
     let (category, category_mode) = match d.category.as_deref().filter(|c| !c.is_empty()) {
         Some(uuid) => match api.category(uuid).await? {
             Some(c) => (Value::string(c.name), c.install_mode),
@@ -38,7 +42,7 @@ pub(super) async fn observe(
         },
         None => (Value::Null, None),
     };
-    s.set_attr("category", category);
+    s.set_attr(CATEGORY, category);
     let image = match d.image() {
         Some(uuid) => match api.software_image(uuid).await? {
             Some(i) => Value::string(i.name),
@@ -46,31 +50,31 @@ pub(super) async fn observe(
         },
         None => Value::Null,
     };
-    s.set_attr("software_image", image);
+    s.set_attr(SOFTWARE_IMAGE, image);
     // A node without a mode of its own boots with its category's, and BCM's default is AUTO:
     // the mode it will really use, so that adopting a node set up by hand plans no change.
     let mode = d.install_mode.clone().or(category_mode);
     s.set_attr(
-        "install_mode",
+        INSTALL_MODE,
         Value::string(mode.as_deref().unwrap_or(BCM_DEFAULT_INSTALL_MODE)),
     );
     let status = api.status(&d.uuid).await?;
     if let Some(st) = &status {
-        s.set_attr("status", Value::string(st.status.clone()));
-        s.set_attr("power", Value::string(power_word(st)));
+        s.set_attr(STATUS, Value::string(st.status.clone()));
+        s.set_attr(POWER, Value::string(power_word(st)));
     }
-    if s.get("wipe_on_destroy").is_null() {
-        s.set_attr("wipe_on_destroy", Value::Bool(true));
+    if s.get(WIPE_ON_DESTROY).is_null() {
+        s.set_attr(WIPE_ON_DESTROY, Value::Bool(DEFAULT_WIPE_ON_DESTROY));
     }
     for (name, value) in [
-        ("mac", opt(d.mac_address())),
-        ("ip", opt(d.ip())),
-        ("rack", opt(d.rack())),
+        (MAC, opt(d.mac_address())),
+        (IP, opt(d.ip())),
+        (RACK, opt(d.rack())),
     ] {
         s.set_attr(name, value);
     }
     // The GPUs are hardware: once known they are kept, so a refresh costs no extra call.
-    let known = ["gpu_product", "gpu_count"]
+    let known = [GPU_PRODUCT, GPU_COUNT]
         .iter()
         .all(|a| !s.get(a).is_null() && !s.get(a).is_unknown());
     if !known {
@@ -83,16 +87,13 @@ pub(super) async fn observe(
 }
 
 pub(super) async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) -> ReadResponse {
-    let hostname = state
-        .get("hostname")
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let recorded = NodeConfig::decode(state);
+    let hostname = recorded.hostname.value().cloned().unwrap_or_default();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
         // Imports know only the hostname; the tenant then comes from the node.
-        let found = match state.get("id").as_str() {
+        let found = match recorded.id.value() {
             Some(uuid) => api.device(uuid).await?,
             None => api.device_named(&hostname).await?,
         };
@@ -101,8 +102,8 @@ pub(super) async fn read_node(api: &dyn BcmApi, ctx: &Context, state: &Value) ->
         };
         // A node whose wipe was interrupted is still this tenant's until the wipe finishes.
         let holder = d.tenant().or(d.releasing());
-        let ours = match state.get("tenant").as_str() {
-            Some(t) => holder == Some(t),
+        let ours = match recorded.tenant.value() {
+            Some(t) => holder == Some(t.as_str()),
             None => holder.is_some(),
         };
         if !ours {
@@ -136,5 +137,5 @@ pub(super) fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
     }
     Ok(node_schema()
         .block
-        .complete(&Value::object([("hostname", Value::string(hostname))])))
+        .complete(&Value::object([(HOSTNAME, Value::string(hostname))])))
 }

@@ -7,6 +7,30 @@ use crate::{
     value::Type,
 };
 
+/// Attribute names, shared by the schema and [`super::config`].
+pub(super) const ID: &str = "id";
+pub(super) const HOSTNAME: &str = "hostname";
+pub(super) const CATEGORY: &str = "category";
+pub(super) const SOFTWARE_IMAGE: &str = "software_image";
+pub(super) const INSTALL_MODE: &str = "install_mode";
+pub(super) const POWER: &str = "power";
+pub(super) const TENANT: &str = "tenant";
+pub(super) const WIPE_ON_DESTROY: &str = "wipe_on_destroy";
+pub(super) const STATUS: &str = "status";
+pub(super) const MAC: &str = "mac";
+pub(super) const IP: &str = "ip";
+pub(super) const RACK: &str = "rack";
+pub(super) const GPU_PRODUCT: &str = "gpu_product";
+pub(super) const GPU_COUNT: &str = "gpu_count";
+
+/// `install_mode` when left out.
+pub(super) const DEFAULT_INSTALL_MODE: &str = "AUTO";
+/// The `power` words; `on` is the default.
+pub(super) const POWER_ON: &str = "on";
+pub(super) const POWER_OFF: &str = "off";
+/// `wipe_on_destroy` when left out.
+pub(super) const DEFAULT_WIPE_ON_DESTROY: bool = true;
+
 /// The install modes a node may be given.
 pub(super) const INSTALL_MODES: &[&str] = &["AUTO", "FULL", "NOSYNC", "SKIP"];
 
@@ -21,12 +45,12 @@ pub(super) fn node_schema() -> Schema {
              `extra_values.gpufleet_tenant`. Needs the provider's `bcm` block.",
         )
         .attr(
-            Attribute::computed("id", Type::String)
+            Attribute::computed(ID, Type::String)
                 .use_state_for_unknown()
                 .describe("The node's BCM uuid."),
         )
         .attr(
-            Attribute::required("hostname", Type::String)
+            Attribute::required(HOSTNAME, Type::String)
                 .requires_replace()
                 .describe(
                     "The node's hostname in BCM (the same server's Kubernetes node name). The \
@@ -34,20 +58,18 @@ pub(super) fn node_schema() -> Schema {
                      released and the new one claimed.",
                 ),
         )
-        .attr(Attribute::required("category", Type::String).describe(
+        .attr(Attribute::required(CATEGORY, Type::String).describe(
             "Name of the BCM category the node joins while held, e.g. `gpu-compute`. Changes \
              in place, without a reboot.",
         ))
-        .attr(
-            Attribute::optional("software_image", Type::String).describe(
-                "Name of the software image to provision, e.g. `ubuntu2404-cuda12.8`. When not \
+        .attr(Attribute::optional(SOFTWARE_IMAGE, Type::String).describe(
+            "Name of the software image to provision, e.g. `ubuntu2404-cuda12.8`. When not \
              set, the node uses its category's image. Changing it reprovisions the node (a \
              reboot with an AUTO install, FULL when `install_mode` is FULL).",
-            ),
-        )
+        ))
         .attr(
-            Attribute::optional("install_mode", Type::String)
-                .default("AUTO")
+            Attribute::optional(INSTALL_MODE, Type::String)
+                .default(DEFAULT_INSTALL_MODE)
                 .validate(OneOf::new(INSTALL_MODES))
                 .describe(
                     "How the node's disks are provisioned at boot: `AUTO` (sync changes, \
@@ -57,16 +79,16 @@ pub(super) fn node_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("power", Type::String)
-                .default("on")
-                .validate(OneOf::new(&["on", "off"]))
+            Attribute::optional(POWER, Type::String)
+                .default(POWER_ON)
+                .validate(OneOf::new(&[POWER_ON, POWER_OFF]))
                 .describe(
                     "`on`: the node is powered on and provisioned, and apply waits until it is \
                      `UP`. `off`: the node is held but powered off.",
                 ),
         )
         .attr(
-            Attribute::required("tenant", Type::String)
+            Attribute::required(TENANT, Type::String)
                 .requires_replace()
                 .describe(
                     "The tenant holding the node, recorded on the device. A node held by \
@@ -75,8 +97,8 @@ pub(super) fn node_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("wipe_on_destroy", Type::Bool)
-                .default(true)
+            Attribute::optional(WIPE_ON_DESTROY, Type::Bool)
+                .default(DEFAULT_WIPE_ON_DESTROY)
                 .describe(
                     "On destroy, clear every block device of the node's disk setup (its own, \
                      else its category's) with a FULL reinstall, and verify it (the installer \
@@ -87,26 +109,26 @@ pub(super) fn node_schema() -> Schema {
                      data stays on its disks).",
                 ),
         )
-        .attr(Attribute::computed("status", Type::String).describe(
+        .attr(Attribute::computed(STATUS, Type::String).describe(
             "The node's status in BCM: `UP`, `DOWN`, `BOOTING`, `INSTALLING`, \
              `INSTALLER_CALLING_INIT`, `INSTALLER_FAILED`, `INSTALLER_UNREACHABLE`, …",
         ))
         .attr(
-            Attribute::computed("mac", Type::String)
+            Attribute::computed(MAC, Type::String)
                 .use_state_for_unknown()
                 .describe("The MAC address of the node's boot interface."),
         )
         .attr(
-            Attribute::computed("ip", Type::String)
+            Attribute::computed(IP, Type::String)
                 .describe("The address of the node's boot interface; null while it has none."),
         )
         .attr(
-            Attribute::computed("rack", Type::String)
+            Attribute::computed(RACK, Type::String)
                 .use_state_for_unknown()
                 .describe("The rack the node sits in."),
         )
         .attr(
-            Attribute::computed("gpu_product", Type::String)
+            Attribute::computed(GPU_PRODUCT, Type::String)
                 .use_state_for_unknown()
                 .describe(
                     "The node's GPU product as GPU feature discovery names it (the driver's \
@@ -116,7 +138,7 @@ pub(super) fn node_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("gpu_count", Type::Number)
+            Attribute::computed(GPU_COUNT, Type::Number)
                 .use_state_for_unknown()
                 .describe("The number of GPUs in the node, from BCM's system information for it."),
         )
