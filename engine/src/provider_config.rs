@@ -56,10 +56,13 @@ const fn secret(name: &'static str, env: &'static str, description: &'static str
     }
 }
 
+/// The provider block that reaches the host cluster.
+pub const KUBERNETES_BLOCK: &str = "kubernetes";
+
 /// The backend blocks of the provider, each with its settings.
 pub const BACKENDS: &[(&str, &str, &[Setting])] = &[
     (
-        "kubernetes",
+        KUBERNETES_BLOCK,
         "The host cluster that runs virtual control planes and GPU nodes. Without this block, `KUBECONFIG` or `~/.kube/config` is used.",
         &[
             setting(

@@ -7,16 +7,16 @@ use tokio::time::Instant;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, bcm as bcm_pool,
+    choices::{Source, Tier},
     claim::{self, ClaimRequest},
     config::{PoolConfig, Strategy},
     device_plugin::{self, CONFIG_MAP, ConfigHome},
     error::StepError,
     karpenter::{self, NODEPOOL_LABEL},
     mig,
-    model::{PoolSpec, Sharing, Source, state_of, status_for},
+    model::{PoolSpec, Sharing, state_of, status_for},
     node_config::{
-        Tier, cordon_write, desired, held_write, is_free, is_releasing, release_write,
-        releasing_write,
+        cordon_write, desired, held_write, is_free, is_releasing, release_write, releasing_write,
     },
     schema,
     validate::refuse_private_host,
@@ -34,7 +34,7 @@ use crate::{
     context::Context,
     diag::Diagnostic,
     kinds::ApplyResponse,
-    provider_config::ProviderSettings,
+    provider_config::{KUBERNETES_BLOCK, ProviderSettings},
     tenancy::VirtualClusterRef,
     timeouts::{self, Operation, Timeouts},
     value::Value,
@@ -79,7 +79,7 @@ async fn tier_of(api: &dyn HostNodes, vc: &VirtualClusterRef) -> Result<Tier, St
 /// The provider setting naming the device plugin's namespace, if set.
 pub(super) fn namespace_setting(settings: &ProviderSettings) -> Option<String> {
     settings
-        .get("kubernetes", device_plugin::NAMESPACE_SETTING)
+        .get(KUBERNETES_BLOCK, device_plugin::NAMESPACE_SETTING)
         .map(str::to_owned)
 }
 

@@ -15,11 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    error::StepError,
-    model::{PoolSpec, Source},
-    placement,
-};
+use super::{choices::Source, error::StepError, model::PoolSpec, placement};
 use crate::backends::{
     bcm::{
         BcmApi, Device, POOL_KEY, SysInfo,

@@ -14,7 +14,7 @@
 //! ([`super::mig`]).
 
 use super::{
-    model::Policy,
+    choices::Policy,
     node_config::{Desired, held_write, is_free, is_releasing, release_write, releasing_write},
     placement,
 };

@@ -6,11 +6,13 @@
 use std::collections::BTreeMap;
 
 use super::{
-    model::{Source, Tier},
+    choices::{Source, Tier},
     schema::{
-        AUTOSCALING, GPU_PRODUCT, ID, ISOLATION, KARPENTER_NODE_CLASS, MAX_NODES, MIG_CONFIG,
-        MIN_NODES, NAME, NODE_COUNT, NODE_LABELS, NODE_TAINTS, NODES, REPLICAS, SHARING, SOURCE,
-        STRATEGY, TAINT_KEY, TAINT_VALUE, VIRTUAL_CLUSTER_ID,
+        AUTOSCALING, DRAIN_TIMEOUT, GPU_PRODUCT, GPUS_PER_NODE, ID, ISOLATION, KARPENTER,
+        KARPENTER_NODE_CLASS, KARPENTER_PROVIDER, MAX_NODES, MIG_CONFIG, MIN_NODES, NAME,
+        NODE_COUNT, NODE_LABELS, NODE_TAINTS, NODES, PLACEMENT, POLICY, REPLICAS, REQUIREMENT_KEY,
+        REQUIREMENT_MIN_VALUES, REQUIREMENT_OPERATOR, REQUIREMENT_VALUES, REQUIREMENTS, SHARING,
+        SOURCE, STRATEGY, TAINT_EFFECT, TAINT_KEY, TAINT_VALUE, TOPOLOGY_KEY, VIRTUAL_CLUSTER_ID,
     },
 };
 use crate::value::{BigDecimal, Known, Value};
@@ -71,6 +73,39 @@ pub(super) struct SharingConfig {
 pub(super) struct Taint {
     pub(super) key: Known<String>,
     pub(super) value: Known<String>,
+    pub(super) effect: Known<String>,
+}
+
+/// `placement`, when set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PlacementConfig {
+    pub(super) topology_key: Known<String>,
+    /// As written: the schema holds it to `pack` or `spread`.
+    pub(super) policy: Known<String>,
+}
+
+/// One node-selector requirement of the NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or `Lte`.
+    pub operator: String,
+    /// Values, none for `Exists` and `DoesNotExist`.
+    pub values: Vec<String>,
+    /// Karpenter's `minValues`: how many distinct values the launch choices must span.
+    pub min_values: Option<u32>,
+}
+
+/// `karpenter`, when set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct KarpenterConfig {
+    /// As written; [`super::choices::Cloud::parse`] reads it.
+    pub(super) provider: Known<String>,
+    pub(super) gpus_per_node: Known<i64>,
+    /// A requirement not wholly known (or missing its key or operator) stays
+    /// [`Known::Unknown`] in its place, so checks still name it by its index.
+    pub(super) requirements: Known<Vec<Known<Requirement>>>,
 }
 
 /// A pool's attributes as far as a value gives them.
@@ -88,8 +123,12 @@ pub(super) struct PoolConfig {
     pub(super) sharing: Known<SharingConfig>,
     pub(super) node_labels: Known<BTreeMap<String, Known<String>>>,
     pub(super) node_taints: Known<Vec<Taint>>,
+    pub(super) placement: Known<PlacementConfig>,
+    /// As written: a duration such as `5m`.
+    pub(super) drain_timeout: Known<String>,
     /// As written; [`super::model::parse_node_class`] reads it.
     pub(super) karpenter_node_class: Known<String>,
+    pub(super) karpenter: Known<KarpenterConfig>,
     /// The computed `nodes` of a state.
     pub(super) nodes: Known<Vec<String>>,
 }
@@ -100,6 +139,21 @@ fn text(v: &Value) -> Known<String> {
 
 fn whole(v: &Value) -> Known<i64> {
     Known::decode(v, Value::as_i64)
+}
+
+fn requirement(v: &Value) -> Option<Requirement> {
+    if !v.is_wholly_known() {
+        return None;
+    }
+    Some(Requirement {
+        key: v.get(REQUIREMENT_KEY).as_str()?.to_owned(),
+        operator: v.get(REQUIREMENT_OPERATOR).as_str()?.to_owned(),
+        values: v.get(REQUIREMENT_VALUES).strings(),
+        min_values: v
+            .get(REQUIREMENT_MIN_VALUES)
+            .as_i64()
+            .and_then(|n| u32::try_from(n).ok()),
+    })
 }
 
 impl PoolConfig {
@@ -141,11 +195,29 @@ impl PoolConfig {
                         .map(|t| Taint {
                             key: text(t.get(TAINT_KEY)),
                             value: text(t.get(TAINT_VALUE)),
+                            effect: text(t.get(TAINT_EFFECT)),
                         })
                         .collect()
                 })
             }),
+            placement: Known::decode(v.get(PLACEMENT), |p| {
+                p.as_object().map(|_| PlacementConfig {
+                    topology_key: text(p.get(TOPOLOGY_KEY)),
+                    policy: text(p.get(POLICY)),
+                })
+            }),
+            drain_timeout: text(v.get(DRAIN_TIMEOUT)),
             karpenter_node_class: text(v.get(KARPENTER_NODE_CLASS)),
+            karpenter: Known::decode(v.get(KARPENTER), |k| {
+                k.as_object().map(|_| KarpenterConfig {
+                    provider: text(k.get(KARPENTER_PROVIDER)),
+                    gpus_per_node: whole(k.get(GPUS_PER_NODE)),
+                    requirements: Known::decode(k.get(REQUIREMENTS), |l| {
+                        l.as_seq()
+                            .map(|rs| rs.iter().map(|r| Known::decode(r, requirement)).collect())
+                    }),
+                })
+            }),
             nodes: Known::decode(v.get(NODES), |x| x.as_seq().map(|_| x.strings())),
         }
     }

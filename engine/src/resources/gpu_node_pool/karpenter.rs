@@ -24,13 +24,19 @@
 //! pool's `karpenter.gpus_per_node`, else the product's, see
 //! [`crate::gpu_products::gpus_per_node`]), on `nvidia.com/gpu`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value as Json, json};
 
 use super::{
-    model::{CLOUD_NAMES, Cloud, PoolSpec, Requirement},
+    choices::{Cloud, Source},
+    config::{PoolConfig, Requirement},
+    model::PoolSpec,
     node_config::Desired,
+    schema::{
+        DEFAULT_NODE_CLASS, GPU_PRODUCT, GPUS_PER_NODE, KARPENTER, KARPENTER_PROVIDER, NODE_LABELS,
+        REQUIREMENT_KEY, REQUIREMENT_MIN_VALUES, REQUIREMENT_VALUES, REQUIREMENTS,
+    },
 };
 use crate::{
     backends::kube::{GPU_PRODUCT_LABEL, MANAGED_BY, MANAGED_BY_VALUE, POOL},
@@ -38,15 +44,11 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     gpu_products,
     path::AttrPath,
-    schema::{AttrMode, Attribute, Nesting},
-    validate::{IntBetween, OneOf, k8s_label},
-    value::{Type, Value},
+    validate::k8s_label,
+    value::Known,
 };
 
 pub use crate::backends::kube::NODEPOOL_LABEL;
-
-/// The node-selector operators Karpenter's NodePool accepts (its CRD's enum, v1.8).
-const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
 
 /// The capacity type an `auto` pool launches when its requirements name none: Karpenter
 /// itself would take the cheapest offering, spot where the cloud has it, whose nodes the
@@ -227,75 +229,6 @@ impl Requirement {
     }
 }
 
-/// The `karpenter` attribute's nested attributes.
-pub fn attribute() -> Attribute {
-    Attribute::nested(
-        "karpenter",
-        Nesting::Single,
-        AttrMode::Optional,
-        vec![
-            Attribute::optional("provider", Type::String)
-                .validate(OneOf::new(CLOUD_NAMES))
-                .describe(
-                    "The cloud's Karpenter provider, whose instance labels tell the GPUs an \
-                     instance has: `aws` (requires `karpenter.k8s.aws/instance-gpu-name`, \
-                     `-manufacturer`, `-count`, and `-memory` for the A100s), `azure` \
-                     (`karpenter.azure.com/sku-gpu-name`, `-manufacturer`, `-count`), or \
-                     `generic` (only `requirements` choose instances). Defaults to the \
-                     provider of `karpenter_node_class`'s group (`karpenter.k8s.aws`: `aws`, \
-                     `karpenter.azure.com`: `azure`), else `generic`. A product the cloud \
-                     offers no instance for is refused at plan.",
-                ),
-            Attribute::optional("gpus_per_node", Type::Number)
-                .validate(IntBetween::new(1, 64))
-                .describe(
-                    "GPUs per node Karpenter may launch: the GPU count requirement and the \
-                     `nvidia.com/gpu` limit (`max_nodes` × this). Defaults to the product's \
-                     (8 on HGX baseboards, 4 in GB200 and GB300 trays, as \
-                     `gpufleet_gpu_catalog` shows); for PCIe cards, whose servers differ, \
-                     leaving it out allows every count the cloud offers and sets no GPU limit.",
-                ),
-            Attribute::nested(
-                "requirements",
-                Nesting::List,
-                AttrMode::Optional,
-                vec![
-                    Attribute::required("key", Type::String)
-                        .describe("Node label key, e.g. `karpenter.sh/capacity-type`."),
-                    Attribute::required("operator", Type::String)
-                        .validate(OneOf::new(OPERATORS))
-                        .describe("How the node label is compared with `values`."),
-                    Attribute::optional("values", Type::list(Type::String)).describe(
-                        "Values: at least one for `In` and `NotIn`, none for `Exists` and \
-                         `DoesNotExist`, one whole number for `Gt` and `Lt`.",
-                    ),
-                    Attribute::optional("min_values", Type::Number)
-                        .validate(IntBetween::new(1, 50))
-                        .describe(
-                            "Karpenter's `minValues` for the key; with `In`, at most the \
-                             number of `values`.",
-                        ),
-                ],
-            )
-            .describe(
-                "More requirements for the NodePool, e.g. capacity type or instance family. \
-                 Without one on `karpenter.sh/capacity-type`, gpufleet requires `on-demand` \
-                 capacity (Karpenter alone would launch the cheapest, spot where the cloud \
-                 offers it). Keys gpufleet sets from `gpu_product` and `gpus_per_node` (the \
-                 GPU product label and, with `aws` or `azure`, the GPU keys) are refused: use \
-                 `generic` to write GPU requirements yourself. So are the keys Karpenter's \
-                 NodePool restricts (`kubernetes.io/hostname`, `karpenter.sh/nodepool`, and \
-                 the `kubernetes.io`, `k8s.io` and `karpenter.sh` domains but for its \
-                 well-known labels).",
-            ),
-        ],
-    )
-    .describe(
-        "With `source = \"auto\"`: what the Karpenter `NodePool` may launch. Leaving it out \
-         constrains instances by the GPU labels of the node class's cloud.",
-    )
-}
-
 /// The provider a pool's NodePool is written for: `karpenter.provider`, else the one of the
 /// node class group.
 pub fn cloud(spec: &PoolSpec) -> Cloud {
@@ -405,28 +338,27 @@ pub fn node_pool(spec: &PoolSpec, want: &Desired) -> Json {
 }
 
 /// The node class group a configuration names, or the default's.
-fn node_class_group(config: &Value) -> Option<String> {
-    let class = config.get("karpenter_node_class");
-    if class.is_unknown() {
-        return None;
-    }
-    let s = class
-        .as_str()
-        .unwrap_or("karpenter.k8s.aws/EC2NodeClass/default");
-    s.split('/').next().map(str::to_owned)
+fn node_class_group(pool: &PoolConfig) -> Option<String> {
+    let class = match &pool.karpenter_node_class {
+        Known::Unknown => return None,
+        Known::Null => DEFAULT_NODE_CLASS,
+        Known::Value(s) => s.as_str(),
+    };
+    class.split('/').next().map(str::to_owned)
 }
 
 /// The provider a configuration chooses, when known.
-fn config_cloud(config: &Value) -> Option<Cloud> {
-    let karpenter = config.get("karpenter");
-    let provider = karpenter.get("provider");
-    if karpenter.is_unknown() || provider.is_unknown() {
-        return None;
-    }
-    match provider.as_str() {
-        Some(p) => Cloud::parse(p),
-        None => Some(
-            node_class_group(config)
+fn config_cloud(pool: &PoolConfig) -> Option<Cloud> {
+    let provider = match &pool.karpenter {
+        Known::Unknown => return None,
+        Known::Null => &Known::Null,
+        Known::Value(k) => &k.provider,
+    };
+    match provider {
+        Known::Unknown => None,
+        Known::Value(p) => Cloud::parse(p),
+        Known::Null => Some(
+            node_class_group(pool)
                 .as_deref()
                 .and_then(Cloud::of_group)
                 .unwrap_or(Cloud::Generic),
@@ -437,15 +369,13 @@ fn config_cloud(config: &Value) -> Option<Cloud> {
 /// The offline checks of `karpenter`, at validate: only with `source = "auto"`, a provider
 /// that matches the node class, well-formed requirements that neither contradict each other
 /// nor rewrite the keys gpufleet sets.
-pub fn validate(config: &Value) -> Diagnostics {
+pub(super) fn validate(pool: &PoolConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let karpenter = config.get("karpenter");
-    if karpenter.is_null() || karpenter.is_unknown() {
+    let Some(karpenter) = pool.karpenter.value() else {
         return d;
-    }
-    let at = AttrPath::attr("karpenter");
-    let source = config.get("source");
-    if !source.is_unknown() && source.as_str().unwrap_or("host") != "auto" {
+    };
+    let at = AttrPath::attr(KARPENTER);
+    if !pool.source.is_unknown() && !pool.source_is(Source::Auto) {
         d.error_at(
             at.clone(),
             "Karpenter Settings Without Karpenter",
@@ -453,16 +383,15 @@ pub fn validate(config: &Value) -> Diagnostics {
              NodePool; remove it or set source = \"auto\".",
         );
     }
-    let provider = karpenter.get("provider");
     if let (Some(p), Some(group)) = (
-        provider.as_str().and_then(Cloud::parse),
-        node_class_group(config),
+        karpenter.provider.value().and_then(|p| Cloud::parse(p)),
+        node_class_group(pool),
     ) && let Some(of_class) = Cloud::of_group(&group)
         && p != Cloud::Generic
         && p != of_class
     {
         d.error_at(
-            at.push_attr("provider"),
+            at.push_attr(KARPENTER_PROVIDER),
             "Conflicting Karpenter Provider",
             format!(
                 "provider = {:?} does not match the node class group {group:?}, which belongs \
@@ -475,22 +404,23 @@ pub fn validate(config: &Value) -> Diagnostics {
             ),
         );
     }
-    let cloud = config_cloud(config);
-    let reqs = karpenter.get("requirements");
-    let mut earlier: Vec<(usize, Requirement)> = Vec::new();
-    for (i, r) in reqs.as_seq().unwrap_or_default().iter().enumerate() {
-        let path = at.push_attr("requirements").push_index(i);
-        if !r.is_wholly_known() {
-            continue;
-        }
-        let Some(req) = Requirement::from_value(r) else {
+    let cloud = config_cloud(pool);
+    let mut earlier: Vec<(usize, &Requirement)> = Vec::new();
+    let reqs = karpenter.requirements.value().into_iter().flatten();
+    for (i, r) in reqs.enumerate() {
+        let path = at.push_attr(REQUIREMENTS).push_index(i);
+        let Some(req) = r.value() else {
             continue;
         };
-        check_shape(&req, &path, &mut d);
+        check_shape(req, &path, &mut d);
         if let Some(why) = reserved_key(&req.key, cloud) {
-            d.error_at(path.push_attr("key"), "Conflicting Requirement", why);
+            d.error_at(
+                path.push_attr(REQUIREMENT_KEY),
+                "Conflicting Requirement",
+                why,
+            );
         }
-        if let Some((j, _)) = earlier.iter().find(|(_, other)| contradict(other, &req)) {
+        if let Some((j, _)) = earlier.iter().find(|(_, other)| contradict(other, req)) {
             d.error_at(
                 path.clone(),
                 "Conflicting Requirements",
@@ -548,13 +478,13 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
         _ => None,
     };
     if let Some(p) = problem {
-        d.error_at(path.push_attr("values"), "Invalid Requirement", p);
+        d.error_at(path.push_attr(REQUIREMENT_VALUES), "Invalid Requirement", p);
     }
     let numeric = matches!(req.operator.as_str(), "Gt" | "Lt");
     for (i, v) in req.values.iter().enumerate() {
         if !numeric && !k8s_label::valid_value(v) {
             d.error_at(
-                path.push_attr("values").push_index(i),
+                path.push_attr(REQUIREMENT_VALUES).push_index(i),
                 "Invalid Requirement",
                 format!(
                     "{v:?} is not a label value (63 characters at most: letters, digits, '-', \
@@ -572,7 +502,7 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
             .any(|v| CAPACITY_TYPES.contains(&v.as_str()))
     {
         d.error_at(
-            path.push_attr("values"),
+            path.push_attr(REQUIREMENT_VALUES),
             "Invalid Requirement",
             format!(
                 "{CAPACITY_TYPE} takes {}; none of {:?} is one, so Karpenter would leave the \
@@ -587,19 +517,23 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
         && (min as usize) > n
     {
         d.error_at(
-            path.push_attr("min_values"),
+            path.push_attr(REQUIREMENT_MIN_VALUES),
             "Invalid Requirement",
             format!("min_values = {min} needs at least {min} values; values has {n}."),
         );
     }
     if !k8s_label::valid_key(&req.key) {
         d.error_at(
-            path.push_attr("key"),
+            path.push_attr(REQUIREMENT_KEY),
             "Invalid Requirement",
             format!("{:?} is not a Kubernetes label key.", req.key),
         );
     } else if let Some(why) = restricted_key(&req.key) {
-        d.error_at(path.push_attr("key"), "Restricted Requirement Key", why);
+        d.error_at(
+            path.push_attr(REQUIREMENT_KEY),
+            "Restricted Requirement Key",
+            why,
+        );
     }
 }
 
@@ -620,15 +554,20 @@ fn restricted_label(key: &str) -> Option<String> {
 
 /// The pool's `node_labels` become the NodePool's template labels, which Karpenter's CRD
 /// restricts as it does requirement keys.
-pub fn check_template_labels(config: &Value) -> Diagnostics {
+pub(super) fn check_template_labels(pool: &PoolConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
-    if config.get("source").as_str() != Some("auto") {
+    if !pool.source_is(Source::Auto) {
         return d;
     }
-    for (key, _) in config.get("node_labels").as_map().into_iter().flatten() {
+    for key in pool
+        .node_labels
+        .value()
+        .into_iter()
+        .flat_map(BTreeMap::keys)
+    {
         if let Some(why) = restricted_key(key).or_else(|| restricted_label(key)) {
             d.error_at(
-                AttrPath::attr("node_labels").push_key(key.clone()),
+                AttrPath::attr(NODE_LABELS).push_key(key.clone()),
                 "Restricted Node Label",
                 why,
             );
@@ -654,20 +593,19 @@ fn contradict(a: &Requirement, b: &Requirement) -> bool {
 
 /// The plan-time checks that need the product's model (declared products are only known
 /// at plan): with `aws` or `azure`, the cloud must offer the product with that many GPUs.
-pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
+pub(super) fn check_model(pool: &PoolConfig, model: &GpuModel) -> Diagnostics {
     let mut d = Diagnostics::new();
-    if config.get("source").as_str() != Some("auto") {
+    if !pool.source_is(Source::Auto) {
         return d;
     }
-    let Some(cloud) = config_cloud(config) else {
+    let Some(cloud) = config_cloud(pool) else {
         return d;
     };
+    let karpenter = pool.karpenter.value();
     if cloud == Cloud::Generic {
-        let none = config
-            .get("karpenter")
-            .get("requirements")
-            .as_seq()
-            .is_none_or(<[Value]>::is_empty);
+        let none = karpenter
+            .and_then(|k| k.requirements.value())
+            .is_none_or(Vec::is_empty);
         if none {
             d.push(
                 Diagnostic::warning(
@@ -680,18 +618,18 @@ pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
                         model.product
                     ),
                 )
-                .with_path(AttrPath::attr("karpenter")),
+                .with_path(AttrPath::attr(KARPENTER)),
             );
         }
         return d;
     }
-    let explicit = config.get("karpenter").get("provider").as_str().is_some();
+    let explicit = karpenter.is_some_and(|k| k.provider.value().is_some());
     let Some(g) = cloud_gpu(cloud, model) else {
         let offered: Vec<&str> = cloud.gpus().iter().map(|g| g.product).collect();
         let path = if explicit {
-            AttrPath::attr("karpenter").push_attr("provider")
+            AttrPath::attr(KARPENTER).push_attr(KARPENTER_PROVIDER)
         } else {
-            AttrPath::attr("gpu_product")
+            AttrPath::attr(GPU_PRODUCT)
         };
         d.error_at(
             path,
@@ -707,16 +645,16 @@ pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
         );
         return d;
     };
-    let per_node = config.get("karpenter").get("gpus_per_node");
-    let (wanted, path) = match per_node.as_i64() {
-        Some(n) => (
-            u32::try_from(n).ok(),
-            AttrPath::attr("karpenter").push_attr("gpus_per_node"),
+    let per_node = karpenter.map_or(&Known::Null, |k| &k.gpus_per_node);
+    let (wanted, path) = match per_node {
+        Known::Value(n) => (
+            u32::try_from(*n).ok(),
+            AttrPath::attr(KARPENTER).push_attr(GPUS_PER_NODE),
         ),
-        None if per_node.is_unknown() => (None, AttrPath::root()),
-        None => (
+        Known::Unknown => (None, AttrPath::root()),
+        Known::Null => (
             gpu_products::gpus_per_node(model),
-            AttrPath::attr("gpu_product"),
+            AttrPath::attr(GPU_PRODUCT),
         ),
     };
     if let Some(n) = wanted
@@ -741,10 +679,23 @@ pub fn check_model(config: &Value, model: &GpuModel) -> Diagnostics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::gpu_node_pool::{
-        model::PoolSpec,
-        node_config::{Tier, desired},
+    use crate::{
+        resources::gpu_node_pool::{choices::Tier, model::PoolSpec, node_config::desired},
+        value::Value,
     };
+
+    // The checks read a decoded configuration; the tests write raw values.
+    fn validate(v: &Value) -> Diagnostics {
+        super::validate(&PoolConfig::decode(v))
+    }
+
+    fn check_template_labels(v: &Value) -> Diagnostics {
+        super::check_template_labels(&PoolConfig::decode(v))
+    }
+
+    fn check_model(v: &Value, model: &GpuModel) -> Diagnostics {
+        super::check_model(&PoolConfig::decode(v), model)
+    }
 
     fn config(product: &str, karpenter: Value, class: Option<&str>) -> Value {
         Value::object([

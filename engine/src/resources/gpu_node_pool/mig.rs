@@ -22,6 +22,11 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+use super::{
+    choices::Source,
+    config::{PoolConfig, Strategy as SharingStrategy},
+    schema::{MIG_CONFIG, SHARING},
+};
 use crate::{
     backends::kube::{
         GPU_PRODUCT_LABEL, MIG_CONFIG_LABEL,
@@ -31,9 +36,9 @@ use crate::{
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
     provider_config::{
-        DEFAULT_MIG_CONFIG, FALLBACK_MIG_CONFIG, ProviderSettings, mig_config_name_problem,
+        DEFAULT_MIG_CONFIG, FALLBACK_MIG_CONFIG, KUBERNETES_BLOCK, ProviderSettings,
+        mig_config_name_problem,
     },
-    value::Value,
 };
 
 /// The label the MIG manager reports its progress in: `pending`, `success` or `failed`.
@@ -279,7 +284,7 @@ pub async fn wait_applied(
 /// when the provider is configured).
 pub fn release_config(settings: &ProviderSettings) -> Result<String, String> {
     match settings
-        .get("kubernetes", DEFAULT_MIG_CONFIG)
+        .get(KUBERNETES_BLOCK, DEFAULT_MIG_CONFIG)
         .map(str::trim)
     {
         None => Ok(FALLBACK_MIG_CONFIG.to_owned()),
@@ -399,18 +404,21 @@ pub fn describe_waiting(waiting: &[(String, Option<String>)]) -> String {
 /// The plan-time strategy check: a mixed layout (`all-balanced`) for a product whose every
 /// node runs the `single` strategy is refused on `sharing.mig_config`. Only when the sharing
 /// changes, and skipped when the cluster cannot be asked: apply checks the nodes it holds.
-pub async fn check_plan(host: &dyn HostNodes, prior: &Value, config: &Value) -> Diagnostics {
+pub(super) async fn check_plan(
+    host: &dyn HostNodes,
+    prior: &PoolConfig,
+    config: &PoolConfig,
+) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let sharing = config.get("sharing");
-    if sharing.get("strategy").as_str() != Some("mig")
-        || prior.get("sharing") == sharing
-        || config.get("source").as_str() == Some("auto")
+    if config.strategy() != Some(&SharingStrategy::Mig)
+        || prior.sharing == config.sharing
+        || config.source_is(Source::Auto)
     {
         return d;
     }
     let (Some(model), Some(name)) = (
-        config.get("gpu_product").as_str().and_then(catalog::lookup),
-        sharing.get("mig_config").as_str(),
+        config.gpu_product.value().and_then(|p| catalog::lookup(p)),
+        config.sharing.value().and_then(|s| s.mig_config.value()),
     ) else {
         return d;
     };
@@ -436,7 +444,7 @@ pub async fn check_plan(host: &dyn HostNodes, prior: &Value, config: &Value) -> 
                     model.product
                 ),
             )
-            .with_path(AttrPath::attr("sharing").push_attr("mig_config")),
+            .with_path(AttrPath::attr(SHARING).push_attr(MIG_CONFIG)),
         );
     }
     d

@@ -67,6 +67,7 @@
 
 mod apply;
 pub mod bcm;
+mod choices;
 pub mod claim;
 mod config;
 pub mod device_plugin;
@@ -94,8 +95,8 @@ pub use validate::validate_pool;
 
 use self::{
     apply::{apply_delete, apply_upsert},
+    choices::Source,
     config::PoolConfig,
-    model::Source,
     plan::plan_pool,
     read::{import_skeleton, read},
 };
@@ -212,7 +213,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = validate_pool(config);
-        d.extend(karpenter::validate(config));
+        d.extend(karpenter::validate(&PoolConfig::decode(config)));
         d
     }
 

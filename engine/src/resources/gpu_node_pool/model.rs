@@ -10,81 +10,18 @@ use crate::{
     path::AttrPath,
     tenancy::{VirtualClusterRef, pool_label},
     validate::PositiveDuration,
-    value::Value,
+    value::{Known, Value},
 };
 
-use super::mig;
-
-/// The default `drain_timeout`.
-pub(super) const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
-
-/// The isolation tier of a virtual cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// Shared nodes: labels only.
-    Shared,
-    /// Dedicated nodes: tenant label and taint.
-    Dedicated,
-    /// Private nodes: as dedicated (only bcm and auto pools).
-    Private,
-}
-
-impl Tier {
-    /// Parses the namespace label value.
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "shared" => Some(Tier::Shared),
-            "dedicated" => Some(Tier::Dedicated),
-            "private" => Some(Tier::Private),
-            _ => None,
-        }
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Shared => "shared",
-            Tier::Dedicated => "dedicated",
-            Tier::Private => "private",
-        }
-    }
-}
-
-/// Where nodes come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// Claim existing host nodes.
-    Host,
-    /// Emit a Karpenter NodePool.
-    Auto,
-    /// Claim and provision bare-metal nodes through Base Command Manager, then claim their
-    /// host-cluster nodes.
-    Bcm,
-}
-
-impl Source {
-    /// What a pool that leaves `source` out gets: the schema's default.
-    pub const DEFAULT: Source = Source::Host;
-
-    /// The source `source` names; the one parse of it.
-    pub fn parse(s: &str) -> Option<Source> {
-        match s {
-            "host" => Some(Source::Host),
-            "auto" => Some(Source::Auto),
-            "bcm" => Some(Source::Bcm),
-            _ => None,
-        }
-    }
-
-    /// The attribute's text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Host => "host",
-            Source::Auto => "auto",
-            Source::Bcm => "bcm",
-        }
-    }
-}
+use super::{
+    choices::{Cloud, Policy, Source, Tier},
+    config::{KarpenterConfig, PoolConfig, Requirement, SharingConfig, Strategy, whole_number},
+    mig,
+    schema::{
+        DEFAULT_DRAIN_TIMEOUT, DEFAULT_NODE_CLASS, DRAIN_TIMEOUT, PLACEMENT, POLICY, SOURCE,
+        TOPOLOGY_KEY,
+    },
+};
 
 /// How GPUs are shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,15 +33,6 @@ pub enum Sharing {
     /// MIG, every GPU laid out as a named config of the GPU Operator's default MIG
     /// configs.
     Mig(MigConfig),
-}
-
-/// Placement policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// Fewest domains.
-    Pack,
-    /// Most domains.
-    Spread,
 }
 
 /// A pool as configured, decoded from a planned (or prior) value.
@@ -147,9 +75,6 @@ pub struct PoolSpec {
     pub settings: serde_json::Value,
 }
 
-/// The default Karpenter node class.
-pub(super) const DEFAULT_NODE_CLASS: &str = "karpenter.k8s.aws/EC2NodeClass/default";
-
 impl PoolSpec {
     /// The value of `gpufleet.dev/pool` on the pool's nodes: `<virtual cluster>.<pool>`,
     /// shortened with a hash when it would pass the 63 characters a label value may have.
@@ -181,13 +106,18 @@ impl PoolSpec {
 
     /// Decodes a wholly known planned or prior value.
     pub fn from_value(v: &Value) -> Result<PoolSpec, Diagnostics> {
+        PoolSpec::from_config(&PoolConfig::decode(v))
+    }
+
+    /// The pool a wholly known planned or prior value's [`PoolConfig`] describes.
+    pub(super) fn from_config(c: &PoolConfig) -> Result<PoolSpec, Diagnostics> {
         let mut d = Diagnostics::new();
-        let text = |name: &str| v.get(name).as_str().map(str::to_owned);
-        let name = text("name").unwrap_or_default();
-        let vc = text("virtual_cluster_id")
-            .as_deref()
-            .and_then(VirtualClusterRef::parse);
-        let model = text("gpu_product").as_deref().and_then(catalog::lookup);
+        let name = c.name.value().cloned().unwrap_or_default();
+        let vc = c
+            .virtual_cluster_id
+            .value()
+            .and_then(|s| VirtualClusterRef::parse(s));
+        let model = c.gpu_product.value().and_then(|s| catalog::lookup(s));
         let (Some(vc), Some(model)) = (vc, model) else {
             d.error_at(
                 AttrPath::root(),
@@ -198,63 +128,67 @@ impl PoolSpec {
             return Err(d);
         };
         // A wholly known value has a valid source; anything else reads as the default.
-        let source = v
-            .get("source")
-            .as_str()
-            .and_then(Source::parse)
-            .unwrap_or(Source::DEFAULT);
-        let count = |x: &Value| x.as_i64().and_then(|n| u32::try_from(n).ok());
-        let autoscaling = match (
-            count(v.get("autoscaling").get("min_nodes")),
-            count(v.get("autoscaling").get("max_nodes")),
-        ) {
-            (Some(a), Some(b)) => Some((a, b)),
-            _ => None,
-        };
-        let sharing = sharing_of(v.get("sharing"), model).unwrap_or(Sharing::None);
-        let placement = v.get("placement");
-        let node_class_text = text("karpenter_node_class");
-        let node_class = parse_node_class(node_class_text.as_deref().unwrap_or(DEFAULT_NODE_CLASS))
-            .unwrap_or_else(|| {
-                (
-                    "karpenter.k8s.aws".into(),
-                    "EC2NodeClass".into(),
-                    "default".into(),
-                )
-            });
+        let source = c.source.value().copied().unwrap_or(Source::DEFAULT);
+        let count = |x: &Known<i64>| x.value().and_then(|n| u32::try_from(*n).ok());
+        let autoscaling = c
+            .autoscaling
+            .value()
+            .and_then(|a| Some((count(&a.min_nodes)?, count(&a.max_nodes)?)));
+        let sharing = c
+            .sharing
+            .value()
+            .and_then(|s| sharing_of(s, model))
+            .unwrap_or(Sharing::None);
+        let placement = c.placement.value();
+        let node_class = parse_node_class(
+            c.karpenter_node_class
+                .value()
+                .map_or(DEFAULT_NODE_CLASS, String::as_str),
+        )
+        .unwrap_or_else(|| {
+            (
+                "karpenter.k8s.aws".into(),
+                "EC2NodeClass".into(),
+                "default".into(),
+            )
+        });
         Ok(PoolSpec {
             name,
             vc,
             model,
             source,
-            isolation: v.get("isolation").as_str().and_then(Tier::parse),
-            node_count: count(v.get("node_count")),
+            isolation: c.isolation.value().copied(),
+            node_count: count(&c.node_count),
             autoscaling,
             sharing,
-            topology_key: placement.get("topology_key").as_str().map(str::to_owned),
-            policy: match placement.get("policy").as_str() {
+            topology_key: placement.and_then(|p| p.topology_key.value().cloned()),
+            policy: match placement.and_then(|p| p.policy.value()).map(String::as_str) {
                 Some("spread") => Policy::Spread,
                 _ => Policy::Pack,
             },
-            node_labels: v
-                .get("node_labels")
-                .as_map()
+            node_labels: c
+                .node_labels
+                .value()
                 .map(|m| {
                     m.iter()
-                        .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
+                        .filter_map(|(k, x)| Some((k.clone(), x.value()?.clone())))
                         .collect()
                 })
                 .unwrap_or_default(),
-            node_taints: taints_of(v.get("node_taints")),
-            drain_timeout: v
-                .get("drain_timeout")
-                .as_str()
+            node_taints: taints_of(c),
+            drain_timeout: c
+                .drain_timeout
+                .value()
                 .and_then(|s| PositiveDuration::parse(s).ok())
                 .or_else(|| PositiveDuration::parse(DEFAULT_DRAIN_TIMEOUT).ok())
                 .unwrap_or(Duration::from_secs(300)),
             node_class,
-            karpenter: Settings::from_value(v.get("karpenter")),
-            settings: settings_of(v),
+            karpenter: c
+                .karpenter
+                .value()
+                .map(Settings::from_config)
+                .unwrap_or_default(),
+            settings: settings_of(c),
         })
     }
 }
@@ -275,61 +209,60 @@ pub(super) fn mig_config_of(
     catalog::mig_config(model, mig_config)
 }
 
-fn sharing_of(v: &Value, model: &GpuModel) -> Option<Sharing> {
-    match v.get("strategy").as_str() {
-        Some("time-slicing") => Some(Sharing::TimeSlicing(
-            u32::try_from(v.get("replicas").as_i64()?).ok()?,
+fn sharing_of(s: &SharingConfig, model: &GpuModel) -> Option<Sharing> {
+    match s.strategy.value()? {
+        Strategy::TimeSlicing => Some(Sharing::TimeSlicing(
+            u32::try_from(whole_number(s.replicas.value()?)?).ok()?,
         )),
-        Some("mig") => Some(Sharing::Mig(
-            mig_config_of(model, v.get("mig_config").as_str()?).ok()?,
+        Strategy::Mig => Some(Sharing::Mig(
+            mig_config_of(model, s.mig_config.value()?).ok()?,
         )),
-        _ => None,
+        Strategy::None | Strategy::Other(_) => None,
     }
 }
 
 /// `placement` and `drain_timeout` as configured (null when left out), and `source` (a `bcm`
 /// pool's nodes look like any host node once they have joined), as JSON.
-fn settings_of(v: &Value) -> serde_json::Value {
-    let text = |x: &Value| x.as_str().map_or(serde_json::Value::Null, |s| s.into());
-    let placement = v.get("placement");
+fn settings_of(c: &PoolConfig) -> serde_json::Value {
+    let text = |x: Option<&String>| x.map_or(serde_json::Value::Null, |s| s.as_str().into());
     serde_json::json!({
-        "placement": if placement.is_null() {
-            serde_json::Value::Null
-        } else {
-            serde_json::json!({
-                "topology_key": text(placement.get("topology_key")),
-                "policy": text(placement.get("policy")),
-            })
+        PLACEMENT: match &c.placement {
+            Known::Null => serde_json::Value::Null,
+            p => serde_json::json!({
+                TOPOLOGY_KEY: text(p.value().and_then(|p| p.topology_key.value())),
+                POLICY: text(p.value().and_then(|p| p.policy.value())),
+            }),
         },
-        "drain_timeout": text(v.get("drain_timeout")),
-        "source": text(v.get("source")),
+        DRAIN_TIMEOUT: text(c.drain_timeout.value()),
+        SOURCE: c.source.value().map_or(serde_json::Value::Null, |s| s.as_str().into()),
     })
 }
 
 /// What [`settings_of`] wrote, back as the attributes `placement` and `drain_timeout`.
 pub(super) fn settings_attributes(settings: &serde_json::Value) -> (Value, Value) {
     let text = |x: &serde_json::Value| x.as_str().map_or(Value::Null, Value::string);
-    let p = &settings["placement"];
+    let p = &settings[PLACEMENT];
     let placement = if p.is_object() {
         Value::object([
-            ("topology_key", text(&p["topology_key"])),
-            ("policy", text(&p["policy"])),
+            (TOPOLOGY_KEY, text(&p[TOPOLOGY_KEY])),
+            (POLICY, text(&p[POLICY])),
         ])
     } else {
         Value::Null
     };
-    (placement, text(&settings["drain_timeout"]))
+    (placement, text(&settings[DRAIN_TIMEOUT]))
 }
 
-fn taints_of(v: &Value) -> Vec<NodeTaint> {
-    v.as_seq()
-        .unwrap_or_default()
-        .iter()
+fn taints_of(c: &PoolConfig) -> Vec<NodeTaint> {
+    c.node_taints
+        .value()
+        .into_iter()
+        .flatten()
         .filter_map(|t| {
             Some(NodeTaint {
-                key: t.get("key").as_str()?.to_owned(),
-                value: t.get("value").as_str().map(str::to_owned),
-                effect: t.get("effect").as_str()?.to_owned(),
+                key: t.key.value()?.clone(),
+                value: t.value.value().cloned(),
+                effect: t.effect.value()?.clone(),
             })
         })
         .collect()
@@ -400,83 +333,6 @@ pub(super) fn status_for(spec: &PoolSpec, held: usize) -> &'static str {
     }
 }
 
-/// A Karpenter cloud provider, whose instance labels describe an instance's GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cloud {
-    /// `karpenter-provider-aws` (EC2NodeClass).
-    Aws,
-    /// `karpenter-provider-azure` (AKSNodeClass).
-    Azure,
-    /// Any other: only the user's requirements choose instances.
-    Generic,
-}
-
-/// The names `karpenter.provider` accepts.
-pub(super) const CLOUD_NAMES: &[&str] = &["aws", "azure", "generic"];
-
-impl Cloud {
-    pub(super) fn parse(s: &str) -> Option<Cloud> {
-        match s {
-            "aws" => Some(Cloud::Aws),
-            "azure" => Some(Cloud::Azure),
-            "generic" => Some(Cloud::Generic),
-            _ => None,
-        }
-    }
-
-    /// The provider whose node class API group this is, if one gpufleet knows.
-    pub(super) fn of_group(group: &str) -> Option<Cloud> {
-        match group {
-            "karpenter.k8s.aws" => Some(Cloud::Aws),
-            "karpenter.azure.com" => Some(Cloud::Azure),
-            _ => None,
-        }
-    }
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Azure => "azure",
-            Cloud::Generic => "generic",
-        }
-    }
-
-    pub(super) fn title(self) -> &'static str {
-        match self {
-            Cloud::Aws => "AWS",
-            Cloud::Azure => "Azure",
-            Cloud::Generic => "generic",
-        }
-    }
-}
-
-/// One node-selector requirement of the NodePool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
-    /// Label key.
-    pub key: String,
-    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte` or `Lte`.
-    pub operator: String,
-    /// Values, none for `Exists` and `DoesNotExist`.
-    pub values: Vec<String>,
-    /// Karpenter's `minValues`: how many distinct values the launch choices must span.
-    pub min_values: Option<u32>,
-}
-
-impl Requirement {
-    pub(super) fn from_value(v: &Value) -> Option<Requirement> {
-        Some(Requirement {
-            key: v.get("key").as_str()?.to_owned(),
-            operator: v.get("operator").as_str()?.to_owned(),
-            values: v.get("values").strings(),
-            min_values: v
-                .get("min_values")
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok()),
-        })
-    }
-}
-
 /// An `auto` pool's `karpenter` settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -489,20 +345,17 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Decodes the `karpenter` attribute of a planned value (null: all defaults).
-    pub fn from_value(v: &Value) -> Settings {
+    /// Decodes the `karpenter` attribute of a planned value.
+    pub(super) fn from_config(k: &KarpenterConfig) -> Settings {
         Settings {
-            cloud: v.get("provider").as_str().and_then(Cloud::parse),
-            gpus_per_node: v
-                .get("gpus_per_node")
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok()),
-            requirements: v
-                .get("requirements")
-                .as_seq()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Requirement::from_value)
+            cloud: k.provider.value().and_then(|p| Cloud::parse(p)),
+            gpus_per_node: k.gpus_per_node.value().and_then(|n| u32::try_from(*n).ok()),
+            requirements: k
+                .requirements
+                .value()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.value().cloned())
                 .collect(),
         }
     }

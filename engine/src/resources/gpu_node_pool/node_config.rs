@@ -22,7 +22,7 @@ use super::{
     model::{PoolSpec, Sharing},
 };
 
-pub use super::model::Tier;
+pub use super::choices::Tier;
 
 /// The annotation that records what a pool overwrote on a node.
 pub const ORIGINALS_ANNOTATION: &str = "gpufleet.dev/pool-originals";

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::Policy;
+use super::choices::Policy;
 use crate::backends::kube::{
     ACCELERATOR_LABEL, BLOCK_LABEL, CLIQUE_LABEL, ZONE_LABEL, host::nodes::HostNode,
 };

@@ -12,15 +12,16 @@ use super::{
     Backend,
     apply::{list_held, list_product},
     bcm,
+    choices::{Source, Tier},
     config::{PoolConfig, Strategy},
     device_plugin, mig,
-    model::{DEFAULT_NODE_CLASS, Source, parse_node_class},
-    node_config::{Tier, is_free},
+    model::parse_node_class,
+    node_config::is_free,
     product,
     schema::{
-        self, ALLOCATABLE, AUTOSCALING, GPU_PRODUCT, GPUS, ID, KARPENTER, KARPENTER_NODE_CLASS,
-        NAME, NODE_COUNT, NODE_LABELS, NODE_TAINTS, NODES, PLACEMENT, SHARING, SOURCE, STATUS,
-        VIRTUAL_CLUSTER_ID,
+        self, ALLOCATABLE, AUTOSCALING, DEFAULT_NODE_CLASS, GPU_PRODUCT, GPUS, ID, KARPENTER,
+        KARPENTER_NODE_CLASS, NAME, NODE_COUNT, NODE_LABELS, NODE_TAINTS, NODES, PLACEMENT,
+        SHARING, SOURCE, STATUS, VIRTUAL_CLUSTER_ID,
     },
     validate::refuse_private_host,
 };
@@ -35,6 +36,7 @@ use crate::{
     kinds::{PlanRequest, PlanResponse},
     path::AttrPath,
     plan::backend_facts as facts,
+    provider_config::KUBERNETES_BLOCK,
     tenancy::{VirtualClusterRef, pool_label},
     value::{Known, Value},
 };
@@ -73,7 +75,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     {
         let setting = ctx
             .settings
-            .get("kubernetes", device_plugin::NAMESPACE_SETTING);
+            .get(KUBERNETES_BLOCK, device_plugin::NAMESPACE_SETTING);
         resp.diagnostics
             .extend(device_plugin::plan_check(host.as_ref(), setting).await);
     }
@@ -81,7 +83,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
         && let Ok(host) = backend.connect(ctx).await
     {
         resp.diagnostics
-            .extend(mig::check_plan(host.as_ref(), &req.prior, &req.config).await);
+            .extend(mig::check_plan(host.as_ref(), &prior, &config).await);
     }
     // Nodes of a MIG product go back to the fleet's default MIG config when they are let go.
     let mig_product = product_of(&config).is_some_and(|m| m.mig_capable());

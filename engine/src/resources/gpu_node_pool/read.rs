@@ -9,16 +9,21 @@ use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     apply::{list_held, namespace_setting},
     bcm as bcm_pool,
+    choices::{Source, Tier},
+    config::PoolConfig,
     device_plugin::{self, CONFIG_MAP},
     error::StepError,
     karpenter::NODEPOOL_LABEL,
     mig,
-    model::{self, PoolSpec, Sharing, Source, settings_attributes, state_of, status_for},
+    model::{PoolSpec, Sharing, settings_attributes, state_of, status_for},
     node_config::{
-        Desired, SETTINGS_ANNOTATION, Tier, configured, configured_on, desired, is_configured,
+        Desired, SETTINGS_ANNOTATION, configured, configured_on, desired, is_configured,
         is_releasing,
     },
-    schema,
+    schema::{
+        self, AUTOSCALING, DEFAULT_DRAIN_TIMEOUT, DRAIN_TIMEOUT, GPU_PRODUCT,
+        ISOLATION as ISOLATION_ATTR, MAX_NODES, MIN_NODES, NODE_COUNT, PLACEMENT, SOURCE, STATUS,
+    },
 };
 use crate::{
     apply::bounded,
@@ -45,16 +50,17 @@ pub(super) async fn read(
     ctx: &Context,
     state: &Value,
 ) -> ReadResponse {
-    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let recorded = PoolConfig::decode(state);
+    let name = recorded.name.value().cloned().unwrap_or_default();
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let started = Instant::now();
     let mut mig_problems: Vec<mig::MigError> = Vec::new();
     let mut releasing_note: Option<String> = None;
     let result = bounded(ctx, Operation::Read, started, started + t.read, async {
-        if state.get("gpu_product").is_null() {
+        if recorded.gpu_product.is_null() {
             return read_imported(api, state, namespace_setting(&ctx.settings).as_deref()).await;
         }
-        let spec = PoolSpec::from_value(state)
+        let spec = PoolSpec::from_config(&recorded)
             .map_err(|_| StepError::Conflict("the state does not describe a pool".to_owned()))?;
         if spec.source == Source::Auto {
             if api.get_node_pool(&spec.node_pool_name()).await?.is_none() {
@@ -64,7 +70,7 @@ pub(super) async fn read(
                 .list_nodes(&format!("{NODEPOOL_LABEL}={}", spec.node_pool_name()))
                 .await?;
             let mut s = state_of(state, &spec, &launched, status_for(&spec, launched.len()));
-            if s.get("isolation").is_null() {
+            if s.get(ISOLATION_ATTR).is_null() {
                 let namespace = namespace_tier(api, &spec.vc).await?;
                 fill_tier(&mut s, &launched, namespace);
             }
@@ -106,12 +112,12 @@ pub(super) async fn read(
         if held.is_empty() {
             if !releasing.is_empty() {
                 let mut s = state_of(state, &spec, &releasing, "degraded");
-                s.set_attr("node_count", Value::int((releasing.len() + wiping) as i64));
+                s.set_attr(NODE_COUNT, Value::int((releasing.len() + wiping) as i64));
                 return Ok(s);
             }
             if bcm_held + wiping > 0 {
                 let mut s = state_of(state, &spec, &[], "degraded");
-                s.set_attr("node_count", Value::int(wiping as i64));
+                s.set_attr(NODE_COUNT, Value::int(wiping as i64));
                 return Ok(s);
             }
             return Ok(Value::Null);
@@ -158,12 +164,12 @@ pub(super) async fn read(
         } + wiping
             + releasing.len();
         if spec.node_count.is_some() {
-            s.set_attr("node_count", Value::int(count as i64));
+            s.set_attr(NODE_COUNT, Value::int(count as i64));
         }
         if count != spec.target() as usize || configured != held.len() || !releasing.is_empty() {
-            s.set_attr("status", Value::string("degraded"));
+            s.set_attr(STATUS, Value::string("degraded"));
         } else if mig_waiting {
-            s.set_attr("status", Value::string("pending"));
+            s.set_attr(STATUS, Value::string("pending"));
         }
         Ok(s)
     })
@@ -218,7 +224,7 @@ async fn namespace_tier(
 /// its nodes carry, else its namespace's: the tier the pool's nodes are configured for, which
 /// the next plan compares with the virtual cluster's.
 fn fill_tier(s: &mut Value, held: &[HostNode], namespace: Option<Tier>) {
-    if !s.get("isolation").is_null() {
+    if !s.get(ISOLATION_ATTR).is_null() {
         return;
     }
     let tier = held
@@ -226,7 +232,7 @@ fn fill_tier(s: &mut Value, held: &[HostNode], namespace: Option<Tier>) {
         .find_map(|n| n.label(NODE_ISOLATION).and_then(Tier::parse))
         .or(namespace);
     if let Some(t) = tier {
-        s.set_attr("isolation", Value::string(t.as_str()));
+        s.set_attr(ISOLATION_ATTR, Value::string(t.as_str()));
     }
 }
 
@@ -236,30 +242,34 @@ async fn read_imported(
     state: &Value,
     setting: Option<&str>,
 ) -> Result<Value, StepError> {
-    let name = state.get("name").as_str().unwrap_or_default();
-    let vc_id = state.get("virtual_cluster_id").as_str().unwrap_or_default();
+    let recorded = PoolConfig::decode(state);
+    let name = recorded.name.value().map_or("", String::as_str);
+    let vc_id = recorded
+        .virtual_cluster_id
+        .value()
+        .map_or("", String::as_str);
     let Some(vc) = VirtualClusterRef::parse(vc_id) else {
         return Ok(Value::Null);
     };
     let label = pool_label(&vc.name, name);
     let mut s = state.clone();
-    s.set_attr("drain_timeout", Value::string(model::DEFAULT_DRAIN_TIMEOUT));
+    s.set_attr(DRAIN_TIMEOUT, Value::string(DEFAULT_DRAIN_TIMEOUT));
     let np_name = format!("gpufleet-{}-{name}", vc.name);
     if let Some(np) = api.get_node_pool(&np_name).await? {
         let product = np["spec"]["template"]["spec"]["requirements"][0]["values"][0]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        s.set_attr("gpu_product", Value::string(product));
-        s.set_attr("source", Value::string("auto"));
+        s.set_attr(GPU_PRODUCT, Value::string(product));
+        s.set_attr(SOURCE, Value::string(Source::Auto.as_str()));
         let max = np["spec"]["limits"]["nodes"]
             .as_str()
             .and_then(|n| n.parse::<i64>().ok());
         s.set_attr(
-            "autoscaling",
+            AUTOSCALING,
             Value::object([
-                ("min_nodes", Value::int(0)),
-                ("max_nodes", Value::int(max.unwrap_or(1))),
+                (MIN_NODES, Value::int(0)),
+                (MAX_NODES, Value::int(max.unwrap_or(1))),
             ]),
         );
         let template = &np["spec"]["template"];
@@ -280,9 +290,9 @@ async fn read_imported(
             .find_map(HostNode::gpu_model)
             .map(|m| m.product)
             .unwrap_or_default();
-        s.set_attr("gpu_product", Value::string(product));
-        s.set_attr("source", Value::string("host"));
-        s.set_attr("node_count", Value::int(held.len() as i64));
+        s.set_attr(GPU_PRODUCT, Value::string(product));
+        s.set_attr(SOURCE, Value::string(Source::Host.as_str()));
+        s.set_attr(NODE_COUNT, Value::int(held.len() as i64));
         let (labels, taints) = configured_on(first);
         set_configured(&mut s, labels, &taints);
         if let Some(settings) = first
@@ -291,12 +301,12 @@ async fn read_imported(
             .and_then(|text| serde_json::from_str(text).ok())
         {
             let (placement, drain_timeout) = settings_attributes(&settings);
-            s.set_attr("placement", placement);
-            if settings["source"].as_str() == Some("bcm") {
-                s.set_attr("source", Value::string("bcm"));
+            s.set_attr(PLACEMENT, placement);
+            if settings[SOURCE].as_str() == Some(Source::Bcm.as_str()) {
+                s.set_attr(SOURCE, Value::string(Source::Bcm.as_str()));
             }
             if !drain_timeout.is_null() {
-                s.set_attr("drain_timeout", drain_timeout);
+                s.set_attr(DRAIN_TIMEOUT, drain_timeout);
             }
         }
         let sharing = if let Some(m) = first.label(MIG_CONFIG_LABEL) {

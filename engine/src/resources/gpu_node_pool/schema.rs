@@ -1,6 +1,6 @@
 //! The schema of `gpufleet_gpu_node_pool`.
 
-use super::model::{DEFAULT_DRAIN_TIMEOUT, Source};
+use super::choices::{CLOUD_NAMES, Source};
 use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
@@ -34,12 +34,27 @@ pub(super) const TAINT_VALUE: &str = "value";
 pub(super) const TAINT_EFFECT: &str = "effect";
 pub(super) const DRAIN_TIMEOUT: &str = "drain_timeout";
 pub(super) const KARPENTER_NODE_CLASS: &str = "karpenter_node_class";
-/// Declared by [`super::karpenter::attribute`].
 pub(super) const KARPENTER: &str = "karpenter";
+pub(super) const KARPENTER_PROVIDER: &str = "provider";
+pub(super) const GPUS_PER_NODE: &str = "gpus_per_node";
+pub(super) const REQUIREMENTS: &str = "requirements";
+pub(super) const REQUIREMENT_KEY: &str = "key";
+pub(super) const REQUIREMENT_OPERATOR: &str = "operator";
+pub(super) const REQUIREMENT_VALUES: &str = "values";
+pub(super) const REQUIREMENT_MIN_VALUES: &str = "min_values";
 pub(super) const NODES: &str = "nodes";
 pub(super) const GPUS: &str = "gpus";
 pub(super) const ALLOCATABLE: &str = "allocatable";
 pub(super) const STATUS: &str = "status";
+
+/// The default `drain_timeout`.
+pub(super) const DEFAULT_DRAIN_TIMEOUT: &str = "5m";
+
+/// The Karpenter node class of a pool that names none.
+pub(super) const DEFAULT_NODE_CLASS: &str = "karpenter.k8s.aws/EC2NodeClass/default";
+
+/// The node-selector operators Karpenter's NodePool accepts (its CRD's enum, v1.8).
+const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
 
 fn sharing_attributes() -> Vec<Attribute> {
     vec![
@@ -274,7 +289,7 @@ pub fn pool_schema() -> Schema {
                  `karpenter.k8s.aws/EC2NodeClass/default`.",
             ),
         )
-        .attr(super::karpenter::attribute())
+        .attr(karpenter_attribute())
         .attr(
             Attribute::computed(NODES, Type::list(Type::String))
                 .describe("Names of the nodes the pool holds, sorted."),
@@ -304,5 +319,74 @@ pub fn pool_schema() -> Schema {
             "How long operations may take. Defaults: create 10m, update 20m, delete 20m, \
              read 2m. Update and delete include draining nodes.",
         )),
+    )
+}
+
+/// The `karpenter` attribute's nested attributes.
+fn karpenter_attribute() -> Attribute {
+    Attribute::nested(
+        KARPENTER,
+        Nesting::Single,
+        AttrMode::Optional,
+        vec![
+            Attribute::optional(KARPENTER_PROVIDER, Type::String)
+                .validate(OneOf::new(CLOUD_NAMES))
+                .describe(
+                    "The cloud's Karpenter provider, whose instance labels tell the GPUs an \
+                     instance has: `aws` (requires `karpenter.k8s.aws/instance-gpu-name`, \
+                     `-manufacturer`, `-count`, and `-memory` for the A100s), `azure` \
+                     (`karpenter.azure.com/sku-gpu-name`, `-manufacturer`, `-count`), or \
+                     `generic` (only `requirements` choose instances). Defaults to the \
+                     provider of `karpenter_node_class`'s group (`karpenter.k8s.aws`: `aws`, \
+                     `karpenter.azure.com`: `azure`), else `generic`. A product the cloud \
+                     offers no instance for is refused at plan.",
+                ),
+            Attribute::optional(GPUS_PER_NODE, Type::Number)
+                .validate(IntBetween::new(1, 64))
+                .describe(
+                    "GPUs per node Karpenter may launch: the GPU count requirement and the \
+                     `nvidia.com/gpu` limit (`max_nodes` × this). Defaults to the product's \
+                     (8 on HGX baseboards, 4 in GB200 and GB300 trays, as \
+                     `gpufleet_gpu_catalog` shows); for PCIe cards, whose servers differ, \
+                     leaving it out allows every count the cloud offers and sets no GPU limit.",
+                ),
+            Attribute::nested(
+                REQUIREMENTS,
+                Nesting::List,
+                AttrMode::Optional,
+                vec![
+                    Attribute::required(REQUIREMENT_KEY, Type::String)
+                        .describe("Node label key, e.g. `karpenter.sh/capacity-type`."),
+                    Attribute::required(REQUIREMENT_OPERATOR, Type::String)
+                        .validate(OneOf::new(OPERATORS))
+                        .describe("How the node label is compared with `values`."),
+                    Attribute::optional(REQUIREMENT_VALUES, Type::list(Type::String)).describe(
+                        "Values: at least one for `In` and `NotIn`, none for `Exists` and \
+                         `DoesNotExist`, one whole number for `Gt` and `Lt`.",
+                    ),
+                    Attribute::optional(REQUIREMENT_MIN_VALUES, Type::Number)
+                        .validate(IntBetween::new(1, 50))
+                        .describe(
+                            "Karpenter's `minValues` for the key; with `In`, at most the \
+                             number of `values`.",
+                        ),
+                ],
+            )
+            .describe(
+                "More requirements for the NodePool, e.g. capacity type or instance family. \
+                 Without one on `karpenter.sh/capacity-type`, gpufleet requires `on-demand` \
+                 capacity (Karpenter alone would launch the cheapest, spot where the cloud \
+                 offers it). Keys gpufleet sets from `gpu_product` and `gpus_per_node` (the \
+                 GPU product label and, with `aws` or `azure`, the GPU keys) are refused: use \
+                 `generic` to write GPU requirements yourself. So are the keys Karpenter's \
+                 NodePool restricts (`kubernetes.io/hostname`, `karpenter.sh/nodepool`, and \
+                 the `kubernetes.io`, `k8s.io` and `karpenter.sh` domains but for its \
+                 well-known labels).",
+            ),
+        ],
+    )
+    .describe(
+        "With `source = \"auto\"`: what the Karpenter `NodePool` may launch. Leaving it out \
+         constrains instances by the GPU labels of the node class's cloud.",
     )
 }

@@ -15,9 +15,9 @@ use crate::{
 };
 
 use super::{
+    choices::{Source, Tier},
     config::{PoolConfig, SharingConfig, Strategy, Taint, whole_number},
-    model::{Source, mig_config_of, parse_node_class},
-    node_config::Tier,
+    model::{mig_config_of, parse_node_class},
     schema::{
         AUTOSCALING, KARPENTER_NODE_CLASS, MIG_CONFIG, MIN_NODES, NODE_COUNT, NODE_LABELS,
         NODE_TAINTS, REPLICAS, SHARING, TAINT_KEY, TAINT_VALUE, VIRTUAL_CLUSTER_ID,
@@ -65,7 +65,7 @@ pub fn validate_pool(config: &Value) -> Diagnostics {
         validate_sharing(sharing, model, &mut d);
     }
     validate_labels(&pool.node_labels, &mut d);
-    d.extend(super::karpenter::check_template_labels(config));
+    d.extend(super::karpenter::check_template_labels(&pool));
     validate_taints(&pool.node_taints, &mut d);
     if let Some(s) = pool.karpenter_node_class.value()
         && parse_node_class(s).is_none()
