@@ -3,11 +3,14 @@
 //!
 //! # Modules
 //!
-//! - [`schema`]: the attributes; [`model`]: the virtual cluster decoded from a value;
+//! - [`schema`]: the attributes; `config`: each attribute decoded once, possibly unknown or
+//!   left out, for validate and plan; [`model`]: the virtual cluster decoded from a value;
 //!   `validate`: the plan-time checks across attributes (reserved labels, `values_override`
 //!   keys gpufleet manages); [`chart_schema`]: `values_override` against the chart's
-//!   `values.schema.json`, and the chart settings gpufleet does not render; `plan`: planning; [`versions`]: the pinned vCluster release and
-//!   its Kubernetes versions; [`quantity`]: Kubernetes quantities.
+//!   `values.schema.json`, and the chart settings gpufleet does not render; `plan`: planning,
+//!   with `claim_change` for the `persistence` changes that replace the virtual cluster;
+//!   [`versions`]: the pinned vCluster release and its Kubernetes versions; [`quantity`]:
+//!   Kubernetes quantities.
 //! - [`values`]: the complete vcluster.yaml (the pinned chart's values, gpufleet's settings,
 //!   `values_override`, merged as Helm merges them), with the controller manager's controllers
 //!   from `controller_manager` (no taint eviction inside the virtual cluster); [`render`]: pure, configuration → host
@@ -51,7 +54,9 @@
 mod adopt;
 pub mod apply;
 pub mod chart_schema;
+mod claim_change;
 pub mod compare;
+mod config;
 mod controller_manager;
 pub mod expose;
 mod list;
@@ -80,7 +85,7 @@ use async_trait::async_trait;
 pub use list::VirtualClusterList;
 pub use read::{import_skeleton, read_virtual_cluster};
 
-use self::{plan::plan_virtual_cluster, validate::validate_virtual_cluster};
+use self::{config::ClusterConfig, plan::plan_virtual_cluster, validate::validate_virtual_cluster};
 use crate::{
     backends::kube::host::{FromSettings, ObjectsBackend},
     context::Context,
@@ -123,11 +128,9 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
         let mut resp = plan_virtual_cluster(&req);
+        let planned = ClusterConfig::decode(&resp.planned);
         if req.prior.is_null()
-            && let (Some(name), Some(namespace)) = (
-                resp.planned.get("name").as_str(),
-                resp.planned.get("namespace").as_str(),
-            )
+            && let (Some(name), Some(namespace)) = (planned.name.value(), planned.namespace.value())
             && let Ok(host) = self.0.connect(ctx, TYPE_NAME).await
         {
             let check = async {
@@ -140,11 +143,11 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
             resp.diagnostics
                 .extend(crate::plan::backend_facts::bounded(check).await);
         }
-        if let Some(id) = resp.planned.get("id").as_str() {
+        if let Some(id) = planned.id.value() {
             ctx.virtual_clusters.planned(
                 id,
                 req.prior.is_null(),
-                resp.planned.get("isolation").as_str(),
+                planned.isolation.value().map(|i| i.as_str()),
             );
         }
         resp
@@ -161,7 +164,7 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
             return apply::apply_delete(host.as_ref(), ctx, &req.prior).await;
         }
         let resp = apply::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await;
-        if let Some(id) = req.planned.get("id").as_str() {
+        if let Some(id) = ClusterConfig::decode(&req.planned).id.value() {
             ctx.virtual_clusters.applied(id);
         }
         resp
@@ -186,7 +189,7 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
     }
 
     fn identity_attributes(&self) -> &'static [&'static str] {
-        &["namespace", "name"]
+        &[schema::NAMESPACE, schema::NAME]
     }
 
     fn docs_sections(&self) -> Vec<(&'static str, String)> {

@@ -7,7 +7,7 @@
 //!
 //! A StatefulSet's `volumeClaimTemplates` cannot change, and a claim that exists keeps its
 //! size and class whatever the template says. So the plan replaces the virtual cluster when
-//! the claim would change ([`replacements`]), read reflects the claim the StatefulSet has
+//! the claim would change (`claim_change`), read reflects the claim the StatefulSet has
 //! ([`observed_value`]), and apply refuses to write a StatefulSet whose claim differs from the
 //! one it has ([`Persistence::of_statefulset`]) rather than meet the API server's
 //! immutability error.
@@ -15,11 +15,7 @@
 use serde_json::Value as Json;
 
 use super::quantity;
-use crate::{
-    diag::{Diagnostic, Diagnostics},
-    path::AttrPath,
-    value::Value,
-};
+use crate::value::Value;
 
 /// The chart's `persistence.volumeClaim.size`.
 pub const DEFAULT_SIZE: &str = "5Gi";
@@ -127,72 +123,6 @@ pub fn observed_value(sts: &Json, prior: &Value) -> Value {
     have.to_value()
 }
 
-/// The `persistence` paths whose change `planned` makes to the claim in `prior`, with a
-/// warning for each: a StatefulSet's claim cannot change, so these force a replacement. A
-/// size written differently but of the same amount changes nothing. A prior without a claim
-/// (null) is replaced as a whole, so that the data moves onto one. An unknown value may
-/// differ, so it counts as a change, as Terraform counts it.
-pub fn replacements(prior: &Value, planned: &Value) -> (Vec<AttrPath>, Diagnostics) {
-    let root = AttrPath::attr("persistence");
-    let mut paths = Vec::new();
-    let mut diagnostics = Diagnostics::new();
-    if planned.is_unknown() {
-        paths.push(root);
-        return (paths, diagnostics);
-    }
-    if prior.is_null() {
-        paths.push(root.clone());
-        if !planned.is_wholly_known() {
-            return (paths, diagnostics);
-        }
-        diagnostics.push(
-            Diagnostic::warning(
-                "Virtual Cluster Moves Its Data To A Volume Claim",
-                format!(
-                    "The virtual cluster's StatefulSet has no volume claim: an earlier gpufleet \
-                     release kept the control plane's data in the pod, where it was lost on \
-                     every restart. The claim a StatefulSet has cannot change, so the virtual \
-                     cluster is replaced (its namespace and everything in it are deleted, and it \
-                     is created anew with empty data and a new kubeconfig) with its data on a \
-                     claim of {}.",
-                    Persistence::from_value(planned).describe()
-                ),
-            )
-            .with_path(root),
-        );
-        return (paths, diagnostics);
-    }
-    let (was, now) = (
-        Persistence::from_value(prior),
-        Persistence::from_value(planned),
-    );
-    let size = planned.get("size");
-    if size.is_unknown() || !quantity::same(&was.size, &now.size) {
-        paths.push(root.push_attr("size"));
-    }
-    let class = planned.get("storage_class");
-    if class.is_unknown() || was.storage_class != now.storage_class {
-        paths.push(root.push_attr("storage_class"));
-    }
-    if !paths.is_empty() && planned.is_wholly_known() {
-        diagnostics.push(
-            Diagnostic::warning(
-                "Volume Claim Change Replaces The Virtual Cluster",
-                format!(
-                    "persistence would go from {} to {}. The volume claim of a StatefulSet \
-                     cannot change, so the virtual cluster is destroyed (its namespace, the \
-                     claim with the tenant's objects, its API server and kubeconfig) and created \
-                     anew with empty data.",
-                    was.describe(),
-                    now.describe()
-                ),
-            )
-            .with_path(root),
-        );
-    }
-    (paths, diagnostics)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -237,64 +167,5 @@ mod tests {
             observed_value(&json!({ "spec": {} }), &Value::Null),
             Value::Null
         );
-    }
-
-    #[test]
-    fn only_a_different_amount_or_class_replaces() {
-        let default = Persistence::default_value();
-        // (case, prior, planned, paths forcing replacement)
-        let cases: Vec<(&str, Value, Value, Vec<&str>)> = vec![
-            ("unchanged", default.clone(), default.clone(), vec![]),
-            (
-                "same amount",
-                default.clone(),
-                claim("5120Mi", None),
-                vec![],
-            ),
-            (
-                "bigger",
-                default.clone(),
-                claim("20Gi", None),
-                vec!["persistence.size"],
-            ),
-            (
-                "class named",
-                default.clone(),
-                claim("5Gi", Some("fast")),
-                vec!["persistence.storage_class"],
-            ),
-            (
-                "both",
-                claim("5Gi", Some("fast")),
-                claim("1Ti", Some("slow")),
-                vec!["persistence.size", "persistence.storage_class"],
-            ),
-            (
-                "unknown size",
-                default.clone(),
-                Value::object([("size", Value::unknown()), ("storage_class", Value::Null)]),
-                vec!["persistence.size"],
-            ),
-            (
-                "unknown",
-                default.clone(),
-                Value::unknown(),
-                vec!["persistence"],
-            ),
-            (
-                "no claim yet",
-                Value::Null,
-                default.clone(),
-                vec!["persistence"],
-            ),
-        ];
-        for (case, prior, planned, want) in cases {
-            let (paths, d) = replacements(&prior, &planned);
-            let got: Vec<String> = paths.iter().map(ToString::to_string).collect();
-            assert_eq!(got, want, "{case}");
-            let warned = d.iter().count();
-            let known = planned.is_wholly_known();
-            assert_eq!(warned, usize::from(!want.is_empty() && known), "{case}");
-        }
     }
 }

@@ -1,50 +1,63 @@
 //! Planning a virtual cluster: the computed values known before apply, the attributes that
 //! force a replacement, and the warnings and refusals a plan carries (see the kind's docs).
+//! It reads the configuration, the proposed value and the prior state as [`ClusterConfig`]
+//! decodes them.
 
 use super::{
+    claim_change,
+    config::ClusterConfig,
     expose,
-    model::{ACCESS, CREDENTIALS, credentials_in_state, default_namespace},
-    persistence, versions,
+    model::{ACCESS, CREDENTIALS, Isolation, default_namespace},
+    schema::{
+        DRIFT, EXPOSE, ID, ISOLATION, KUBERNETES_VERSION, NAMESPACE, SLEEP, STATUS,
+        VCLUSTER_VERSION,
+    },
+    versions,
 };
 use crate::{
     diag::{Diagnostic, Diagnostics},
     kinds::{PlanRequest, PlanResponse},
     path::AttrPath,
-    value::Value,
+    value::{Known, Value},
 };
 
-/// Attributes whose change restarts the control plane (and may rewrite its kubeconfig);
-/// `expose` too, compared by what it means ([`expose_changes`]).
-const RESTARTING: &[&str] = &[
-    "paused",
-    "kubernetes_version",
-    "values_override",
-    "vcluster_version",
-    "persistence",
-];
+/// Whether the control plane restarts (and may rewrite its kubeconfig) going from `prior` to
+/// `planned`: a change of `paused`, `kubernetes_version`, `values_override`, the pinned
+/// release or `persistence`, or of `expose` by what it means ([`expose_changes`]).
+fn restarts_control_plane(prior: &ClusterConfig, planned: &ClusterConfig) -> bool {
+    prior.paused != planned.paused
+        || prior.kubernetes_version != planned.kubernetes_version
+        || prior.values_override != planned.values_override
+        || prior.vcluster_version != Known::Value(versions::VCLUSTER_VERSION.to_owned())
+        || prior.persistence != planned.persistence
+        || expose_changes(prior, planned)
+}
 
 /// Whether `planned` may reach the control plane differently from `prior` (a null `expose`,
 /// from a state older than the attribute, means the default; an unknown one may differ).
-fn expose_changes(prior: &Value, planned: &Value) -> bool {
-    !planned.is_wholly_known()
-        || expose::Expose::from_value(prior) != expose::Expose::from_value(planned)
+fn expose_changes(prior: &ClusterConfig, planned: &ClusterConfig) -> bool {
+    match planned.exposed() {
+        None => true,
+        now => prior.exposed() != now,
+    }
 }
 
 /// When the plan creates a virtual cluster, or changes `expose`, so that its outputs name
 /// an address only pods of the host cluster reach (a ClusterIP Service without `host`):
 /// says so, and how to reach it from outside.
-fn in_cluster_only_warning(req: &PlanRequest, planned: &Value) -> Option<Diagnostic> {
-    let now = planned.get("expose");
-    if !now.is_wholly_known() || !expose::Expose::from_value(now).in_cluster_only() {
+fn in_cluster_only_warning(
+    prior: Option<&ClusterConfig>,
+    planned: &ClusterConfig,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) -> Option<Diagnostic> {
+    if !planned.exposed()?.in_cluster_only() {
         return None;
     }
-    if !req.prior.is_null() && !expose_changes(req.prior.get("expose"), now) {
+    if prior.is_some_and(|prior| !expose_changes(prior, planned)) {
         return None;
     }
-    let address = match (
-        planned.get("name").as_str(),
-        planned.get("namespace").as_str(),
-    ) {
+    let address = match (name, namespace) {
         (Some(n), Some(ns)) => expose::url(&expose::in_cluster_name(n, ns), expose::HTTPS_PORT),
         _ => "https://<name>.<namespace>.svc:443".to_owned(),
     };
@@ -61,39 +74,43 @@ fn in_cluster_only_warning(req: &PlanRequest, planned: &Value) -> Option<Diagnos
                  name that leads to the Service."
             ),
         )
-        .with_path(AttrPath::attr("expose")),
+        .with_path(AttrPath::attr(EXPOSE)),
     )
 }
 
 /// The kind's part of planning; see the kind's docs.
 pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
+    let config = ClusterConfig::decode(&req.config);
+    let proposed = ClusterConfig::decode(&req.proposed);
+    let prior = (!req.prior.is_null()).then(|| ClusterConfig::decode(&req.prior));
     let mut planned = req.proposed.clone();
     let mut diagnostics = Diagnostics::new();
     let mut requires_replace = Vec::new();
-    let name = planned.get("name").as_str().map(str::to_owned);
-    if req.config.get("namespace").is_null() {
-        let ns = name
-            .as_deref()
-            .map_or_else(Value::unknown, |n| Value::string(default_namespace(n)));
-        planned.set_attr("namespace", ns);
-    }
-    let id = match (planned.get("namespace").as_str(), name.as_deref()) {
+    let name = proposed.name.value().map(String::as_str);
+    let namespace = if config.namespace.is_null() {
+        let ns = name.map(default_namespace);
+        planned.set_attr(
+            NAMESPACE,
+            ns.clone().map_or_else(Value::unknown, Value::string),
+        );
+        ns
+    } else {
+        proposed.namespace.value().cloned()
+    };
+    let id = match (namespace.as_deref(), name) {
         (Some(ns), Some(n)) => Value::string(format!("{ns}/{n}")),
         _ => Value::unknown(),
     };
-    planned.set_attr("id", id);
-    planned.set_attr(
-        "vcluster_version",
-        Value::string(versions::VCLUSTER_VERSION),
-    );
-    planned.set_attr("drift", Value::List(Vec::new()));
-    let status = match planned.get("paused").as_bool() {
+    planned.set_attr(ID, id);
+    planned.set_attr(VCLUSTER_VERSION, Value::string(versions::VCLUSTER_VERSION));
+    planned.set_attr(DRIFT, Value::List(Vec::new()));
+    let status = match proposed.paused.value() {
         Some(true) => Value::string("Paused"),
         Some(false) => Value::string("Running"),
         None => Value::unknown(),
     };
-    planned.set_attr("status", status);
-    if !planned.get("sleep").is_null() {
+    planned.set_attr(STATUS, status);
+    if !proposed.sleep.is_null() {
         diagnostics.push(
             Diagnostic::warning(
                 "Sleep Is Not Applied",
@@ -106,22 +123,21 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
                     versions::VCLUSTER_VERSION
                 ),
             )
-            .with_path(AttrPath::attr("sleep")),
+            .with_path(AttrPath::attr(SLEEP)),
         );
     }
-    if let Some(d) = in_cluster_only_warning(req, &planned) {
+    if let Some(d) = in_cluster_only_warning(prior.as_ref(), &proposed, name, namespace.as_deref())
+    {
         diagnostics.push(d);
     }
-    if !req.prior.is_null() {
-        let (was, now) = (
-            req.prior.get("kubernetes_version").as_str(),
-            planned.get("kubernetes_version").as_str(),
-        );
-        if let (Some(was), Some(now)) = (was, now)
-            && versions::compare(now, was) == Some(std::cmp::Ordering::Less)
+    if let Some(prior) = &prior {
+        if let (Some(was), Some(now)) = (
+            prior.kubernetes_version.value(),
+            proposed.kubernetes_version.value(),
+        ) && versions::compare(now, was) == Some(std::cmp::Ordering::Less)
         {
             diagnostics.error_at(
-                AttrPath::attr("kubernetes_version"),
+                AttrPath::attr(KUBERNETES_VERSION),
                 "Kubernetes Downgrade Refused",
                 format!(
                     "kubernetes_version would go from {was} to {now}; a control plane cannot be \
@@ -129,8 +145,9 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
                 ),
             );
         }
-        let (was, now) = (req.prior.get("isolation"), planned.get("isolation"));
+        let (was, now) = (prior.isolation, proposed.isolation);
         if !was.is_null() && !now.is_unknown() && was != now {
+            let tier = |t: Known<Isolation>| t.value().map_or("?", |t| t.as_str());
             diagnostics.push(
                 Diagnostic::warning(
                     "Isolation Change Replaces The Virtual Cluster",
@@ -140,24 +157,21 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
                          one. GPU node pools that set isolation from this virtual cluster are \
                          checked against the new tier in this plan; pools that leave it out \
                          keep their nodes until their next plan.",
-                        was.as_str().unwrap_or("?"),
-                        now.as_str().unwrap_or("?"),
+                        tier(was),
+                        tier(now),
                     ),
                 )
-                .with_path(AttrPath::attr("isolation")),
+                .with_path(AttrPath::attr(ISOLATION)),
             );
         }
         let (paths, warnings) =
-            persistence::replacements(req.prior.get("persistence"), planned.get("persistence"));
+            claim_change::replacements(&prior.persistence, &proposed.persistence);
         requires_replace.extend(paths);
         diagnostics.extend(warnings);
-        let restarts = RESTARTING
-            .iter()
-            .any(|a| planned.get(a) != req.prior.get(a))
-            || expose_changes(req.prior.get("expose"), planned.get("expose"));
+        let restarts = restarts_control_plane(prior, &proposed);
         // Credentials that start going into state are read from the Secret at apply.
-        let credentials_added = credentials_in_state(&req.prior) == Some(false)
-            && credentials_in_state(&planned) != Some(false);
+        let credentials_added = prior.credentials_in_state() == Some(false)
+            && proposed.credentials_in_state() != Some(false);
         for a in ACCESS {
             let v = if restarts || (credentials_added && CREDENTIALS.contains(a)) {
                 Value::unknown()
@@ -167,7 +181,7 @@ pub(super) fn plan_virtual_cluster(req: &PlanRequest) -> PlanResponse {
             planned.set_attr(a, v);
         }
     }
-    if credentials_in_state(&planned) == Some(false) {
+    if proposed.credentials_in_state() == Some(false) {
         for a in CREDENTIALS {
             planned.set_attr(a, Value::Null);
         }

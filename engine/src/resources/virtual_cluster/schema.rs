@@ -13,6 +13,48 @@ use crate::{
     value::Type,
 };
 
+// Attribute names: the schema declares them and `config` decodes them, so validate and plan
+// read no attribute by a name of their own.
+pub(super) const ID: &str = "id";
+pub(super) const NAME: &str = "name";
+pub(super) const NAMESPACE: &str = "namespace";
+pub(super) const KUBERNETES_VERSION: &str = "kubernetes_version";
+pub(super) const ISOLATION: &str = "isolation";
+pub(super) const QUOTA: &str = "quota";
+pub(super) const QUOTA_GPUS: &str = "gpus";
+pub(super) const QUOTA_CPU: &str = "cpu";
+pub(super) const QUOTA_MEMORY: &str = "memory";
+pub(super) const QUOTA_PODS: &str = "pods";
+pub(super) const LIMIT_RANGE: &str = "limit_range";
+pub(super) const DEFAULT_CPU: &str = "default_cpu";
+pub(super) const DEFAULT_MEMORY: &str = "default_memory";
+pub(super) const DEFAULT_REQUEST_CPU: &str = "default_request_cpu";
+pub(super) const DEFAULT_REQUEST_MEMORY: &str = "default_request_memory";
+pub(super) const NETWORK_ISOLATION: &str = "network_isolation";
+pub(super) const POD_SECURITY: &str = "pod_security";
+pub(super) const SLEEP: &str = "sleep";
+pub(super) const AFTER_INACTIVITY: &str = "after_inactivity";
+pub(super) const PAUSED: &str = "paused";
+pub(super) const PERSISTENCE: &str = "persistence";
+pub(super) const SIZE: &str = "size";
+pub(super) const STORAGE_CLASS: &str = "storage_class";
+pub(super) const EXPOSE: &str = "expose";
+pub(super) const EXPOSE_TYPE: &str = "type";
+/// `expose.host`; the computed URL is [`HOST`].
+pub(super) const EXPOSE_HOST: &str = "host";
+pub(super) const LABELS: &str = "labels";
+pub(super) const VALUES_OVERRIDE: &str = "values_override";
+pub(super) const ADMIN_CREDENTIALS_IN_STATE: &str = "admin_credentials_in_state";
+pub(super) const ENDPOINT: &str = "endpoint";
+pub(super) const HOST: &str = "host";
+pub(super) const KUBECONFIG: &str = "kubeconfig";
+pub(super) const CLUSTER_CA_CERTIFICATE: &str = "cluster_ca_certificate";
+pub(super) const CLIENT_CERTIFICATE: &str = "client_certificate";
+pub(super) const CLIENT_KEY: &str = "client_key";
+pub(super) const STATUS: &str = "status";
+pub(super) const VCLUSTER_VERSION: &str = "vcluster_version";
+pub(super) const DRIFT: &str = "drift";
+
 /// The isolation tiers, as the `isolation` attribute spells them.
 pub const ISOLATIONS: &[&str] = &["shared", "dedicated", "private"];
 
@@ -25,21 +67,21 @@ pub const NAME_MAX: usize = 52;
 
 fn quota_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("gpus", Type::Number)
+        Attribute::optional(QUOTA_GPUS, Type::Number)
             .validate(IntBetween::at_least(0))
             .describe("GPUs the tenant's pods may request in total (`requests.nvidia.com/gpu`)."),
-        Attribute::optional("cpu", Type::String)
+        Attribute::optional(QUOTA_CPU, Type::String)
             .validate(Quantity)
             .describe(
                 "CPU the tenant's pods may request in total (`requests.cpu`), e.g. `\"64\"`.",
             ),
-        Attribute::optional("memory", Type::String)
+        Attribute::optional(QUOTA_MEMORY, Type::String)
             .validate(Quantity)
             .describe(
                 "Memory the tenant's pods may request in total (`requests.memory`), e.g. \
                  `\"512Gi\"`.",
             ),
-        Attribute::optional("pods", Type::Number)
+        Attribute::optional(QUOTA_PODS, Type::Number)
             .validate(IntBetween::at_least(1))
             .describe(
                 "How many pods may exist in the host namespace (`count/pods`), the virtual \
@@ -55,18 +97,18 @@ fn limit_range_attributes() -> Vec<Attribute> {
             .describe(text)
     };
     vec![
-        q("default_cpu", "CPU limit of a container that sets none."),
+        q(DEFAULT_CPU, "CPU limit of a container that sets none."),
         q(
-            "default_memory",
+            DEFAULT_MEMORY,
             "Memory limit of a container that sets none.",
         ),
         q(
-            "default_request_cpu",
+            DEFAULT_REQUEST_CPU,
             "CPU request of a container that sets none. Null: the API server uses \
              `default_cpu`.",
         ),
         q(
-            "default_request_memory",
+            DEFAULT_REQUEST_MEMORY,
             "Memory request of a container that sets none. Null: the API server uses \
              `default_memory`.",
         ),
@@ -75,14 +117,14 @@ fn limit_range_attributes() -> Vec<Attribute> {
 
 fn persistence_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("size", Type::String)
+        Attribute::optional(SIZE, Type::String)
             .default(DEFAULT_SIZE)
             .validate(PositiveQuantity)
             .describe(
                 "Storage the claim requests (`resources.requests.storage`). Changing it replaces \
                  the virtual cluster, with empty data.",
             ),
-        Attribute::optional("storage_class", Type::String)
+        Attribute::optional(STORAGE_CLASS, Type::String)
             .validate(DnsSubdomain)
             .describe(
                 "The StorageClass of the claim (`storageClassName`). Null (the default) leaves \
@@ -94,7 +136,7 @@ fn persistence_attributes() -> Vec<Attribute> {
 
 fn expose_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("type", Type::String)
+        Attribute::optional(EXPOSE_TYPE, Type::String)
             .default("ClusterIP")
             .validate(OneOf::new(SERVICE_TYPES))
             .describe(
@@ -108,7 +150,7 @@ fn expose_attributes() -> Vec<Attribute> {
                  timeout, until the host cluster's load balancer controller has given the \
                  Service an address; the URL is that address and the Service's port, 443).",
             ),
-        Attribute::optional("host", Type::String)
+        Attribute::optional(EXPOSE_HOST, Type::String)
             .validate(HostAddress)
             .describe(
                 "A DNS name or IP address that reaches the control plane from outside, such \
@@ -140,12 +182,12 @@ pub fn resource_schema() -> Schema {
              `kubernetes` block.",
         )
         .attr(
-            Attribute::computed("id", Type::String)
+            Attribute::computed(ID, Type::String)
                 .use_state_for_unknown()
                 .describe("`<namespace>/<name>`."),
         )
         .attr(
-            Attribute::required("name", Type::String)
+            Attribute::required(NAME, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(NAME_MAX))
                 .describe(
@@ -153,7 +195,7 @@ pub fn resource_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("namespace", Type::String)
+            Attribute::optional_computed(NAMESPACE, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(63))
                 .describe(
@@ -163,7 +205,7 @@ pub fn resource_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("kubernetes_version", Type::String)
+            Attribute::optional(KUBERNETES_VERSION, Type::String)
                 .default(default_kubernetes_version())
                 .validate(SupportedKubernetesVersion)
                 .describe(
@@ -172,7 +214,7 @@ pub fn resource_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("isolation", Type::String)
+            Attribute::optional(ISOLATION, Type::String)
                 .default("shared")
                 .requires_replace()
                 .validate(OneOf::new(ISOLATIONS))
@@ -188,7 +230,7 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "quota",
+                QUOTA,
                 Nesting::Single,
                 AttrMode::Optional,
                 quota_attributes(),
@@ -201,7 +243,7 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "limit_range",
+                LIMIT_RANGE,
                 Nesting::Single,
                 AttrMode::Optional,
                 limit_range_attributes(),
@@ -212,7 +254,7 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("network_isolation", Type::Bool)
+            Attribute::optional(NETWORK_ISOLATION, Type::Bool)
                 .default(true)
                 .describe(
                     "vCluster's NetworkPolicies (`policies.networkPolicy`): `vc-work-<name>` \
@@ -224,7 +266,7 @@ pub fn resource_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("pod_security", Type::String)
+            Attribute::optional(POD_SECURITY, Type::String)
                 .default("baseline")
                 .validate(OneOf::new(POD_SECURITY_LEVELS))
                 .describe(
@@ -235,11 +277,11 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "sleep",
+                SLEEP,
                 Nesting::Single,
                 AttrMode::Optional,
                 vec![
-                    Attribute::required("after_inactivity", Type::String)
+                    Attribute::required(AFTER_INACTIVITY, Type::String)
                         .validate(PositiveDuration::new())
                         .describe(
                             "Put the virtual cluster to sleep after this long without \
@@ -255,7 +297,7 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("paused", Type::Bool)
+            Attribute::optional(PAUSED, Type::Bool)
                 .default(false)
                 .describe(
                     "Pause the virtual cluster as `vcluster pause` does: annotate its \
@@ -270,7 +312,7 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "persistence",
+                PERSISTENCE,
                 Nesting::Single,
                 AttrMode::Optional,
                 persistence_attributes(),
@@ -296,7 +338,7 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "expose",
+                EXPOSE,
                 Nesting::Single,
                 AttrMode::Optional,
                 expose_attributes(),
@@ -321,18 +363,18 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("labels", Type::map(Type::String)).describe(
+            Attribute::optional(LABELS, Type::map(Type::String)).describe(
                 "Labels for every host object of the virtual cluster. Keys gpufleet sets itself \
                  (`app`, `release`, `app.kubernetes.io/managed-by`, `gpufleet.dev/*`, \
                  `pod-security.kubernetes.io/*`) are refused.",
             ),
         )
         .attr(
-            Attribute::optional("values_override", Type::String)
+            Attribute::optional(VALUES_OVERRIDE, Type::String)
                 .describe(super::chart_schema::override_description()),
         )
         .attr(
-            Attribute::optional("admin_credentials_in_state", Type::Bool).describe(
+            Attribute::optional(ADMIN_CREDENTIALS_IN_STATE, Type::Bool).describe(
                 "Whether the admin credentials (`kubeconfig`, `client_certificate`, \
                  `client_key`) are recorded in Terraform state. Unset means `true`. Set \
                  `false` when people and providers reach the virtual cluster through the \
@@ -344,7 +386,7 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("endpoint", Type::String).describe(
+            Attribute::computed(ENDPOINT, Type::String).describe(
                 "The virtual API server's URL, as `expose` makes it reachable: the server in \
                  its kubeconfig for a ClusterIP Service without `expose.host` \
                  (`https://<name>.<namespace>.svc:443`, inside the host cluster only), else \
@@ -353,14 +395,14 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("host", Type::String).describe(
+            Attribute::computed(HOST, Type::String).describe(
                 "The virtual API server's URL (the same as `endpoint`), named as the \
                  `kubernetes` and `helm` providers name their setting: `host = \
                  gpufleet_virtual_cluster.x.host`.",
             ),
         )
         .attr(
-            Attribute::computed("kubeconfig", Type::String)
+            Attribute::computed(KUBECONFIG, Type::String)
                 .sensitive()
                 .describe(
                     "An admin kubeconfig of the virtual cluster: the Secret `vc-<name>` key \
@@ -369,11 +411,11 @@ pub fn resource_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("cluster_ca_certificate", Type::String)
+            Attribute::computed(CLUSTER_CA_CERTIFICATE, Type::String)
                 .describe("PEM CA certificate of the virtual API server."),
         )
         .attr(
-            Attribute::computed("client_certificate", Type::String).describe(
+            Attribute::computed(CLIENT_CERTIFICATE, Type::String).describe(
                 "PEM client certificate of the virtual cluster's admin user (Secret \
                  `vc-<name>` key `client-certificate`), for the `kubernetes` and `helm` \
                  providers' `client_certificate`. Null when `admin_credentials_in_state` is \
@@ -381,7 +423,7 @@ pub fn resource_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("client_key", Type::String)
+            Attribute::computed(CLIENT_KEY, Type::String)
                 .sensitive()
                 .describe(
                     "PEM private key of the virtual cluster's admin user (Secret `vc-<name>` \
@@ -389,17 +431,17 @@ pub fn resource_schema() -> Schema {
                      `client_key`. Null when `admin_credentials_in_state` is `false`.",
                 ),
         )
-        .attr(Attribute::computed("status", Type::String).describe(
+        .attr(Attribute::computed(STATUS, Type::String).describe(
             "`Running` when the control-plane pod is ready and its kubeconfig written, \
              `Paused` when scaled to zero, `Pending` otherwise.",
         ))
         .attr(
-            Attribute::computed("vcluster_version", Type::String).describe(
+            Attribute::computed(VCLUSTER_VERSION, Type::String).describe(
                 "The vCluster release whose chart gpufleet renders (pinned by the provider).",
             ),
         )
         .attr(
-            Attribute::computed("drift", Type::list(Type::String)).describe(
+            Attribute::computed(DRIFT, Type::list(Type::String)).describe(
                 "Differences found on refresh between the host objects and what gpufleet renders \
              (a missing object such as a deleted NetworkPolicy, a RoleBinding's subjects or a \
              label edited outside Terraform, …; every object compared is listed under Host \

@@ -1,17 +1,29 @@
 //! The plan-time checks of a virtual cluster's configuration that its schema's validators
 //! cannot make: across attributes, and inside `labels` and `values_override`.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value as Json;
 
 use super::{
     chart_schema,
-    expose::{Expose, ServiceType},
+    config::{ClusterConfig, LimitRangeConfig},
+    expose::ServiceType,
     model::parse_override,
-    quantity, values, versions,
+    quantity,
+    schema::{
+        DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_REQUEST_CPU, DEFAULT_REQUEST_MEMORY, EXPOSE,
+        ISOLATION, KUBERNETES_VERSION, LABELS, LIMIT_RANGE, NAMESPACE, NETWORK_ISOLATION,
+        PERSISTENCE, POD_SECURITY, QUOTA, VALUES_OVERRIDE,
+    },
+    values, versions,
 };
 use crate::{
-    backends::kube::reserved_label, diag::Diagnostics, path::AttrPath, validate::k8s_label,
-    value::Value,
+    backends::kube::reserved_label,
+    diag::Diagnostics,
+    path::AttrPath,
+    validate::k8s_label,
+    value::{Known, Value},
 };
 
 /// Namespaces a virtual cluster may not take, since something else lives there: the
@@ -32,26 +44,36 @@ pub(super) const RESERVED_NAMESPACES: &[&str] = &[
 
 /// A default request above the default limit makes every container that sets neither invalid:
 /// the API server refuses its pods.
-fn limit_range_order(limit_range: &Value, d: &mut Diagnostics) {
-    for (request, limit) in [
-        ("default_request_cpu", "default_cpu"),
-        ("default_request_memory", "default_memory"),
+fn limit_range_order(limit_range: &Known<LimitRangeConfig>, d: &mut Diagnostics) {
+    let Some(l) = limit_range.value() else {
+        return;
+    };
+    for (request, r, limit, lim) in [
+        (
+            DEFAULT_REQUEST_CPU,
+            &l.default_request_cpu,
+            DEFAULT_CPU,
+            &l.default_cpu,
+        ),
+        (
+            DEFAULT_REQUEST_MEMORY,
+            &l.default_request_memory,
+            DEFAULT_MEMORY,
+            &l.default_memory,
+        ),
     ] {
-        let (Some(r), Some(l)) = (
-            limit_range.get(request).as_str(),
-            limit_range.get(limit).as_str(),
-        ) else {
+        let (Some(r), Some(l)) = (r.value(), lim.value()) else {
             continue;
         };
         if let (Ok(rq), Ok(lq)) = (quantity::parse(r), quantity::parse(l))
             && rq > lq
         {
-            let path = AttrPath::attr("limit_range").push_attr(request);
+            let path = AttrPath::attr(LIMIT_RANGE).push_attr(request);
             d.error_at(
                 path.clone(),
                 "Default Request Above Default Limit",
                 format!(
-                    "{path}: {r:?} is not at most limit_range.{limit} ({l:?}); accepted: a \
+                    "{path}: {r:?} is not at most {LIMIT_RANGE}.{limit} ({l:?}); accepted: a \
                      request no larger than the limit."
                 ),
             );
@@ -77,22 +99,22 @@ const CLAIM_FIXED: &str = "gpufleet keeps the control plane's data on the chart'
 const MANAGED_KEYS: &[(&str, Managed)] = &[
     (
         "controlPlane.distro",
-        Managed::Attribute("kubernetes_version"),
+        Managed::Attribute(KUBERNETES_VERSION),
     ),
-    ("sync.fromHost.nodes", Managed::Attribute("isolation")),
+    ("sync.fromHost.nodes", Managed::Attribute(ISOLATION)),
     (
         "sync.toHost.pods.enforceTolerations",
-        Managed::Attribute("isolation"),
+        Managed::Attribute(ISOLATION),
     ),
-    ("policies.resourceQuota", Managed::Attribute("quota")),
-    ("policies.limitRange", Managed::Attribute("limit_range")),
+    ("policies.resourceQuota", Managed::Attribute(QUOTA)),
+    ("policies.limitRange", Managed::Attribute(LIMIT_RANGE)),
     (
         "policies.networkPolicy",
-        Managed::Attribute("network_isolation"),
+        Managed::Attribute(NETWORK_ISOLATION),
     ),
     (
         "policies.podSecurityStandard",
-        Managed::Attribute("pod_security"),
+        Managed::Attribute(POD_SECURITY),
     ),
     (
         "controlPlane.backingStore",
@@ -100,11 +122,11 @@ const MANAGED_KEYS: &[(&str, Managed)] = &[
     ),
     (
         "controlPlane.statefulSet.persistence.volumeClaim.size",
-        Managed::Attribute("persistence"),
+        Managed::Attribute(PERSISTENCE),
     ),
     (
         "controlPlane.statefulSet.persistence.volumeClaim.storageClass",
-        Managed::Attribute("persistence"),
+        Managed::Attribute(PERSISTENCE),
     ),
     (
         "controlPlane.statefulSet.persistence.volumeClaim",
@@ -145,11 +167,8 @@ const MANAGED_KEYS: &[(&str, Managed)] = &[
         "controlPlane.advanced.workloadServiceAccount.name",
         Managed::Fixed("gpufleet names and owns the ServiceAccount vc-workload-<name>"),
     ),
-    (
-        "controlPlane.service.spec.type",
-        Managed::Attribute("expose"),
-    ),
-    ("controlPlane.proxy.extraSANs", Managed::Attribute("expose")),
+    ("controlPlane.service.spec.type", Managed::Attribute(EXPOSE)),
+    ("controlPlane.proxy.extraSANs", Managed::Attribute(EXPOSE)),
     (
         "controlPlane.service.enabled",
         Managed::Fixed("gpufleet always writes the Service <name> of the API server"),
@@ -229,16 +248,12 @@ const NODE_PORT_SETTINGS: &[&str] = &[
 /// node ports: Kubernetes refuses `nodePort` on a ClusterIP Service (the chart would render it
 /// regardless), so every apply would fail.
 fn node_ports_need_a_node_port_service(
-    config: &Value,
+    config: &ClusterConfig,
     over: &Json,
     path: &AttrPath,
     d: &mut Diagnostics,
 ) {
-    let expose = config.get("expose");
-    if expose.is_unknown() || expose.get("type").is_unknown() {
-        return;
-    }
-    if Expose::from_value(expose).service_type != ServiceType::ClusterIp {
+    if config.service_type() != Some(ServiceType::ClusterIp) {
         return;
     }
     for key in NODE_PORT_SETTINGS {
@@ -258,30 +273,36 @@ fn node_ports_need_a_node_port_service(
     }
 }
 
+/// Refuses a label gpufleet sets itself, and keys and values that are no Kubernetes labels.
+fn validate_labels(labels: &Known<BTreeMap<String, Known<String>>>, d: &mut Diagnostics) {
+    for (k, v) in labels.value().into_iter().flatten() {
+        let path = AttrPath::attr(LABELS).push_key(k.clone());
+        if reserved_label(k) {
+            d.error_at(
+                path,
+                "Reserved Label",
+                format!("labels[{k:?}] is a label gpufleet sets itself; choose another key."),
+            );
+        } else if k8s_label::valid_key(k) {
+            if let Some(v) = v.value() {
+                k8s_label::check_value(&path, &Value::string(v.as_str()), d);
+            }
+        } else {
+            k8s_label::check_key(&path, k, d);
+        }
+    }
+}
+
 /// Checks across attributes and inside strings that the schema's validators cannot see.
 /// Unknown values are skipped.
 pub(super) fn validate_virtual_cluster(config: &Value) -> Diagnostics {
+    let config = ClusterConfig::decode(config);
     let mut d = Diagnostics::new();
-    if let Some(labels) = config.get("labels").as_map() {
-        for (k, v) in labels {
-            let path = AttrPath::attr("labels").push_key(k.clone());
-            if reserved_label(k) {
-                d.error_at(
-                    path,
-                    "Reserved Label",
-                    format!("labels[{k:?}] is a label gpufleet sets itself; choose another key."),
-                );
-            } else if k8s_label::valid_key(k) {
-                k8s_label::check_value(&path, v, &mut d);
-            } else {
-                k8s_label::check_key(&path, k, &mut d);
-            }
-        }
-    }
-    if let Some(ns) = config.get("namespace").as_str()
-        && RESERVED_NAMESPACES.contains(&ns)
+    validate_labels(&config.labels, &mut d);
+    if let Some(ns) = config.namespace.value()
+        && RESERVED_NAMESPACES.contains(&ns.as_str())
     {
-        let path = AttrPath::attr("namespace");
+        let path = AttrPath::attr(NAMESPACE);
         d.error_at(
             path.clone(),
             "Reserved Namespace",
@@ -292,9 +313,9 @@ pub(super) fn validate_virtual_cluster(config: &Value) -> Diagnostics {
             ),
         );
     }
-    limit_range_order(config.get("limit_range"), &mut d);
-    if let Some(s) = config.get("values_override").as_str() {
-        let path = AttrPath::attr("values_override");
+    limit_range_order(&config.limit_range, &mut d);
+    if let Some(s) = config.values_override.value() {
+        let path = AttrPath::attr(VALUES_OVERRIDE);
         match parse_override(s) {
             Err(why) => d.error_at(path, "Invalid values_override", why),
             Ok(Some(over)) => {
@@ -349,7 +370,7 @@ pub(super) fn validate_virtual_cluster(config: &Value) -> Diagnostics {
                         detail,
                     );
                 }
-                node_ports_need_a_node_port_service(config, &over, &path, &mut d);
+                node_ports_need_a_node_port_service(&config, &over, &path, &mut d);
                 let merged = values::coalesce(&over, values::chart_defaults());
                 for feature in values::pro_features(&merged) {
                     d.error_at(
