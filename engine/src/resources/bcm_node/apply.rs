@@ -481,7 +481,7 @@ pub(super) async fn apply_delete(api: &dyn BcmApi, ctx: &Context, prior: &Value)
     let started = Instant::now();
     let mut p = Progress::default();
     let r = bounded(ctx, Operation::Delete, started, started + t.delete, async {
-        Ok::<_, StepError>(release_node(api, &uuid, &tenant, wipe, &mut p).await?)
+        Ok::<_, StepError>(release_node(api, uuid, &tenant, wipe, &mut p).await?)
     })
     .await;
     match r {
