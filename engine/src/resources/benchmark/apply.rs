@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::{
     apply::{bounded, subject},
     backends::kube::{
-        ObjectError,
+        DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, ObjectError,
         host::{HostObjects, ObjectKind},
         json::{labels_by_name, labels_of, str_at},
     },
@@ -62,6 +62,13 @@ use super::{
 };
 
 pub use super::error::{RunError, StepError};
+
+/// The label of a Helm release's objects that carries its version: on the GPU Operator's
+/// ClusterPolicy, the operator's.
+const HELM_VERSION_LABEL: &str = "app.kubernetes.io/version";
+
+/// The MIG config of a node whose MIG is off.
+const MIG_DISABLED: &str = "all-disabled";
 
 /// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
 /// the run's objects. A benchmark's stop names no step: the run is one.
@@ -128,7 +135,7 @@ async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, Str
         return Ok(Default::default());
     };
     let operator = labels_of(policy)
-        .get("app.kubernetes.io/version")
+        .get(HELM_VERSION_LABEL)
         .cloned()
         .unwrap_or_default();
     let plugin = str_at(policy, "/spec/devicePlugin/version")
@@ -190,11 +197,11 @@ async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<Po
     // A node whose MIG is off (a MIG pool let it go with the fleet's default) runs whole
     // GPUs, like one that never had MIG: the same experiment records the same sharing.
     let sharing = if let Some(c) = first
-        .get("nvidia.com/mig.config")
-        .filter(|c| c.as_str() != "all-disabled")
+        .get(MIG_CONFIG_LABEL)
+        .filter(|c| c.as_str() != MIG_DISABLED)
     {
         format!("mig:{c}")
-    } else if let Some(c) = first.get("nvidia.com/device-plugin.config") {
+    } else if let Some(c) = first.get(DEVICE_PLUGIN_CONFIG_LABEL) {
         format!("time-slicing:{c}")
     } else {
         "none".to_owned()
