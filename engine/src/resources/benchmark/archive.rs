@@ -402,18 +402,6 @@ impl Archive {
     }
 }
 
-/// The parts the state's `archive` names.
-pub fn recorded_parts(state: &Value) -> Vec<String> {
-    state
-        .get("archive")
-        .get("configmaps")
-        .as_seq()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
