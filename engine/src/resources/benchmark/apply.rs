@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::{
     apply::{bounded, subject},
     backends::kube::{
-        ObjectError,
+        DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, ObjectError,
         host::{HostObjects, ObjectKind},
         json::{labels_by_name, labels_of, str_at},
     },
@@ -50,18 +50,27 @@ use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
     archive::{self, Keeper, RepeatLogs},
     commands,
+    config::{ArchiveRecord, BenchmarkConfig, recorded_archive},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
     prescreen,
     render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
     results::{Observed, UnitRuns, launcher_name, observe, record, record_run},
+    schema::ARCHIVE,
     shape::Shape,
     units,
     wait::{POLL, wait_done, wait_gang, wait_pods_gone},
 };
 
 pub use super::error::{RunError, StepError};
+
+/// The label of a Helm release's objects that carries its version: on the GPU Operator's
+/// ClusterPolicy, the operator's.
+const HELM_VERSION_LABEL: &str = "app.kubernetes.io/version";
+
+/// The MIG config of a node whose MIG is off.
+const MIG_DISABLED: &str = "all-disabled";
 
 /// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
 /// the run's objects. A benchmark's stop names no step: the run is one.
@@ -128,7 +137,7 @@ async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, Str
         return Ok(Default::default());
     };
     let operator = labels_of(policy)
-        .get("app.kubernetes.io/version")
+        .get(HELM_VERSION_LABEL)
         .cloned()
         .unwrap_or_default();
     let plugin = str_at(policy, "/spec/devicePlugin/version")
@@ -190,11 +199,11 @@ async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<Po
     // A node whose MIG is off (a MIG pool let it go with the fleet's default) runs whole
     // GPUs, like one that never had MIG: the same experiment records the same sharing.
     let sharing = if let Some(c) = first
-        .get("nvidia.com/mig.config")
-        .filter(|c| c.as_str() != "all-disabled")
+        .get(MIG_CONFIG_LABEL)
+        .filter(|c| c.as_str() != MIG_DISABLED)
     {
         format!("mig:{c}")
-    } else if let Some(c) = first.get("nvidia.com/device-plugin.config") {
+    } else if let Some(c) = first.get(DEVICE_PLUGIN_CONFIG_LABEL) {
         format!("time-slicing:{c}")
     } else {
         "none".to_owned()
@@ -638,7 +647,7 @@ async fn execute(
                 archive.names().join(", "),
                 spec.namespace
             ));
-            state.set_attr("archive", archive.to_value());
+            state.set_attr(ARCHIVE, archive.to_value());
             if let Some(e) = stale_left {
                 diagnostics.push(Diagnostic::warning(
                     "Benchmark Archive Parts Left",
@@ -651,7 +660,7 @@ async fn execute(
             }
         }
         Err(e) => {
-            state.set_attr("archive", Value::Null);
+            state.set_attr(ARCHIVE, Value::Null);
             diagnostics.push(Diagnostic::warning(
                 "Benchmark Archive Not Kept",
                 format!(
@@ -692,7 +701,8 @@ async fn keep_archive(
     main: &Json,
     logs: &[RepeatLogs<'_>],
 ) -> Result<(archive::Archive, Option<ObjectError>), ObjectError> {
-    let started_at = state.get("started_at").as_str().unwrap_or_default();
+    let recorded = BenchmarkConfig::decode(state);
+    let started_at = recorded.started_at.value().map_or("", String::as_str);
     let prefix = keeper.prefix(&spec.name, started_at);
     let written_at = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
     let files = archive::files(state, main, logs, &written_at);
@@ -728,7 +738,7 @@ async fn keep_archive(
     Ok((packed, stale_left))
 }
 
-/// Removes the archive of the run recorded in `prior` (destroy): the parts a state from
+/// Removes the archive `recorded` of a run (destroy): the parts a state from
 /// before fixed names names, then the fixed parts while part 0's index still carries the
 /// recorded SHA-256, or part 0 is missing (a write that stopped half-way) — a run that
 /// replaced this one (`create_before_destroy`) wrote its own under the same names. An archive
@@ -738,20 +748,22 @@ async fn remove_archive(
     cluster: &dyn HostObjects,
     namespace: &str,
     name: &str,
-    prior: &Value,
+    recorded: &ArchiveRecord,
 ) -> Result<Option<Diagnostic>, ObjectError> {
     let prefix = Keeper::Resource.prefix(name, "");
     let fixed: Vec<String> = (0..archive::MAX_PARTS)
         .map(|n| archive::part_name(&prefix, n))
         .collect();
-    let old: Vec<String> = archive::recorded_parts(prior)
-        .into_iter()
+    let old: Vec<String> = recorded
+        .configmaps
+        .iter()
         .filter(|p| !fixed.contains(p))
+        .cloned()
         .collect();
     if let Some(left) = delete_parts(cluster, namespace, name, &old).await? {
         return Ok(Some(left));
     }
-    let recorded = prior.get("archive").get("sha256").as_str();
+    let recorded = recorded.sha256.value().map(String::as_str);
     let ours = match cluster
         .get(ObjectKind::ConfigMap, Some(namespace), &fixed[0])
         .await
@@ -1072,17 +1084,20 @@ pub async fn apply_delete(
     prior: &Value,
 ) -> ApplyResponse {
     let t = Timeouts::of_resource(prior, DEFAULT_TIMEOUTS);
+    let recorded = BenchmarkConfig::decode(prior);
     let RecordedRun {
         namespace: Some(namespace),
         name: Some(name),
         ..
-    } = RecordedRun::from_state(prior)
+    } = RecordedRun::from_config(&recorded)
     else {
         return ApplyResponse::done(Value::Null);
     };
+    // A state from before archives records none.
+    let archive = recorded.archive.into_value().unwrap_or_default();
     let work = async {
         cleanup(cluster, &namespace, &name).await?;
-        let left = remove_archive(cluster, &namespace, &name, prior).await?;
+        let left = remove_archive(cluster, &namespace, &name, &archive).await?;
         wait_pods_gone(cluster, &namespace, &name, t.delete).await?;
         Ok(left)
     };
@@ -1132,7 +1147,7 @@ pub fn apply_update(prior: &Value, planned: &Value) -> ApplyResponse {
     let results = recorded.results.unwrap_or_default();
     let (mut new_state, diagnostics) = record(planned, &spec, &results, &failures);
     // No run, so the archive is the recorded one (null for a state from before archives).
-    new_state.set_attr("archive", prior.get("archive").clone());
+    new_state.set_attr(ARCHIVE, recorded_archive(prior));
     ApplyResponse {
         new_state,
         diagnostics,

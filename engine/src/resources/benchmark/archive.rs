@@ -32,7 +32,17 @@
 
 use serde_json::{Value as Json, json};
 
-use super::{environment::sha256_hex, render::BENCHMARK_LABEL};
+use super::{
+    environment::sha256_hex,
+    render::BENCHMARK_LABEL,
+    schema::{
+        ALLOW_NODE_DIFFERENCES, ARCHIVE_CONFIGMAPS, ARCHIVE_SHA256, BASELINE, COMMAND, ENVIRONMENT,
+        ENVIRONMENT_HASH, FAILURES, FINISHED_AT, GPUS_PER_NODE, ID, IMAGE, LAUNCHER, NAME,
+        NAMESPACE, NODE_ENVIRONMENTS, NODE_POOL_ID, NODE_RESULTS, NODES, ON_FAILURE, PARAMETERS,
+        PER, PRESCREEN, REPEAT_RESULTS, REPEATS, RESULTS, SPREAD, START_TIMEOUT, STARTED_AT,
+        STATUS, SUITE, THRESHOLDS, UNIT_RESULTS, UNIT_TOLERANCE, VIRTUAL_CLUSTER_ID,
+    },
+};
 use crate::{
     backends::kube::{MANAGED_BY, MANAGED_BY_VALUE},
     value::{Value, display_number},
@@ -273,44 +283,44 @@ pub fn index_sha256(part0: &Json) -> Option<String> {
 /// The attributes of the record a run keeps (`record.json`), here and in the records of
 /// runs on demand.
 pub const RECORD_FIELDS: &[&str] = &[
-    "id",
-    "suite",
-    "status",
-    "failures",
-    "results",
-    "spread",
-    "repeat_results",
-    "node_results",
-    "unit_results",
-    "environment",
-    "node_environments",
-    "environment_hash",
-    "started_at",
-    "finished_at",
+    ID,
+    SUITE,
+    STATUS,
+    FAILURES,
+    RESULTS,
+    SPREAD,
+    REPEAT_RESULTS,
+    NODE_RESULTS,
+    UNIT_RESULTS,
+    ENVIRONMENT,
+    NODE_ENVIRONMENTS,
+    ENVIRONMENT_HASH,
+    STARTED_AT,
+    FINISHED_AT,
 ];
 
 /// The definition a run ran (`parameters.json`): its arguments, none of them secret.
 const DEFINITION_FIELDS: &[&str] = &[
-    "name",
-    "virtual_cluster_id",
-    "namespace",
-    "node_pool_id",
-    "suite",
-    "image",
-    "command",
-    "nodes",
-    "gpus_per_node",
-    "repeats",
-    "per",
-    "unit_tolerance",
-    "prescreen",
-    "launcher",
-    "parameters",
-    "allow_node_differences",
-    "thresholds",
-    "baseline",
-    "on_failure",
-    "start_timeout",
+    NAME,
+    VIRTUAL_CLUSTER_ID,
+    NAMESPACE,
+    NODE_POOL_ID,
+    SUITE,
+    IMAGE,
+    COMMAND,
+    NODES,
+    GPUS_PER_NODE,
+    REPEATS,
+    PER,
+    UNIT_TOLERANCE,
+    PRESCREEN,
+    LAUNCHER,
+    PARAMETERS,
+    ALLOW_NODE_DIFFERENCES,
+    THRESHOLDS,
+    BASELINE,
+    ON_FAILURE,
+    START_TIMEOUT,
 ];
 
 /// A state value as JSON: numbers stay numbers, the rest as the state holds it.
@@ -394,24 +404,12 @@ impl Archive {
     pub fn to_value(&self) -> Value {
         Value::object([
             (
-                "configmaps",
+                ARCHIVE_CONFIGMAPS,
                 Value::List(self.names().into_iter().map(Value::string).collect()),
             ),
-            ("sha256", Value::string(self.sha256.clone())),
+            (ARCHIVE_SHA256, Value::string(self.sha256.clone())),
         ])
     }
-}
-
-/// The parts the state's `archive` names.
-pub fn recorded_parts(state: &Value) -> Vec<String> {
-    state
-        .get("archive")
-        .get("configmaps")
-        .as_seq()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
 }
 
 #[cfg(test)]

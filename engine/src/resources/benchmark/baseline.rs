@@ -5,10 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bigdecimal::BigDecimal;
 
-use crate::{
-    benchmark::Suite,
-    value::{Value, display_number},
-};
+use crate::{benchmark::Suite, value::display_number};
 
 use super::{
     per_node::{self, Metrics},
@@ -65,47 +62,6 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    /// The baseline of a value (`baseline` attribute); `None` when it is null or not yet known.
-    pub fn of_value(v: &Value) -> Option<Baseline> {
-        if v.is_null() || !v.is_wholly_known() {
-            return None;
-        }
-        let strings = |v: &Value| -> BTreeMap<String, String> {
-            v.as_map()
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        };
-        Some(Baseline {
-            results: v
-                .get("results")
-                .as_map()
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
-                .collect(),
-            environment: v
-                .get("environment")
-                .as_map()
-                .map(|_| strings(v.get("environment"))),
-            min_ratio: v
-                .get("min_ratio")
-                .as_number()
-                .cloned()
-                .unwrap_or_else(default_min_ratio),
-            allow_differences: v
-                .get("allow_differences")
-                .as_seq()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            source: v.get("source").as_str().map(str::to_owned),
-        })
-    }
-
     /// Why `results`, from a run in `environment` under `bounds`, fall short of the baseline,
     /// each prefixed [`BASELINE_PREFIX`]: the fields that must match and do not, a field
     /// recorded on one side only included (then no metric is compared), else each metric below

@@ -3,8 +3,9 @@
 //!
 //! # Modules
 //!
-//! - [`schema`]: the attributes; [`model`]: the configuration decoded once from a value, and
-//!   the run a state records; `validate`: the plan-time checks across attributes;
+//! - [`schema`]: the attributes and their names; `config`: any value's attributes decoded
+//!   once into types, known, unknown or left out; [`model`]: the run apply makes, built
+//!   from it, and the run a state records; `validate`: the plan-time checks across attributes;
 //!   [`thresholds`]: metric names and bounds; `plan`: the namespace, id and re-checked
 //!   verdict at plan.
 //! - [`render`]: pure, configuration and placement → Job and headless Service; [`launch`]:
@@ -33,6 +34,7 @@ pub mod apply;
 pub mod archive;
 pub mod baseline;
 pub mod commands;
+mod config;
 pub mod environment;
 mod error;
 pub mod launch;
@@ -61,6 +63,7 @@ use async_trait::async_trait;
 
 use self::{
     apply::{apply_create, apply_delete, apply_update},
+    config::BenchmarkConfig,
     plan::plan_benchmark,
     read::{import_refused, read_record},
     schema::benchmark_schema,
@@ -133,7 +136,9 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
         if req.planned.is_null() {
             apply_delete(cluster.as_ref(), ctx, &req.prior).await
         } else {
-            let key = req.config.get(schema::ENDPOINT_API_KEY).as_str();
+            // Write-only: only the configuration carries the key.
+            let config = BenchmarkConfig::decode(&req.config);
+            let key = config.endpoint_api_key.value().map(String::as_str);
             apply_create(cluster.as_ref(), ctx, &req.planned, key).await
         }
     }
@@ -147,6 +152,6 @@ impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
     }
 
     fn identity_attributes(&self) -> &'static [&'static str] {
-        &["namespace", "name"]
+        &[schema::NAMESPACE, schema::NAME]
     }
 }

@@ -1,5 +1,5 @@
-//! The benchmark as configured, decoded once from a planned value into a [`BenchmarkSpec`],
-//! and the run a state records ([`RecordedRun`]). Pure.
+//! The benchmark as configured, built from a planned value's [`BenchmarkConfig`] into a
+//! [`BenchmarkSpec`] apply runs, and the run a state records ([`RecordedRun`]). Pure.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -14,38 +14,18 @@ use crate::{
     path::AttrPath,
     tenancy::VirtualClusterRef,
     validate::PositiveDuration,
-    value::Value,
+    value::{Known, Value},
 };
 
+pub use super::config::{LauncherSetting, OnFailure};
 use super::{
     baseline::{BASELINE_PREFIX, Baseline},
+    config::BenchmarkConfig,
     per_node::{self, Metrics},
     schema::DEFAULT_START_TIMEOUT,
     thresholds::{self, Bounds},
     units::{self, Per, UNITS_PREFIX},
 };
-
-/// What `launcher` asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LauncherSetting {
-    /// The MPI Operator when the host serves `MPIJob`, else gpufleet's own.
-    Auto,
-    /// Always an `MPIJob`.
-    MpiOperator,
-    /// Always gpufleet's own launcher.
-    Gpufleet,
-}
-
-impl LauncherSetting {
-    /// From the attribute's value (`auto` when unset).
-    pub fn parse(s: Option<&str>) -> LauncherSetting {
-        match s {
-            Some("mpi-operator") => LauncherSetting::MpiOperator,
-            Some("gpufleet") => LauncherSetting::Gpufleet,
-            _ => LauncherSetting::Auto,
-        }
-    }
-}
 
 /// Prefix of `failures` entries that come from thresholds (the rest are the tool's verdict).
 pub const THRESHOLD_PREFIX: &str = "threshold: ";
@@ -74,15 +54,6 @@ impl PoolRef {
     pub fn id(&self) -> String {
         format!("{}/{}/{}", self.vc.namespace, self.vc.name, self.name)
     }
-}
-
-/// What a failed run does to the apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnFailure {
-    /// An apply error; the run is recorded and tainted.
-    Fail,
-    /// Recorded as `failed`, no error.
-    Record,
 }
 
 /// A benchmark as configured, decoded from a wholly known planned value.
@@ -144,36 +115,20 @@ impl std::fmt::Debug for BenchmarkSpec {
     }
 }
 
-fn string_map(v: &Value) -> BTreeMap<String, String> {
-    v.as_map()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The namespace a benchmark runs in: `namespace`, else the namespace of
-/// `virtual_cluster_id`.
-pub fn namespace_of(v: &Value) -> Option<String> {
-    v.get("namespace").as_str().map(str::to_owned).or_else(|| {
-        v.get("virtual_cluster_id")
-            .as_str()
-            .and_then(VirtualClusterRef::parse)
-            .map(|vc| vc.namespace)
-    })
-}
-
 impl BenchmarkSpec {
     /// Decodes a planned value whose configuration is known.
     pub fn from_value(v: &Value) -> Result<BenchmarkSpec, Diagnostics> {
+        BenchmarkSpec::from_config(&BenchmarkConfig::decode(v))
+    }
+
+    /// The spec of a decoded planned value whose configuration is known; what is left out
+    /// takes the schema's default.
+    fn from_config(c: &BenchmarkConfig) -> Result<BenchmarkSpec, Diagnostics> {
         let mut d = Diagnostics::new();
-        let name = v.get("name").as_str().unwrap_or_default().to_owned();
-        let suite = v.get("suite").as_str().and_then(benchmark::suite);
-        let namespace = namespace_of(v);
-        let image = v.get("image").as_str().map(str::to_owned);
-        let (Some(suite), Some(namespace), Some(image)) = (suite, namespace, image) else {
+        let name = c.name.value().cloned().unwrap_or_default();
+        let (Some(suite), Some(namespace), Some(image)) =
+            (c.suite(), c.run_namespace(), c.image.value().cloned())
+        else {
             d.error_at(
                 AttrPath::root(),
                 "Value Not Known At Apply",
@@ -182,57 +137,61 @@ impl BenchmarkSpec {
             );
             return Err(d);
         };
-        let count = |a: &str| {
-            v.get(a)
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok())
-                .unwrap_or(1)
-        };
-        let command = v.get("command").as_seq().map(|xs| {
-            xs.iter()
-                .map(|x| x.as_str().unwrap_or_default().to_owned())
+        let count = |n: &Known<i64>| n.value().and_then(|n| u32::try_from(*n).ok()).unwrap_or(1);
+        let known_strings = |xs: &Known<Vec<Known<String>>>| -> Vec<String> {
+            xs.value()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.value().cloned())
                 .collect()
-        });
+        };
         Ok(BenchmarkSpec {
             name,
             namespace,
-            vc: v
-                .get("virtual_cluster_id")
-                .as_str()
+            vc: c
+                .virtual_cluster_id
+                .value()
+                .map(String::as_str)
                 .and_then(VirtualClusterRef::parse),
-            pool: v.get("node_pool_id").as_str().and_then(PoolRef::parse),
+            pool: c
+                .node_pool_id
+                .value()
+                .map(String::as_str)
+                .and_then(PoolRef::parse),
             suite,
             image,
-            command,
-            nodes: count("nodes"),
-            repeats: count("repeats"),
-            gpus_per_node: count("gpus_per_node"),
-            parameters: string_map(v.get("parameters")),
-            thresholds: thresholds::of_value(v.get("thresholds")),
-            baseline: Baseline::of_value(v.get("baseline")),
-            on_failure: match v.get("on_failure").as_str() {
-                Some("record") => OnFailure::Record,
-                _ => OnFailure::Fail,
-            },
-            start_timeout: v
-                .get("start_timeout")
-                .as_str()
+            // An element not known reads as empty, as a wholly known plan has none.
+            command: c.command.value().map(|xs| {
+                xs.iter()
+                    .map(|x| x.value().cloned().unwrap_or_default())
+                    .collect()
+            }),
+            nodes: count(&c.nodes),
+            repeats: count(&c.repeats),
+            gpus_per_node: count(&c.gpus_per_node),
+            parameters: c
+                .parameters
+                .value()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, x)| Some((k.clone(), x.value()?.clone())))
+                .collect(),
+            thresholds: c.bounds(),
+            baseline: c.baseline(),
+            on_failure: c.on_failure.value().copied().unwrap_or(OnFailure::Fail),
+            start_timeout: c
+                .start_timeout
+                .value()
                 .and_then(|s| PositiveDuration::parse(s).ok())
                 .or_else(|| PositiveDuration::parse(DEFAULT_START_TIMEOUT).ok())
                 .unwrap_or(Duration::from_secs(300)),
-            launcher: LauncherSetting::parse(v.get("launcher").as_str()),
-            allow_node_differences: v
-                .get("allow_node_differences")
-                .as_seq()
-                .map(|xs| {
-                    xs.iter()
-                        .filter_map(|x| x.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            per: v.get("per").as_str().and_then(Per::parse),
-            unit_tolerance: unit_tolerance(v),
-            prescreen: v.get("prescreen").as_bool() == Some(true),
+            launcher: c.launcher.value().copied().unwrap_or(LauncherSetting::Auto),
+            allow_node_differences: known_strings(&c.allow_node_differences)
+                .into_iter()
+                .collect(),
+            per: c.per.value().copied(),
+            unit_tolerance: c.unit_tolerance_or_default(),
+            prescreen: c.prescreen == Known::Value(true),
             endpoint_api_key: false,
         })
     }
@@ -241,18 +200,6 @@ impl BenchmarkSpec {
     pub fn id(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
-}
-
-/// `unit_tolerance` as configured, else its default.
-pub fn unit_tolerance(v: &Value) -> BigDecimal {
-    v.get("unit_tolerance")
-        .as_number()
-        .cloned()
-        .unwrap_or_else(|| {
-            units::DEFAULT_TOLERANCE
-                .parse()
-                .unwrap_or_else(|_| BigDecimal::from(0))
-        })
 }
 
 /// The run a state records, as refresh, an in-place change and destroy need it.
@@ -280,23 +227,6 @@ pub struct RecordedRun {
     pub tool_failures: Vec<String>,
 }
 
-fn metrics_of(v: &Value) -> Metrics {
-    v.as_map()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_number()?.clone())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Name → metrics, from a map of maps in the state.
-fn metrics_by(v: &Value) -> BTreeMap<String, Metrics> {
-    v.as_map()
-        .map(|m| m.iter().map(|(n, v)| (n.clone(), metrics_of(v))).collect())
-        .unwrap_or_default()
-}
-
 /// Whether a recorded failure follows from the results and the configuration alone
 /// (thresholds, baseline, units), so plan re-checks it instead of keeping it.
 fn is_re_checked(failure: &str) -> bool {
@@ -308,35 +238,32 @@ fn is_re_checked(failure: &str) -> bool {
 impl RecordedRun {
     /// Decodes the record of a state (or of a prior value at plan).
     pub fn from_state(state: &Value) -> RecordedRun {
-        let results = state.get("results");
+        RecordedRun::from_config(&BenchmarkConfig::decode(state))
+    }
+
+    /// The record of a decoded state.
+    pub(super) fn from_config(c: &BenchmarkConfig) -> RecordedRun {
         RecordedRun {
-            name: state.get("name").as_str().map(str::to_owned),
-            namespace: namespace_of(state),
-            results: results.is_wholly_known().then(|| metrics_of(results)),
-            node_results: metrics_by(state.get("node_results")),
-            unit_results: metrics_by(state.get("unit_results")),
-            per: state.get("per").as_str().and_then(Per::parse),
-            suite: state.get("suite").as_str().map(str::to_owned),
-            nodes: state
-                .get("nodes")
-                .as_i64()
-                .and_then(|n| u32::try_from(n).ok())
+            name: c.name.value().cloned(),
+            namespace: c.run_namespace(),
+            results: c.recorded_results(),
+            node_results: c.node_results.value().cloned().unwrap_or_default(),
+            unit_results: c.unit_results.value().cloned().unwrap_or_default(),
+            per: c.per.value().copied(),
+            suite: c.suite.value().cloned(),
+            nodes: c
+                .nodes
+                .value()
+                .and_then(|n| u32::try_from(*n).ok())
                 .unwrap_or(1),
-            environment: state
-                .get("environment")
-                .as_map()
+            environment: c.environment.value().cloned().unwrap_or_default(),
+            tool_failures: c
+                .failures
+                .value()
                 .into_iter()
                 .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect(),
-            tool_failures: state
-                .get("failures")
-                .as_seq()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Value::as_str)
                 .filter(|f| !is_re_checked(f))
-                .map(str::to_owned)
+                .cloned()
                 .collect(),
         }
     }
@@ -415,7 +342,7 @@ pub fn verdict(
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{super::config::default_unit_tolerance, *};
 
     /// An `nccl-all-reduce` run `allreduce` of `nodes` × `gpus`, defaults elsewhere.
     pub(crate) fn nccl_spec(nodes: u32, gpus: u32) -> BenchmarkSpec {
@@ -438,7 +365,7 @@ pub(crate) mod tests {
             launcher: LauncherSetting::Auto,
             allow_node_differences: BTreeSet::new(),
             per: None,
-            unit_tolerance: unit_tolerance(&Value::Null),
+            unit_tolerance: default_unit_tolerance(),
             prescreen: false,
             endpoint_api_key: false,
         }

@@ -13,47 +13,52 @@ use crate::{
     kinds::{PlanRequest, PlanResponse},
     plan::backend_facts as facts,
     tenancy::pool_label,
-    value::Value,
+    value::{Known, Value},
 };
 
 use super::{
-    baseline::Baseline,
-    model::{PoolRef, RecordedRun, namespace_of, unit_tolerance},
-    thresholds,
-    units::{self, Per},
+    config::BenchmarkConfig,
+    model::{PoolRef, RecordedRun},
+    schema::{FAILURES, GPUS_PER_NODE, ID, NAMESPACE, NODE_POOL_ID, NODES, PER, STATUS},
+    units,
 };
 
 pub(super) fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
+    let config = BenchmarkConfig::decode(&req.config);
+    let proposed = BenchmarkConfig::decode(&req.proposed);
     let mut planned = req.proposed.clone();
-    if req.config.get("namespace").is_null() {
-        let ns = namespace_of(&req.config).map_or_else(Value::unknown, Value::string);
-        planned.set_attr("namespace", ns);
-    }
-    let id = match (
-        planned.get("namespace").as_str(),
-        planned.get("name").as_str(),
-    ) {
+    let namespace = if config.namespace.is_null() {
+        let ns = config.run_namespace();
+        planned.set_attr(
+            NAMESPACE,
+            ns.clone().map_or_else(Value::unknown, Value::string),
+        );
+        ns
+    } else {
+        proposed.namespace.value().cloned()
+    };
+    let id = match (namespace, proposed.name.value()) {
         (Some(ns), Some(n)) => Value::string(format!("{ns}/{n}")),
         _ => Value::unknown(),
     };
-    planned.set_attr("id", id);
+    planned.set_attr(ID, id);
     if !req.prior.is_null() {
-        match re_checked(&req.prior, &planned) {
+        match re_checked(&req.prior, &proposed) {
             Some(failures) => {
                 let status = if failures.is_empty() {
                     "passed"
                 } else {
                     "failed"
                 };
-                planned.set_attr("status", Value::string(status));
+                planned.set_attr(STATUS, Value::string(status));
                 planned.set_attr(
-                    "failures",
+                    FAILURES,
                     Value::List(failures.into_iter().map(Value::string).collect()),
                 );
             }
             None => {
-                planned.set_attr("status", Value::unknown());
-                planned.set_attr("failures", Value::unknown());
+                planned.set_attr(STATUS, Value::unknown());
+                planned.set_attr(FAILURES, Value::unknown());
             }
         }
     }
@@ -64,20 +69,19 @@ pub(super) fn plan_benchmark(req: &PlanRequest) -> PlanResponse {
     }
 }
 
-/// The failures of the recorded run of `prior` under the thresholds and baseline of
-/// `planned`; `None` when any of them is not known yet.
-fn re_checked(prior: &Value, planned: &Value) -> Option<Vec<String>> {
-    let (bounds, baseline) = (planned.get("thresholds"), planned.get("baseline"));
-    if !bounds.is_wholly_known()
-        || !baseline.is_wholly_known()
-        || planned.get("unit_tolerance").is_unknown()
+/// The failures of the recorded run of `prior` under the thresholds and baseline `planned`
+/// sets; `None` when any of them is not known yet.
+fn re_checked(prior: &Value, planned: &BenchmarkConfig) -> Option<Vec<String>> {
+    if !planned.thresholds_known()
+        || !planned.baseline_known()
+        || planned.unit_tolerance.is_unknown()
     {
         return None;
     }
     RecordedRun::from_state(prior).re_checked(
-        &thresholds::of_value(bounds),
-        Baseline::of_value(baseline).as_ref(),
-        &unit_tolerance(planned),
+        &planned.bounds(),
+        planned.baseline().as_ref(),
+        &planned.unit_tolerance_or_default(),
     )
 }
 
@@ -91,20 +95,19 @@ pub(super) async fn check_plan(
     req: &PlanRequest,
 ) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let config = &req.config;
     let same = !req.prior.is_null()
-        && config.same_attrs(
-            &req.prior,
-            &["node_pool_id", "nodes", "gpus_per_node", "per"],
-        );
-    let Some(id) = config.get("node_pool_id").as_str().filter(|_| !same) else {
+        && req
+            .config
+            .same_attrs(&req.prior, &[NODE_POOL_ID, NODES, GPUS_PER_NODE, PER]);
+    let config = BenchmarkConfig::decode(&req.config);
+    let Some(id) = config.node_pool_id.value().filter(|_| !same) else {
         return d;
     };
     let Some(pool) = PoolRef::parse(id) else {
         return d;
     };
-    let count = |attr: &str| config.get(attr).as_i64().unwrap_or(1);
-    let (nodes, gpus) = (count("nodes"), count("gpus_per_node"));
+    let count = |n: &Known<i64>| n.value().copied().unwrap_or(1);
+    let (nodes, gpus) = (count(&config.nodes), count(&config.gpus_per_node));
     let too_many_nodes = |has: i64, how: &str| {
         facts::MORE_NODES_THAN_POOL.refuse(format!(
             "nodes = {nodes}, but node pool {id} {how} {has} node(s), and a run puts one pod on \
@@ -132,7 +135,7 @@ pub(super) async fn check_plan(
     let has = i64::try_from(held.len()).unwrap_or(i64::MAX);
     if has < nodes {
         d.push(too_many_nodes(has, "has"));
-    } else if let Some(per) = config.get("per").as_str().and_then(Per::parse) {
+    } else if let Some(&per) = config.per.value() {
         let by_name = labels_by_name(&held);
         let gang = u32::try_from(nodes).unwrap_or(u32::MAX);
         if let Err(why) = units::units(per, &by_name, gang) {

@@ -22,7 +22,11 @@ use super::{
     model::{BenchmarkSpec, OnFailure, judged_by, verdict},
     per_node::{self, Metrics},
     ranks, repeats,
-    schema::RAW_OUTPUT_MAX,
+    schema::{
+        ENVIRONMENT, ENVIRONMENT_HASH, FAILURES, FINISHED_AT, ID, NODE_ENVIRONMENTS, NODE_RESULTS,
+        RAW_OUTPUT, RAW_OUTPUT_MAX, REPEAT_RESULTS, RESULTS, SPREAD, STARTED_AT, STATUS,
+        UNIT_RESULTS,
+    },
     shape::Shape,
     units,
     wait::{nodes_of, run_pods},
@@ -435,15 +439,15 @@ pub(super) fn record_run(
     );
     let repeat_results: Vec<Metrics> = judged.into_iter().flat_map(|j| j.repeat_results).collect();
     let (mut state, diagnostics) = record(planned, spec, &results, &failures);
-    state.set_attr("spread", number_map(spread));
+    state.set_attr(SPREAD, number_map(spread));
     state.set_attr(
-        "repeat_results",
+        REPEAT_RESULTS,
         Value::List(repeat_results.into_iter().map(number_map).collect()),
     );
-    state.set_attr("node_results", metrics_map(node_results));
-    state.set_attr("unit_results", metrics_map(unit_results));
+    state.set_attr(NODE_RESULTS, metrics_map(node_results));
+    state.set_attr(UNIT_RESULTS, metrics_map(unit_results));
     state.set_attr(
-        "environment",
+        ENVIRONMENT,
         Value::Map(
             env.to_map()
                 .into_iter()
@@ -451,9 +455,9 @@ pub(super) fn record_run(
                 .collect(),
         ),
     );
-    state.set_attr("environment_hash", Value::string(env.hash()));
+    state.set_attr(ENVIRONMENT_HASH, Value::string(env.hash()));
     state.set_attr(
-        "node_environments",
+        NODE_ENVIRONMENTS,
         Value::Map(
             env.node_environments()
                 .into_iter()
@@ -485,9 +489,9 @@ pub(super) fn record_run(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    state.set_attr("raw_output", Value::string(tail(&raw)));
-    state.set_attr("started_at", Value::string(env.started_at));
-    state.set_attr("finished_at", Value::string(env.finished_at));
+    state.set_attr(RAW_OUTPUT, Value::string(tail(&raw)));
+    state.set_attr(STARTED_AT, Value::string(env.started_at));
+    state.set_attr(FINISHED_AT, Value::string(env.finished_at));
     (state, diagnostics)
 }
 
@@ -499,9 +503,9 @@ pub(super) fn record(
     failures: &[String],
 ) -> (Value, Diagnostics) {
     let mut s = planned.clone();
-    s.set_attr("id", Value::string(spec.id()));
+    s.set_attr(ID, Value::string(spec.id()));
     s.set_attr(
-        "results",
+        RESULTS,
         Value::Map(
             results
                 .iter()
@@ -510,12 +514,12 @@ pub(super) fn record(
         ),
     );
     s.set_attr(
-        "failures",
+        FAILURES,
         Value::List(failures.iter().map(Value::string).collect()),
     );
     let passed = failures.is_empty();
     s.set_attr(
-        "status",
+        STATUS,
         Value::string(if passed { "passed" } else { "failed" }),
     );
     let mut d = Diagnostics::new();

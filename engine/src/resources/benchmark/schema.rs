@@ -8,6 +8,54 @@ use crate::{
     value::Type,
 };
 
+// Attribute names: the schema declares them and `config` decodes them, so no other module
+// reads an attribute by a name of its own.
+pub(super) const ID: &str = "id";
+pub(super) const NAME: &str = "name";
+pub(super) const VIRTUAL_CLUSTER_ID: &str = "virtual_cluster_id";
+pub(super) const NAMESPACE: &str = "namespace";
+pub(super) const NODE_POOL_ID: &str = "node_pool_id";
+pub(super) const SUITE: &str = "suite";
+pub(super) const IMAGE: &str = "image";
+pub(super) const COMMAND: &str = "command";
+pub(super) const NODES: &str = "nodes";
+pub(super) const REPEATS: &str = "repeats";
+pub(super) const PER: &str = "per";
+pub(super) const UNIT_TOLERANCE: &str = "unit_tolerance";
+pub(super) const PRESCREEN: &str = "prescreen";
+pub(super) const LAUNCHER: &str = "launcher";
+pub(super) const ALLOW_NODE_DIFFERENCES: &str = "allow_node_differences";
+pub(super) const GPUS_PER_NODE: &str = "gpus_per_node";
+pub(super) const PARAMETERS: &str = "parameters";
+pub(super) const THRESHOLDS: &str = "thresholds";
+pub(super) const THRESHOLD_MIN: &str = "min";
+pub(super) const THRESHOLD_MAX: &str = "max";
+pub(super) const BASELINE: &str = "baseline";
+pub(super) const MIN_RATIO: &str = "min_ratio";
+pub(super) const ALLOW_DIFFERENCES: &str = "allow_differences";
+pub(super) const BASELINE_SOURCE: &str = "source";
+pub(super) const ON_FAILURE: &str = "on_failure";
+pub(super) const TRIGGERS: &str = "triggers";
+pub(super) const START_TIMEOUT: &str = "start_timeout";
+pub(super) const STATUS: &str = "status";
+pub(super) const FAILURES: &str = "failures";
+/// The run's `results`, and the reference's in `baseline`.
+pub(super) const RESULTS: &str = "results";
+pub(super) const REPEAT_RESULTS: &str = "repeat_results";
+pub(super) const SPREAD: &str = "spread";
+pub(super) const NODE_RESULTS: &str = "node_results";
+pub(super) const UNIT_RESULTS: &str = "unit_results";
+/// The run's `environment`, and the reference run's in `baseline`.
+pub(super) const ENVIRONMENT: &str = "environment";
+pub(super) const NODE_ENVIRONMENTS: &str = "node_environments";
+pub(super) const ENVIRONMENT_HASH: &str = "environment_hash";
+pub(super) const RAW_OUTPUT: &str = "raw_output";
+pub(super) const ARCHIVE: &str = "archive";
+pub(super) const ARCHIVE_CONFIGMAPS: &str = "configmaps";
+pub(super) const ARCHIVE_SHA256: &str = "sha256";
+pub(super) const STARTED_AT: &str = "started_at";
+pub(super) const FINISHED_AT: &str = "finished_at";
+
 /// Longest benchmark name: the Job is `gfb-<name>`, and its pods' hostnames
 /// (`<job>-<index>`) must stay DNS labels.
 pub const NAME_MAX: usize = 40;
@@ -44,21 +92,21 @@ pub const DEFAULT_START_TIMEOUT: &str = "5m";
 
 fn threshold_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::optional("min", Type::Number)
+        Attribute::optional(THRESHOLD_MIN, Type::Number)
             .describe("The run fails when the metric is below this value."),
-        Attribute::optional("max", Type::Number)
+        Attribute::optional(THRESHOLD_MAX, Type::Number)
             .describe("The run fails when the metric is above this value."),
     ]
 }
 
 fn baseline_attributes() -> Vec<Attribute> {
     vec![
-        Attribute::required("results", Type::map(Type::Number)).describe(
+        Attribute::required(RESULTS, Type::map(Type::Number)).describe(
             "The reference values by metric: another run's results \
              (`gpufleet_benchmark.reference.results`) or published figures. Each must be a \
              metric of the suite.",
         ),
-        Attribute::optional("environment", Type::map(Type::String)).describe(
+        Attribute::optional(ENVIRONMENT, Type::map(Type::String)).describe(
             "The reference run's `environment`. When set, the two runs are compared only if \
              the fields that must match do: `suite`, `image_digest`, `parameters`, `launcher`, \
              `gpu_product`, `gpu_count`, `driver_version`, `cuda_version`, \
@@ -67,16 +115,16 @@ fn baseline_attributes() -> Vec<Attribute> {
              one side only differs too. Otherwise the run fails naming each field that \
              differs, with both values.",
         ),
-        Attribute::optional("min_ratio", Type::Number).describe(
+        Attribute::optional(MIN_RATIO, Type::Number).describe(
             "The share of each reference value the run must reach, above 0 and at most 1; \
              0.95 when unset. A metric where lower is better (errors, latency) may rise to \
              the reference divided by the ratio.",
         ),
-        Attribute::optional("allow_differences", Type::list(Type::String)).describe(
+        Attribute::optional(ALLOW_DIFFERENCES, Type::list(Type::String)).describe(
             "Fields of `environment` that may differ from the reference's, such as \
              `driver_version` when comparing across a driver upgrade.",
         ),
-        Attribute::optional("source", Type::String).describe(
+        Attribute::optional(BASELINE_SOURCE, Type::String).describe(
             "Where published figures come from (a document and its version); failures name \
              it.",
         ),
@@ -100,12 +148,12 @@ pub fn benchmark_schema() -> Schema {
              so they never share GPUs. Needs the provider's `kubernetes` block.",
         )
         .attr(
-            Attribute::computed("id", Type::String)
+            Attribute::computed(ID, Type::String)
                 .use_state_for_unknown()
                 .describe("`<namespace>/<name>`."),
         )
         .attr(
-            Attribute::required("name", Type::String)
+            Attribute::required(NAME, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(NAME_MAX))
                 .describe(
@@ -113,7 +161,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("virtual_cluster_id", Type::String)
+            Attribute::optional(VIRTUAL_CLUSTER_ID, Type::String)
                 .requires_replace()
                 .describe(
                     "The `id` of the `gpufleet_virtual_cluster` (`<host namespace>/<name>`) to \
@@ -122,7 +170,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional_computed("namespace", Type::String)
+            Attribute::optional_computed(NAMESPACE, Type::String)
                 .requires_replace()
                 .validate(DnsLabel::new(63))
                 .describe(
@@ -131,7 +179,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("node_pool_id", Type::String)
+            Attribute::optional(NODE_POOL_ID, Type::String)
                 .requires_replace()
                 .describe(
                     "The `id` of the `gpufleet_gpu_node_pool` \
@@ -141,7 +189,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("suite", Type::String)
+            Attribute::required(SUITE, Type::String)
                 .requires_replace()
                 .validate(OneOf::new(SUITE_NAMES))
                 .describe(
@@ -152,7 +200,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::required("image", Type::String)
+            Attribute::required(IMAGE, Type::String)
                 .requires_replace()
                 .describe(
                     "The container image. Pin it by digest (`…@sha256:…`) for reproducible \
@@ -160,7 +208,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("command", Type::list(Type::String))
+            Attribute::optional(COMMAND, Type::list(Type::String))
                 .requires_replace()
                 .describe(
                     "The container's command. Defaults to the suite's usual invocation built \
@@ -168,7 +216,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("nodes", Type::Number)
+            Attribute::optional(NODES, Type::Number)
                 .default(1)
                 .requires_replace()
                 .validate(IntBetween::new(1, 256))
@@ -180,7 +228,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("repeats", Type::Number)
+            Attribute::optional(REPEATS, Type::Number)
                 .default(1)
                 .requires_replace()
                 .validate(IntBetween::new(1, 10))
@@ -193,7 +241,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("per", Type::String)
+            Attribute::optional(PER, Type::String)
                 .requires_replace()
                 .validate(OneOf::new(Per::NAMES))
                 .describe(
@@ -211,7 +259,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("prescreen", Type::Bool)
+            Attribute::optional(PRESCREEN, Type::Bool)
                 .default(false)
                 .requires_replace()
                 .describe(
@@ -235,7 +283,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("unit_tolerance", Type::Number)
+            Attribute::optional(UNIT_TOLERANCE, Type::Number)
                 .describe(
                     "With `per`: how far each unit may fall short of the best unit, as a \
                      share (default 0.05, the reference architecture's \"within 5%\"): below \
@@ -246,7 +294,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("launcher", Type::String)
+            Attribute::optional(LAUNCHER, Type::String)
                 .default("auto")
                 .requires_replace()
                 .validate(OneOf::new(LAUNCHERS))
@@ -263,7 +311,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("allow_node_differences", Type::set(Type::String))
+            Attribute::optional(ALLOW_NODE_DIFFERENCES, Type::set(Type::String))
                 .requires_replace()
                 .describe(
                     "Environment fields the nodes of one run may differ in. By default a run \
@@ -273,14 +321,14 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("gpus_per_node", Type::Number)
+            Attribute::optional(GPUS_PER_NODE, Type::Number)
                 .default(1)
                 .requires_replace()
                 .validate(IntBetween::new(1, 64))
                 .describe("`nvidia.com/gpu` each pod requests."),
         )
         .attr(
-            Attribute::optional("parameters", Type::map(Type::String))
+            Attribute::optional(PARAMETERS, Type::map(Type::String))
                 .requires_replace()
                 .describe(
                     "Suite parameters, recorded and hashed: `min_bytes`, `max_bytes`, \
@@ -322,7 +370,7 @@ pub fn benchmark_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "thresholds",
+                THRESHOLDS,
                 Nesting::Map,
                 AttrMode::Optional,
                 threshold_attributes(),
@@ -335,7 +383,7 @@ pub fn benchmark_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "baseline",
+                BASELINE,
                 Nesting::Single,
                 AttrMode::Optional,
                 baseline_attributes(),
@@ -349,7 +397,7 @@ pub fn benchmark_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::optional("on_failure", Type::String)
+            Attribute::optional(ON_FAILURE, Type::String)
                 .default("fail")
                 .validate(OneOf::new(&["fail", "record"]))
                 .describe(
@@ -360,12 +408,12 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::optional("triggers", Type::map(Type::String))
+            Attribute::optional(TRIGGERS, Type::map(Type::String))
                 .requires_replace()
                 .describe("Arbitrary values; changing any of them runs the benchmark again."),
         )
         .attr(
-            Attribute::optional("start_timeout", Type::String)
+            Attribute::optional(START_TIMEOUT, Type::String)
                 .default(DEFAULT_START_TIMEOUT)
                 .validate(PositiveDuration::new())
                 .describe(
@@ -373,12 +421,12 @@ pub fn benchmark_schema() -> Schema {
                      deadline).",
                 ),
         )
-        .attr(Attribute::computed("status", Type::String).describe(
+        .attr(Attribute::computed(STATUS, Type::String).describe(
             "`passed`, or `failed` when the tool reported a failure, the output could not \
                  be read, or a metric is outside its thresholds.",
         ))
         .attr(
-            Attribute::computed("failures", Type::list(Type::String)).describe(
+            Attribute::computed(FAILURES, Type::list(Type::String)).describe(
                 "Why the run failed, one entry per reason: the tool's own verdict (a failed \
                  test, a FAULTY GPU, a non-zero exit) and every broken threshold (prefixed \
                  `threshold: `, naming the metric, its value and its bound, and the node when \
@@ -386,7 +434,7 @@ pub fn benchmark_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("results", Type::map(Type::Number))
+            Attribute::computed(RESULTS, Type::map(Type::Number))
                 .use_state_for_unknown()
                 .describe(
                     "Metric name → value, as the tool printed it. When several nodes each ran \
@@ -394,7 +442,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("repeat_results", Type::list(Type::map(Type::Number)))
+            Attribute::computed(REPEAT_RESULTS, Type::list(Type::map(Type::Number)))
                 .use_state_for_unknown()
                 .describe(
                     "Each repeat's results, in the order they ran (one entry unless `repeats` \
@@ -402,7 +450,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("spread", Type::map(Type::Number))
+            Attribute::computed(SPREAD, Type::map(Type::Number))
                 .use_state_for_unknown()
                 .describe(
                     "Metric name → the largest minus the smallest of its values over the \
@@ -411,7 +459,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("node_results", Type::map(Type::map(Type::Number)))
+            Attribute::computed(NODE_RESULTS, Type::map(Type::map(Type::Number)))
                 .use_state_for_unknown()
                 .describe(
                     "Node → metric name → value, for runs in which each node runs the tool on \
@@ -424,7 +472,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("unit_results", Type::map(Type::map(Type::Number)))
+            Attribute::computed(UNIT_RESULTS, Type::map(Type::map(Type::Number)))
                 .use_state_for_unknown()
                 .describe(
                     "With `per`: unit (its label's value) → metric name → value, each unit's \
@@ -434,7 +482,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("environment", Type::map(Type::String))
+            Attribute::computed(ENVIRONMENT, Type::map(Type::String))
                 .use_state_for_unknown()
                 .describe(
                     "What the run ran on: `kubernetes_version`, `vcluster_version`, \
@@ -452,7 +500,7 @@ pub fn benchmark_schema() -> Schema {
         )
         .attr(
             Attribute::computed(
-                "node_environments",
+                NODE_ENVIRONMENTS,
                 Type::map(Type::map(Type::String)),
             )
             .use_state_for_unknown()
@@ -465,7 +513,7 @@ pub fn benchmark_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("environment_hash", Type::String)
+            Attribute::computed(ENVIRONMENT_HASH, Type::String)
                 .use_state_for_unknown()
                 .describe(
                     "SHA-256 (hex) of exactly what must match for two runs to be comparable: \
@@ -478,7 +526,7 @@ pub fn benchmark_schema() -> Schema {
                 ),
         )
         .attr(
-            Attribute::computed("raw_output", Type::String)
+            Attribute::computed(RAW_OUTPUT, Type::String)
                 .use_state_for_unknown()
                 .describe(
                     "The end of the result log, at most 16 KiB: the MPI launcher's (or pod \
@@ -488,13 +536,13 @@ pub fn benchmark_schema() -> Schema {
         )
         .attr(
             Attribute::nested(
-                "archive",
+                ARCHIVE,
                 Nesting::Single,
                 AttrMode::Computed,
                 vec![
-                    Attribute::computed("configmaps", Type::list(Type::String))
+                    Attribute::computed(ARCHIVE_CONFIGMAPS, Type::list(Type::String))
                         .describe("The ConfigMaps of the archive, in order: `index.json` is in the first."),
-                    Attribute::computed("sha256", Type::String).describe(
+                    Attribute::computed(ARCHIVE_SHA256, Type::String).describe(
                         "The archive's SHA-256 (hex), over the list of its files and their \
                          digests, as `index.json` records it.",
                     ),
@@ -522,12 +570,12 @@ pub fn benchmark_schema() -> Schema {
             ),
         )
         .attr(
-            Attribute::computed("started_at", Type::String)
+            Attribute::computed(STARTED_AT, Type::String)
                 .use_state_for_unknown()
                 .describe("When the run started (RFC 3339)."),
         )
         .attr(
-            Attribute::computed("finished_at", Type::String)
+            Attribute::computed(FINISHED_AT, Type::String)
                 .use_state_for_unknown()
                 .describe("When the run finished (RFC 3339)."),
         )

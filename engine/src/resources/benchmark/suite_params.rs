@@ -10,10 +10,13 @@ use crate::{
     benchmark::{Suite, aiperf},
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
-    value::Value,
 };
 
-use super::commands::{DEFAULT_ENDPOINT_TYPE, EMBEDDED_HOST_ENGINE};
+use super::{
+    commands::{DEFAULT_ENDPOINT_TYPE, EMBEDDED_HOST_ENGINE},
+    config::BenchmarkConfig,
+    schema::{PARAMETERS, THRESHOLDS},
+};
 
 /// AIPerf endpoint types (`--endpoint-type` choices).
 const ENDPOINT_TYPES: &[&str] = &[
@@ -45,22 +48,22 @@ const NON_STREAMING_ENDPOINTS: &[&str] = &[
 ];
 
 /// The parameters of a configuration whose values are known (`None` when the map is not).
-fn known_parameters(config: &Value) -> Option<BTreeMap<&str, &str>> {
-    let map = config.get("parameters");
+fn known_parameters(config: &BenchmarkConfig) -> Option<BTreeMap<&str, &str>> {
+    let map = &config.parameters;
     if map.is_unknown() {
         return None;
     }
     Some(
-        map.as_map()
+        map.value()
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            .filter_map(|(k, v)| Some((k.as_str(), v.value()?.as_str())))
             .collect(),
     )
 }
 
 fn parameter_path(key: &str) -> AttrPath {
-    AttrPath::attr("parameters").push_key(key)
+    AttrPath::attr(PARAMETERS).push_key(key)
 }
 
 /// The parameters each suite's own command takes; plan refuses any other key (a typo would
@@ -91,14 +94,14 @@ pub fn looks_secret(key: &str) -> bool {
 }
 
 /// The checks of `suite`'s parameters and of its thresholds against them.
-pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
-    if !config.get("command").is_null() {
+pub(super) fn validate(suite: &dyn Suite, config: &BenchmarkConfig, d: &mut Diagnostics) {
+    if !config.command.is_null() {
         return;
     }
     if let Some((_, accepted)) = SUITE_PARAMETERS.iter().find(|(s, _)| *s == suite.name()) {
         for key in config
-            .get("parameters")
-            .as_map()
+            .parameters
+            .value()
             .into_iter()
             .flatten()
             .map(|(k, _)| k)
@@ -125,7 +128,7 @@ pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
     let Some(params) = known_parameters(config) else {
         return;
     };
-    let declared = config.get("parameters").as_map();
+    let declared = config.parameters.value();
     let has = |key: &str| declared.is_some_and(|m| m.contains_key(key));
     match suite.name() {
         "aiperf" => aiperf_checks(config, &params, &has, d),
@@ -138,7 +141,7 @@ pub fn validate(suite: &dyn Suite, config: &Value, d: &mut Diagnostics) {
 }
 
 fn aiperf_checks(
-    config: &Value,
+    config: &BenchmarkConfig,
     params: &BTreeMap<&str, &str>,
     has: &dyn Fn(&str) -> bool,
     d: &mut Diagnostics,
@@ -156,7 +159,7 @@ fn aiperf_checks(
     .collect();
     if !missing.is_empty() {
         d.error_at(
-            AttrPath::attr("parameters"),
+            AttrPath::attr(PARAMETERS),
             "Missing Parameter",
             format!(
                 "the aiperf suite profiles an inference endpoint: set {}.",
@@ -214,7 +217,7 @@ fn aiperf_checks(
     if streaming.is_none() || streams {
         return;
     }
-    let Some(thresholds) = config.get("thresholds").as_map() else {
+    let Some(thresholds) = config.thresholds.value() else {
         return;
     };
     for metric in thresholds.keys().filter(|m| aiperf::is_streaming_only(m)) {
@@ -224,7 +227,7 @@ fn aiperf_checks(
             format!("endpoint type {endpoint:?} does not stream, so AIPerf turns streaming off")
         };
         d.error_at(
-            AttrPath::attr("thresholds").push_key(metric),
+            AttrPath::attr(THRESHOLDS).push_key(metric),
             "Metric Needs Streaming",
             format!(
                 "{metric} is measured only on streaming runs, and {why}: set \

@@ -9,7 +9,7 @@ use crate::{
     benchmark::{MetricSpec, Suite},
     diag::Diagnostics,
     path::AttrPath,
-    value::{Value, display_number},
+    value::{Known, display_number},
 };
 
 /// The bounds of one metric.
@@ -19,6 +19,15 @@ pub struct Bounds {
     pub min: Option<BigDecimal>,
     /// The largest acceptable value.
     pub max: Option<BigDecimal>,
+}
+
+/// One entry of the `thresholds` attribute, as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ThresholdSetting {
+    /// `min`.
+    pub min: Known<BigDecimal>,
+    /// `max`.
+    pub max: Known<BigDecimal>,
 }
 
 /// One metric outside its bounds (or missing from the output).
@@ -49,25 +58,6 @@ impl fmt::Display for Violation {
             ),
         }
     }
-}
-
-/// The thresholds of a value (`thresholds` attribute); entries whose bounds are not known are
-/// left out.
-pub fn of_value(v: &Value) -> BTreeMap<String, Bounds> {
-    let Some(map) = v.as_map().or_else(|| v.as_object()) else {
-        return BTreeMap::new();
-    };
-    map.iter()
-        .map(|(k, b)| {
-            (
-                k.clone(),
-                Bounds {
-                    min: b.get("min").as_number().cloned(),
-                    max: b.get("max").as_number().cloned(),
-                },
-            )
-        })
-        .collect()
 }
 
 /// The metric `name` of `suite`: its own entry, or the pattern it matches. Suites whose names
@@ -107,16 +97,22 @@ pub fn check_metric(suite: &dyn Suite, name: &str, path: AttrPath, d: &mut Diagn
     );
 }
 
-/// Plan-time checks of `thresholds` against `suite`: unknown metric names (listing the
-/// suite's metrics), and bounds that exclude every value.
-pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
-    let Some(map) = thresholds.as_map().or_else(|| thresholds.as_object()) else {
+/// Plan-time checks of `thresholds`, the attribute at `path`, against `suite`: unknown
+/// metric names (listing the suite's metrics), and bounds that exclude every value.
+pub fn validate(
+    suite: &dyn Suite,
+    path: &AttrPath,
+    thresholds: &Known<BTreeMap<String, Known<ThresholdSetting>>>,
+    d: &mut Diagnostics,
+) {
+    let Some(map) = thresholds.value() else {
         return;
     };
-    let path = AttrPath::attr("thresholds");
-    for (name, bounds) in map {
+    let unset = ThresholdSetting::default();
+    for (name, entry) in map {
         check_metric(suite, name, path.push_key(name), d);
-        let (min, max) = (bounds.get("min"), bounds.get("max"));
+        // An entry that is not a known object sets no bound yet either.
+        let ThresholdSetting { min, max } = entry.value().unwrap_or(&unset);
         if min.is_null() && max.is_null() {
             d.error_at(
                 path.push_key(name),
@@ -124,7 +120,7 @@ pub fn validate(suite: &dyn Suite, thresholds: &Value, d: &mut Diagnostics) {
                 format!("the threshold of {name:?} sets neither min nor max."),
             );
         }
-        if let (Some(lo), Some(hi)) = (min.as_number(), max.as_number())
+        if let (Some(lo), Some(hi)) = (min.value(), max.value())
             && lo > hi
         {
             d.error_at(
@@ -256,12 +252,15 @@ mod tests {
     #[test]
     fn unknown_metric_names_are_refused_with_the_suite_metrics() {
         let nccl = suite("nccl-all-reduce").expect("suite");
-        let t = Value::Map(BTreeMap::from([(
+        let t = Known::Value(BTreeMap::from([(
             "busbw".to_owned(),
-            Value::object([("min", Value::int(400)), ("max", Value::Null)]),
+            Known::Value(ThresholdSetting {
+                min: Known::Value(num("400")),
+                max: Known::Null,
+            }),
         )]));
         let mut d = Diagnostics::new();
-        validate(nccl, &t, &mut d);
+        validate(nccl, &AttrPath::attr("thresholds"), &t, &mut d);
         assert!(d.has_error());
         let detail = &d.iter().next().expect("one").detail;
         assert!(detail.contains("average_bus_bandwidth"), "{detail}");
@@ -281,12 +280,15 @@ mod tests {
     #[test]
     fn min_above_max_is_refused() {
         let burn = suite("gpu-burn").expect("suite");
-        let t = Value::Map(BTreeMap::from([(
+        let t = Known::Value(BTreeMap::from([(
             "gflops_min".to_owned(),
-            Value::object([("min", Value::int(5)), ("max", Value::int(4))]),
+            Known::Value(ThresholdSetting {
+                min: Known::Value(num("5")),
+                max: Known::Value(num("4")),
+            }),
         )]));
         let mut d = Diagnostics::new();
-        validate(burn, &t, &mut d);
+        validate(burn, &AttrPath::attr("thresholds"), &t, &mut d);
         assert!(d.has_error());
     }
 }

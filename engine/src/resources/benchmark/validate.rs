@@ -1,5 +1,6 @@
 //! The plan-time checks of a `gpufleet_benchmark` configuration across attributes; the
-//! per-attribute rules are validators in the schema.
+//! per-attribute rules are validators in the schema. They read the configuration as
+//! [`BenchmarkConfig`] decodes it.
 
 use bigdecimal::BigDecimal;
 
@@ -13,15 +14,22 @@ use crate::{
 
 use super::{
     baseline::{MUST_MATCH, NODE_COUNT},
+    config::{BaselineConfig, BenchmarkConfig},
     model::PoolRef,
-    schema::{ENDPOINT_API_KEY, ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, NODE_FIELDS},
+    schema::{
+        ALLOW_DIFFERENCES, ALLOW_NODE_DIFFERENCES, BASELINE, COMMAND, ENDPOINT_API_KEY,
+        ENDPOINT_API_KEY_VERSION, ENDPOINT_SUITES, IMAGE, MIN_RATIO, NAMESPACE, NODE_FIELDS,
+        NODE_POOL_ID, NODES, PARAMETERS, PER, RESULTS, THRESHOLDS, UNIT_TOLERANCE,
+        VIRTUAL_CLUSTER_ID,
+    },
     suite_params, thresholds,
 };
 
 /// The checks across attributes.
 pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
+    let config = BenchmarkConfig::decode(config);
     let mut d = Diagnostics::new();
-    let (vc, ns) = (config.get("virtual_cluster_id"), config.get("namespace"));
+    let (vc, ns) = (&config.virtual_cluster_id, &config.namespace);
     if vc.is_null() && ns.is_null() {
         d.error_at(
             AttrPath::root(),
@@ -30,19 +38,19 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
              namespace.",
         );
     }
-    let vc_ref = vc.as_str().map(|s| (s, VirtualClusterRef::parse(s)));
+    let vc_ref = vc.value().map(|s| (s, VirtualClusterRef::parse(s)));
     if let Some((s, None)) = vc_ref {
         d.error_at(
-            AttrPath::attr("virtual_cluster_id"),
+            AttrPath::attr(VIRTUAL_CLUSTER_ID),
             "Invalid Virtual Cluster ID",
             format!("{s:?} is not a virtual cluster id (`<host namespace>/<name>`)."),
         );
     }
-    if let (Some((_, Some(vc))), Some(ns)) = (&vc_ref, ns.as_str())
+    if let (Some((_, Some(vc))), Some(ns)) = (&vc_ref, ns.value().map(String::as_str))
         && vc.namespace != ns
     {
         d.error_at(
-            AttrPath::attr("namespace"),
+            AttrPath::attr(NAMESPACE),
             "Namespace Does Not Match",
             format!(
                 "namespace {ns:?} differs from the host namespace {:?} of virtual_cluster_id; \
@@ -51,10 +59,10 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             ),
         );
     }
-    if let Some(p) = config.get("node_pool_id").as_str() {
+    if let Some(p) = config.node_pool_id.value() {
         match PoolRef::parse(p) {
             None => d.error_at(
-                AttrPath::attr("node_pool_id"),
+                AttrPath::attr(NODE_POOL_ID),
                 "Invalid Node Pool ID",
                 format!("{p:?} is not a node pool id (`<namespace>/<virtual cluster>/<pool>`)."),
             ),
@@ -63,7 +71,7 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
                     && pool.vc != *vc
                 {
                     d.error_at(
-                        AttrPath::attr("node_pool_id"),
+                        AttrPath::attr(NODE_POOL_ID),
                         "Pool Of Another Virtual Cluster",
                         format!(
                             "node pool {p:?} belongs to virtual cluster {}/{}, not to \
@@ -75,19 +83,24 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             }
         }
     }
-    let suite = config.get("suite").as_str().and_then(benchmark::suite);
+    let suite = config.suite();
     if let Some(suite) = suite {
-        thresholds::validate(suite, config.get("thresholds"), &mut d);
-        suite_params::validate(suite, config, &mut d);
+        thresholds::validate(
+            suite,
+            &AttrPath::attr(THRESHOLDS),
+            &config.thresholds,
+            &mut d,
+        );
+        suite_params::validate(suite, &config, &mut d);
         // AIPerf is a client of one endpoint: copies of it on several nodes would each
         // measure a share of the load they make together, and no node's numbers would be the
         // endpoint's.
         if suite.name() == "aiperf"
-            && let Some(nodes) = config.get("nodes").as_i64()
+            && let Some(&nodes) = config.nodes.value()
             && nodes > 1
         {
             d.error_at(
-                AttrPath::attr("nodes"),
+                AttrPath::attr(NODES),
                 "One Node Per Endpoint Run",
                 format!(
                     "the aiperf suite measures one endpoint from one client, so it runs on one \
@@ -96,10 +109,12 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
                 ),
             );
         }
-        baseline_checks(suite, config.get("baseline"), &mut d);
-        if suite.name() == "custom" && config.get("command").is_null() {
+        if let Some(baseline) = config.baseline.value() {
+            baseline_checks(suite, baseline, &mut d);
+        }
+        if suite.name() == "custom" && config.command.is_null() {
             d.error_at(
-                AttrPath::attr("command"),
+                AttrPath::attr(COMMAND),
                 "Missing Command",
                 "the custom suite has no default command: set command, and make its last line \
                  of output a JSON object of metrics.",
@@ -107,15 +122,15 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
         }
     }
     for field in config
-        .get("allow_node_differences")
-        .as_seq()
+        .allow_node_differences
+        .value()
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .filter_map(|f| f.value().map(String::as_str))
         .filter(|f| !NODE_FIELDS.contains(f))
     {
         d.error_at(
-            AttrPath::attr("allow_node_differences"),
+            AttrPath::attr(ALLOW_NODE_DIFFERENCES),
             "Unknown Node Field",
             format!(
                 "{field:?} is not a per-node environment field; the fields are {}.",
@@ -123,11 +138,11 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             ),
         );
     }
-    if let Some(image) = config.get("image").as_str()
+    if let Some(image) = config.image.value()
         && image.trim().is_empty()
     {
         d.error_at(
-            AttrPath::attr("image"),
+            AttrPath::attr(IMAGE),
             "Empty Image",
             format!(
                 "image: {image:?} is not a container image; accepted: an image reference such \
@@ -136,48 +151,48 @@ pub(super) fn validate_benchmark(config: &Value) -> Diagnostics {
             ),
         );
     }
-    if let Some(xs) = config.get("command").as_seq()
+    if let Some(xs) = config.command.value()
         && xs.is_empty()
     {
         d.error_at(
-            AttrPath::attr("command"),
+            AttrPath::attr(COMMAND),
             "Empty Command",
             "command must have at least the program; leave it out for the suite's default.",
         );
     }
-    endpoint_key_checks(config, suite.map(|s| s.name()), &mut d);
-    unit_checks(config, &mut d);
+    endpoint_key_checks(&config, suite.map(|s| s.name()), &mut d);
+    unit_checks(&config, &mut d);
     d
 }
 
 /// `per` needs a pool to divide, and `unit_tolerance` is a share below 1 that only `per`
 /// reads.
-fn unit_checks(config: &Value, d: &mut Diagnostics) {
-    let per = config.get("per");
-    if !per.is_null() && config.get("node_pool_id").is_null() {
+fn unit_checks(config: &BenchmarkConfig, d: &mut Diagnostics) {
+    let per = &config.per;
+    if !per.is_null() && config.node_pool_id.is_null() {
         d.error_at(
-            AttrPath::attr("per"),
+            AttrPath::attr(PER),
             "Units Without A Pool",
             "per divides a node pool into its units; set node_pool_id.",
         );
     }
-    let tolerance = config.get("unit_tolerance");
+    let tolerance = &config.unit_tolerance;
     if tolerance.is_null() {
         return;
     }
     if per.is_null() {
         d.error_at(
-            AttrPath::attr("unit_tolerance"),
+            AttrPath::attr(UNIT_TOLERANCE),
             "Tolerance Without Units",
             "unit_tolerance compares the units of a run per unit; set per, or leave \
              unit_tolerance out.",
         );
     }
-    if let Some(t) = tolerance.as_number()
+    if let Some(t) = tolerance.value()
         && (t < &BigDecimal::from(0) || t >= &BigDecimal::from(1))
     {
         d.error_at(
-            AttrPath::attr("unit_tolerance"),
+            AttrPath::attr(UNIT_TOLERANCE),
             "Invalid Tolerance",
             format!(
                 "unit_tolerance is {}; it is the share a unit may fall short of the best unit, \
@@ -190,8 +205,8 @@ fn unit_checks(config: &Value, d: &mut Diagnostics) {
 
 /// The write-only key is used by the suites that reach an endpoint, its version only with it,
 /// and a secret never travels in the recorded `parameters`.
-fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics) {
-    let key = config.get(ENDPOINT_API_KEY);
+fn endpoint_key_checks(config: &BenchmarkConfig, suite: Option<&str>, d: &mut Diagnostics) {
+    let key = &config.endpoint_api_key;
     if let Some(suite) = suite
         && !key.is_null()
         && !ENDPOINT_SUITES.contains(&suite)
@@ -206,7 +221,7 @@ fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics)
             ),
         );
     }
-    let version = config.get(ENDPOINT_API_KEY_VERSION);
+    let version = &config.endpoint_api_key_version;
     if !version.is_null() && !version.is_unknown() && key.is_null() {
         d.error_at(
             AttrPath::attr(ENDPOINT_API_KEY_VERSION),
@@ -222,8 +237,8 @@ fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics)
         return;
     }
     for name in config
-        .get("parameters")
-        .as_map()
+        .parameters
+        .value()
         .into_iter()
         .flatten()
         .map(|(k, _)| k)
@@ -238,26 +253,29 @@ fn endpoint_key_checks(config: &Value, suite: Option<&str>, d: &mut Diagnostics)
                      {ENDPOINT_API_KEY}, which is never stored."
                 ),
             )
-            .with_path(AttrPath::attr("parameters").push_key(name)),
+            .with_path(AttrPath::attr(PARAMETERS).push_key(name)),
         );
     }
 }
 
 /// A baseline's metrics must be the suite's, its ratio a share, and the fields it lets differ
 /// fields that must otherwise match.
-fn baseline_checks(suite: &dyn benchmark::Suite, baseline: &Value, d: &mut Diagnostics) {
-    if baseline.is_null() {
-        return;
+fn baseline_checks(suite: &dyn benchmark::Suite, baseline: &BaselineConfig, d: &mut Diagnostics) {
+    let path = AttrPath::attr(BASELINE);
+    for metric in baseline
+        .results
+        .value()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        thresholds::check_metric(suite, metric, path.push_attr(RESULTS).push_key(metric), d);
     }
-    let path = AttrPath::attr("baseline");
-    for (metric, _) in baseline.get("results").as_map().into_iter().flatten() {
-        thresholds::check_metric(suite, metric, path.push_attr("results").push_key(metric), d);
-    }
-    if let Some(ratio) = baseline.get("min_ratio").as_number()
+    if let Some(ratio) = baseline.min_ratio.value()
         && (ratio <= &BigDecimal::from(0) || ratio > &BigDecimal::from(1))
     {
         d.error_at(
-            path.push_attr("min_ratio"),
+            path.push_attr(MIN_RATIO),
             "Invalid Ratio",
             format!(
                 "baseline.min_ratio is {}; it is the share of the reference a run must reach, \
@@ -267,15 +285,15 @@ fn baseline_checks(suite: &dyn benchmark::Suite, baseline: &Value, d: &mut Diagn
         );
     }
     for field in baseline
-        .get("allow_differences")
-        .as_seq()
+        .allow_differences
+        .value()
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .filter_map(|f| f.value().map(String::as_str))
         .filter(|f| !MUST_MATCH.contains(f) && *f != NODE_COUNT)
     {
         d.error_at(
-            path.push_attr("allow_differences"),
+            path.push_attr(ALLOW_DIFFERENCES),
             "Unknown Environment Field",
             format!(
                 "{field:?} is not a field that must match between compared runs; those are {} \
