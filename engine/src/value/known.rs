@@ -86,6 +86,23 @@ impl<T> Known<T> {
     }
 }
 
+// Decoders of the attribute shapes every kind's configuration has.
+
+/// A string attribute.
+pub fn text(v: &Value) -> Known<String> {
+    Known::decode(v, |x| x.as_str().map(str::to_owned))
+}
+
+/// A whole-number attribute; a fraction or a number beyond 64 bits reads as unknown.
+pub fn whole(v: &Value) -> Known<i64> {
+    Known::decode(v, Value::as_i64)
+}
+
+/// A bool attribute.
+pub fn flag(v: &Value) -> Known<bool> {
+    Known::decode(v, Value::as_bool)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

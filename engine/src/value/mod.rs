@@ -4,7 +4,7 @@
 //! wire bytes into them and back. Values are untyped except where the wire carries a type
 //! (dynamic positions, see [`Value::Dynamic`]): the schema supplies types when needed.
 
-mod known;
+pub mod known;
 mod refinements;
 mod types;
 

@@ -6,7 +6,10 @@
 use super::schema::{
     CATEGORY, HOSTNAME, ID, INSTALL_MODE, POWER, POWER_OFF, SOFTWARE_IMAGE, TENANT, WIPE_ON_DESTROY,
 };
-use crate::value::{Known, Value};
+use crate::value::{
+    Known, Value,
+    known::{flag, text},
+};
 
 /// A node's attributes as far as a value gives them. The computed hardware facts are not
 /// decoded: apply and refresh copy or fill them whole.
@@ -23,10 +26,6 @@ pub(super) struct NodeConfig {
     pub(super) wipe_on_destroy: Known<bool>,
 }
 
-fn text(v: &Value) -> Known<String> {
-    Known::decode(v, |x| x.as_str().map(str::to_owned))
-}
-
 impl NodeConfig {
     /// Decodes `v`; a null `v` (no prior state, a destroy plan) has every attribute null.
     pub(super) fn decode(v: &Value) -> NodeConfig {
@@ -38,7 +37,7 @@ impl NodeConfig {
             install_mode: text(v.get(INSTALL_MODE)),
             power: text(v.get(POWER)),
             tenant: text(v.get(TENANT)),
-            wipe_on_destroy: Known::decode(v.get(WIPE_ON_DESTROY), Value::as_bool),
+            wipe_on_destroy: flag(v.get(WIPE_ON_DESTROY)),
         }
     }
 

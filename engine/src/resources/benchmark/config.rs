@@ -25,7 +25,10 @@ use super::{
 use crate::{
     benchmark::{self, Suite},
     tenancy::VirtualClusterRef,
-    value::{Known, Value},
+    value::{
+        Known, Value,
+        known::{flag, text, whole},
+    },
 };
 
 /// What `launcher` asked for.
@@ -131,14 +134,6 @@ pub(super) struct BenchmarkConfig {
     pub(super) failures: Known<Vec<String>>,
     pub(super) started_at: Known<String>,
     pub(super) archive: Known<ArchiveRecord>,
-}
-
-fn text(v: &Value) -> Known<String> {
-    Known::decode(v, |x| x.as_str().map(str::to_owned))
-}
-
-fn whole(v: &Value) -> Known<i64> {
-    Known::decode(v, Value::as_i64)
 }
 
 fn number(v: &Value) -> Known<BigDecimal> {
@@ -283,7 +278,7 @@ impl BenchmarkConfig {
             gpus_per_node: whole(v.get(GPUS_PER_NODE)),
             per: Known::decode(v.get(PER), |x| x.as_str().and_then(Per::parse)),
             unit_tolerance: number(v.get(UNIT_TOLERANCE)),
-            prescreen: Known::decode(v.get(PRESCREEN), Value::as_bool),
+            prescreen: flag(v.get(PRESCREEN)),
             launcher: Known::decode(v.get(LAUNCHER), |x| {
                 x.as_str().map(|s| LauncherSetting::parse(Some(s)))
             }),

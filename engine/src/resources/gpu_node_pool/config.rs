@@ -15,7 +15,10 @@ use super::{
         SOURCE, STRATEGY, TAINT_EFFECT, TAINT_KEY, TAINT_VALUE, TOPOLOGY_KEY, VIRTUAL_CLUSTER_ID,
     },
 };
-use crate::value::{BigDecimal, Known, Value};
+use crate::value::{
+    BigDecimal, Known, Value,
+    known::{text, whole},
+};
 
 /// `autoscaling`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,14 +134,6 @@ pub(super) struct PoolConfig {
     pub(super) karpenter: Known<KarpenterConfig>,
     /// The computed `nodes` of a state.
     pub(super) nodes: Known<Vec<String>>,
-}
-
-fn text(v: &Value) -> Known<String> {
-    Known::decode(v, |x| x.as_str().map(str::to_owned))
-}
-
-fn whole(v: &Value) -> Known<i64> {
-    Known::decode(v, Value::as_i64)
 }
 
 fn requirement(v: &Value) -> Option<Requirement> {

@@ -11,7 +11,10 @@ use super::schema::{
 };
 use crate::{
     validate::Ipv4Net,
-    value::{Known, Value},
+    value::{
+        Known, Value,
+        known::{flag, text, whole},
+    },
 };
 
 /// One of `members`, as written: validation names one that sets both or neither.
@@ -83,16 +86,8 @@ impl Addressing {
     }
 }
 
-fn text(v: &Value) -> Known<String> {
-    Known::decode(v, |x| x.as_str().map(str::to_owned))
-}
-
 fn parsed<T: std::str::FromStr>(v: &Value) -> Known<T> {
     Known::decode(v, |x| x.as_str().and_then(|s| s.parse().ok()))
-}
-
-fn flag(v: &Value) -> Known<bool> {
-    Known::decode(v, Value::as_bool)
 }
 
 fn attached(v: &Value) -> Option<Vec<Attached>> {
@@ -124,8 +119,8 @@ impl SegmentConfig {
             site: text(v.get(SITE)),
             cidr: parsed(v.get(CIDR)),
             gateway: parsed(v.get(GATEWAY)),
-            vlan_id: Known::decode(v.get(VLAN_ID), Value::as_i64),
-            vni: Known::decode(v.get(VNI), Value::as_i64),
+            vlan_id: whole(v.get(VLAN_ID)),
+            vni: whole(v.get(VNI)),
             dhcp: Known::decode(v.get(DHCP), |d| {
                 d.as_object().map(|_| DhcpConfig {
                     start: parsed(d.get(DHCP_START)),
@@ -147,7 +142,7 @@ impl SegmentConfig {
                         .collect()
                 })
             }),
-            mtu: Known::decode(v.get(MTU), Value::as_i64),
+            mtu: whole(v.get(MTU)),
             state: text(v.get(STATE)),
             allocation_id: text(v.get(ALLOCATION_ID)),
             subnet_id: text(v.get(SUBNET_ID)),

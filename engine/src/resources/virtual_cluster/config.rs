@@ -17,7 +17,10 @@ use super::{
         STORAGE_CLASS, VALUES_OVERRIDE, VCLUSTER_VERSION,
     },
 };
-use crate::value::{Known, Value};
+use crate::value::{
+    Known, Value,
+    known::{flag, text},
+};
 
 /// `limit_range`: the quantities as written, which validation compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,14 +102,6 @@ pub(super) struct ClusterConfig {
     pub(super) admin_credentials_in_state: Known<bool>,
     /// The computed release of a state or plan.
     pub(super) vcluster_version: Known<String>,
-}
-
-fn text(v: &Value) -> Known<String> {
-    Known::decode(v, |x| x.as_str().map(str::to_owned))
-}
-
-fn flag(v: &Value) -> Known<bool> {
-    Known::decode(v, Value::as_bool)
 }
 
 impl ClusterConfig {
