@@ -24,10 +24,13 @@ use std::{
 use async_trait::async_trait;
 use base64::Engine as _;
 use gpufleet_engine::{
-    backends::kube::{
-        ObjectError,
-        host::{Access, Cached, HeldTurn, HostObjects, ObjectKind, ObjectsBackend, ReadCache},
-        lease::LeaseRef,
+    backends::{
+        Connect,
+        kube::{
+            ObjectError,
+            host::{Access, Cached, HeldTurn, HostObjects, ObjectKind, ReadCache},
+            lease::LeaseRef,
+        },
     },
     context::Context,
     data_sources::virtual_cluster::VirtualClusterData,
@@ -1914,7 +1917,7 @@ impl RunLists {
 }
 
 #[async_trait]
-impl ObjectsBackend for RunLists {
+impl Connect<dyn HostObjects> for RunLists {
     async fn connect(&self, _: &Context, _: &str) -> Result<Arc<dyn HostObjects>, Diagnostics> {
         Ok(Arc::new(Cached::operating(
             Arc::clone(&self.host),

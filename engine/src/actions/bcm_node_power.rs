@@ -134,7 +134,7 @@ impl<B: BcmBackend> ActionKind for BcmNodePower<B> {
         config: Value,
         progress: ProgressSink<'_>,
     ) -> Diagnostics {
-        match self.0.connect(ctx) {
+        match self.0.connect(ctx, TYPE_NAME).await {
             Ok(api) => run(api.as_ref(), ctx, &config, progress).await,
             Err(diagnostics) => diagnostics,
         }

@@ -156,7 +156,7 @@ impl<B: BcmBackend> ActionKind for BcmNodeReprovision<B> {
         config: Value,
         progress: ProgressSink<'_>,
     ) -> Diagnostics {
-        match self.0.connect(ctx) {
+        match self.0.connect(ctx, TYPE_NAME).await {
             Ok(api) => run(api.as_ref(), ctx, &config, progress).await,
             Err(diagnostics) => diagnostics,
         }

@@ -73,7 +73,7 @@ pub(super) async fn plan_check(
     let Some(hostname) = config.get("hostname").as_str() else {
         return Diagnostics::new();
     };
-    let api = match backend.connect(ctx) {
+    let api = match backend.connect(ctx, action).await {
         Ok(api) => api,
         Err(diagnostics) => return diagnostics,
     };

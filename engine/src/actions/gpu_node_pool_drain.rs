@@ -307,7 +307,7 @@ impl<B: Backend> ActionKind for GpuNodePoolDrain<B> {
         if config.get("nodes").is_unknown() {
             return Diagnostics::new();
         }
-        let api = match self.0.connect(ctx).await {
+        let api = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(api) => api,
             Err(diagnostics) => return diagnostics,
         };
@@ -329,7 +329,7 @@ impl<B: Backend> ActionKind for GpuNodePoolDrain<B> {
             Ok(None) => return Diagnostics::new(),
             Err(diagnostics) => return diagnostics,
         };
-        let api = match self.0.connect(ctx).await {
+        let api = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(api) => api,
             Err(diagnostics) => return diagnostics,
         };

@@ -48,7 +48,7 @@ pub trait RemoteKind: Send + Sync {
     fn import_skeleton(id: &str) -> Result<Value, Diagnostics>;
 
     /// The client for this operation, or the diagnostic that says which settings are missing.
-    fn connect(&self, ctx: &Context) -> Result<Arc<Self::Api>, Diagnostics>;
+    async fn connect(&self, ctx: &Context) -> Result<Arc<Self::Api>, Diagnostics>;
 
     /// Creates the remote objects for `planned`.
     async fn create(api: &Self::Api, ctx: &Context, planned: &Value) -> ApplyResponse;
@@ -87,7 +87,7 @@ impl<K: RemoteKind> ResourceKind for K {
         if resp.planned.is_null() || resp.diagnostics.has_error() {
             return resp;
         }
-        if let Ok(api) = self.connect(ctx) {
+        if let Ok(api) = self.connect(ctx).await {
             // A backend that does not answer in time is no finding: apply checks again.
             resp.diagnostics
                 .extend(crate::plan::backend_facts::bounded(K::check_plan(&api, ctx, &req)).await);
@@ -96,7 +96,7 @@ impl<K: RemoteKind> ResourceKind for K {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let api = match self.connect(ctx) {
+        let api = match self.connect(ctx).await {
             Ok(api) => api,
             Err(diagnostics) => return ApplyResponse::refused(req.prior, diagnostics),
         };
@@ -110,7 +110,7 @@ impl<K: RemoteKind> ResourceKind for K {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        match self.connect(ctx) {
+        match self.connect(ctx).await {
             Ok(api) => K::refresh(&api, ctx, &state).await,
             Err(diagnostics) => ReadResponse::refused(state, diagnostics),
         }
@@ -118,7 +118,7 @@ impl<K: RemoteKind> ResourceKind for K {
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
         // Fail early, with the settings diagnostic, when there is no backend to read from.
-        self.connect(ctx)?;
+        self.connect(ctx).await?;
         K::import_skeleton(id)
     }
 

@@ -61,7 +61,7 @@ impl<K: ListableKind> ListKind for Listing<K> {
 
     async fn list(&self, ctx: &Context, req: ListRequest) -> ListResponse {
         let mut resp = ListResponse::default();
-        let api = match self.0.connect(ctx) {
+        let api = match self.0.connect(ctx).await {
             Ok(api) => api,
             Err(diagnostics) => {
                 resp.diagnostics = diagnostics;

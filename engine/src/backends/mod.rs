@@ -3,11 +3,14 @@
 //! their logic can be tested against fakes and the planner stays offline.
 
 pub mod bcm;
+mod connect;
 pub mod kube;
 pub mod netris;
 mod shared;
 
 use std::{collections::BTreeMap, sync::Arc};
+
+pub use connect::{Connect, FromSettings};
 
 use crate::{context::Context, diag::Diagnostics, provider_config::ProviderSettings};
 
@@ -29,12 +32,12 @@ pub async fn check_settings(settings: &ProviderSettings) -> BTreeMap<&'static st
         problems.insert("kubernetes", d);
     }
     if ready("bcm")
-        && let Err(d) = bcm::BcmBackend::connect(&bcm::FromSettings, &ctx)
+        && let Err(d) = bcm::connect_from_settings(&ctx)
     {
         problems.insert("bcm", d);
     }
     if ready("netris")
-        && let Err(d) = netris::NetrisBackend::connect(&netris::FromSettings, &ctx)
+        && let Err(d) = netris::connect_from_settings(&ctx)
     {
         problems.insert("netris", d);
     }

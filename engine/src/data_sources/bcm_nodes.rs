@@ -327,7 +327,7 @@ impl<B: BcmBackend> DataSourceKind for BcmNodes<B> {
     }
 
     async fn read(&self, ctx: &Context, config: Value) -> ReadResponse {
-        let api: Arc<dyn BcmApi> = match self.0.connect(ctx) {
+        let api: Arc<dyn BcmApi> = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(api) => api,
             Err(diagnostics) => {
                 return ReadResponse::refused(Value::Null, diagnostics);

@@ -330,7 +330,7 @@ impl<B: Backend> DataSourceKind for FleetInventory<B> {
                 diagnostics: unknown,
             };
         }
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(h) => h,
             Err(diagnostics) => {
                 return ReadResponse::refused(Value::Null, diagnostics);

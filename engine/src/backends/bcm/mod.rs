@@ -47,8 +47,10 @@ pub use types::{
     Validation, ZERO_UUID, same_block_device,
 };
 
+pub use crate::backends::connect::FromSettings;
 pub use crate::backends::netris::{CallStats, RetryPolicy, Secret};
 use crate::{
+    backends::connect::Connect,
     backends::shared::{ClientCache, read_pem},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -271,30 +273,40 @@ fn settings_error(name: &str, problem: &str) -> Diagnostics {
     d
 }
 
-/// Where a BCM resource or data source gets its client from.
-pub trait BcmBackend: Send + Sync {
-    /// The client for this operation, or the diagnostic that says which settings are missing.
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics>;
+/// Where a BCM resource or data source gets its client from: [`Connect`] of a BCM client.
+pub trait BcmBackend: Connect<dyn BcmApi> {}
+
+impl<T: Connect<dyn BcmApi>> BcmBackend for T {}
+
+/// The client of the provider's `bcm` settings, shared by every operation with the same
+/// settings, or the diagnostic that says which settings are missing.
+pub fn connect_from_settings(ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+    let config = BcmConfig::from_settings(&ctx.settings)?;
+    match shared_client(&config) {
+        Ok(client) => Ok(client),
+        Err(e) => Err(Diagnostic::error("Invalid BCM Settings", e.to_string()).into()),
+    }
 }
 
-/// The production backend: a client built from the provider's `bcm` settings, shared by
-/// every operation with the same settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FromSettings;
-
-impl BcmBackend for FromSettings {
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
-        let config = BcmConfig::from_settings(&ctx.settings)?;
-        match shared_client(&config) {
-            Ok(client) => Ok(client),
-            Err(e) => Err(Diagnostic::error("Invalid BCM Settings", e.to_string()).into()),
-        }
+#[async_trait]
+impl Connect<dyn BcmApi> for FromSettings {
+    async fn connect(
+        &self,
+        ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        connect_from_settings(ctx)
     }
 }
 
 /// A given client, for tests and tools that bring their own.
-impl<A: BcmApi + 'static> BcmBackend for Arc<A> {
-    fn connect(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+#[async_trait]
+impl<A: BcmApi + 'static> Connect<dyn BcmApi> for Arc<A> {
+    async fn connect(
+        &self,
+        _ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn BcmApi>, Diagnostics> {
         Ok(Arc::clone(self) as Arc<dyn BcmApi>)
     }
 }

@@ -54,7 +54,9 @@ pub use types::{
     Vpc,
 };
 
+pub use crate::backends::connect::FromSettings;
 use crate::{
+    backends::connect::Connect,
     backends::shared::{ClientCache, read_pem},
     context::Context,
     diag::{Diagnostic, Diagnostics},
@@ -339,30 +341,40 @@ pub(crate) fn https_client_builder(
     Ok(builder)
 }
 
-/// Where a Netris resource gets its client from.
-pub trait NetrisBackend: Send + Sync {
-    /// The client for this operation, or the diagnostic that says which settings are missing.
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics>;
+/// Where a Netris resource gets its client from: [`Connect`] of a Netris client.
+pub trait NetrisBackend: Connect<dyn NetrisApi> {}
+
+impl<T: Connect<dyn NetrisApi>> NetrisBackend for T {}
+
+/// The client of the provider's `netris` settings, shared by every operation with the same
+/// settings, or the diagnostic that says which settings are missing.
+pub fn connect_from_settings(ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+    let config = NetrisConfig::from_settings(&ctx.settings)?;
+    match shared_client(&config, ctx.settings.configuration) {
+        Ok(client) => Ok(client),
+        Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
+    }
 }
 
-/// The production backend: a client built from the provider's `netris` settings, shared by
-/// every operation with the same settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FromSettings;
-
-impl NetrisBackend for FromSettings {
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
-        let config = NetrisConfig::from_settings(&ctx.settings)?;
-        match shared_client(&config, ctx.settings.configuration) {
-            Ok(client) => Ok(client),
-            Err(e) => Err(Diagnostic::error("Invalid Netris Settings", e.to_string()).into()),
-        }
+#[async_trait]
+impl Connect<dyn NetrisApi> for FromSettings {
+    async fn connect(
+        &self,
+        ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        connect_from_settings(ctx)
     }
 }
 
 /// A given client, for tests and tools that bring their own.
-impl<A: NetrisApi + 'static> NetrisBackend for Arc<A> {
-    fn connect(&self, _ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+#[async_trait]
+impl<A: NetrisApi + 'static> Connect<dyn NetrisApi> for Arc<A> {
+    async fn connect(
+        &self,
+        _ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
         Ok(Arc::clone(self) as Arc<dyn NetrisApi>)
     }
 }

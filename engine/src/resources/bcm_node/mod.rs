@@ -137,8 +137,8 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
         import_skeleton(id)
     }
 
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
-        self.0.connect(ctx)
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
+        self.0.connect(ctx, TYPE_NAME).await
     }
 
     async fn create(api: &dyn BcmApi, ctx: &Context, planned: &Value) -> ApplyResponse {

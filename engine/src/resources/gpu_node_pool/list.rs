@@ -176,7 +176,7 @@ impl<B: Backend> ListKind for GpuNodePoolList<B> {
 
     async fn list(&self, ctx: &Context, req: ListRequest) -> ListResponse {
         let mut resp = ListResponse::default();
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(host) => host,
             Err(diagnostics) => {
                 resp.diagnostics = diagnostics;

@@ -101,10 +101,7 @@ use self::{
     read::{import_skeleton, read},
 };
 use crate::{
-    backends::{
-        bcm::{BcmApi, BcmBackend},
-        kube::host::{self, nodes::HostNodes},
-    },
+    backends::{Connect, bcm::BcmApi, kube::host::nodes::HostNodes},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
@@ -124,18 +121,9 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     delete: Duration::from_secs(20 * 60),
 };
 
-/// Where the kind gets its host cluster (and, for `bcm` pools, its BCM head node) from.
-#[async_trait]
-pub trait Backend: Send + Sync {
-    /// The host cluster for this operation, or the diagnostic naming the missing settings.
-    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics>;
-
-    /// The host cluster for a refresh or a plan, which change nothing: it may answer reads
-    /// from the run's lists. The same as [`Self::connect`] unless the backend keeps lists.
-    async fn connect_reader(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
-        self.connect(ctx).await
-    }
-
+/// Where the kind gets its host cluster ([`Connect`] of [`HostNodes`]) and, for `bcm` pools,
+/// its BCM head node from.
+pub trait Backend: Connect<dyn HostNodes> {
     /// The BCM head node for a `bcm` pool, or the diagnostic naming the missing settings.
     fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
         Err(Diagnostic::error(
@@ -146,26 +134,13 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// The production backend: the shared client of the provider's `kubernetes` settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FromSettings;
+/// The production backend: the shared clients of the provider's `kubernetes` and `bcm`
+/// settings.
+pub use crate::backends::FromSettings;
 
-#[async_trait]
 impl Backend for FromSettings {
-    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
-        Ok(Arc::new(
-            host::FromSettings::host(ctx, TYPE_NAME, false).await?,
-        ))
-    }
-
-    async fn connect_reader(&self, ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
-        Ok(Arc::new(
-            host::FromSettings::host(ctx, TYPE_NAME, true).await?,
-        ))
-    }
-
     fn bcm(&self, ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
-        crate::backends::bcm::FromSettings.connect(ctx)
+        crate::backends::bcm::connect_from_settings(ctx)
     }
 }
 
@@ -179,23 +154,24 @@ pub struct WithBcm<H, M> {
 }
 
 #[async_trait]
-impl<H: HostNodes + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
-    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+impl<H: HostNodes + 'static, M: BcmApi + 'static> Connect<dyn HostNodes> for WithBcm<H, M> {
+    async fn connect(
+        &self,
+        _ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn HostNodes>, Diagnostics> {
         Ok(Arc::clone(&self.host) as Arc<dyn HostNodes>)
     }
+}
 
+impl<H: HostNodes + 'static, M: BcmApi + 'static> Backend for WithBcm<H, M> {
     fn bcm(&self, _ctx: &Context) -> Result<Arc<dyn BcmApi>, Diagnostics> {
         Ok(Arc::clone(&self.bcm) as Arc<dyn BcmApi>)
     }
 }
 
 /// A given host, for tests and tools that bring their own.
-#[async_trait]
-impl<A: HostNodes + 'static> Backend for Arc<A> {
-    async fn connect(&self, _ctx: &Context) -> Result<Arc<dyn HostNodes>, Diagnostics> {
-        Ok(Arc::clone(self) as Arc<dyn HostNodes>)
-    }
-}
+impl<A: HostNodes + 'static> Backend for Arc<A> {}
 
 /// The `gpufleet_gpu_node_pool` resource kind; the registry uses `GpuNodePool(FromSettings)`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -238,7 +214,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let host = match self.0.connect(ctx).await {
+        let host = match self.0.connect(ctx, TYPE_NAME).await {
             Ok(h) => h,
             Err(diagnostics) => {
                 return ApplyResponse::refused(req.prior, diagnostics);
@@ -274,7 +250,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        let host = match self.0.connect_reader(ctx).await {
+        let host = match self.0.connect_reader(ctx, TYPE_NAME).await {
             Ok(host) => host,
             Err(diagnostics) => {
                 return ReadResponse::refused(state, diagnostics);
@@ -295,7 +271,7 @@ impl<B: Backend> ResourceKind for GpuNodePool<B> {
     }
 
     async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        self.0.connect(ctx).await?;
+        self.0.connect(ctx, TYPE_NAME).await?;
         import_skeleton(id)
     }
 

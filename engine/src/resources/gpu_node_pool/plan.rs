@@ -9,7 +9,7 @@
 //! the one the pool was applied with replaces the pool ([`plan_tier`]).
 
 use super::{
-    Backend,
+    Backend, TYPE_NAME,
     apply::{list_held, list_product},
     bcm,
     choices::{Source, Tier},
@@ -53,7 +53,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     resp.diagnostics
         .extend(product::check(&ctx.settings.gpu_products, &req.config));
     // The tier rules hold on every change, whatever else the plan changes.
-    let host = backend.connect_reader(ctx).await.ok();
+    let host = backend.connect_reader(ctx, TYPE_NAME).await.ok();
     let cluster_tier = match planned_tier(ctx, &config) {
         Some(tier) => Some((tier, TierFrom::VirtualClusterPlan)),
         None => match &host {
@@ -71,7 +71,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     let time_slicing = |p: &PoolConfig| p.strategy() == Some(&Strategy::TimeSlicing);
     if time_slicing(&config)
         && !time_slicing(&prior)
-        && let Ok(host) = backend.connect(ctx).await
+        && let Ok(host) = backend.connect(ctx, TYPE_NAME).await
     {
         let setting = ctx
             .settings
@@ -80,7 +80,7 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
             .extend(device_plugin::plan_check(host.as_ref(), setting).await);
     }
     if config.strategy() == Some(&Strategy::Mig)
-        && let Ok(host) = backend.connect(ctx).await
+        && let Ok(host) = backend.connect(ctx, TYPE_NAME).await
     {
         resp.diagnostics
             .extend(mig::check_plan(host.as_ref(), &prior, &config).await);

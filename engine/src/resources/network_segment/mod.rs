@@ -138,8 +138,8 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
         import_skeleton(id)
     }
 
-    fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
-        self.0.connect(ctx)
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn NetrisApi>, Diagnostics> {
+        self.0.connect(ctx, TYPE_NAME).await
     }
 
     async fn create(api: &dyn NetrisApi, ctx: &Context, planned: &Value) -> ApplyResponse {

@@ -1,40 +1,19 @@
-//! Where a kind that reads and writes host objects gets its [`HostObjects`] from: the
-//! provider's `kubernetes` settings, or a client a test brings.
+//! Where a kind gets its host-cluster clients from: [`Connect`] of [`HostObjects`] or of
+//! [`HostNodes`], from the provider's `kubernetes` settings or a client a test brings.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Cached, HostObjects, KubeHost};
-use crate::{context::Context, diag::Diagnostics};
+use super::{Cached, HostObjects, KubeHost, nodes::HostNodes};
+use crate::{backends::connect::Connect, context::Context, diag::Diagnostics};
 
-/// Where a kind gets its host-object client from.
-#[async_trait]
-pub trait ObjectsBackend: Send + Sync {
-    /// The client for this operation, or the diagnostic naming the settings to fix;
-    /// `needed_by` names the kind (e.g. `gpufleet_benchmark`) in that diagnostic.
-    async fn connect(
-        &self,
-        ctx: &Context,
-        needed_by: &str,
-    ) -> Result<Arc<dyn HostObjects>, Diagnostics>;
+pub use crate::backends::connect::FromSettings;
 
-    /// The client for a refresh or a plan, which change nothing: it may answer reads from
-    /// the run's lists ([`Cached`]). The same client as [`Self::connect`] unless the backend
-    /// keeps lists.
-    async fn connect_reader(
-        &self,
-        ctx: &Context,
-        needed_by: &str,
-    ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
-        self.connect(ctx, needed_by).await
-    }
-}
+/// Where a kind gets its host-object client from: [`Connect`] of a [`HostObjects`].
+pub trait ObjectsBackend: Connect<dyn HostObjects> {}
 
-/// The production backend: the shared client of the provider's `kubernetes` settings, with
-/// the lists of the provider configuration's run.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FromSettings;
+impl<T: Connect<dyn HostObjects>> ObjectsBackend for T {}
 
 impl FromSettings {
     /// The host of the provider's settings, over the lists of this configuration's run.
@@ -54,8 +33,11 @@ impl FromSettings {
     }
 }
 
+// The production clients: the shared client of the provider's `kubernetes` settings, with
+// the lists of the provider configuration's run ([`Cached`]) for refresh and plan.
+
 #[async_trait]
-impl ObjectsBackend for FromSettings {
+impl Connect<dyn HostObjects> for FromSettings {
     async fn connect(
         &self,
         ctx: &Context,
@@ -73,14 +55,45 @@ impl ObjectsBackend for FromSettings {
     }
 }
 
-/// A given client, for tests and tools that bring their own.
 #[async_trait]
-impl<A: HostObjects + 'static> ObjectsBackend for Arc<A> {
+impl Connect<dyn HostNodes> for FromSettings {
+    async fn connect(
+        &self,
+        ctx: &Context,
+        needed_by: &str,
+    ) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::new(FromSettings::host(ctx, needed_by, false).await?))
+    }
+
+    async fn connect_reader(
+        &self,
+        ctx: &Context,
+        needed_by: &str,
+    ) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::new(FromSettings::host(ctx, needed_by, true).await?))
+    }
+}
+
+// Given clients, for tests and tools that bring their own.
+
+#[async_trait]
+impl<A: HostObjects + 'static> Connect<dyn HostObjects> for Arc<A> {
     async fn connect(
         &self,
         _ctx: &Context,
         _needed_by: &str,
     ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
         Ok(Arc::clone(self) as Arc<dyn HostObjects>)
+    }
+}
+
+#[async_trait]
+impl<A: HostNodes + 'static> Connect<dyn HostNodes> for Arc<A> {
+    async fn connect(
+        &self,
+        _ctx: &Context,
+        _needed_by: &str,
+    ) -> Result<Arc<dyn HostNodes>, Diagnostics> {
+        Ok(Arc::clone(self) as Arc<dyn HostNodes>)
     }
 }
