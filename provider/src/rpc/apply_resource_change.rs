@@ -13,20 +13,16 @@ pub(crate) async fn handle(
         private: req.planned_private.clone(),
         ..Default::default()
     };
-    let kind = match super::resource(shared, &req.type_name) {
-        Ok(k) => k,
-        Err(d) => {
-            resp.diagnostics.push(convert::diagnostic(&d));
-            return resp;
-        }
-    };
-    let ty = kind.schema().value_type();
-    let decoded = convert::decode(req.prior_state.as_ref(), &ty, "prior state").and_then(|prior| {
-        let planned = convert::decode(req.planned_state.as_ref(), &ty, "planned state")?;
-        let config = convert::decode(req.config.as_ref(), &ty, "configuration")?;
-        Ok((prior, planned, config))
-    });
-    let (prior, planned, config) = match decoded {
+    let decoded = super::resource_values(
+        shared,
+        &req.type_name,
+        [
+            (req.prior_state.as_ref(), "prior state"),
+            (req.planned_state.as_ref(), "planned state"),
+            (req.config.as_ref(), "configuration"),
+        ],
+    );
+    let (kind, ty, [prior, planned, config]) = match decoded {
         Ok(v) => v,
         Err(d) => {
             resp.diagnostics.push(convert::diagnostic(&d));

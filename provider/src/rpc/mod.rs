@@ -30,7 +30,7 @@ pub mod validate_resource_config;
 use gpufleet_engine::{
     diag::Diagnostic,
     kinds::{ActionKind, DataSourceKind, EphemeralKind, ListKind, ResourceKind},
-    value::Value,
+    value::{Type, Value},
 };
 
 use crate::{convert, proto::tfplugin6 as pb, server::Shared};
@@ -51,6 +51,29 @@ fn resource(shared: &Shared, name: &str) -> Result<&'static dyn ResourceKind, Di
         .kinds
         .resource(name)
         .ok_or_else(|| unknown_type("Resource", name))
+}
+
+/// A resource request's kind, its value type, and the values the request carries decoded
+/// against that type, in the order given: the preamble the resource RPCs share. The first
+/// value that does not decode is the error.
+fn resource_values<const N: usize>(
+    shared: &Shared,
+    type_name: &str,
+    values: [(Option<&pb::DynamicValue>, &str); N],
+) -> Result<(&'static dyn ResourceKind, Type, [Value; N]), Diagnostic> {
+    let kind = resource(shared, type_name)?;
+    let ty = kind.schema().value_type();
+    let mut failed = None;
+    let decoded = values.map(|(dv, what)| {
+        convert::decode(dv, &ty, what).unwrap_or_else(|d| {
+            failed.get_or_insert(d);
+            Value::Null
+        })
+    });
+    match failed {
+        Some(d) => Err(d),
+        None => Ok((kind, ty, decoded)),
+    }
 }
 
 /// Looks up a data source kind or says which one is missing.

@@ -12,20 +12,16 @@ pub(crate) async fn handle(
         planned_private: req.prior_private.clone(),
         ..Default::default()
     };
-    let kind = match super::resource(shared, &req.type_name) {
-        Ok(k) => k,
-        Err(d) => {
-            resp.diagnostics.push(convert::diagnostic(&d));
-            return resp;
-        }
-    };
-    let ty = kind.schema().value_type();
-    let decoded = convert::decode(req.prior_state.as_ref(), &ty, "prior state").and_then(|prior| {
-        let proposed = convert::decode(req.proposed_new_state.as_ref(), &ty, "proposed state")?;
-        let config = convert::decode(req.config.as_ref(), &ty, "configuration")?;
-        Ok((prior, proposed, config))
-    });
-    let (prior, proposed, config) = match decoded {
+    let decoded = super::resource_values(
+        shared,
+        &req.type_name,
+        [
+            (req.prior_state.as_ref(), "prior state"),
+            (req.proposed_new_state.as_ref(), "proposed state"),
+            (req.config.as_ref(), "configuration"),
+        ],
+    );
+    let (kind, ty, [prior, proposed, config]) = match decoded {
         Ok(v) => v,
         Err(d) => {
             resp.diagnostics.push(convert::diagnostic(&d));

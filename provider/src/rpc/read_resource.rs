@@ -12,16 +12,13 @@ pub(crate) async fn handle(
         private: req.private.clone(),
         ..Default::default()
     };
-    let kind = match super::resource(shared, &req.type_name) {
-        Ok(k) => k,
-        Err(d) => {
-            resp.diagnostics.push(convert::diagnostic(&d));
-            return resp;
-        }
-    };
-    let ty = kind.schema().value_type();
-    let state = match convert::decode(req.current_state.as_ref(), &ty, "current state") {
-        Ok(s) => s,
+    let decoded = super::resource_values(
+        shared,
+        &req.type_name,
+        [(req.current_state.as_ref(), "current state")],
+    );
+    let (kind, ty, [state]) = match decoded {
+        Ok(v) => v,
         Err(d) => {
             resp.diagnostics.push(convert::diagnostic(&d));
             return resp;
