@@ -1,10 +1,13 @@
-//! What the HTTP backends (BCM, Netris) share: one client per settings, and PEM values that
-//! are either inline text or a path.
+//! What the HTTP backends (BCM, Netris) share: one client per settings, the login session a
+//! client keeps, how calls are retried, secrets, and PEM values that are either inline text or
+//! a path.
 
 use std::{
     collections::HashMap,
+    fmt,
     hash::Hash,
     sync::{Arc, Mutex, OnceLock, PoisonError},
+    time::Duration,
 };
 
 /// Clients shared by every operation with the same settings, so connections and logins are
@@ -31,6 +34,119 @@ impl<K: Hash + Eq + Clone, C> ClientCache<K, C> {
         let client = Arc::new(make()?);
         clients.insert(key.clone(), Arc::clone(&client));
         Ok(client)
+    }
+}
+
+/// A secret string: never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(redacted)")
+    }
+}
+
+/// How idempotent calls are retried: up to `attempts` tries, waiting `base * 2^n` (capped at
+/// `max_delay`) with random jitter between tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included (1: no retries).
+    pub attempts: u32,
+    /// The first delay.
+    pub base_delay: Duration,
+    /// The longest delay.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 4,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay after failed try number `attempt` (1-based): exponential, capped, with
+    /// "equal jitter" (half fixed, half random) so concurrent clients spread out but never
+    /// retry immediately.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        let capped = exp.min(self.max_delay);
+        let half = capped / 2;
+        let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+        half + Duration::from_millis(fastrand::u64(0..=jitter_ms))
+    }
+}
+
+/// Runs `try_once` until it succeeds, fails with an error `retry_on` refuses, or has had
+/// every try of `policy`, waiting the policy's delay between tries.
+pub(crate) async fn with_retries<T, E, Fut>(
+    policy: &RetryPolicy,
+    retry_on: impl Fn(&E) -> bool,
+    mut try_once: impl FnMut() -> Fut,
+) -> Result<T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut attempt = 1;
+    loop {
+        match try_once().await {
+            Err(e) if retry_on(&e) && attempt < policy.attempts => {
+                tokio::time::sleep(policy.delay(attempt)).await;
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// The login a server keeps for a client (a session cookie or token), shared by the client's
+/// calls. Its generation counts logins, so that of several calls that see the same session
+/// expire, only the first logs in again.
+#[derive(Default)]
+pub(crate) struct LoginSession(tokio::sync::Mutex<(Option<Secret>, u64)>);
+
+impl LoginSession {
+    /// The session and its generation; `log_in` first when there is none. Calls wait for a
+    /// login under way rather than log in beside it.
+    pub(crate) async fn get_or_log_in<E>(
+        &self,
+        log_in: impl Future<Output = Result<Secret, E>>,
+    ) -> Result<(Secret, u64), E> {
+        let mut s = self.0.lock().await;
+        if let Some(secret) = &s.0 {
+            return Ok((secret.clone(), s.1));
+        }
+        let secret = log_in.await?;
+        s.0 = Some(secret.clone());
+        s.1 += 1;
+        Ok((secret, s.1))
+    }
+
+    /// Forgets the session of `generation`, unless another call has already replaced it.
+    pub(crate) async fn expire(&self, generation: u64) {
+        let mut s = self.0.lock().await;
+        if s.1 == generation {
+            s.0 = None;
+        }
     }
 }
 
@@ -62,6 +178,48 @@ pub(crate) fn read_pem(value: &str, label: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn retries_stop_at_success_a_refused_error_or_the_last_try() {
+        let policy = RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        };
+        let tries = std::cell::Cell::new(0);
+        let transient = |e: &&str| *e == "busy";
+        let run = |answers: &'static [Result<u8, &'static str>]| {
+            tries.set(0);
+            let tries = &tries;
+            with_retries(&policy, transient, move || async move {
+                let n = tries.get();
+                tries.set(n + 1);
+                answers[n.min(answers.len() - 1)]
+            })
+        };
+        assert_eq!(run(&[Err("busy"), Ok(7)]).await, Ok(7));
+        assert_eq!(tries.get(), 2);
+        assert_eq!(run(&[Err("refused"), Ok(7)]).await, Err("refused"));
+        assert_eq!(tries.get(), 1);
+        assert_eq!(run(&[Err("busy")]).await, Err("busy"));
+        assert_eq!(tries.get(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_session_logs_in_once_until_its_generation_expires() {
+        let session = LoginSession::default();
+        let login = |s: &str| std::future::ready(Ok::<_, ()>(Secret::new(s)));
+        let (first, generation) = session.get_or_log_in(login("a")).await.expect("login");
+        assert_eq!((first.expose(), generation), ("a", 1));
+        let (again, _) = session.get_or_log_in(login("b")).await.expect("kept");
+        assert_eq!(again.expose(), "a");
+        session.expire(0).await;
+        let (kept, _) = session.get_or_log_in(login("c")).await.expect("kept");
+        assert_eq!(kept.expose(), "a", "a stale generation expires nothing");
+        session.expire(generation).await;
+        let (fresh, next) = session.get_or_log_in(login("d")).await.expect("login");
+        assert_eq!((fresh.expose(), next), ("d", 2));
+    }
 
     #[test]
     fn pem_is_text_or_a_path() {

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use reqwest::{StatusCode, header};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
+
+use crate::backends::shared::{LoginSession, with_retries};
 
 use super::{
     Auth, BcmApi, BcmConfig, CallStats, RetryPolicy, Secret,
@@ -25,14 +26,6 @@ use super::{
 
 /// The login cookie's name.
 const TOKEN_COOKIE: &str = "cm-login-token";
-
-/// The login token and a counter of logins, so that of several calls that see the same
-/// token expire, only the first logs in again.
-#[derive(Default)]
-struct Session {
-    token: Option<Secret>,
-    generation: u64,
-}
 
 /// How one request ended, before the retry policy looks at it.
 enum Outcome {
@@ -48,7 +41,7 @@ pub struct BcmClient {
     login: Option<(String, Secret)>,
     request_timeout: Duration,
     retry: RetryPolicy,
-    session: Mutex<Session>,
+    session: LoginSession,
     counters: StdMutex<BTreeMap<String, u64>>,
 }
 
@@ -97,7 +90,7 @@ impl BcmClient {
             login,
             request_timeout: config.request_timeout,
             retry: config.retry,
-            session: Mutex::new(Session::default()),
+            session: LoginSession::default(),
             counters: StdMutex::default(),
         })
     }
@@ -152,65 +145,48 @@ impl BcmClient {
         let Some((username, password)) = &self.login else {
             return Ok(None);
         };
-        let mut s = self.session.lock().await;
-        if let Some(t) = &s.token {
-            return Ok(Some((t.clone(), s.generation)));
-        }
-        let token = self.log_in(username, password).await?;
-        s.token = Some(token.clone());
-        s.generation += 1;
-        Ok(Some((token, s.generation)))
-    }
-
-    /// Forgets the token of `generation`, unless another call has already replaced it.
-    async fn expire(&self, generation: u64) {
-        let mut s = self.session.lock().await;
-        if s.generation == generation {
-            s.token = None;
-        }
+        let session = self.session.get_or_log_in(self.log_in(username, password));
+        session.await.map(Some)
     }
 
     /// `{"service": "login", …}`; returns the `cm-login-token` cookie. Retried like a
     /// read, since logging in twice does no harm.
     async fn log_in(&self, username: &str, password: &Secret) -> Result<Secret, BcmError> {
-        let fail = |source| BcmError::Login {
-            endpoint: self.base.clone(),
-            source,
-        };
-        let body = json!({"service": "login", "username": username, "password": password.expose()});
-        let mut attempt = 1;
-        loop {
+        let body =
+            &json!({"service": "login", "username": username, "password": password.expose()});
+        let answered = with_retries(&self.retry, ApiError::is_transient, move || async move {
             self.count("login".to_owned());
-            let sent = self
+            let resp = self
                 .http
                 .post(format!("{}/json", self.base))
-                .json(&body)
+                .json(body)
                 .send()
-                .await;
-            let err = match sent {
-                Ok(resp) if resp.status().is_success() => {
-                    let token = login_token(resp.headers());
-                    let text = resp.text().await.unwrap_or_default();
-                    return match (parse_answer(StatusCode::OK, &text), token) {
-                        (Err(e), _) => Err(fail(e)),
-                        (Ok(Value::Bool(true)), Some(t)) => Ok(t),
-                        (Ok(_), _) => Err(fail(ApiError::Refused(
-                            "login refused (wrong username or password)".to_owned(),
-                        ))),
-                    };
-                }
-                Ok(resp) => ApiError::Status {
+                .await
+                .map_err(|e| self.transport_error(e))?;
+            if !resp.status().is_success() {
+                return Err(ApiError::Status {
                     status: resp.status().as_u16(),
                     message: "login refused".to_owned(),
-                },
-                Err(e) => self.transport_error(e),
-            };
-            if !err.is_transient() || attempt >= self.retry.attempts {
-                return Err(fail(err));
+                });
             }
-            tokio::time::sleep(self.retry.delay(attempt)).await;
-            attempt += 1;
-        }
+            // The answer is final: a refusal will not turn into a token with another try.
+            let token = login_token(resp.headers());
+            let text = resp.text().await.unwrap_or_default();
+            Ok(match (parse_answer(StatusCode::OK, &text), token) {
+                (Err(e), _) => Err(e),
+                (Ok(Value::Bool(true)), Some(t)) => Ok(t),
+                (Ok(_), _) => Err(ApiError::Refused(
+                    "login refused (wrong username or password)".to_owned(),
+                )),
+            })
+        })
+        .await;
+        answered
+            .and_then(|token| token)
+            .map_err(|source| BcmError::Login {
+                endpoint: self.base.clone(),
+                source,
+            })
     }
 
     /// One logical call: logs in when needed (once more on 401), retries reads on
@@ -233,7 +209,7 @@ impl BcmClient {
                 Outcome::Unauthorized => match session {
                     Some((_, generation)) if !logged_in_again => {
                         logged_in_again = true;
-                        self.expire(generation).await;
+                        self.session.expire(generation).await;
                     }
                     _ => {
                         return Err(ApiError::Status {

@@ -13,10 +13,11 @@ use std::{
 use async_trait::async_trait;
 use reqwest::{Method, StatusCode, header};
 use serde::{Serialize, de::DeserializeOwned};
-use tokio::sync::Mutex;
+
+use crate::backends::shared::{LoginSession, with_retries};
 
 use super::{
-    CallStats, NetrisApi, NetrisConfig, Secret,
+    CallStats, NetrisApi, NetrisConfig, RetryPolicy, Secret,
     error::{ApiError, NetrisError},
     https_client_builder,
     types::{
@@ -24,43 +25,6 @@ use super::{
         Vpc,
     },
 };
-
-/// How idempotent calls are retried: up to `attempts` tries, waiting `base * 2^n` (capped at
-/// `max_delay`) with random jitter between tries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RetryPolicy {
-    /// Tries in all, the first included (1: no retries).
-    pub attempts: u32,
-    /// The first delay.
-    pub base_delay: Duration,
-    /// The longest delay.
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> RetryPolicy {
-        RetryPolicy {
-            attempts: 4,
-            base_delay: Duration::from_millis(250),
-            max_delay: Duration::from_secs(5),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The delay after failed try number `attempt` (1-based): exponential, capped, with
-    /// "equal jitter" (half fixed, half random) so concurrent clients spread out but never
-    /// retry immediately.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let exp = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-        let capped = exp.min(self.max_delay);
-        let half = capped / 2;
-        let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
-        half + Duration::from_millis(fastrand::u64(0..=jitter_ms))
-    }
-}
 
 /// The routes the client calls; each has its own request counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,14 +108,6 @@ impl Route {
     }
 }
 
-/// The session: the `connect.sid` cookie and a counter of logins, so that of several calls
-/// that see the same session expire, only the first logs in again.
-#[derive(Default)]
-struct Session {
-    cookie: Option<Secret>,
-    generation: u64,
-}
-
 /// How one request ended, before the retry policy looks at it.
 enum Outcome {
     /// The controller answered with success.
@@ -178,7 +134,7 @@ pub struct NetrisClient {
     password: Secret,
     request_timeout: Duration,
     retry: RetryPolicy,
-    session: Mutex<Session>,
+    session: LoginSession,
     counters: [AtomicU64; Route::ALL.len()],
 }
 
@@ -211,7 +167,7 @@ impl NetrisClient {
             password: config.password,
             request_timeout: config.request_timeout,
             retry: config.retry,
-            session: Mutex::new(Session::default()),
+            session: LoginSession::default(),
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
         })
     }
@@ -266,73 +222,50 @@ impl NetrisClient {
 
     /// The session cookie and its generation, logging in first when there is none.
     async fn session(&self) -> Result<(Secret, u64), NetrisError> {
-        let mut s = self.session.lock().await;
-        if let Some(c) = &s.cookie {
-            return Ok((c.clone(), s.generation));
-        }
-        let cookie = self.login().await?;
-        s.cookie = Some(cookie.clone());
-        s.generation += 1;
-        Ok((cookie, s.generation))
-    }
-
-    /// Forgets the session of `generation`, unless another call has already replaced it.
-    async fn expire(&self, generation: u64) {
-        let mut s = self.session.lock().await;
-        if s.generation == generation {
-            s.cookie = None;
-        }
+        self.session.get_or_log_in(self.login()).await
     }
 
     /// `POST /api/auth`; returns the `connect.sid` cookie. Retried like an idempotent call,
     /// since logging in twice does no harm.
     async fn login(&self) -> Result<Secret, NetrisError> {
-        let fail = |source| NetrisError::Login {
-            endpoint: self.base.clone(),
-            source,
-        };
-        let body = serde_json::json!({
+        let body = &serde_json::json!({
             "user": self.username,
             "password": self.password.expose(),
             "auth_scheme_id": 1,
         });
-        let mut attempt = 1;
-        loop {
+        let answered = with_retries(&self.retry, ApiError::is_transient, move || async move {
             self.counters[Route::Login.index()].fetch_add(1, Ordering::Relaxed);
-            let sent = self
+            let resp = self
                 .http
                 .post(format!("{}/api/auth", self.base))
-                .json(&body)
+                .json(body)
                 .send()
-                .await;
-            let err = match sent {
-                Ok(resp) if resp.status().is_success() => {
-                    return session_cookie(resp.headers()).ok_or_else(|| {
-                        fail(ApiError::Decode(
-                            "the login answer set no connect.sid cookie".to_owned(),
-                        ))
-                    });
-                }
-                Ok(resp) => {
-                    let status = resp.status();
-                    let text = resp.text().await.unwrap_or_default();
-                    match parse_envelope(status, &text) {
-                        Err(e) => e,
-                        Ok(_) => ApiError::Status {
-                            status: status.as_u16(),
-                            message: "login refused".to_owned(),
-                            errors: String::new(),
-                        },
-                    }
-                }
-                Err(e) => self.transport_error(e),
-            };
-            if !err.is_transient() || attempt >= self.retry.attempts {
-                return Err(fail(err));
+                .await
+                .map_err(|e| self.transport_error(e))?;
+            let status = resp.status();
+            if status.is_success() {
+                // The answer is final: a missing cookie will not come with another try.
+                return Ok(session_cookie(resp.headers()).ok_or_else(|| {
+                    ApiError::Decode("the login answer set no connect.sid cookie".to_owned())
+                }));
             }
-            tokio::time::sleep(self.retry.delay(attempt)).await;
-            attempt += 1;
-        }
+            let text = resp.text().await.unwrap_or_default();
+            Err(match parse_envelope(status, &text) {
+                Err(e) => e,
+                Ok(_) => ApiError::Status {
+                    status: status.as_u16(),
+                    message: "login refused".to_owned(),
+                    errors: String::new(),
+                },
+            })
+        })
+        .await;
+        answered
+            .and_then(|cookie| cookie)
+            .map_err(|source| NetrisError::Login {
+                endpoint: self.base.clone(),
+                source,
+            })
     }
 
     /// One logical call: logs in when needed, logs in again once on 401, retries idempotent
@@ -352,7 +285,7 @@ impl NetrisClient {
                 Outcome::Ok(env) => return Ok(env),
                 Outcome::Unauthorized if !logged_in_again => {
                     logged_in_again = true;
-                    self.expire(generation).await;
+                    self.session.expire(generation).await;
                 }
                 Outcome::Unauthorized => {
                     return Err(step(ApiError::Status {

@@ -46,7 +46,7 @@ use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use cache::Cached;
-pub use client::{NetrisClient, RetryPolicy};
+pub use client::NetrisClient;
 pub use error::{ApiError, NetrisError};
 pub use types::{
     AllocationWrite, DhcpRange, Envelope, GatewayRead, GatewayWrite, IdRef, IpamNode, Link, Named,
@@ -54,7 +54,10 @@ pub use types::{
     Vpc,
 };
 
-pub use crate::backends::connect::FromSettings;
+pub use crate::backends::{
+    connect::FromSettings,
+    shared::{RetryPolicy, Secret},
+};
 use crate::{
     backends::connect::Connect,
     backends::shared::{ClientCache, read_pem},
@@ -177,28 +180,6 @@ impl CallStats {
                 .filter(|(_, v)| *v > 0)
                 .collect(),
         }
-    }
-}
-
-/// A secret string: never shown by `Debug`.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Secret {
-        Secret(s.into())
-    }
-
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("(redacted)")
     }
 }
 
