@@ -28,7 +28,7 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 pub(super) enum NodeError {
     /// A BCM call failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Bcm(BcmError),
     /// The install stopped in a failure state.
     #[error("node stopped in {}", .0.status)]

@@ -14,13 +14,13 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PoolError {
     /// A host-cluster call failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Host(HostError),
     /// A claim or release failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Claim(ClaimError),
     /// A Base Command Manager call failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Bcm(BcmError),
 }
 

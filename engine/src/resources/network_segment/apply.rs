@@ -25,7 +25,7 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 pub(super) enum SegmentError {
     /// A controller call failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Netris(NetrisError),
 }
 
