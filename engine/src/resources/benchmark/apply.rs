@@ -34,28 +34,29 @@ use tokio::time::Instant;
 use crate::{
     apply::{bounded, subject},
     backends::kube::{
-        DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, ObjectError,
+        ObjectError,
         host::{HostObjects, ObjectKind},
-        json::{labels_by_name, labels_of, str_at},
+        json::str_at,
     },
     context::Context,
     diag::Diagnostic,
     kinds::{ApplyResponse, ProgressSink},
-    tenancy::pool_label,
     timeouts::{Operation, Timeouts},
     value::Value,
 };
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME,
-    archive::{self, Keeper, RepeatLogs},
+    archive::{Keeper, RepeatLogs},
+    archive_store::{keep_archive, remove_archive},
+    cluster_facts::{PoolInfo, gpu_operator_versions, node_records, pool_info, vc_versions},
     commands,
-    config::{ArchiveRecord, BenchmarkConfig, recorded_archive},
+    config::{BenchmarkConfig, recorded_archive},
     environment::{Environment, NodeRecord, node_differences},
     launch::{self, Launcher},
     model::{BenchmarkSpec, RecordedRun},
     prescreen,
-    render::{self, Placement, SPEC_HASH_ANNOTATION, Toleration},
+    render::{self, SPEC_HASH_ANNOTATION},
     results::{Observed, UnitRuns, launcher_name, observe, record, record_run},
     schema::ARCHIVE,
     shape::Shape,
@@ -64,13 +65,6 @@ use super::{
 };
 
 pub use super::error::{RunError, StepError};
-
-/// The label of a Helm release's objects that carries its version: on the GPU Operator's
-/// ClusterPolicy, the operator's.
-const HELM_VERSION_LABEL: &str = "app.kubernetes.io/version";
-
-/// The MIG config of a node whose MIG is off.
-const MIG_DISABLED: &str = "all-disabled";
 
 /// The detail of a run, or its cleanup, that stopped with `e`; `then` says what became of
 /// the run's objects. A benchmark's stop names no step: the run is one.
@@ -104,146 +98,8 @@ fn describe_differences(differences: &[(String, BTreeMap<String, String>)]) -> S
         .join(", ")
 }
 
-/// The record of each node, from the pool's listing (or read, for a node that left it).
-async fn node_records(
-    cluster: &dyn HostObjects,
-    pool: &PoolInfo,
-    nodes: &[String],
-) -> Result<BTreeMap<String, NodeRecord>, StepError> {
-    let mut records = BTreeMap::new();
-    for n in nodes {
-        let labels = match pool.nodes.get(n) {
-            Some(l) => l.clone(),
-            None => cluster
-                .get(ObjectKind::Node, None, n)
-                .await?
-                .map(|o| labels_of(&o))
-                .unwrap_or_default(),
-        };
-        records.insert(n.clone(), NodeRecord::from_labels(&labels));
-    }
-    Ok(records)
-}
-
-/// The GPU Operator's release and the device plugin's, from the one ClusterPolicy: its Helm
-/// chart's `app.kubernetes.io/version` label and `spec.devicePlugin.version`. Empty when the
-/// cluster has no GPU Operator. Read before the run, so a failed read costs no GPU time.
-async fn gpu_operator_versions(cluster: &dyn HostObjects) -> Result<(String, String), StepError> {
-    if !cluster.serves(ObjectKind::ClusterPolicy).await? {
-        return Ok(Default::default());
-    }
-    let policies = cluster.list(ObjectKind::ClusterPolicy, None, "").await?;
-    let [policy] = policies.as_slice() else {
-        return Ok(Default::default());
-    };
-    let operator = labels_of(policy)
-        .get(HELM_VERSION_LABEL)
-        .cloned()
-        .unwrap_or_default();
-    let plugin = str_at(policy, "/spec/devicePlugin/version")
-        .unwrap_or_default()
-        .to_owned();
-    Ok((operator, plugin))
-}
-
 fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// What the pool lends the run.
-#[derive(Debug, Default)]
-struct PoolInfo {
-    placement: Placement,
-    nodes: BTreeMap<String, BTreeMap<String, String>>,
-    sharing: String,
-}
-
-/// The pool's nodes, placement and sharing mode.
-async fn pool_info(cluster: &dyn HostObjects, spec: &BenchmarkSpec) -> Result<PoolInfo, StepError> {
-    let Some(pool) = &spec.pool else {
-        return Ok(PoolInfo {
-            sharing: "none".to_owned(),
-            ..PoolInfo::default()
-        });
-    };
-    let label = pool_label(&pool.vc.name, &pool.name);
-    let selector = format!("{}={label}", crate::backends::kube::POOL);
-    let nodes = cluster.list(ObjectKind::Node, None, &selector).await?;
-    if nodes.is_empty() {
-        return Err(RunError::Setup(format!(
-            "node pool {} has no nodes (none is labelled {selector}).",
-            pool.id()
-        ))
-        .into());
-    }
-    let mut extra = Vec::new();
-    for n in &nodes {
-        for t in n
-            .pointer("/spec/taints")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let effect = str_at(t, "/effect").unwrap_or_default();
-            if effect == "NoSchedule" || effect == "NoExecute" {
-                extra.push(Toleration {
-                    key: str_at(t, "/key").unwrap_or_default().to_owned(),
-                    value: str_at(t, "/value").map(str::to_owned),
-                    effect: effect.to_owned(),
-                });
-            }
-        }
-    }
-    let by_name = labels_by_name(&nodes);
-    let first = by_name.values().next().cloned().unwrap_or_default();
-    // A node whose MIG is off (a MIG pool let it go with the fleet's default) runs whole
-    // GPUs, like one that never had MIG: the same experiment records the same sharing.
-    let sharing = if let Some(c) = first
-        .get(MIG_CONFIG_LABEL)
-        .filter(|c| c.as_str() != MIG_DISABLED)
-    {
-        format!("mig:{c}")
-    } else if let Some(c) = first.get(DEVICE_PLUGIN_CONFIG_LABEL) {
-        format!("time-slicing:{c}")
-    } else {
-        "none".to_owned()
-    };
-    Ok(PoolInfo {
-        placement: Placement::on_pool(&label, &pool.vc.name, &extra),
-        nodes: by_name,
-        sharing,
-    })
-}
-
-/// The virtual cluster's vCluster and Kubernetes versions, from its StatefulSet's images.
-async fn vc_versions(
-    cluster: &dyn HostObjects,
-    spec: &BenchmarkSpec,
-) -> Result<(String, String), StepError> {
-    let Some(vc) = &spec.vc else {
-        return Ok(Default::default());
-    };
-    let Some(sts) = cluster
-        .get(ObjectKind::StatefulSet, Some(&vc.namespace), &vc.name)
-        .await?
-    else {
-        return Ok(Default::default());
-    };
-    let tag = |path: &str, container: &str| {
-        sts.pointer(path)
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| str_at(c, "/name") == Some(container))
-            .and_then(|c| str_at(c, "/image"))
-            .and_then(|i| i.rsplit_once(':'))
-            .map(|(_, t)| t.to_owned())
-            .unwrap_or_default()
-    };
-    Ok((
-        tag("/spec/template/spec/containers", "syncer"),
-        tag("/spec/template/spec/initContainers", "kubernetes"),
-    ))
 }
 
 /// Deletes everything a benchmark made in `namespace`: Job, Service and any pod left.
@@ -686,129 +542,6 @@ async fn execute(
         new_state: state,
         diagnostics,
     })
-}
-
-/// Writes the archive of the run recorded in `state` ([`archive`]), whose repeats left
-/// `logs`, under `keeper`'s names, part 0 (the index) last, so that an archive whose part 0
-/// is there is whole. A write that fails removes what it wrote. A resource's parts past the
-/// new archive's last (of a larger archive before) are removed when gpufleet may; when not,
-/// the archive stands and the error comes back beside it (destroy removes them).
-async fn keep_archive(
-    cluster: &dyn HostObjects,
-    spec: &BenchmarkSpec,
-    keeper: Keeper,
-    state: &Value,
-    main: &Json,
-    logs: &[RepeatLogs<'_>],
-) -> Result<(archive::Archive, Option<ObjectError>), ObjectError> {
-    let recorded = BenchmarkConfig::decode(state);
-    let started_at = recorded.started_at.value().map_or("", String::as_str);
-    let prefix = keeper.prefix(&spec.name, started_at);
-    let written_at = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
-    let files = archive::files(state, main, logs, &written_at);
-    let packed = archive::pack(&prefix, keeper, &spec.namespace, &spec.name, &files);
-    let write = async {
-        for part in packed.parts.iter().skip(1).chain(packed.parts.first()) {
-            cluster.apply(part).await?;
-        }
-        Ok::<(), ObjectError>(())
-    };
-    if let Err(e) = write.await {
-        for n in 0..archive::MAX_PARTS {
-            let part = archive::part_name(&prefix, n);
-            let _ = cluster
-                .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &part)
-                .await;
-        }
-        return Err(e);
-    }
-    let mut stale_left = None;
-    if keeper == Keeper::Resource {
-        for n in packed.parts.len()..archive::MAX_PARTS {
-            let stale = archive::part_name(&prefix, n);
-            if let Err(e) = cluster
-                .delete(ObjectKind::ConfigMap, Some(&spec.namespace), &stale)
-                .await
-            {
-                stale_left = Some(e);
-                break;
-            }
-        }
-    }
-    Ok((packed, stale_left))
-}
-
-/// Removes the archive `recorded` of a run (destroy): the parts a state from
-/// before fixed names names, then the fixed parts while part 0's index still carries the
-/// recorded SHA-256, or part 0 is missing (a write that stopped half-way) — a run that
-/// replaced this one (`create_before_destroy`) wrote its own under the same names. An archive
-/// gpufleet may not read or remove (its credentials lack ConfigMap rights) is a warning, not
-/// a failed destroy.
-async fn remove_archive(
-    cluster: &dyn HostObjects,
-    namespace: &str,
-    name: &str,
-    recorded: &ArchiveRecord,
-) -> Result<Option<Diagnostic>, ObjectError> {
-    let prefix = Keeper::Resource.prefix(name, "");
-    let fixed: Vec<String> = (0..archive::MAX_PARTS)
-        .map(|n| archive::part_name(&prefix, n))
-        .collect();
-    let old: Vec<String> = recorded
-        .configmaps
-        .iter()
-        .filter(|p| !fixed.contains(p))
-        .cloned()
-        .collect();
-    if let Some(left) = delete_parts(cluster, namespace, name, &old).await? {
-        return Ok(Some(left));
-    }
-    let recorded = recorded.sha256.value().map(String::as_str);
-    let ours = match cluster
-        .get(ObjectKind::ConfigMap, Some(namespace), &fixed[0])
-        .await
-    {
-        Ok(found) => found.is_none_or(|p| archive::index_sha256(&p).as_deref() == recorded),
-        Err(e) if e.is_forbidden() => return Ok(Some(archive_left(namespace, name, &e))),
-        Err(e) => return Err(e),
-    };
-    if !ours {
-        return Ok(None);
-    }
-    delete_parts(cluster, namespace, name, &fixed).await
-}
-
-/// Deletes the archive parts `parts`; a refusal to delete is the warning of
-/// [`archive_left`].
-async fn delete_parts(
-    cluster: &dyn HostObjects,
-    namespace: &str,
-    name: &str,
-    parts: &[String],
-) -> Result<Option<Diagnostic>, ObjectError> {
-    for part in parts {
-        match cluster
-            .delete(ObjectKind::ConfigMap, Some(namespace), part)
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if e.is_forbidden() => return Ok(Some(archive_left(namespace, name, &e))),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
-}
-
-/// The warning of an archive destroy could not remove.
-fn archive_left(namespace: &str, name: &str, e: &ObjectError) -> Diagnostic {
-    Diagnostic::warning(
-        "Benchmark Archive Left",
-        format!(
-            "{TYPE_NAME} {name:?} is destroyed, but its archive stays in {namespace} ({e}). \
-             Remove it with `kubectl delete configmap -n {namespace} -l \
-             gpufleet.dev/record=archive,gpufleet.dev/benchmark={name}`."
-        ),
-    )
 }
 
 /// The prescreen of one unit (or of the whole run): everything of the run's removed first,

@@ -32,7 +32,9 @@
 
 pub mod apply;
 pub mod archive;
+mod archive_store;
 pub mod baseline;
+mod cluster_facts;
 pub mod commands;
 mod config;
 pub mod environment;
