@@ -184,10 +184,7 @@ impl ClusterConfig {
                     host: text(e.get(EXPOSE_HOST)),
                 })
             }),
-            labels: Known::decode(v.get(LABELS), |m| {
-                m.as_map()
-                    .map(|m| m.iter().map(|(k, x)| (k.clone(), text(x))).collect())
-            }),
+            labels: labels(v.get(LABELS)),
             values_override: text(v.get(VALUES_OVERRIDE)),
             admin_credentials_in_state: flag(v.get(ADMIN_CREDENTIALS_IN_STATE)),
             vcluster_version: text(v.get(VCLUSTER_VERSION)),
@@ -220,6 +217,33 @@ impl ClusterConfig {
             Known::Unknown => None,
             Known::Null => Some(true),
             Known::Value(b) => Some(b),
+        }
+    }
+}
+
+/// A map of labels, each value possibly unknown.
+fn labels(v: &Value) -> Known<BTreeMap<String, Known<String>>> {
+    Known::decode(v, |m| {
+        m.as_map()
+            .map(|m| m.iter().map(|(k, x)| (k.clone(), text(x))).collect())
+    })
+}
+
+/// The filters of the list resource, which share the resource's names for what they match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct ListFilter {
+    /// Only the virtual cluster in this host namespace.
+    pub(super) namespace: Known<String>,
+    /// Only virtual clusters whose namespace carries all of these labels.
+    pub(super) labels: Known<BTreeMap<String, Known<String>>>,
+}
+
+impl ListFilter {
+    /// Decodes the list resource's configuration `v`.
+    pub(super) fn decode(v: &Value) -> ListFilter {
+        ListFilter {
+            namespace: text(v.get(NAMESPACE)),
+            labels: labels(v.get(LABELS)),
         }
     }
 }
