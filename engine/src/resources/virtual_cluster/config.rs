@@ -1,8 +1,9 @@
 //! The virtual cluster's attributes decoded once into types: from a configuration, a
-//! proposed or planned value, or a prior state alike. Validate and plan read a
-//! [`ClusterConfig`] instead of the raw value; where [`Spec`](super::model::Spec) is the
-//! virtual cluster apply renders from a wholly known plan, any attribute here may still be
-//! unknown or left out. Pure: no I/O.
+//! proposed or planned value, or a prior state alike. Validate, plan, the model and refresh
+//! read a [`ClusterConfig`] instead of the raw value; where [`Spec`](super::model::Spec) is
+//! the virtual cluster apply renders from a wholly known plan, any attribute here may still be
+//! unknown or left out. The list resource's filters decode here too ([`ListFilter`]). Pure:
+//! no I/O.
 
 use std::collections::BTreeMap;
 
@@ -119,7 +120,7 @@ pub(super) struct ClusterConfig {
     pub(super) limit_range: Known<LimitRangeConfig>,
     pub(super) network_isolation: Known<bool>,
     pub(super) pod_security: Known<String>,
-    /// gpufleet renders nothing of it: planning warns when it is set.
+    /// gpufleet renders nothing of it (planning warns when it is set).
     pub(super) sleep: Known<SleepConfig>,
     pub(super) paused: Known<bool>,
     pub(super) persistence: Known<PersistenceConfig>,
@@ -333,6 +334,40 @@ mod tests {
         let p = c.persistence.value().expect("persistence");
         assert!(!p.is_known());
         assert_eq!(p.claim(), Persistence::default());
+    }
+
+    #[test]
+    fn quota_counts_are_whole_numbers_and_quantities_stay_as_written() {
+        let c = cluster(vec![(
+            "quota",
+            Value::object([
+                ("gpus", Value::int(8)),
+                ("cpu", Value::string("64")),
+                ("memory", Value::unknown()),
+                ("pods", Value::Null),
+            ]),
+        )]);
+        let q = c.quota.value().expect("quota");
+        assert_eq!(q.gpus, Known::Value(8));
+        assert_eq!(q.cpu, Known::Value("64".to_owned()));
+        assert!(q.memory.is_unknown() && q.pods.is_null());
+    }
+
+    #[test]
+    fn the_list_filters_read_the_namespace_and_labels() {
+        let f = ListFilter::decode(&Value::object([
+            ("namespace", Value::string("vc-a")),
+            (
+                "labels",
+                Value::Map([("team".to_owned(), Value::string("ml"))].into()),
+            ),
+        ]));
+        assert_eq!(f.namespace, Known::Value("vc-a".to_owned()));
+        assert_eq!(
+            f.labels.value().expect("labels")["team"],
+            Known::Value("ml".to_owned())
+        );
+        assert_eq!(ListFilter::decode(&Value::Null), ListFilter::default());
     }
 
     #[test]

@@ -38,7 +38,7 @@ use super::{
         DEFAULT_REQUEST_MEMORY, DRIFT, EXPOSE, ID, ISOLATIONS, KUBERNETES_VERSION, LABELS,
         LIMIT_RANGE, NAME, NAMESPACE, NETWORK_ISOLATION, PAUSED, PERSISTENCE, POD_SECURITY,
         POD_SECURITY_LEVELS, QUOTA, QUOTA_CPU, QUOTA_GPUS, QUOTA_MEMORY, QUOTA_PODS, SLEEP, STATUS,
-        VALUES_OVERRIDE, expose_value as exposed, persistence_value,
+        VALUES_OVERRIDE, expose_value, persistence_value,
     },
     values,
     versions::{self, VCLUSTER_VERSION},
@@ -298,10 +298,12 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
 /// stored vcluster.yaml on import (a refresh keeps the configured one, and a stored
 /// configuration edited out of band shows in `drift`). `None` keeps a prior value that
 /// means the same as it is.
-fn expose_value(prior: &Known<ExposeConfig>, seen: &Expose, importing: bool) -> Option<Value> {
+fn reflected_expose(prior: &Known<ExposeConfig>, seen: &Expose, importing: bool) -> Option<Value> {
+    if importing {
+        return Some(expose_value(seen));
+    }
     let was = match prior {
-        _ if importing => return Some(exposed(seen)),
-        Known::Null => return Some(exposed(seen)),
+        Known::Null => return Some(expose_value(seen)),
         Known::Unknown => Expose::default(),
         Known::Value(e) => e.or_defaults(),
     };
@@ -309,7 +311,7 @@ fn expose_value(prior: &Known<ExposeConfig>, seen: &Expose, importing: bool) -> 
         service_type: seen.service_type,
         host: was.host.clone(),
     };
-    (now != was).then(|| exposed(&now))
+    (now != was).then(|| expose_value(&now))
 }
 
 /// The state of a virtual cluster whose namespace is terminating, or gone while objects
@@ -449,7 +451,7 @@ pub fn observed_state(
             claim.map_or(Value::Null, |c| persistence_value(&c)),
         );
     }
-    if let Some(v) = expose_value(&was.expose, &observed.expose, importing) {
+    if let Some(v) = reflected_expose(&was.expose, &observed.expose, importing) {
         s.set_attr(EXPOSE, v);
     }
     let image_version = sts

@@ -13,8 +13,8 @@ use crate::{
     value::{Type, Value},
 };
 
-// Attribute names: the schema declares them and `config` decodes them, so validate and plan
-// read no attribute by a name of their own.
+// Attribute names: the schema declares them and `config` decodes them, so no other module
+// reads an attribute by a name of its own; what writes state names attributes by these.
 pub(super) const ID: &str = "id";
 pub(super) const NAME: &str = "name";
 pub(super) const NAMESPACE: &str = "namespace";
