@@ -47,6 +47,7 @@ use super::{
     persistence::{self, Persistence},
     readiness::{self, Readiness, WaitError},
     render::{self, Rendered},
+    schema::{DRIFT, ID, NAMESPACE, STATUS},
 };
 use crate::{
     apply::{self, KindError},
@@ -190,21 +191,21 @@ fn finished_state(planned: &Value, spec: &Spec, readiness: &Readiness) -> Value 
     };
     fill(
         &mut s,
-        "id",
+        ID,
         Value::string(format!("{}/{}", spec.namespace, spec.name)),
     );
-    fill(&mut s, "namespace", Value::string(spec.namespace.clone()));
+    fill(&mut s, NAMESPACE, Value::string(spec.namespace.clone()));
     let (status, access) = match readiness {
         Readiness::Ready(a) => ("Running", Some(a)),
         Readiness::Paused(a) => ("Paused", a.as_ref()),
         _ => ("Pending", None),
     };
-    fill(&mut s, "status", Value::string(status));
+    fill(&mut s, STATUS, Value::string(status));
     // The plan already made the credentials null when they stay out of state.
     for (k, v) in access_values(access, true) {
         fill(&mut s, k, v);
     }
-    fill(&mut s, "drift", Value::List(Vec::new()));
+    fill(&mut s, DRIFT, Value::List(Vec::new()));
     s.with_unknowns_nulled()
 }
 
@@ -457,7 +458,7 @@ pub async fn apply_upsert(
                 (true, true) => {
                     let mut s = finished_state(planned, &spec, &Readiness::Waiting(String::new()));
                     s.set_attr(
-                        "drift",
+                        DRIFT,
                         Value::List(vec![Value::string("the last apply did not finish")]),
                     );
                     s

@@ -1,29 +1,40 @@
 //! The virtual cluster's attributes decoded once into types: from a configuration, a
-//! proposed or planned value, or a prior state alike. Validate and plan read a
-//! [`ClusterConfig`] instead of the raw value; where [`Spec`](super::model::Spec) is the
-//! virtual cluster apply renders from a wholly known plan, any attribute here may still be
-//! unknown or left out. Pure: no I/O.
+//! proposed or planned value, or a prior state alike. Validate, plan, the model and refresh
+//! read a [`ClusterConfig`] instead of the raw value; where [`Spec`](super::model::Spec) is
+//! the virtual cluster apply renders from a wholly known plan, any attribute here may still be
+//! unknown or left out. The list resource's filters decode here too ([`ListFilter`]). Pure:
+//! no I/O.
 
 use std::collections::BTreeMap;
 
 use super::{
+    choices::Isolation,
     expose::{Expose, ServiceType},
-    model::Isolation,
     persistence::{DEFAULT_SIZE, Persistence},
     schema::{
-        ADMIN_CREDENTIALS_IN_STATE, DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_REQUEST_CPU,
-        DEFAULT_REQUEST_MEMORY, EXPOSE, EXPOSE_HOST, EXPOSE_TYPE, ID, ISOLATION,
-        KUBERNETES_VERSION, LABELS, LIMIT_RANGE, NAME, NAMESPACE, PAUSED, PERSISTENCE, SIZE, SLEEP,
-        STORAGE_CLASS, VALUES_OVERRIDE, VCLUSTER_VERSION,
+        ADMIN_CREDENTIALS_IN_STATE, AFTER_INACTIVITY, DEFAULT_CPU, DEFAULT_MEMORY,
+        DEFAULT_REQUEST_CPU, DEFAULT_REQUEST_MEMORY, EXPOSE, EXPOSE_HOST, EXPOSE_TYPE, ID,
+        ISOLATION, KUBERNETES_VERSION, LABELS, LIMIT_RANGE, NAME, NAMESPACE, NETWORK_ISOLATION,
+        PAUSED, PERSISTENCE, POD_SECURITY, QUOTA, QUOTA_CPU, QUOTA_GPUS, QUOTA_MEMORY, QUOTA_PODS,
+        SIZE, SLEEP, STORAGE_CLASS, VALUES_OVERRIDE, VCLUSTER_VERSION,
     },
 };
 use crate::value::{
     Known, Value,
-    known::{flag, text},
+    known::{flag, text, whole},
 };
 
+/// `quota`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct QuotaConfig {
+    pub(super) gpus: Known<i64>,
+    pub(super) cpu: Known<String>,
+    pub(super) memory: Known<String>,
+    pub(super) pods: Known<i64>,
+}
+
 /// `limit_range`: the quantities as written, which validation compares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct LimitRangeConfig {
     pub(super) default_cpu: Known<String>,
     pub(super) default_memory: Known<String>,
@@ -52,6 +63,21 @@ impl ExposeConfig {
             host,
         })
     }
+
+    /// How the control plane is reached, with what is not known read as the defaults: a
+    /// ClusterIP Service, no host.
+    pub(super) fn or_defaults(&self) -> Expose {
+        Expose {
+            service_type: self.service_type.value().copied().unwrap_or_default(),
+            host: self.host.value().cloned(),
+        }
+    }
+}
+
+/// `sleep`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct SleepConfig {
+    pub(super) after_inactivity: Known<String>,
 }
 
 /// `persistence`.
@@ -90,9 +116,12 @@ pub(super) struct ClusterConfig {
     pub(super) namespace: Known<String>,
     pub(super) kubernetes_version: Known<String>,
     pub(super) isolation: Known<Isolation>,
+    pub(super) quota: Known<QuotaConfig>,
     pub(super) limit_range: Known<LimitRangeConfig>,
-    /// Only whether it is set: gpufleet renders nothing of it.
-    pub(super) sleep: Known<()>,
+    pub(super) network_isolation: Known<bool>,
+    pub(super) pod_security: Known<String>,
+    /// gpufleet renders nothing of it (planning warns when it is set).
+    pub(super) sleep: Known<SleepConfig>,
     pub(super) paused: Known<bool>,
     pub(super) persistence: Known<PersistenceConfig>,
     pub(super) expose: Known<ExposeConfig>,
@@ -113,6 +142,14 @@ impl ClusterConfig {
             namespace: text(v.get(NAMESPACE)),
             kubernetes_version: text(v.get(KUBERNETES_VERSION)),
             isolation: Known::decode(v.get(ISOLATION), |x| x.as_str().and_then(Isolation::parse)),
+            quota: Known::decode(v.get(QUOTA), |q| {
+                q.as_object().map(|_| QuotaConfig {
+                    gpus: whole(q.get(QUOTA_GPUS)),
+                    cpu: text(q.get(QUOTA_CPU)),
+                    memory: text(q.get(QUOTA_MEMORY)),
+                    pods: whole(q.get(QUOTA_PODS)),
+                })
+            }),
             limit_range: Known::decode(v.get(LIMIT_RANGE), |l| {
                 l.as_object().map(|_| LimitRangeConfig {
                     default_cpu: text(l.get(DEFAULT_CPU)),
@@ -121,7 +158,13 @@ impl ClusterConfig {
                     default_request_memory: text(l.get(DEFAULT_REQUEST_MEMORY)),
                 })
             }),
-            sleep: Known::decode(v.get(SLEEP), |s| s.as_object().map(|_| ())),
+            network_isolation: flag(v.get(NETWORK_ISOLATION)),
+            pod_security: text(v.get(POD_SECURITY)),
+            sleep: Known::decode(v.get(SLEEP), |s| {
+                s.as_object().map(|_| SleepConfig {
+                    after_inactivity: text(s.get(AFTER_INACTIVITY)),
+                })
+            }),
             paused: flag(v.get(PAUSED)),
             persistence: Known::decode(v.get(PERSISTENCE), |p| {
                 p.as_object().map(|_| PersistenceConfig {
@@ -142,10 +185,7 @@ impl ClusterConfig {
                     host: text(e.get(EXPOSE_HOST)),
                 })
             }),
-            labels: Known::decode(v.get(LABELS), |m| {
-                m.as_map()
-                    .map(|m| m.iter().map(|(k, x)| (k.clone(), text(x))).collect())
-            }),
+            labels: labels(v.get(LABELS)),
             values_override: text(v.get(VALUES_OVERRIDE)),
             admin_credentials_in_state: flag(v.get(ADMIN_CREDENTIALS_IN_STATE)),
             vcluster_version: text(v.get(VCLUSTER_VERSION)),
@@ -178,6 +218,33 @@ impl ClusterConfig {
             Known::Unknown => None,
             Known::Null => Some(true),
             Known::Value(b) => Some(b),
+        }
+    }
+}
+
+/// A map of labels, each value possibly unknown.
+fn labels(v: &Value) -> Known<BTreeMap<String, Known<String>>> {
+    Known::decode(v, |m| {
+        m.as_map()
+            .map(|m| m.iter().map(|(k, x)| (k.clone(), text(x))).collect())
+    })
+}
+
+/// The filters of the list resource, which share the resource's names for what they match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct ListFilter {
+    /// Only the virtual cluster in this host namespace.
+    pub(super) namespace: Known<String>,
+    /// Only virtual clusters whose namespace carries all of these labels.
+    pub(super) labels: Known<BTreeMap<String, Known<String>>>,
+}
+
+impl ListFilter {
+    /// Decodes the list resource's configuration `v`.
+    pub(super) fn decode(v: &Value) -> ListFilter {
+        ListFilter {
+            namespace: text(v.get(NAMESPACE)),
+            labels: labels(v.get(LABELS)),
         }
     }
 }
@@ -215,7 +282,12 @@ mod tests {
         assert_eq!(c.name, Known::Value("a".to_owned()));
         assert!(c.namespace.is_unknown() && c.paused.is_null());
         assert_eq!(c.credentials_in_state(), None);
-        assert_eq!(c.sleep, Known::Value(()));
+        assert_eq!(
+            c.sleep,
+            Known::Value(SleepConfig {
+                after_inactivity: Known::Unknown
+            })
+        );
     }
 
     #[test]
@@ -262,6 +334,40 @@ mod tests {
         let p = c.persistence.value().expect("persistence");
         assert!(!p.is_known());
         assert_eq!(p.claim(), Persistence::default());
+    }
+
+    #[test]
+    fn quota_counts_are_whole_numbers_and_quantities_stay_as_written() {
+        let c = cluster(vec![(
+            "quota",
+            Value::object([
+                ("gpus", Value::int(8)),
+                ("cpu", Value::string("64")),
+                ("memory", Value::unknown()),
+                ("pods", Value::Null),
+            ]),
+        )]);
+        let q = c.quota.value().expect("quota");
+        assert_eq!(q.gpus, Known::Value(8));
+        assert_eq!(q.cpu, Known::Value("64".to_owned()));
+        assert!(q.memory.is_unknown() && q.pods.is_null());
+    }
+
+    #[test]
+    fn the_list_filters_read_the_namespace_and_labels() {
+        let f = ListFilter::decode(&Value::object([
+            ("namespace", Value::string("vc-a")),
+            (
+                "labels",
+                Value::Map([("team".to_owned(), Value::string("ml"))].into()),
+            ),
+        ]));
+        assert_eq!(f.namespace, Known::Value("vc-a".to_owned()));
+        assert_eq!(
+            f.labels.value().expect("labels")["team"],
+            Known::Value("ml".to_owned())
+        );
+        assert_eq!(ListFilter::decode(&Value::Null), ListFilter::default());
     }
 
     #[test]

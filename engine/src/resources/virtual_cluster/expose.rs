@@ -28,7 +28,6 @@
 use serde_json::Value as Json;
 
 use super::yaml::to_yaml;
-use crate::value::Value;
 
 /// The Service types, as `expose.type` spells them (Kubernetes' own spelling).
 pub const SERVICE_TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer"];
@@ -79,31 +78,6 @@ pub struct Expose {
 }
 
 impl Expose {
-    /// From the attribute's known value; null (or a null type) means the defaults.
-    pub fn from_value(v: &Value) -> Expose {
-        Expose {
-            service_type: v
-                .get("type")
-                .as_str()
-                .and_then(ServiceType::parse)
-                .unwrap_or_default(),
-            host: v.get("host").as_str().map(str::to_owned),
-        }
-    }
-
-    /// The attribute's value.
-    pub fn to_value(&self) -> Value {
-        Value::object([
-            ("type", Value::string(self.service_type.as_str())),
-            ("host", self.host.clone().into()),
-        ])
-    }
-
-    /// The attribute's default: a ClusterIP Service, no host.
-    pub fn default_value() -> Value {
-        Expose::default().to_value()
-    }
-
     /// What the host cluster says: the live Service's type (the stored vcluster.yaml's when
     /// the Service is missing) and the host gpufleet put in `controlPlane.proxy.extraSANs`.
     pub fn observed(service: Option<&Json>, config: Option<&Json>) -> Expose {

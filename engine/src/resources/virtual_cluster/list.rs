@@ -12,7 +12,12 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::{
-    TYPE_NAME, adopt, name_taken::virtual_clusters, read::import_skeleton, read_virtual_cluster,
+    TYPE_NAME, adopt,
+    config::ListFilter,
+    name_taken::virtual_clusters,
+    read::import_skeleton,
+    read_virtual_cluster,
+    schema::{LABELS, NAMESPACE},
 };
 use crate::{
     apply::{Found, read_found},
@@ -51,11 +56,11 @@ fn list_schema() -> Schema {
              without any, every virtual cluster is listed.",
         )
         .attr(
-            Attribute::optional("namespace", Type::String)
+            Attribute::optional(NAMESPACE, Type::String)
                 .describe("Only the virtual cluster in this host namespace."),
         )
         .attr(
-            Attribute::optional("labels", Type::map(Type::String)).describe(
+            Attribute::optional(LABELS, Type::map(Type::String)).describe(
                 "Only virtual clusters whose namespace carries all of these labels (the \
                  resource's `labels` are set on its namespace; Helm leaves the namespace as \
                  it found it).",
@@ -84,14 +89,14 @@ fn label_syntax(s: &str, key: bool) -> bool {
 
 fn validate_labels(config: &Value) -> Diagnostics {
     let mut d = Diagnostics::new();
-    let Some(labels) = config.get("labels").as_map() else {
+    let Some(labels) = ListFilter::decode(config).labels.into_value() else {
         return d;
     };
-    for (k, v) in labels {
-        let value = v.as_str().unwrap_or_default();
+    for (k, v) in &labels {
+        let value = v.value().map_or("", String::as_str);
         if !label_syntax(k, true) || !label_syntax(value, false) {
             d.error_at(
-                AttrPath::attr("labels").push_key(k.clone()),
+                AttrPath::attr(LABELS).push_key(k.clone()),
                 "Invalid Label Filter",
                 format!(
                     "labels: {k:?} = {value:?} is not a Kubernetes label (a key of letters, \
@@ -211,15 +216,15 @@ impl<B: ObjectsBackend> ListKind for VirtualClusterList<B> {
                 return resp;
             }
         };
-        let labels: Vec<(String, String)> = req
-            .config
-            .get("labels")
-            .as_map()
+        let filter = ListFilter::decode(&req.config);
+        let labels: Vec<(String, String)> = filter
+            .labels
+            .into_value()
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .filter_map(|(k, v)| Some((k, v.into_value()?)))
             .collect();
-        let only = req.config.get("namespace").as_str();
+        let only = filter.namespace.value().map(String::as_str);
         let listed = async {
             let ours = virtual_clusters(host.as_ref(), &labels).await?;
             let every = if labels.is_empty() {

@@ -7,7 +7,8 @@
 //!   left out, for validate and plan; [`model`]: the virtual cluster decoded from a value;
 //!   `validate`: the plan-time checks across attributes (reserved labels, `values_override`
 //!   keys gpufleet manages); [`chart_schema`]: `values_override` against the chart's
-//!   `values.schema.json`, and the chart settings gpufleet does not render; `plan`: planning,
+//!   `values.schema.json`, and the chart settings gpufleet does not render (listed, with the
+//!   attribute's description, in `unrendered`); `choices`: the isolation tier; `plan`: planning,
 //!   with `claim_change` for the `persistence` changes that replace the virtual cluster;
 //!   [`versions`]: the pinned vCluster release and its Kubernetes versions; [`quantity`]:
 //!   Kubernetes quantities.
@@ -54,6 +55,7 @@
 mod adopt;
 pub mod apply;
 pub mod chart_schema;
+mod choices;
 mod claim_change;
 pub mod compare;
 mod config;
@@ -72,6 +74,7 @@ pub mod read;
 pub mod readiness;
 pub mod render;
 pub mod schema;
+mod unrendered;
 mod unwritten;
 mod validate;
 pub mod values;

@@ -6,42 +6,19 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::{expose::Expose, persistence::Persistence, readiness::Access, versions};
+pub use super::choices::Isolation;
+use super::{
+    config::ClusterConfig,
+    expose::Expose,
+    persistence::Persistence,
+    readiness::Access,
+    schema::{
+        CLIENT_CERTIFICATE, CLIENT_KEY, CLUSTER_CA_CERTIFICATE, ENDPOINT, HOST, KUBECONFIG, NAME,
+        VALUES_OVERRIDE,
+    },
+    versions,
+};
 use crate::{diag::Diagnostics, path::AttrPath, value::Value};
-
-/// The tenancy tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isolation {
-    /// Tenant pods share the host's shared nodes.
-    Shared,
-    /// Tenant pods run only on nodes dedicated to the tenant.
-    Dedicated,
-    /// Dedicated nodes that only pools holding whole servers for the tenant (BCM or
-    /// Karpenter) may provide, never shared host nodes. Rendered like `Dedicated`: vCluster's
-    /// own private-nodes mode is a vCluster Pro feature.
-    Private,
-}
-
-impl Isolation {
-    /// Parses the attribute's spelling.
-    pub fn parse(s: &str) -> Option<Isolation> {
-        match s {
-            "shared" => Some(Isolation::Shared),
-            "dedicated" => Some(Isolation::Dedicated),
-            "private" => Some(Isolation::Private),
-            _ => None,
-        }
-    }
-
-    /// The attribute's (and the namespace label's) spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Shared => "shared",
-            Isolation::Dedicated => "dedicated",
-            Isolation::Private => "private",
-        }
-    }
-}
 
 /// `quota`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,32 +97,34 @@ pub struct Address {
 impl Address {
     /// The address recorded in `state`.
     pub fn of_state(state: &Value) -> Address {
-        let name = text(state.get("name")).unwrap_or_default();
-        let namespace = text(state.get("namespace")).unwrap_or_else(|| default_namespace(&name));
+        Address::of_config(&ClusterConfig::decode(state))
+    }
+
+    /// The address `c` gives.
+    pub(super) fn of_config(c: &ClusterConfig) -> Address {
+        let name = c.name.value().cloned().unwrap_or_default();
+        let namespace = c
+            .namespace
+            .value()
+            .cloned()
+            .unwrap_or_else(|| default_namespace(&name));
         Address { name, namespace }
     }
 }
 
 /// Computed attributes read from Secret `vc-<name>` and the address `expose` gives.
 pub(super) const ACCESS: &[&str] = &[
-    "kubeconfig",
-    "endpoint",
-    "host",
-    "cluster_ca_certificate",
-    "client_certificate",
-    "client_key",
+    KUBECONFIG,
+    ENDPOINT,
+    HOST,
+    CLUSTER_CA_CERTIFICATE,
+    CLIENT_CERTIFICATE,
+    CLIENT_KEY,
 ];
 
 /// The admin credentials among [`ACCESS`]: what `admin_credentials_in_state = false` keeps
 /// out of state.
-pub(super) const CREDENTIALS: &[&str] = &["kubeconfig", "client_certificate", "client_key"];
-
-/// Whether `v` (a configuration, plan or state) records the admin credentials in state; null
-/// (the default, and states from before the setting) means yes, `None` that it is unknown.
-pub(super) fn credentials_in_state(v: &Value) -> Option<bool> {
-    let setting = v.get("admin_credentials_in_state");
-    (!setting.is_unknown()).then(|| setting.as_bool() != Some(false))
-}
+pub(super) const CREDENTIALS: &[&str] = &[KUBECONFIG, CLIENT_CERTIFICATE, CLIENT_KEY];
 
 /// The [`ACCESS`] attributes of `access`, null without one; the [`CREDENTIALS`] also null
 /// unless `credentials` says they go into state.
@@ -158,70 +137,61 @@ pub(super) fn access_values(
         if credentials { text(f) } else { Value::Null }
     };
     [
-        ("kubeconfig", secret(|a| Some(a.kubeconfig.clone()))),
-        ("endpoint", text(|a| a.endpoint.clone())),
-        ("host", text(|a| a.endpoint.clone())),
-        ("cluster_ca_certificate", text(|a| a.ca.clone())),
-        (
-            "client_certificate",
-            secret(|a| a.client_certificate.clone()),
-        ),
-        ("client_key", secret(|a| a.client_key.clone())),
+        (KUBECONFIG, secret(|a| Some(a.kubeconfig.clone()))),
+        (ENDPOINT, text(|a| a.endpoint.clone())),
+        (HOST, text(|a| a.endpoint.clone())),
+        (CLUSTER_CA_CERTIFICATE, text(|a| a.ca.clone())),
+        (CLIENT_CERTIFICATE, secret(|a| a.client_certificate.clone())),
+        (CLIENT_KEY, secret(|a| a.client_key.clone())),
     ]
-}
-
-fn text(v: &Value) -> Option<String> {
-    v.as_str().map(str::to_owned)
 }
 
 impl Spec {
     /// The spec of a planned or stored value. Fails, naming the attribute, when something
     /// needed is unknown or invalid (validation stops that before apply).
     pub fn from_value(v: &Value) -> Result<Spec, Diagnostics> {
+        Spec::from_config(&ClusterConfig::decode(v))
+    }
+
+    /// The spec of a decoded planned or stored value, failing as [`Spec::from_value`] does.
+    pub(super) fn from_config(c: &ClusterConfig) -> Result<Spec, Diagnostics> {
         let mut d = Diagnostics::new();
-        let name = text(v.get("name")).unwrap_or_default();
+        let Address { name, namespace } = Address::of_config(c);
         if name.is_empty() {
             d.error_at(
-                AttrPath::attr("name"),
+                AttrPath::attr(NAME),
                 "Value Not Known At Apply",
                 "name must be known to apply a virtual cluster.",
             );
         }
-        let namespace = text(v.get("namespace")).unwrap_or_else(|| default_namespace(&name));
-        let isolation = v
-            .get("isolation")
-            .as_str()
-            .map_or(Some(Isolation::Shared), Isolation::parse)
-            .unwrap_or(Isolation::Shared);
-        let q = v.get("quota");
-        let quota = q.as_object().map(|_| Quota {
-            gpus: q.get("gpus").as_i64(),
-            cpu: text(q.get("cpu")),
-            memory: text(q.get("memory")),
-            pods: q.get("pods").as_i64(),
+        let isolation = c.isolation.value().copied().unwrap_or(Isolation::Shared);
+        let quota = c.quota.value().map(|q| Quota {
+            gpus: q.gpus.value().copied(),
+            cpu: q.cpu.value().cloned(),
+            memory: q.memory.value().cloned(),
+            pods: q.pods.value().copied(),
         });
-        let l = v.get("limit_range");
-        let limits = l.as_object().map(|_| Limits {
-            default_cpu: text(l.get("default_cpu")),
-            default_memory: text(l.get("default_memory")),
-            default_request_cpu: text(l.get("default_request_cpu")),
-            default_request_memory: text(l.get("default_request_memory")),
+        let limits = c.limit_range.value().map(|l| Limits {
+            default_cpu: l.default_cpu.value().cloned(),
+            default_memory: l.default_memory.value().cloned(),
+            default_request_cpu: l.default_request_cpu.value().cloned(),
+            default_request_memory: l.default_request_memory.value().cloned(),
         });
-        let labels = v
-            .get("labels")
-            .as_map()
+        let labels = c
+            .labels
+            .value()
             .map(|m| {
                 m.iter()
-                    .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
+                    .filter_map(|(k, x)| Some((k.clone(), x.value()?.clone())))
                     .collect()
             })
             .unwrap_or_default();
-        let values_override = match v.get("values_override").as_str() {
+        let values_override = match c.values_override.value() {
             Some(s) => match parse_override(s) {
                 Ok(o) => o,
                 Err(why) => {
                     d.error_at(
-                        AttrPath::attr("values_override"),
+                        AttrPath::attr(VALUES_OVERRIDE),
                         "Invalid values_override",
                         why,
                     );
@@ -236,17 +206,31 @@ impl Spec {
         Ok(Spec {
             name,
             namespace,
-            kubernetes_version: text(v.get("kubernetes_version"))
+            kubernetes_version: c
+                .kubernetes_version
+                .value()
+                .cloned()
                 .unwrap_or_else(|| versions::default_kubernetes_version().to_owned()),
             isolation,
             quota,
             limits,
-            network_isolation: v.get("network_isolation").as_bool().unwrap_or(true),
-            pod_security: text(v.get("pod_security")).unwrap_or_else(|| "baseline".to_owned()),
-            sleep_after: text(v.get("sleep").get("after_inactivity")),
-            paused: v.get("paused").as_bool().unwrap_or(false),
-            persistence: Persistence::from_value(v.get("persistence")),
-            expose: Expose::from_value(v.get("expose")),
+            network_isolation: c.network_isolation.value().copied().unwrap_or(true),
+            pod_security: c
+                .pod_security
+                .value()
+                .cloned()
+                .unwrap_or_else(|| "baseline".to_owned()),
+            sleep_after: c
+                .sleep
+                .value()
+                .and_then(|s| s.after_inactivity.value().cloned()),
+            paused: c.paused.value().copied().unwrap_or(false),
+            persistence: c.persistence.value().map(|p| p.claim()).unwrap_or_default(),
+            expose: c
+                .expose
+                .value()
+                .map(|e| e.or_defaults())
+                .unwrap_or_default(),
             labels,
             values_override,
         })

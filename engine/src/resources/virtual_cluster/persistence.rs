@@ -8,14 +8,13 @@
 //! A StatefulSet's `volumeClaimTemplates` cannot change, and a claim that exists keeps its
 //! size and class whatever the template says. So the plan replaces the virtual cluster when
 //! the claim would change (`claim_change`), read reflects the claim the StatefulSet has
-//! ([`observed_value`]), and apply refuses to write a StatefulSet whose claim differs from the
+//! ([`observed`]), and apply refuses to write a StatefulSet whose claim differs from the
 //! one it has ([`Persistence::of_statefulset`]) rather than meet the API server's
 //! immutability error.
 
 use serde_json::Value as Json;
 
 use super::quantity;
-use crate::value::Value;
 
 /// The chart's `persistence.volumeClaim.size`.
 pub const DEFAULT_SIZE: &str = "5Gi";
@@ -43,27 +42,6 @@ impl Default for Persistence {
 }
 
 impl Persistence {
-    /// From the attribute's known value; null (or a null size) means the defaults.
-    pub fn from_value(v: &Value) -> Persistence {
-        Persistence {
-            size: v.get("size").as_str().unwrap_or(DEFAULT_SIZE).to_owned(),
-            storage_class: v.get("storage_class").as_str().map(str::to_owned),
-        }
-    }
-
-    /// The attribute's value.
-    pub fn to_value(&self) -> Value {
-        Value::object([
-            ("size", Value::string(&*self.size)),
-            ("storage_class", self.storage_class.clone().into()),
-        ])
-    }
-
-    /// The attribute's default: the chart's size, the cluster's default StorageClass.
-    pub fn default_value() -> Value {
-        Persistence::default().to_value()
-    }
-
     /// The claim template `data` of StatefulSet `sts`, if it has one.
     pub fn of_statefulset(sts: &Json) -> Option<Persistence> {
         let template = sts
@@ -107,20 +85,18 @@ pub fn claim_prefix(name: &str) -> String {
     format!("{CLAIM}-{name}-")
 }
 
-/// `persistence` as observed on StatefulSet `sts`: its claim, with the size in the prior
-/// state's spelling when that is the same amount (the API server may store `5120Mi` as `5Gi`);
-/// null when the StatefulSet has no claim `data` (one an earlier gpufleet release made keeps
-/// its data in the pod).
-pub fn observed_value(sts: &Json, prior: &Value) -> Value {
-    let Some(mut have) = Persistence::of_statefulset(sts) else {
-        return Value::Null;
-    };
-    if let Some(p) = prior.get("size").as_str()
+/// The claim of StatefulSet `sts`, with the size in the prior state's spelling
+/// (`prior_size`) when that is the same amount (the API server may store `5120Mi` as `5Gi`);
+/// `None` when the StatefulSet has no claim `data` (one an earlier gpufleet release made
+/// keeps its data in the pod).
+pub fn observed(sts: &Json, prior_size: Option<&str>) -> Option<Persistence> {
+    let mut have = Persistence::of_statefulset(sts)?;
+    if let Some(p) = prior_size
         && quantity::same(p, &have.size)
     {
         have.size = p.to_owned();
     }
-    have.to_value()
+    Some(have)
 }
 
 #[cfg(test)]
@@ -133,12 +109,11 @@ mod tests {
         json!({ "spec": { "volumeClaimTemplates": [template] } })
     }
 
-    fn claim(size: &str, class: Option<&str>) -> Value {
+    fn claim(size: &str, class: Option<&str>) -> Persistence {
         Persistence {
             size: size.to_owned(),
             storage_class: class.map(str::to_owned),
         }
-        .to_value()
     }
 
     #[test]
@@ -156,16 +131,13 @@ mod tests {
         );
         // Kept in the prior spelling when it is the same amount.
         assert_eq!(
-            observed_value(&o, &claim("5120Mi", None)),
-            claim("5120Mi", Some("fast"))
+            observed(&o, Some("5120Mi")),
+            Some(claim("5120Mi", Some("fast")))
         );
-        assert_eq!(observed_value(&o, &Value::Null), claim("5Gi", Some("fast")));
+        assert_eq!(observed(&o, None), Some(claim("5Gi", Some("fast"))));
         let other = sts(&json!({ "metadata": { "name": "cache" }, "spec": {} }));
         assert_eq!(Persistence::of_statefulset(&other), None);
-        assert_eq!(observed_value(&other, &Value::Null), Value::Null);
-        assert_eq!(
-            observed_value(&json!({ "spec": {} }), &Value::Null),
-            Value::Null
-        );
+        assert_eq!(observed(&other, None), None);
+        assert_eq!(observed(&json!({ "spec": {} }), None), None);
     }
 }

@@ -26,13 +26,20 @@ use serde_json::Value as Json;
 
 use super::{
     DEFAULT_TIMEOUTS, TYPE_NAME, adopt, compare,
+    config::{ClusterConfig, ExposeConfig, LimitRangeConfig, QuotaConfig},
     expose::Expose,
-    model::{ACCESS, Address, Spec, access_values, credentials_in_state, default_namespace},
+    model::{ACCESS, Address, Spec, access_values, default_namespace},
     objects::{Names, ObjectRef},
     pause, persistence, quantity,
     readiness::{self, Readiness},
     render::{self, POD_SECURITY_ENFORCE},
-    schema::{self as attrs, ISOLATIONS, POD_SECURITY_LEVELS},
+    schema::{
+        self as attrs, AFTER_INACTIVITY, DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_REQUEST_CPU,
+        DEFAULT_REQUEST_MEMORY, DRIFT, EXPOSE, ID, ISOLATIONS, KUBERNETES_VERSION, LABELS,
+        LIMIT_RANGE, NAME, NAMESPACE, NETWORK_ISOLATION, PAUSED, PERSISTENCE, POD_SECURITY,
+        POD_SECURITY_LEVELS, QUOTA, QUOTA_CPU, QUOTA_GPUS, QUOTA_MEMORY, QUOTA_PODS, SLEEP, STATUS,
+        VALUES_OVERRIDE, expose_value, persistence_value,
+    },
     values,
     versions::{self, VCLUSTER_VERSION},
 };
@@ -47,7 +54,7 @@ use crate::{
     schema::Validator,
     timeouts::{Operation, Timeouts},
     validate::DnsLabel,
-    value::Value,
+    value::{Known, Value},
 };
 
 /// The host objects of one virtual cluster, as read.
@@ -82,7 +89,7 @@ use super::adopt::owned_by;
 /// Whether `state` is an import's skeleton, which has no `isolation` yet: every
 /// configurable attribute comes from the cluster.
 pub(super) fn importing(state: &Value) -> bool {
-    state.get("isolation").is_null()
+    ClusterConfig::decode(state).isolation.is_null()
 }
 
 /// Reads everything; `namespace: None` when the namespace is gone or terminating (then only
@@ -154,8 +161,8 @@ fn stored_config(secret: &Json, expected: Option<&render::Rendered>) -> Option<J
 }
 
 /// A quantity as observed, kept in the prior spelling when it is the same amount.
-fn quantity_value(observed: Option<&str>, prior: &Value) -> Value {
-    match (observed, prior.as_str()) {
+fn quantity_value(observed: Option<&str>, prior: &Known<String>) -> Value {
+    match (observed, prior.value().map(String::as_str)) {
         (Some(o), Some(p)) if quantity::same(o, p) => Value::string(p),
         (Some(o), _) => Value::string(o),
         (None, _) => Value::Null,
@@ -172,25 +179,26 @@ fn count_value(observed: Option<&str>) -> Value {
         .map_or(Value::Null, Value::int)
 }
 
-fn quota_value(rq: Option<&Json>, prior: &Value) -> Value {
+fn quota_value(rq: Option<&Json>, prior: Option<&QuotaConfig>) -> Value {
     let Some(rq) = rq else { return Value::Null };
+    let none = QuotaConfig::default();
+    let prior = prior.unwrap_or(&none);
     let hard = |k: &str| str_at(rq, &format!("/spec/hard/{}", k.replace('/', "~1")));
     Value::object([
-        ("gpus", count_value(hard("requests.nvidia.com/gpu"))),
+        (QUOTA_GPUS, count_value(hard("requests.nvidia.com/gpu"))),
+        (QUOTA_CPU, quantity_value(hard("requests.cpu"), &prior.cpu)),
         (
-            "cpu",
-            quantity_value(hard("requests.cpu"), prior.get("cpu")),
+            QUOTA_MEMORY,
+            quantity_value(hard("requests.memory"), &prior.memory),
         ),
-        (
-            "memory",
-            quantity_value(hard("requests.memory"), prior.get("memory")),
-        ),
-        ("pods", count_value(hard("count/pods"))),
+        (QUOTA_PODS, count_value(hard("count/pods"))),
     ])
 }
 
-fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
+fn limit_range_value(lr: Option<&Json>, prior: Option<&LimitRangeConfig>) -> Value {
     let Some(lr) = lr else { return Value::Null };
+    let none = LimitRangeConfig::default();
+    let prior = prior.unwrap_or(&none);
     let container = lr
         .pointer("/spec/limits")
         .and_then(Json::as_array)
@@ -199,10 +207,9 @@ fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
     // The API server fills a missing default request with the default limit
     // (`SetDefaults_LimitRangeItem`), so a request equal to the limit is what an unset
     // attribute reads back as, unless the configuration named it.
-    let request = |resource: &str, attribute: &str| {
+    let request = |resource: &str, prior: &Known<String>| {
         let observed = at(&format!("/defaultRequest/{resource}"));
         let limit = at(&format!("/default/{resource}"));
-        let prior = prior.get(attribute);
         match (observed, limit) {
             (Some(o), Some(l)) if prior.is_null() && quantity::same(o, l) => Value::Null,
             _ => quantity_value(observed, prior),
@@ -210,17 +217,20 @@ fn limit_range_value(lr: Option<&Json>, prior: &Value) -> Value {
     };
     Value::object([
         (
-            "default_cpu",
-            quantity_value(at("/default/cpu"), prior.get("default_cpu")),
+            DEFAULT_CPU,
+            quantity_value(at("/default/cpu"), &prior.default_cpu),
         ),
         (
-            "default_memory",
-            quantity_value(at("/default/memory"), prior.get("default_memory")),
+            DEFAULT_MEMORY,
+            quantity_value(at("/default/memory"), &prior.default_memory),
         ),
-        ("default_request_cpu", request("cpu", "default_request_cpu")),
         (
-            "default_request_memory",
-            request("memory", "default_request_memory"),
+            DEFAULT_REQUEST_CPU,
+            request("cpu", &prior.default_request_cpu),
+        ),
+        (
+            DEFAULT_REQUEST_MEMORY,
+            request("memory", &prior.default_request_memory),
         ),
     ])
 }
@@ -286,22 +296,22 @@ fn drift(observed: &Observed, rendered: &render::Rendered, names: &Names) -> Vec
 
 /// `expose` as observed: the Service's type, reflected as users see it; the host from the
 /// stored vcluster.yaml on import (a refresh keeps the configured one, and a stored
-/// configuration edited out of band shows in `drift`). A prior value that means the same is
-/// kept as it is.
-fn expose_value(prior: &Value, seen: &Expose, importing: bool) -> Value {
-    if importing || prior.is_null() {
-        return seen.to_value();
+/// configuration edited out of band shows in `drift`). `None` keeps a prior value that
+/// means the same as it is.
+fn reflected_expose(prior: &Known<ExposeConfig>, seen: &Expose, importing: bool) -> Option<Value> {
+    if importing {
+        return Some(expose_value(seen));
     }
-    let was = Expose::from_value(prior);
+    let was = match prior {
+        Known::Null => return Some(expose_value(seen)),
+        Known::Unknown => Expose::default(),
+        Known::Value(e) => e.or_defaults(),
+    };
     let now = Expose {
         service_type: seen.service_type,
         host: was.host.clone(),
     };
-    if now == was {
-        prior.clone()
-    } else {
-        now.to_value()
-    }
+    (now != was).then(|| expose_value(&now))
 }
 
 /// The state of a virtual cluster whose namespace is terminating, or gone while objects
@@ -322,9 +332,9 @@ pub fn half_deleted(prior: &Value, observed: &Observed, names: &Names) -> Value 
             .map(|r| format!("{r}: left by an unfinished delete")),
     );
     let mut s = prior.clone();
-    s.set_attr("status", Value::string("Pending"));
+    s.set_attr(STATUS, Value::string("Pending"));
     s.set_attr(
-        "drift",
+        DRIFT,
         Value::List(found.into_iter().map(Value::string).collect()),
     );
     s
@@ -345,11 +355,12 @@ pub fn observed_state(
     let Some(ns) = &observed.namespace else {
         return Value::Null;
     };
-    let importing = importing(prior);
+    let was = ClusterConfig::decode(prior);
+    let importing = was.isolation.is_null();
     let mut s = prior.clone();
     let namespace = str_at(ns, "/metadata/name").unwrap_or_default().to_owned();
-    s.set_attr("namespace", Value::string(namespace.clone()));
-    s.set_attr("id", Value::string(format!("{namespace}/{}", names.name)));
+    s.set_attr(NAMESPACE, Value::string(namespace.clone()));
+    s.set_attr(ID, Value::string(format!("{namespace}/{}", names.name)));
     let ns_labels = labels_of(ns);
     let config = observed.config.as_ref();
     if importing {
@@ -360,18 +371,18 @@ pub fn observed_state(
             .filter(|i| ISOLATIONS.contains(&i.as_str()))
             .cloned()
             .unwrap_or_else(|| adopt::isolation_of(config).to_owned());
-        s.set_attr("isolation", Value::string(isolation));
+        s.set_attr(attrs::ISOLATION, Value::string(isolation));
         let pod_security = ns_labels
             .get(POD_SECURITY_ENFORCE)
             .filter(|p| POD_SECURITY_LEVELS.contains(&p.as_str()))
             .cloned()
             .unwrap_or_else(|| adopt::pod_security_of(config).to_owned());
-        s.set_attr("pod_security", Value::string(pod_security));
+        s.set_attr(POD_SECURITY, Value::string(pod_security));
         let version = config
             .and_then(adopt::distro_tag)
             .and_then(versions::minor_of_tag);
         if let Some(v) = version {
-            s.set_attr("kubernetes_version", Value::string(v));
+            s.set_attr(KUBERNETES_VERSION, Value::string(v));
         }
         let sleep = config.and_then(|c| {
             c.pointer("/sleep/auto/afterInactivity")?
@@ -379,9 +390,9 @@ pub fn observed_state(
                 .map(str::to_owned)
         });
         s.set_attr(
-            "sleep",
+            SLEEP,
             sleep.map_or(Value::Null, |a| {
-                Value::object([("after_inactivity", Value::string(a))])
+                Value::object([(AFTER_INACTIVITY, Value::string(a))])
             }),
         );
         let config_secret = observed.get(ObjectKind::Secret, &names.config());
@@ -392,7 +403,7 @@ pub fn observed_state(
             .map(|(k, v)| (k, Value::string(v)))
             .collect();
         s.set_attr(
-            "labels",
+            LABELS,
             if user.is_empty() {
                 Value::Null
             } else {
@@ -401,24 +412,24 @@ pub fn observed_state(
         );
     }
     s.set_attr(
-        "quota",
+        QUOTA,
         quota_value(
             observed.get(ObjectKind::ResourceQuota, &names.vc()),
-            prior.get("quota"),
+            was.quota.value(),
         ),
     );
     s.set_attr(
-        "limit_range",
+        LIMIT_RANGE,
         limit_range_value(
             observed.get(ObjectKind::LimitRange, &names.vc()),
-            prior.get("limit_range"),
+            was.limit_range.value(),
         ),
     );
     // Isolated when both the tenant's pods and the control plane are: with either policy
     // gone, the tenant is not, whatever else is left.
     let [workloads_policy, control_plane_policy, ..] = names.network_policies();
     s.set_attr(
-        "network_isolation",
+        NETWORK_ISOLATION,
         Value::Bool(
             [workloads_policy, control_plane_policy]
                 .iter()
@@ -427,36 +438,37 @@ pub fn observed_state(
     );
     let sts = observed.get(ObjectKind::StatefulSet, &names.name);
     if let Some(replicas) = sts.and_then(|o| o.pointer("/spec/replicas")?.as_i64()) {
-        s.set_attr("paused", Value::Bool(replicas == 0));
+        s.set_attr(PAUSED, Value::Bool(replicas == 0));
     }
     // The claim the StatefulSet has, which a plan can only keep or replace; a missing
     // StatefulSet keeps what the state says (apply creates it with that claim, and a claim
     // retained from before is used again).
     if let Some(o) = sts {
+        let prior_size = was.persistence.value().and_then(|p| p.size.value());
+        let claim = persistence::observed(o, prior_size.map(String::as_str));
         s.set_attr(
-            "persistence",
-            persistence::observed_value(o, prior.get("persistence")),
+            PERSISTENCE,
+            claim.map_or(Value::Null, |c| persistence_value(&c)),
         );
     }
-    s.set_attr(
-        "expose",
-        expose_value(prior.get("expose"), &observed.expose, importing),
-    );
+    if let Some(v) = reflected_expose(&was.expose, &observed.expose, importing) {
+        s.set_attr(EXPOSE, v);
+    }
     let image_version = sts
         .and_then(|o| str_at(o, "/spec/template/spec/containers/0/image"))
         .and_then(|i| i.rsplit_once(':').map(|(_, tag)| tag.to_owned()));
     let version = image_version
-        .or_else(|| prior.get("vcluster_version").as_str().map(str::to_owned))
+        .or_else(|| was.vcluster_version.value().cloned())
         .unwrap_or_else(|| VCLUSTER_VERSION.to_owned());
-    s.set_attr("vcluster_version", Value::string(version));
+    s.set_attr(attrs::VCLUSTER_VERSION, Value::string(version));
     let (status, access) = match &observed.readiness {
         Some(Readiness::Ready(a)) => ("Running", Some(a.clone())),
         Some(Readiness::Paused(a)) => ("Paused", a.clone()),
         _ => ("Pending", None),
     };
-    s.set_attr("status", Value::string(status));
+    s.set_attr(STATUS, Value::string(status));
     if access.is_some() {
-        let credentials = credentials_in_state(prior).unwrap_or(true);
+        let credentials = was.credentials_in_state().unwrap_or(true);
         for (k, v) in access_values(access.as_ref(), credentials) {
             s.set_attr(k, v);
         }
@@ -475,7 +487,7 @@ pub fn observed_state(
     if importing && let (Some(stored), Ok(spec)) = (config, Spec::from_value(&s)) {
         let recovered = adopt::recover_override(&spec, stored, adopt::version_of(sts).as_deref());
         if let Some(over) = recovered.over {
-            s.set_attr("values_override", Value::string(values::to_yaml(&over)));
+            s.set_attr(VALUES_OVERRIDE, Value::string(values::to_yaml(&over)));
         }
         left_out = recovered
             .left_out
@@ -507,7 +519,7 @@ pub fn observed_state(
         }
         Err(_) => Vec::new(),
     };
-    s.set_attr("drift", Value::List(found));
+    s.set_attr(DRIFT, Value::List(found));
     s.with_unknowns_nulled()
 }
 
@@ -519,13 +531,9 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         None => (default_namespace(id), id.to_owned()),
     };
     let mut d = Diagnostics::new();
-    DnsLabel::new(attrs::NAME_MAX).validate(
-        &AttrPath::attr("name"),
-        &Value::string(&*name),
-        &mut d,
-    );
+    DnsLabel::new(attrs::NAME_MAX).validate(&AttrPath::attr(NAME), &Value::string(&*name), &mut d);
     DnsLabel::new(63).validate(
-        &AttrPath::attr("namespace"),
+        &AttrPath::attr(NAMESPACE),
         &Value::string(&*namespace),
         &mut d,
     );
@@ -545,8 +553,8 @@ pub fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         .into());
     }
     Ok(attrs::resource_schema().block.complete(&Value::object([
-        ("name", Value::string(name)),
-        ("namespace", Value::string(namespace)),
+        (NAME, Value::string(name)),
+        (NAMESPACE, Value::string(namespace)),
     ])))
 }
 
@@ -588,13 +596,14 @@ pub async fn read_virtual_cluster(
     ctx: &Context,
     state: &Value,
 ) -> ReadResponse {
-    let Address { name, namespace } = Address::of_state(state);
+    let recorded = ClusterConfig::decode(state);
+    let Address { name, namespace } = Address::of_config(&recorded);
     let names = Names::new(&name, &namespace);
     let t = Timeouts::of_resource(state, DEFAULT_TIMEOUTS);
     let calls_before = host.calls();
     // What the state renders, once: the stored vcluster.yaml and every object compare to it.
-    let expected = (!importing(state))
-        .then(|| Spec::from_value(state).ok())
+    let expected = (!recorded.isolation.is_null())
+        .then(|| Spec::from_config(&recorded).ok())
         .flatten()
         .map(|spec| render::render(&spec));
     let look = ctx
@@ -619,7 +628,7 @@ pub async fn read_virtual_cluster(
                 .as_ref()
                 .is_some_and(|ns| owned_by(ns, &name));
             let release = !owned
-                && importing(state)
+                && recorded.isolation.is_null()
                 && observed.namespace.as_ref().is_some_and(|ns| {
                     adopt::recognised(ns, observed.get(ObjectKind::StatefulSet, &name), &name)
                 });
@@ -744,7 +753,7 @@ mod tests {
     #[test]
     fn a_request_the_api_server_defaulted_to_the_limit_reads_as_unset() {
         let lr = limit_range("1", "1");
-        let read = limit_range_value(Some(&lr), &Value::Null);
+        let read = limit_range_value(Some(&lr), None);
         assert!(read.get("default_request_cpu").is_null());
         assert_eq!(read.get("default_cpu").as_str(), Some("1"));
     }
@@ -752,15 +761,18 @@ mod tests {
     #[test]
     fn a_request_the_configuration_named_reads_back_even_when_it_equals_the_limit() {
         let lr = limit_range("1", "1000m");
-        let prior = Value::object([("default_request_cpu", Value::string("1"))]);
-        let read = limit_range_value(Some(&lr), &prior);
+        let prior = LimitRangeConfig {
+            default_request_cpu: Known::Value("1".to_owned()),
+            ..LimitRangeConfig::default()
+        };
+        let read = limit_range_value(Some(&lr), Some(&prior));
         assert_eq!(read.get("default_request_cpu").as_str(), Some("1"));
     }
 
     #[test]
     fn a_request_other_than_the_limit_reads_back_as_drift() {
         let lr = limit_range("1", "500m");
-        let read = limit_range_value(Some(&lr), &Value::Null);
+        let read = limit_range_value(Some(&lr), None);
         assert_eq!(read.get("default_request_cpu").as_str(), Some("500m"));
     }
 }

@@ -10,11 +10,11 @@ use crate::{
     schema::{AttrMode, Attribute, Block, Nesting, Schema},
     timeouts,
     validate::{DnsLabel, DnsSubdomain, HostAddress, IntBetween, OneOf, PositiveDuration},
-    value::Type,
+    value::{Type, Value},
 };
 
-// Attribute names: the schema declares them and `config` decodes them, so validate and plan
-// read no attribute by a name of their own.
+// Attribute names: the schema declares them and `config` decodes them, so no other module
+// reads an attribute by a name of its own; what writes state names attributes by these.
 pub(super) const ID: &str = "id";
 pub(super) const NAME: &str = "name";
 pub(super) const NAMESPACE: &str = "namespace";
@@ -64,6 +64,22 @@ pub const POD_SECURITY_LEVELS: &[&str] = &["privileged", "baseline", "restricted
 /// Names are DNS labels of at most this many characters, so that every derived name
 /// (`vc-workload-<name>`, `<name>-headless`) stays a valid object name.
 pub const NAME_MAX: usize = 52;
+
+/// `persistence`'s value for `p`.
+pub(super) fn persistence_value(p: &Persistence) -> Value {
+    Value::object([
+        (SIZE, Value::string(&*p.size)),
+        (STORAGE_CLASS, p.storage_class.clone().into()),
+    ])
+}
+
+/// `expose`'s value for `e`.
+pub(super) fn expose_value(e: &Expose) -> Value {
+    Value::object([
+        (EXPOSE_TYPE, Value::string(e.service_type.as_str())),
+        (EXPOSE_HOST, e.host.clone().into()),
+    ])
+}
 
 fn quota_attributes() -> Vec<Attribute> {
     vec![
@@ -317,7 +333,7 @@ pub fn resource_schema() -> Schema {
                 AttrMode::Optional,
                 persistence_attributes(),
             )
-            .default(Persistence::default_value())
+            .default(persistence_value(&Persistence::default()))
             .describe(
                 "The volume claim that keeps the control plane's data (the tenant's objects in \
                  its SQLite database, and its certificates) across restarts, pauses, upgrades \
@@ -343,7 +359,7 @@ pub fn resource_schema() -> Schema {
                 AttrMode::Optional,
                 expose_attributes(),
             )
-            .default(Expose::default_value())
+            .default(expose_value(&Expose::default()))
             .describe(
                 "How the virtual API server is reached from outside the host cluster: the type \
                  of its Service `<name>` and, optionally, a DNS name or address in front of \
@@ -371,7 +387,7 @@ pub fn resource_schema() -> Schema {
         )
         .attr(
             Attribute::optional(VALUES_OVERRIDE, Type::String)
-                .describe(super::chart_schema::override_description()),
+                .describe(super::unrendered::override_description()),
         )
         .attr(
             Attribute::optional(ADMIN_CREDENTIALS_IN_STATE, Type::Bool).describe(
