@@ -6,7 +6,11 @@
 
 use std::collections::HashMap;
 
-use super::{TYPE_NAME, read::import_skeleton};
+use super::{
+    TYPE_NAME,
+    read::import_skeleton,
+    schema::{CATEGORY, RACK, STATUS, TENANT},
+};
 use crate::{
     apply::Found,
     backends::bcm::{BcmApi, BcmError, Device},
@@ -24,13 +28,13 @@ pub(super) fn list_schema() -> Schema {
              each. Free nodes are not listed: claim one with a resource block instead. Filters \
              combine; without any, every held node is listed.",
         )
-        .attr(Attribute::optional("tenant", Type::String).describe("Only nodes this tenant holds."))
+        .attr(Attribute::optional(TENANT, Type::String).describe("Only nodes this tenant holds."))
         .attr(
-            Attribute::optional("category", Type::String)
+            Attribute::optional(CATEGORY, Type::String)
                 .describe("Only nodes in this BCM category, e.g. `dgx-b200`."),
         )
-        .attr(Attribute::optional("rack", Type::String).describe("Only nodes in this rack."))
-        .attr(Attribute::optional("status", Type::String).describe(
+        .attr(Attribute::optional(RACK, Type::String).describe("Only nodes in this rack."))
+        .attr(Attribute::optional(STATUS, Type::String).describe(
             "Only nodes with this device status, e.g. `UP` (case is ignored). Plan refuses a \
              status BCM does not report.",
         )),
@@ -54,8 +58,8 @@ pub(super) async fn find(api: &dyn BcmApi, config: &Value) -> Result<Vec<Found>,
 }
 
 async fn find_nodes(api: &dyn BcmApi, config: &Value) -> Result<Vec<Found>, BcmError> {
-    let tenant = config.get("tenant").as_str();
-    let rack = config.get("rack").as_str();
+    let tenant = config.get(TENANT).as_str();
+    let rack = config.get(RACK).as_str();
     let mut held: Vec<Device> = api
         .devices()
         .await?
@@ -67,11 +71,11 @@ async fn find_nodes(api: &dyn BcmApi, config: &Value) -> Result<Vec<Found>, BcmE
         })
         .filter(|d| rack.is_none_or(|r| d.rack() == Some(r)))
         .collect();
-    if let Some(name) = config.get("category").as_str() {
+    if let Some(name) = config.get(CATEGORY).as_str() {
         let wanted = api.category_named(name).await?.map(|c| c.uuid);
         held.retain(|d| wanted.is_some() && d.category == wanted);
     }
-    if let Some(status) = config.get("status").as_str()
+    if let Some(status) = config.get(STATUS).as_str()
         && !held.is_empty()
     {
         let uuids: Vec<String> = held.iter().map(|d| d.uuid.clone()).collect();

@@ -16,7 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 
-use super::{Backend, FromSettings, TYPE_NAME, read::import_skeleton, read::read};
+use super::{
+    Backend, FromSettings, TYPE_NAME,
+    read::{import_skeleton, read},
+    schema::VIRTUAL_CLUSTER_ID,
+};
 use crate::{
     apply::{Found, read_found},
     backends::kube::{MANAGED_BY, MANAGED_BY_VALUE, POOL, VIRTUAL_CLUSTER},
@@ -47,7 +51,7 @@ fn list_schema() -> Schema {
              whose name two namespaces use.",
         )
         .attr(
-            Attribute::optional("virtual_cluster_id", Type::String).describe(
+            Attribute::optional(VIRTUAL_CLUSTER_ID, Type::String).describe(
                 "Only the pools of this virtual cluster (`<namespace>/<name>`, a \
                  `gpufleet_virtual_cluster`'s `id`).",
             ),
@@ -57,7 +61,7 @@ fn list_schema() -> Schema {
 
 fn validate_filter(config: &Value) -> Diagnostics {
     let mut d = Diagnostics::new();
-    if let Some(id) = config.get("virtual_cluster_id").as_str()
+    if let Some(id) = config.get(VIRTUAL_CLUSTER_ID).as_str()
         && VirtualClusterRef::parse(id).is_none()
     {
         d.error_at(
@@ -185,7 +189,7 @@ impl<B: Backend> ListKind for GpuNodePoolList<B> {
         };
         let only = req
             .config
-            .get("virtual_cluster_id")
+            .get(VIRTUAL_CLUSTER_ID)
             .as_str()
             .and_then(VirtualClusterRef::parse);
         let selector = format!("{MANAGED_BY}={MANAGED_BY_VALUE},{VIRTUAL_CLUSTER}");

@@ -5,7 +5,11 @@
 //! name, and its allocation and subnet when they carry the segment's names (`gf-<name>`).
 //! A V-Net without a gateway is not listed, since a segment always has one.
 
-use super::{TYPE_NAME, read::import_skeleton};
+use super::{
+    TYPE_NAME,
+    read::import_skeleton,
+    schema::{SITE, TENANT, VPC},
+};
 use crate::{
     apply::Found,
     backends::netris::NetrisApi,
@@ -23,11 +27,11 @@ pub(super) fn list_schema() -> Schema {
              Filters combine; without any, every V-Net is listed.",
         )
         .attr(
-            Attribute::optional("tenant", Type::String)
+            Attribute::optional(TENANT, Type::String)
                 .describe("Only V-Nets this Netris tenant owns."),
         )
-        .attr(Attribute::optional("vpc", Type::String).describe("Only V-Nets in this VPC."))
-        .attr(Attribute::optional("site", Type::String).describe("Only V-Nets at this site.")),
+        .attr(Attribute::optional(VPC, Type::String).describe("Only V-Nets in this VPC."))
+        .attr(Attribute::optional(SITE, Type::String).describe("Only V-Nets at this site.")),
     )
 }
 
@@ -41,9 +45,9 @@ pub(super) async fn find(api: &dyn NetrisApi, config: &Value) -> Result<Vec<Foun
     })?;
     let named = |want: Option<&str>, have: Option<&str>| want.is_none_or(|w| have == Some(w));
     let (tenant, vpc, site) = (
-        config.get("tenant").as_str(),
-        config.get("vpc").as_str(),
-        config.get("site").as_str(),
+        config.get(TENANT).as_str(),
+        config.get(VPC).as_str(),
+        config.get(SITE).as_str(),
     );
     let mut kept: Vec<_> = vnets
         .into_iter()
