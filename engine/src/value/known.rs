@@ -103,6 +103,11 @@ pub fn flag(v: &Value) -> Known<bool> {
     Known::decode(v, Value::as_bool)
 }
 
+/// A nested single block, built by `build` from the block's value.
+pub fn object<T>(v: &Value, build: impl FnOnce(&Value) -> T) -> Known<T> {
+    Known::decode(v, |o| o.as_object().map(|_| build(o)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +130,16 @@ mod tests {
         let whole = |v: &Value| Known::decode(v, Value::as_i64);
         assert_eq!(whole(&Value::int(3)), Known::Value(3));
         assert_eq!(whole(&Value::string("3")), Known::Unknown);
+    }
+
+    #[test]
+    fn a_block_decodes_only_from_an_object() {
+        let block = |v: &Value| object(v, |o| text(o.get("a")));
+        assert_eq!(block(&Value::Null), Known::Null);
+        assert_eq!(block(&Value::unknown()), Known::Unknown);
+        assert_eq!(block(&Value::string("a")), Known::Unknown);
+        let set = Value::object([("a", Value::string("x"))]);
+        assert_eq!(block(&set), Known::Value(Known::Value("x".to_owned())));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::{
     tenancy::VirtualClusterRef,
     value::{
         Known, Value,
-        known::{flag, text, whole},
+        known::{flag, object, text, whole},
     },
 };
 
@@ -178,11 +178,9 @@ fn none_unknown<'a, T: 'a>(mut xs: impl Iterator<Item = &'a Known<T>>) -> bool {
 
 /// One entry of `thresholds`.
 fn threshold_setting(v: &Value) -> Known<ThresholdSetting> {
-    Known::decode(v, |b| {
-        b.as_object().map(|_| ThresholdSetting {
-            min: number(b.get(THRESHOLD_MIN)),
-            max: number(b.get(THRESHOLD_MAX)),
-        })
+    object(v, |b| ThresholdSetting {
+        min: number(b.get(THRESHOLD_MIN)),
+        max: number(b.get(THRESHOLD_MAX)),
     })
 }
 
@@ -198,14 +196,12 @@ fn known_bounds(entry: &Known<ThresholdSetting>) -> Bounds {
 
 impl BaselineConfig {
     fn decode(v: &Value) -> Known<BaselineConfig> {
-        Known::decode(v, |b| {
-            b.as_object().map(|_| BaselineConfig {
-                results: map_of(b.get(RESULTS), number),
-                environment: map_of(b.get(ENVIRONMENT), text),
-                min_ratio: number(b.get(MIN_RATIO)),
-                allow_differences: texts(b.get(ALLOW_DIFFERENCES)),
-                source: text(b.get(BASELINE_SOURCE)),
-            })
+        object(v, |b| BaselineConfig {
+            results: map_of(b.get(RESULTS), number),
+            environment: map_of(b.get(ENVIRONMENT), text),
+            min_ratio: number(b.get(MIN_RATIO)),
+            allow_differences: texts(b.get(ALLOW_DIFFERENCES)),
+            source: text(b.get(BASELINE_SOURCE)),
         })
     }
 
@@ -252,11 +248,9 @@ impl BaselineConfig {
 
 impl ArchiveRecord {
     fn decode(v: &Value) -> Known<ArchiveRecord> {
-        Known::decode(v, |a| {
-            a.as_object().map(|_| ArchiveRecord {
-                configmaps: a.get(ARCHIVE_CONFIGMAPS).strings(),
-                sha256: text(a.get(ARCHIVE_SHA256)),
-            })
+        object(v, |a| ArchiveRecord {
+            configmaps: a.get(ARCHIVE_CONFIGMAPS).strings(),
+            sha256: text(a.get(ARCHIVE_SHA256)),
         })
     }
 }

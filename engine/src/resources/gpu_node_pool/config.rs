@@ -17,7 +17,7 @@ use super::{
 };
 use crate::value::{
     BigDecimal, Known, Value,
-    known::{text, whole},
+    known::{object, text, whole},
 };
 
 /// `autoscaling`.
@@ -161,24 +161,20 @@ impl PoolConfig {
             isolation: Known::decode(v.get(ISOLATION), |x| x.as_str().and_then(Tier::parse)),
             gpu_product: text(v.get(GPU_PRODUCT)),
             node_count: whole(v.get(NODE_COUNT)),
-            autoscaling: Known::decode(v.get(AUTOSCALING), |a| {
-                a.as_object().map(|_| Autoscaling {
-                    min_nodes: whole(a.get(MIN_NODES)),
-                    max_nodes: whole(a.get(MAX_NODES)),
-                })
+            autoscaling: object(v.get(AUTOSCALING), |a| Autoscaling {
+                min_nodes: whole(a.get(MIN_NODES)),
+                max_nodes: whole(a.get(MAX_NODES)),
             }),
             // A configuration leaves `source` null until plan fills in the schema's default,
             // and every check treats a pool without one as that default; decided here once.
             source: Known::decode(v.get(SOURCE), |x| x.as_str().and_then(Source::parse))
                 .null_as(Source::DEFAULT),
-            sharing: Known::decode(v.get(SHARING), |s| {
-                s.as_object().map(|_| SharingConfig {
-                    // Null is the schema's default, whole GPUs.
-                    strategy: Known::decode(s.get(STRATEGY), |x| x.as_str().map(Strategy::parse))
-                        .null_as(Strategy::None),
-                    replicas: Known::decode(s.get(REPLICAS), |x| x.as_number().cloned()),
-                    mig_config: text(s.get(MIG_CONFIG)),
-                })
+            sharing: object(v.get(SHARING), |s| SharingConfig {
+                // Null is the schema's default, whole GPUs.
+                strategy: Known::decode(s.get(STRATEGY), |x| x.as_str().map(Strategy::parse))
+                    .null_as(Strategy::None),
+                replicas: Known::decode(s.get(REPLICAS), |x| x.as_number().cloned()),
+                mig_config: text(s.get(MIG_CONFIG)),
             }),
             node_labels: Known::decode(v.get(NODE_LABELS), |m| {
                 m.as_map()
@@ -195,23 +191,19 @@ impl PoolConfig {
                         .collect()
                 })
             }),
-            placement: Known::decode(v.get(PLACEMENT), |p| {
-                p.as_object().map(|_| PlacementConfig {
-                    topology_key: text(p.get(TOPOLOGY_KEY)),
-                    policy: text(p.get(POLICY)),
-                })
+            placement: object(v.get(PLACEMENT), |p| PlacementConfig {
+                topology_key: text(p.get(TOPOLOGY_KEY)),
+                policy: text(p.get(POLICY)),
             }),
             drain_timeout: text(v.get(DRAIN_TIMEOUT)),
             karpenter_node_class: text(v.get(KARPENTER_NODE_CLASS)),
-            karpenter: Known::decode(v.get(KARPENTER), |k| {
-                k.as_object().map(|_| KarpenterConfig {
-                    provider: text(k.get(KARPENTER_PROVIDER)),
-                    gpus_per_node: whole(k.get(GPUS_PER_NODE)),
-                    requirements: Known::decode(k.get(REQUIREMENTS), |l| {
-                        l.as_seq()
-                            .map(|rs| rs.iter().map(|r| Known::decode(r, requirement)).collect())
-                    }),
-                })
+            karpenter: object(v.get(KARPENTER), |k| KarpenterConfig {
+                provider: text(k.get(KARPENTER_PROVIDER)),
+                gpus_per_node: whole(k.get(GPUS_PER_NODE)),
+                requirements: Known::decode(k.get(REQUIREMENTS), |l| {
+                    l.as_seq()
+                        .map(|rs| rs.iter().map(|r| Known::decode(r, requirement)).collect())
+                }),
             }),
             nodes: Known::decode(v.get(NODES), |x| x.as_seq().map(|_| x.strings())),
         }

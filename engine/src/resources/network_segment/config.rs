@@ -13,7 +13,7 @@ use crate::{
     validate::Ipv4Net,
     value::{
         Known, Value,
-        known::{flag, text, whole},
+        known::{flag, object, text, whole},
     },
 };
 
@@ -121,22 +121,18 @@ impl SegmentConfig {
             gateway: parsed(v.get(GATEWAY)),
             vlan_id: whole(v.get(VLAN_ID)),
             vni: whole(v.get(VNI)),
-            dhcp: Known::decode(v.get(DHCP), |d| {
-                d.as_object().map(|_| DhcpConfig {
-                    start: parsed(d.get(DHCP_START)),
-                    end: parsed(d.get(DHCP_END)),
-                })
+            dhcp: object(v.get(DHCP), |d| DhcpConfig {
+                start: parsed(d.get(DHCP_START)),
+                end: parsed(d.get(DHCP_END)),
             }),
             members: Known::decode(v.get(MEMBERS), |l| {
                 l.as_seq().map(|ms| {
                     ms.iter()
                         .map(|m| {
-                            Known::decode(m, |m| {
-                                m.as_object().map(|_| MemberConfig {
-                                    port: text(m.get(PORT)),
-                                    hostname: text(m.get(HOSTNAME)),
-                                    untagged: flag(m.get(UNTAGGED)),
-                                })
+                            object(m, |m| MemberConfig {
+                                port: text(m.get(PORT)),
+                                hostname: text(m.get(HOSTNAME)),
+                                untagged: flag(m.get(UNTAGGED)),
                             })
                         })
                         .collect()

@@ -21,7 +21,7 @@ use super::{
 };
 use crate::value::{
     Known, Value,
-    known::{flag, text, whole},
+    known::{flag, object, text, whole},
 };
 
 /// `quota`.
@@ -142,48 +142,38 @@ impl ClusterConfig {
             namespace: text(v.get(NAMESPACE)),
             kubernetes_version: text(v.get(KUBERNETES_VERSION)),
             isolation: Known::decode(v.get(ISOLATION), |x| x.as_str().and_then(Isolation::parse)),
-            quota: Known::decode(v.get(QUOTA), |q| {
-                q.as_object().map(|_| QuotaConfig {
-                    gpus: whole(q.get(QUOTA_GPUS)),
-                    cpu: text(q.get(QUOTA_CPU)),
-                    memory: text(q.get(QUOTA_MEMORY)),
-                    pods: whole(q.get(QUOTA_PODS)),
-                })
+            quota: object(v.get(QUOTA), |q| QuotaConfig {
+                gpus: whole(q.get(QUOTA_GPUS)),
+                cpu: text(q.get(QUOTA_CPU)),
+                memory: text(q.get(QUOTA_MEMORY)),
+                pods: whole(q.get(QUOTA_PODS)),
             }),
-            limit_range: Known::decode(v.get(LIMIT_RANGE), |l| {
-                l.as_object().map(|_| LimitRangeConfig {
-                    default_cpu: text(l.get(DEFAULT_CPU)),
-                    default_memory: text(l.get(DEFAULT_MEMORY)),
-                    default_request_cpu: text(l.get(DEFAULT_REQUEST_CPU)),
-                    default_request_memory: text(l.get(DEFAULT_REQUEST_MEMORY)),
-                })
+            limit_range: object(v.get(LIMIT_RANGE), |l| LimitRangeConfig {
+                default_cpu: text(l.get(DEFAULT_CPU)),
+                default_memory: text(l.get(DEFAULT_MEMORY)),
+                default_request_cpu: text(l.get(DEFAULT_REQUEST_CPU)),
+                default_request_memory: text(l.get(DEFAULT_REQUEST_MEMORY)),
             }),
             network_isolation: flag(v.get(NETWORK_ISOLATION)),
             pod_security: text(v.get(POD_SECURITY)),
-            sleep: Known::decode(v.get(SLEEP), |s| {
-                s.as_object().map(|_| SleepConfig {
-                    after_inactivity: text(s.get(AFTER_INACTIVITY)),
-                })
+            sleep: object(v.get(SLEEP), |s| SleepConfig {
+                after_inactivity: text(s.get(AFTER_INACTIVITY)),
             }),
             paused: flag(v.get(PAUSED)),
-            persistence: Known::decode(v.get(PERSISTENCE), |p| {
-                p.as_object().map(|_| PersistenceConfig {
-                    size: text(p.get(SIZE)),
-                    storage_class: text(p.get(STORAGE_CLASS)),
-                })
+            persistence: object(v.get(PERSISTENCE), |p| PersistenceConfig {
+                size: text(p.get(SIZE)),
+                storage_class: text(p.get(STORAGE_CLASS)),
             }),
-            expose: Known::decode(v.get(EXPOSE), |e| {
-                e.as_object().map(|_| ExposeConfig {
-                    // As rendering reads it: a type the schema refuses (reported by its
-                    // validator) counts as the default, so the checks across attributes
-                    // still run.
-                    service_type: Known::decode(e.get(EXPOSE_TYPE), |t| {
-                        t.as_str()
-                            .map(|s| ServiceType::parse(s).unwrap_or_default())
-                    })
-                    .null_as(ServiceType::default()),
-                    host: text(e.get(EXPOSE_HOST)),
+            expose: object(v.get(EXPOSE), |e| ExposeConfig {
+                // As rendering reads it: a type the schema refuses (reported by its
+                // validator) counts as the default, so the checks across attributes
+                // still run.
+                service_type: Known::decode(e.get(EXPOSE_TYPE), |t| {
+                    t.as_str()
+                        .map(|s| ServiceType::parse(s).unwrap_or_default())
                 })
+                .null_as(ServiceType::default()),
+                host: text(e.get(EXPOSE_HOST)),
             }),
             labels: labels(v.get(LABELS)),
             values_override: text(v.get(VALUES_OVERRIDE)),
