@@ -50,8 +50,11 @@ pub(super) async fn plan_pool<B: Backend + ?Sized>(
     let config = PoolConfig::decode(&req.config);
     let prior = PoolConfig::decode(&req.prior);
     let mut resp = plan_values(req);
-    resp.diagnostics
-        .extend(product::check(&ctx.settings.gpu_products, &req.config));
+    resp.diagnostics.extend(product::check(
+        &ctx.settings.gpu_products,
+        &req.config,
+        &config,
+    ));
     // The tier rules hold on every change, whatever else the plan changes.
     let host = backend.connect_reader(ctx, TYPE_NAME).await.ok();
     let cluster_tier = match planned_tier(ctx, &config) {

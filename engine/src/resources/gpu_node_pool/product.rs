@@ -10,8 +10,7 @@ use crate::{
 
 /// Refuses a `gpu_product` that is neither in the catalog nor declared, and checks that an
 /// `auto` pool's Karpenter provider can launch the product.
-pub(super) fn check(declared: &Declared, config: &Value) -> Diagnostics {
-    let pool = PoolConfig::decode(config);
+pub(super) fn check(declared: &Declared, config: &Value, pool: &PoolConfig) -> Diagnostics {
     // The product check is shared with the other kinds that name a product: it reads the
     // attribute as written.
     let mut d = gpu_products::check_product(
@@ -24,7 +23,7 @@ pub(super) fn check(declared: &Declared, config: &Value) -> Diagnostics {
         .value()
         .map(|p| gpu_products::resolve(declared, p))
     {
-        d.extend(karpenter::check_model(&pool, model));
+        d.extend(karpenter::check_model(pool, model));
     }
     d
 }
