@@ -3,7 +3,7 @@
 //! The spec is TOML (format in `lab/fleets/README.md`, default in
 //! `lab/fleets/default.toml`). Products are named by their GPU feature discovery names
 //! (`NVIDIA-H100-80GB-HBM3`, …) and resolved in the engine's catalog
-//! ([`gpufleet_engine::catalog::lookup`]), which supplies the memory, MIG capability,
+//! ([`gpufleet_core::catalog::lookup`]), which supplies the memory, MIG capability,
 //! architecture and NVLink domain size of each.
 //!
 //! [`Fleet::new`] expands a spec into [`FleetNode`]s: one per node, with a deterministic
@@ -18,7 +18,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use gpufleet_engine::catalog::{self, GpuModel};
+use gpufleet_core::catalog::{self, GpuModel};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -157,6 +157,3 @@ mod tests {
         assert!(validate_block(&schema(), &v).is_empty());
     }
 }
-
-#[cfg(test)]
-mod bad_input_tests;

@@ -8,16 +8,11 @@
 //! is never refused at validate (`terraform validate` runs on an unconfigured provider), and
 //! while the blocks are unknown it is undecided, not refused.
 //!
-//! Declared products are also registered for this process, so that code without a context
-//! (reading a node's `nvidia.com/gpu.product` label, decoding a planned value at apply) finds
-//! them through [`crate::catalog::lookup`]. Terraform runs one provider process per provider
-//! configuration, so the registry holds exactly the products of that configuration; models
-//! are kept for the process's life (a few hundred bytes each, one per distinct declaration).
-
-use std::sync::{OnceLock, RwLock};
+//! Declared products are also registered for this process with the catalog, so that code
+//! without a context finds them through [`crate::catalog::lookup`].
 
 use crate::{
-    catalog::{self, GpuModel, MigProfile},
+    catalog::{self, GpuModel, MigDecl, ProductDecl},
     diag::Diagnostics,
     path::AttrPath,
     schema::{AttrMode, Attribute, Block, NestedBlock, Nesting},
@@ -106,29 +101,6 @@ pub fn provider_block() -> NestedBlock {
             ),
         ),
     )
-}
-
-/// One declared MIG profile, owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct MigDecl {
-    name: String,
-    compute_slices: u8,
-    memory_gb: u16,
-    memory_slices: u8,
-    max_instances: u8,
-}
-
-/// One declared product, owned: what the registry compares to avoid leaking a model twice.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ProductDecl {
-    name: String,
-    aliases: Vec<String>,
-    display_name: String,
-    architecture: String,
-    memory_mib: u32,
-    gpus_per_node: Option<u32>,
-    nvlink_domain_size: Option<u16>,
-    mig_profiles: Vec<MigDecl>,
 }
 
 /// `<g>g.<n>gb` as (compute slices, memory GB).
@@ -316,7 +288,7 @@ impl Declared {
                 .iter()
                 .any(|m| catalog::product_key(m.product) == catalog::product_key(&decl.name));
             if !shadows && !again {
-                models.push(register(decl));
+                models.push(catalog::register(decl));
             }
         }
         Declared::Known(models)
@@ -400,86 +372,13 @@ pub fn check_product(declared: &Declared, path: AttrPath, value: &Value) -> Diag
 /// the NVL72 compute trays, 8 for products on an 8-GPU HGX baseboard; `None` for PCIe cards,
 /// whose servers hold 1 to 8.
 pub fn gpus_per_node(model: &GpuModel) -> Option<u32> {
-    if let Some(e) = registry_read()
-        .iter()
-        .find(|e| std::ptr::eq(e.model, model) || e.model.product == model.product)
-    {
-        return e.decl.gpus_per_node;
+    if let Some(declared) = catalog::declared_gpus_per_node(model) {
+        return declared;
     }
     if let Some((_, n)) = TRAY_GPUS.iter().find(|(p, _)| *p == model.product) {
         return Some(*n);
     }
     (model.nvlink_domain_size == Some(8)).then_some(8)
-}
-
-struct Entry {
-    decl: ProductDecl,
-    keys: Vec<String>,
-    model: &'static GpuModel,
-}
-
-fn registry() -> &'static RwLock<Vec<Entry>> {
-    static REGISTRY: OnceLock<RwLock<Vec<Entry>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| RwLock::new(Vec::new()))
-}
-
-fn registry_read() -> std::sync::RwLockReadGuard<'static, Vec<Entry>> {
-    // A panic while holding the lock leaves whole entries behind.
-    registry()
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_owned().into_boxed_str())
-}
-
-/// Registers a declared product for this process, reusing the model of an identical earlier
-/// declaration; a changed declaration of the same name replaces it.
-fn register(decl: ProductDecl) -> &'static GpuModel {
-    let mut entries = registry()
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(e) = entries.iter().find(|e| e.decl == decl) {
-        return e.model;
-    }
-    let mig: Vec<MigProfile> = decl
-        .mig_profiles
-        .iter()
-        .map(|p| MigProfile {
-            name: leak(&p.name),
-            compute_slices: p.compute_slices,
-            memory_gb: p.memory_gb,
-            memory_slices: p.memory_slices,
-            max_instances: p.max_instances,
-        })
-        .collect();
-    let aliases: Vec<&'static str> = decl.aliases.iter().map(|a| leak(a)).collect();
-    let model: &'static GpuModel = Box::leak(Box::new(GpuModel {
-        product: leak(&decl.name),
-        aliases: Box::leak(aliases.into_boxed_slice()),
-        display_name: leak(&decl.display_name),
-        architecture: leak(&decl.architecture),
-        memory_mib: decl.memory_mib,
-        mig_profiles: Box::leak(mig.into_boxed_slice()),
-        nvlink_domain_size: decl.nvlink_domain_size,
-    }));
-    let keys = std::iter::once(&decl.name)
-        .chain(&decl.aliases)
-        .map(|s| catalog::product_key(s))
-        .collect();
-    entries.retain(|e| catalog::product_key(&e.decl.name) != catalog::product_key(&decl.name));
-    entries.push(Entry { decl, keys, model });
-    model
-}
-
-/// The registered product with this comparison key ([`catalog::product_key`]); the fallback
-/// of [`catalog::lookup`].
-pub(crate) fn registered(key: &str) -> Option<&'static GpuModel> {
-    registry_read()
-        .iter()
-        .find(|e| e.keys.iter().any(|k| k == key))
-        .map(|e| e.model)
 }
 
 #[cfg(test)]
