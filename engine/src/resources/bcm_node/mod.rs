@@ -78,7 +78,7 @@ use crate::{
     backends::bcm::{BcmApi, BcmBackend, FromSettings},
     context::Context,
     diag::Diagnostics,
-    kinds::{ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -125,11 +125,16 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
         validate_node(config)
     }
 
-    fn plan(req: &PlanRequest) -> PlanResponse {
+    fn plan(_ctx: &Context, req: &PlanRequest) -> PlanResponse {
         plan_node(req)
     }
 
-    async fn check_plan(api: &dyn BcmApi, ctx: &Context, req: &PlanRequest) -> Diagnostics {
+    async fn check_plan(
+        api: &dyn BcmApi,
+        ctx: &Context,
+        req: &PlanRequest,
+        _planned: &Value,
+    ) -> Diagnostics {
         plan::check_plan(api, ctx, req).await
     }
 
@@ -141,17 +146,12 @@ impl<B: BcmBackend> RemoteKind for BcmNode<B> {
         self.0.connect(ctx, TYPE_NAME).await
     }
 
-    async fn create(api: &dyn BcmApi, ctx: &Context, planned: &Value) -> ApplyResponse {
-        apply_create(api, ctx, planned).await
+    async fn create(api: &dyn BcmApi, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        apply_create(api, ctx, &req.planned).await
     }
 
-    async fn update(
-        api: &dyn BcmApi,
-        ctx: &Context,
-        prior: &Value,
-        planned: &Value,
-    ) -> ApplyResponse {
-        apply_update(api, ctx, prior, planned).await
+    async fn update(api: &dyn BcmApi, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        apply_update(api, ctx, &req.prior, &req.planned).await
     }
 
     async fn delete(api: &dyn BcmApi, ctx: &Context, prior: &Value) -> ApplyResponse {

@@ -59,7 +59,7 @@ pub mod units;
 mod validate;
 mod wait;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 
@@ -72,10 +72,11 @@ use self::{
     validate::validate_benchmark,
 };
 use crate::{
-    backends::kube::host::{FromSettings, ObjectsBackend},
+    apply::RemoteKind,
+    backends::kube::host::{FromSettings, HostObjects, ObjectsBackend},
     context::Context,
     diag::Diagnostics,
-    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -98,62 +99,71 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 pub struct Benchmark<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: ObjectsBackend> ResourceKind for Benchmark<B> {
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
+impl<B: ObjectsBackend> RemoteKind for Benchmark<B> {
+    type Api = dyn HostObjects;
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const IDENTITY: &'static [&'static str] = &[schema::NAMESPACE, schema::NAME];
 
-    fn schema(&self) -> Schema {
+    fn schema() -> Schema {
         benchmark_schema()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
+    fn validate(config: &Value) -> Diagnostics {
         validate_benchmark(config)
     }
 
-    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
-        let mut resp = plan_benchmark(&req);
-        if !resp.planned.is_null()
-            && let Ok(cluster) = self.0.connect(ctx, TYPE_NAME).await
-        {
-            resp.diagnostics.extend(
-                crate::plan::backend_facts::bounded(plan::check_plan(cluster.as_ref(), ctx, &req))
-                    .await,
-            );
-        }
-        resp
+    fn plan(_ctx: &Context, req: &PlanRequest) -> PlanResponse {
+        plan_benchmark(req)
     }
 
-    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        if !req.prior.is_null() && !req.planned.is_null() {
-            // Only thresholds, on_failure and timeouts change in place: no cluster needed.
-            return apply_update(&req.prior, &req.planned);
-        }
-        let cluster = match self.0.connect(ctx, TYPE_NAME).await {
-            Ok(c) => c,
-            Err(diagnostics) => {
-                return ApplyResponse::refused(req.prior, diagnostics);
-            }
-        };
-        if req.planned.is_null() {
-            apply_delete(cluster.as_ref(), ctx, &req.prior).await
-        } else {
-            // Write-only: only the configuration carries the key.
-            let config = BenchmarkConfig::decode(&req.config);
-            let key = config.endpoint_api_key.value().map(String::as_str);
-            apply_create(cluster.as_ref(), ctx, &req.planned, key).await
-        }
+    async fn check_plan(
+        cluster: &dyn HostObjects,
+        ctx: &Context,
+        req: &PlanRequest,
+        _planned: &Value,
+    ) -> Diagnostics {
+        plan::check_plan(cluster, ctx, req).await
     }
 
-    async fn read(&self, _ctx: &Context, state: Value) -> ReadResponse {
-        read_record(state)
-    }
-
-    async fn import(&self, _ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
+    /// Import is refused: the record is of a run made by Terraform.
+    fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         Err(import_refused(id))
     }
 
-    fn identity_attributes(&self) -> &'static [&'static str] {
-        &[schema::NAMESPACE, schema::NAME]
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        self.0.connect(ctx, TYPE_NAME).await
+    }
+
+    /// Only thresholds, on_failure and timeouts change in place: no cluster needed.
+    fn local_update(prior: &Value, planned: &Value) -> Option<ApplyResponse> {
+        Some(apply_update(prior, planned))
+    }
+
+    /// A run is a record: what it measured does not change afterwards.
+    fn local_read(state: &Value) -> Option<ReadResponse> {
+        Some(read_record(state.clone()))
+    }
+
+    async fn create(cluster: &dyn HostObjects, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        // Write-only: only the configuration carries the key.
+        let config = BenchmarkConfig::decode(&req.config);
+        let key = config.endpoint_api_key.value().map(String::as_str);
+        apply_create(cluster, ctx, &req.planned, key).await
+    }
+
+    async fn update(
+        _cluster: &dyn HostObjects,
+        _ctx: &Context,
+        req: &ApplyRequest,
+    ) -> ApplyResponse {
+        apply_update(&req.prior, &req.planned)
+    }
+
+    async fn delete(cluster: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
+        apply_delete(cluster, ctx, prior).await
+    }
+
+    async fn refresh(_cluster: &dyn HostObjects, _ctx: &Context, state: &Value) -> ReadResponse {
+        read_record(state.clone())
     }
 }

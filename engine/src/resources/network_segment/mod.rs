@@ -79,7 +79,7 @@ use crate::{
     backends::netris::{FromSettings, NetrisApi, NetrisBackend},
     context::Context,
     diag::Diagnostics,
-    kinds::{ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -126,11 +126,16 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
         validate_segment(config)
     }
 
-    fn plan(req: &PlanRequest) -> PlanResponse {
+    fn plan(_ctx: &Context, req: &PlanRequest) -> PlanResponse {
         plan_segment(req)
     }
 
-    async fn check_plan(api: &dyn NetrisApi, ctx: &Context, req: &PlanRequest) -> Diagnostics {
+    async fn check_plan(
+        api: &dyn NetrisApi,
+        ctx: &Context,
+        req: &PlanRequest,
+        _planned: &Value,
+    ) -> Diagnostics {
         plan::check_plan(api, ctx, req).await
     }
 
@@ -142,17 +147,12 @@ impl<B: NetrisBackend> RemoteKind for NetworkSegment<B> {
         self.0.connect(ctx, TYPE_NAME).await
     }
 
-    async fn create(api: &dyn NetrisApi, ctx: &Context, planned: &Value) -> ApplyResponse {
-        apply_create(api, ctx, planned, Ids::default()).await
+    async fn create(api: &dyn NetrisApi, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        apply_create(api, ctx, &req.planned, Ids::default()).await
     }
 
-    async fn update(
-        api: &dyn NetrisApi,
-        ctx: &Context,
-        prior: &Value,
-        planned: &Value,
-    ) -> ApplyResponse {
-        apply_update(api, ctx, prior, planned).await
+    async fn update(api: &dyn NetrisApi, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        apply_update(api, ctx, &req.prior, &req.planned).await
     }
 
     async fn delete(api: &dyn NetrisApi, ctx: &Context, prior: &Value) -> ApplyResponse {

@@ -81,7 +81,7 @@ pub mod values;
 pub mod versions;
 mod yaml;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 
@@ -90,10 +90,11 @@ pub use read::{import_skeleton, read_virtual_cluster};
 
 use self::{config::ClusterConfig, plan::plan_virtual_cluster, validate::validate_virtual_cluster};
 use crate::{
-    backends::kube::host::{FromSettings, ObjectsBackend},
+    apply::RemoteKind,
+    backends::kube::host::{FromSettings, HostObjects, ObjectsBackend},
     context::Context,
     diag::Diagnostics,
-    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse, ResourceKind},
+    kinds::{ApplyRequest, ApplyResponse, PlanRequest, PlanResponse, ReadResponse},
     schema::Schema,
     timeouts::Timeouts,
     value::Value,
@@ -116,36 +117,23 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
 pub struct VirtualCluster<B = FromSettings>(pub B);
 
 #[async_trait]
-impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
+impl<B: ObjectsBackend> RemoteKind for VirtualCluster<B> {
+    type Api = dyn HostObjects;
+    const TYPE_NAME: &'static str = TYPE_NAME;
+    const IDENTITY: &'static [&'static str] = &[schema::NAMESPACE, schema::NAME];
 
-    fn schema(&self) -> Schema {
+    fn schema() -> Schema {
         schema::resource_schema()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
+    fn validate(config: &Value) -> Diagnostics {
         validate_virtual_cluster(config)
     }
 
-    async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
-        let mut resp = plan_virtual_cluster(&req);
+    fn plan(ctx: &Context, req: &PlanRequest) -> PlanResponse {
+        let resp = plan_virtual_cluster(req);
+        // Node pools and benchmarks of this run read the tier and whether it is new.
         let planned = ClusterConfig::decode(&resp.planned);
-        if req.prior.is_null()
-            && let (Some(name), Some(namespace)) = (planned.name.value(), planned.namespace.value())
-            && let Ok(host) = self.0.connect(ctx, TYPE_NAME).await
-        {
-            let check = async {
-                match name_taken::other_namespace(host.as_ref(), name, namespace).await {
-                    Ok(Some(other)) => name_taken::refusal(name, &other).into(),
-                    // A host that cannot be asked now is asked again at apply.
-                    _ => Diagnostics::new(),
-                }
-            };
-            resp.diagnostics
-                .extend(crate::plan::backend_facts::bounded(check).await);
-        }
         if let Some(id) = planned.id.value() {
             ctx.virtual_clusters.planned(
                 id,
@@ -156,46 +144,75 @@ impl<B: ObjectsBackend> ResourceKind for VirtualCluster<B> {
         resp
     }
 
-    async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
-        let host = match self.0.connect(ctx, TYPE_NAME).await {
-            Ok(h) => h,
-            Err(diagnostics) => {
-                return ApplyResponse::refused(req.prior, diagnostics);
-            }
+    async fn check_plan(
+        host: &dyn HostObjects,
+        _ctx: &Context,
+        req: &PlanRequest,
+        planned: &Value,
+    ) -> Diagnostics {
+        let planned = ClusterConfig::decode(planned);
+        let (Some(name), Some(namespace)) = (planned.name.value(), planned.namespace.value())
+        else {
+            return Diagnostics::new();
         };
-        if req.planned.is_null() {
-            return apply::apply_delete(host.as_ref(), ctx, &req.prior).await;
+        if !req.prior.is_null() {
+            return Diagnostics::new();
         }
-        let resp = apply::apply_upsert(host.as_ref(), ctx, &req.prior, &req.planned).await;
-        if let Some(id) = ClusterConfig::decode(&req.planned).id.value() {
-            ctx.virtual_clusters.applied(id);
-        }
-        resp
-    }
-
-    async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        // An import reads what Helm installed, which lacks gpufleet's labels: by name.
-        let host = if read::importing(&state) {
-            self.0.connect(ctx, TYPE_NAME).await
-        } else {
-            self.0.connect_reader(ctx, TYPE_NAME).await
-        };
-        match host {
-            Ok(host) => read_virtual_cluster(host.as_ref(), ctx, &state).await,
-            Err(diagnostics) => ReadResponse::refused(state, diagnostics),
+        match name_taken::other_namespace(host, name, namespace).await {
+            Ok(Some(other)) => name_taken::refusal(name, &other).into(),
+            // A host that cannot be asked now is asked again at apply.
+            _ => Diagnostics::new(),
         }
     }
 
-    async fn import(&self, ctx: &Context, id: &str) -> Result<Value, Diagnostics> {
-        self.0.connect(ctx, TYPE_NAME).await?;
+    fn import_skeleton(id: &str) -> Result<Value, Diagnostics> {
         import_skeleton(id)
     }
 
-    fn identity_attributes(&self) -> &'static [&'static str] {
-        &[schema::NAMESPACE, schema::NAME]
+    async fn connect(&self, ctx: &Context) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        self.0.connect(ctx, TYPE_NAME).await
     }
 
-    fn docs_sections(&self) -> Vec<(&'static str, String)> {
+    async fn connect_reader(
+        &self,
+        ctx: &Context,
+        state: &Value,
+    ) -> Result<Arc<dyn HostObjects>, Diagnostics> {
+        // An import reads what Helm installed, which lacks gpufleet's labels: by name.
+        if read::importing(state) {
+            self.0.connect(ctx, TYPE_NAME).await
+        } else {
+            self.0.connect_reader(ctx, TYPE_NAME).await
+        }
+    }
+
+    async fn create(host: &dyn HostObjects, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        upsert(host, ctx, req).await
+    }
+
+    async fn update(host: &dyn HostObjects, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+        upsert(host, ctx, req).await
+    }
+
+    async fn delete(host: &dyn HostObjects, ctx: &Context, prior: &Value) -> ApplyResponse {
+        apply::apply_delete(host, ctx, prior).await
+    }
+
+    async fn refresh(host: &dyn HostObjects, ctx: &Context, state: &Value) -> ReadResponse {
+        read_virtual_cluster(host, ctx, state).await
+    }
+
+    fn docs_sections() -> Vec<(&'static str, String)> {
         vec![("Host Objects", objects::docs_table())]
     }
+}
+
+/// Create and update are one convergence of the host's objects; node pools of this run then
+/// see the virtual cluster as applied.
+async fn upsert(host: &dyn HostObjects, ctx: &Context, req: &ApplyRequest) -> ApplyResponse {
+    let resp = apply::apply_upsert(host, ctx, &req.prior, &req.planned).await;
+    if let Some(id) = ClusterConfig::decode(&req.planned).id.value() {
+        ctx.virtual_clusters.applied(id);
+    }
+    resp
 }
