@@ -136,9 +136,9 @@ fn source_of(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(name)
 }
 
-/// The vCluster release the lab builds and runs: the one gpufleet renders.
-pub const VCLUSTER_VERSION: &str =
-    gpufleet_engine::resources::virtual_cluster::versions::VCLUSTER_VERSION;
+/// The vCluster release the lab builds and runs: the one gpufleet renders and documents (a
+/// test holds the two equal, so the lab never runs another release than the provider asks).
+pub const VCLUSTER_VERSION: &str = "0.36.0";
 
 /// Builds vCluster's syncer and kine (lab/vcluster/build.sh) into `dir` when missing or
 /// stale.
@@ -545,6 +545,14 @@ fn build(bin: &Path, src: &Path, env: &[(&str, &str)]) -> Result<(), BuildError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lab_runs_the_vcluster_release_the_provider_renders() {
+        assert_eq!(
+            VCLUSTER_VERSION,
+            gpufleet_engine::resources::virtual_cluster::versions::VCLUSTER_VERSION
+        );
+    }
 
     fn fake_source(dir: &Path) {
         std::fs::write(dir.join("go.mod"), "module x\n").expect("go.mod");

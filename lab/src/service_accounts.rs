@@ -2,8 +2,9 @@
 //! ServiceAccount bound to a ClusterRole, with a kubeconfig that carries the account's token.
 //!
 //! - The gpufleet provider: `gpufleet-system/gpufleet-provider`, bound to the provider's own
-//!   least-privilege ClusterRole (`deploy/rbac/clusterrole.yaml`, from the engine's
-//!   [`gpufleet_engine::backends::kube::rbac`]). The lab's settings point
+//!   least-privilege ClusterRole as it is published (`deploy/rbac/clusterrole.yaml`, which
+//!   a platform team applies; `gpufleet-rbac --check` keeps it equal to what the provider's
+//!   code needs). The lab's settings point
 //!   `GPUFLEET_KUBE_CONFIG_PATH` at its kubeconfig, so every test that runs Terraform finds
 //!   out when the provider needs a right the role lacks, as a platform team's cluster would.
 //! - The MPI Operator: `mpi-operator/mpi-operator`, bound to the ClusterRole of the
@@ -32,8 +33,11 @@ use crate::paths::LabPaths;
 
 /// The provider's namespace and ServiceAccount.
 pub const PROVIDER_NAMESPACE: &str = "gpufleet-system";
-/// The provider's ServiceAccount (named after its ClusterRole).
-pub const PROVIDER_ACCOUNT: &str = gpufleet_engine::backends::kube::rbac::PROVIDER_ROLE;
+/// The provider's ServiceAccount, named after the published ClusterRole.
+pub const PROVIDER_ACCOUNT: &str = "gpufleet-provider";
+
+/// The provider's ClusterRole, as published for platform teams to apply.
+const PROVIDER_ROLE_MANIFEST: &str = include_str!("../../deploy/rbac/clusterrole.yaml");
 
 /// The MPI Operator's namespace (the release's standalone install).
 pub const MPI_OPERATOR_NAMESPACE: &str = "mpi-operator";
@@ -66,10 +70,11 @@ pub(crate) async fn provider(
     paths: &LabPaths,
     server: &str,
 ) -> Result<PathBuf, LabError> {
-    let role = parse::<ClusterRole>(
-        gpufleet_engine::backends::kube::rbac::cluster_role(),
-        "the provider's ClusterRole",
-    )?;
+    let role =
+        release_role(PROVIDER_ROLE_MANIFEST, PROVIDER_ACCOUNT).map_err(|e| LabError::StateDir {
+            path: PathBuf::from("deploy/rbac/clusterrole.yaml"),
+            source: std::io::Error::other(e),
+        })?;
     let identity = Identity {
         namespace: PROVIDER_NAMESPACE,
         account: PROVIDER_ACCOUNT,
@@ -163,13 +168,6 @@ fn documents<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, String> {
         .filter(|doc| !doc.trim().is_empty())
         .map(|doc| serde_saphyr::from_str(doc).map_err(|e| format!("parse a manifest: {e}")))
         .collect()
-}
-
-fn parse<T: DeserializeOwned>(value: serde_json::Value, what: &str) -> Result<T, LabError> {
-    serde_json::from_value(value).map_err(|e| LabError::StateDir {
-        path: PathBuf::from(what),
-        source: std::io::Error::other(e),
-    })
 }
 
 fn api_error(what: String) -> impl FnOnce(kube::Error) -> LabError {
@@ -350,5 +348,18 @@ rules: []
         let role = release_role(text, "mpi-operator").expect("found");
         assert_eq!(role.rules.map(|r| r.len()), Some(1));
         assert!(release_role(text, "other").is_err());
+    }
+
+    #[test]
+    fn the_provider_is_bound_to_the_role_the_provider_publishes() {
+        let role = release_role(PROVIDER_ROLE_MANIFEST, PROVIDER_ACCOUNT).expect("found");
+        assert_eq!(
+            PROVIDER_ACCOUNT,
+            gpufleet_engine::backends::kube::rbac::PROVIDER_ROLE
+        );
+        let code: ClusterRole =
+            serde_json::from_value(gpufleet_engine::backends::kube::rbac::cluster_role())
+                .expect("the code's role");
+        assert_eq!(role.rules, code.rules);
     }
 }

@@ -16,8 +16,8 @@ set -euo pipefail
 
 # The versions.
 # - The syncer: github.com/loft-sh/vcluster, package ./cmd/vcluster, of the release
-#   gpufleet renders (VCLUSTER_VERSION in engine/src/resources/virtual_cluster/versions.rs,
-#   which the lab passes in the environment).
+#   gpufleet renders (VCLUSTER_VERSION in engine/src/resources/virtual_cluster/versions.rs;
+#   the lab passes its own copy, which its tests hold equal, in the environment).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [[ -z "${VCLUSTER_VERSION:-}" ]]; then
   VCLUSTER_VERSION=$(sed -nE 's/^pub const VCLUSTER_VERSION: &str = "([^"]+)";.*/\1/p' \
