@@ -13,6 +13,7 @@ use gpufleet_lab::bcm::dispatch::CALLS;
 use gpufleet_lab::bcm::inventory::InventoryNode;
 use gpufleet_lab::bcm::model::{Db, ZERO_UUID, str_field};
 use gpufleet_lab::bcm::{ApiConfig, BcmInventory, Controller, ManualClock, Outcome, Request};
+use gpufleet_lab::emulator::Store as _;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use super::dispatch::{Request, Response};
 use super::model::{Db, InstallFault, str_field};
 use super::store::{BcmStore, FaultRule};
+use crate::emulator::Store as _;
 use crate::emulator::admin::{check_count, check_status, error, healthz, no_route};
 
 /// Handles one `/_admin/…` request.
@@ -67,7 +68,7 @@ pub fn handle(store: &BcmStore, req: &Request) -> Response {
             Err(e) => error(400, e),
         },
         ("DELETE", "/_admin/fault") => {
-            store.update_faults(|f| *f = Default::default());
+            store.update_faults(&mut |f| *f = Default::default());
             Response::new(200, json!(store.faults()))
         }
         _ => no_route(&req.method, &req.path),
@@ -116,7 +117,7 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
             return Err(format!("no device with hostname {host}"));
         }
     }
-    store.update_faults(|faults| {
+    store.update_faults(&mut |faults| {
         if is_rule {
             faults.rules.push(FaultRule {
                 call: f.call.clone(),

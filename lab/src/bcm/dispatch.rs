@@ -32,8 +32,9 @@ use serde_json::{Value, json};
 use super::boot;
 use super::entities::{self, Kind};
 use super::model::Db;
-use super::store::{BcmStore, CallError, JournalEntry};
+use super::store::{BcmStore, CallError, FaultHit, JournalEntry};
 use super::uuid::random_uuid;
+use crate::emulator::Store as _;
 pub use crate::emulator::{Outcome, Request, Response};
 
 /// The login cookie's name.
@@ -297,11 +298,10 @@ pub fn handle(store: &BcmStore, config: &ApiConfig, req: &Request) -> Outcome {
             format!("Profile {} does not allow access to {name}", profile.name()),
         ));
     }
-    let hit = store.update_faults(|f| {
-        if f.rules.is_empty() {
-            Default::default()
-        } else {
-            f.take(&call.service, &call.call)
+    let mut hit = FaultHit::default();
+    store.update_faults(&mut |f| {
+        if !f.rules.is_empty() {
+            hit = f.take(&call.service, &call.call);
         }
     });
     let mut response = match hit.error {

@@ -12,8 +12,9 @@
 //!   commits in [`entities`], power and the status clock in [`boot`].
 //! - [`admin`]: the `/_admin/` plane (healthz, reset, state, leaks, journal, stats,
 //!   fault), also pure.
-//! - [`store`]: [`BcmStore`] (in memory, all-or-nothing transactions, optional
-//!   write-through to `bcm-state.json`); [`model`]: what it stores; [`inventory`]: the
+//! - [`store`]: [`BcmStore`], the emulators' shared [`crate::emulator::Store`] (in
+//!   memory, all-or-nothing transactions, optional write-through to `bcm-state.json`)
+//!   with login tokens, the journal and call counts; [`model`]: what it stores; [`inventory`]: the
 //!   hardware, from the fleet.
 //! - [`tls`]: client certificates verified against the CA the emulator is given; the
 //!   transport around [`Controller`] is the emulators' shared one ([`crate::emulator`]).
@@ -55,7 +56,7 @@ pub use self::store::{BcmStore, StoreError};
 pub use self::tls::TlsError;
 use crate::emulator::start::{create_state_dir, serve};
 pub use crate::emulator::{Clock, ManualClock, SystemClock};
-use crate::emulator::{Running, Service, StartError};
+use crate::emulator::{Running, Service, StartError, Store as _};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).

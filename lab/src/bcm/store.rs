@@ -1,10 +1,9 @@
-//! Where the emulator keeps its state.
+//! Where the emulator keeps its state: [`BcmStore`], an [`emulator::Store`].
 //!
-//! - The entities and node states ([`Db`]) change only through [`BcmStore::transact`],
-//!   which brings the status clock up to now ([`boot::settle`]), runs the change on a
-//!   copy, checks for leaks, and commits the copy only when the change succeeded. With a
-//!   state file every commit is written (temporary file + rename) before it is visible,
-//!   so a restart finds exactly what clients were told.
+//! - The entities and node states ([`Db`]) change only through
+//!   [`emulator::Store::transact`], which here also brings the status clock up to now
+//!   ([`boot::settle`]) before the change and checks for leaks after it; a commit is
+//!   written to the state file before it is visible.
 //! - Login tokens, faults, the journal and call counts live in memory only.
 
 use std::collections::{BTreeMap, HashSet};
@@ -21,7 +20,8 @@ use super::model::{DB_VERSION, Db, InstallFault};
 pub use crate::emulator::StoreError;
 use crate::emulator::fault_rules::{self, CountedRule};
 use crate::emulator::persisted::{Persisted, StateFormat};
-use crate::emulator::{Clock, lock};
+use crate::emulator::store::{Change, Core};
+use crate::emulator::{self, Clock, lock};
 
 /// The state file's name in the state directory.
 pub const STATE_FILE: &str = "bcm-state.json";
@@ -192,13 +192,12 @@ impl StateFormat for Db {
     }
 }
 
-/// The emulator's state.
+/// The emulator's state: the shared store, plus login tokens, the journal and call
+/// counts.
 #[derive(Debug)]
 pub struct BcmStore {
-    clock: Arc<dyn Clock>,
-    db: Persisted<Db>,
+    core: Core<Db, Faults>,
     tokens: Mutex<HashSet<String>>,
-    faults: Mutex<Faults>,
     journal: Mutex<Vec<JournalEntry>>,
     stats: Mutex<BTreeMap<String, u64>>,
 }
@@ -231,71 +230,11 @@ impl BcmStore {
 
     fn with_db(db: Persisted<Db>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            clock,
-            db,
+            core: Core::new(db, clock),
             tokens: Mutex::new(HashSet::new()),
-            faults: Mutex::new(Faults::default()),
             journal: Mutex::new(Vec::new()),
             stats: Mutex::new(BTreeMap::new()),
         }
-    }
-
-    /// The state file, when the store persists.
-    #[must_use]
-    pub fn file(&self) -> Option<&Path> {
-        self.db.file()
-    }
-
-    /// Now, epoch ms.
-    #[must_use]
-    pub fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
-    }
-
-    /// Brings the status clock up to now, runs `f` on a copy, records leaks, and commits
-    /// the copy when `f` succeeds (writing the state file first when it changed).
-    ///
-    /// # Errors
-    /// What `f` returns, or a [`CallError::Message`] when the state file cannot be
-    /// written (the state then stays as it was).
-    pub fn transact(
-        &self,
-        f: &mut dyn FnMut(&mut Db, u64) -> Result<Value, CallError>,
-    ) -> Result<Value, CallError> {
-        let now = self.clock.now_ms();
-        self.db.transact(
-            |next| {
-                boot::settle(next, now);
-                let out = f(next, now)?;
-                boot::check_leaks(next, now);
-                Ok(out)
-            },
-            |e| CallError::Message(e.to_string()),
-        )
-    }
-
-    /// A copy of the state, brought up to now.
-    #[must_use]
-    pub fn snapshot(&self) -> Db {
-        let mut out = None;
-        let _ = self.transact(&mut |db, _| {
-            out = Some(db.clone());
-            Ok(Value::Null)
-        });
-        out.unwrap_or_else(|| self.db.get())
-    }
-
-    /// Replaces the state (reset, reseed), and clears tokens, faults, journal and counts.
-    ///
-    /// # Errors
-    /// When the new state cannot be written (the old one stays).
-    pub fn replace(&self, new: Db) -> Result<(), StoreError> {
-        self.db.replace(new)?;
-        lock(&self.tokens).clear();
-        *lock(&self.faults) = Faults::default();
-        lock(&self.journal).clear();
-        lock(&self.stats).clear();
-        Ok(())
     }
 
     /// Starts a login session; returns its token.
@@ -314,17 +253,6 @@ impl BcmStore {
     #[must_use]
     pub fn has_token(&self, token: &str) -> bool {
         lock(&self.tokens).contains(token)
-    }
-
-    /// A copy of the faults.
-    #[must_use]
-    pub fn faults(&self) -> Faults {
-        lock(&self.faults).clone()
-    }
-
-    /// Changes the faults atomically.
-    pub fn update_faults<R>(&self, f: impl FnOnce(&mut Faults) -> R) -> R {
-        f(&mut lock(&self.faults))
     }
 
     /// Records a call in the journal and the counts.
@@ -354,6 +282,63 @@ impl BcmStore {
     #[must_use]
     pub fn stats(&self) -> BTreeMap<String, u64> {
         lock(&self.stats).clone()
+    }
+}
+
+/// Every change, and every read, first brings the status clock up to now, so what a
+/// client sees has moved on with time even when nobody called.
+impl emulator::Store for BcmStore {
+    type Db = Db;
+    type Faults = Faults;
+    type Error = CallError;
+
+    fn now_ms(&self) -> u64 {
+        self.core.now_ms()
+    }
+
+    /// A copy of the state, brought up to now.
+    fn snapshot(&self) -> Db {
+        let mut out = None;
+        let _ = self.transact(&mut |db, _| {
+            out = Some(db.clone());
+            Ok(Value::Null)
+        });
+        out.unwrap_or_else(|| self.core.snapshot())
+    }
+
+    /// Also settles the status clock before `f` and records leaks after it; a failed
+    /// write answers as a [`CallError::Message`].
+    fn transact(&self, f: &mut Change<'_, Db, CallError>) -> Result<Value, CallError> {
+        self.core.transact(
+            |next, now| {
+                boot::settle(next, now);
+                let out = f(next, now)?;
+                boot::check_leaks(next, now);
+                Ok(out)
+            },
+            |e| CallError::Message(e.to_string()),
+        )
+    }
+
+    /// Also clears tokens, the journal and the counts.
+    fn replace(&self, new: Db) -> Result<(), StoreError> {
+        self.core.replace(new)?;
+        lock(&self.tokens).clear();
+        lock(&self.journal).clear();
+        lock(&self.stats).clear();
+        Ok(())
+    }
+
+    fn faults(&self) -> Faults {
+        self.core.faults()
+    }
+
+    fn update_faults(&self, f: &mut dyn FnMut(&mut Faults)) {
+        self.core.update_faults(f);
+    }
+
+    fn file(&self) -> Option<&Path> {
+        self.core.file()
     }
 }
 

@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// Creates the tenants of `names` that do not exist yet.
 fn ensure_tenants(store: &dyn Store, names: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     store
-        .transact(&mut |db| {
+        .transact(&mut |db, _| {
             for name in names {
                 if db.tenants.values().any(|t| &t.name == name) {
                     continue;

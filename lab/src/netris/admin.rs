@@ -119,7 +119,7 @@ fn faults_json(store: &dyn Store) -> Value {
 fn unstick(store: &dyn Store, config: &ApiConfig) -> Result<Value, ApiError> {
     let now = store.now_ms();
     let delay = u64::try_from(config.provisioning_delay.as_millis()).unwrap_or(u64::MAX);
-    store.transact(&mut |db| {
+    store.transact(&mut |db, _| {
         vnet::unstick(db, now, delay);
         Ok(Value::Null)
     })

@@ -347,7 +347,7 @@ fn write(
     mut f: impl FnMut(&mut Db, &body::Obj) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
     let b = body::object(&req.body)?;
-    store.transact(&mut |db| f(db, &b))
+    store.transact(&mut |db, _| f(db, &b))
 }
 
 /// Runs a write that takes no body (DELETE).
@@ -355,7 +355,7 @@ fn delete(
     store: &dyn Store,
     mut f: impl FnMut(&mut Db) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
-    store.transact(&mut |db| f(db))
+    store.transact(&mut |db, _| f(db))
 }
 
 fn timing(store: &dyn Store, config: &ApiConfig) -> Timing {

@@ -9,8 +9,10 @@
 //!   rules in [`ipam`], [`vnet`] and `objects`, JSON shapes in `wire`.
 //! - [`admin`]: the `/_admin/` plane (healthz, reset, seed, state, fault), also pure; the
 //!   controller itself answers `/_admin/requests`, the `/api` requests it received per route.
-//! - [`store`]: the [`store::Store`] trait and [`store::MemStore`] (in memory, copies out,
-//!   all-or-nothing transactions, optional write-through to `netris-state.json`).
+//! - [`store`]: the [`store::Store`] trait, the emulators' shared
+//!   [`crate::emulator::Store`] with login sessions, and [`store::MemStore`] (in memory,
+//!   copies out, all-or-nothing transactions, optional write-through to
+//!   `netris-state.json`).
 //! - [`model`]: the stored objects; [`inventory`]: the hardware, from the fleet.
 //! - `tls`: a CA of the emulator's own; the transport around [`Controller`] is the
 //!   emulators' shared one ([`crate::emulator`]).
@@ -56,7 +58,7 @@ pub use self::inventory::NetrisInventory;
 pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
 use crate::emulator::start::{create_state_dir, serve};
-use crate::emulator::{Running, Service, StartError};
+use crate::emulator::{Running, Service, StartError, Store as _};
 
 /// The API and the admin plane over one store: what the HTTPS server serves, callable
 /// in-process. Cheap to clone (the store is shared).

@@ -1,21 +1,17 @@
-//! Where the emulator keeps its state: the [`Store`] trait and [`MemStore`], its
-//! in-memory implementation with optional write-through to a JSON file.
+//! Where the emulator keeps its state: the Netris [`Store`], an extension of
+//! [`emulator::Store`] with login sessions, and [`MemStore`], its in-memory
+//! implementation with optional write-through to a JSON file.
 //!
 //! Three kinds of state, kept apart:
 //!
-//! - the controller's objects ([`Db`]): changed only through [`Store::transact`], which
-//!   runs a closure on a *copy* and commits it only when the closure succeeds, so a
-//!   failed request leaves nothing half-done. With a state file, every commit is written
-//!   atomically (temporary file + rename) before it becomes visible, so a restart finds
-//!   exactly what clients were told.
+//! - the controller's objects ([`Db`]): changed only through [`emulator::Store::transact`],
+//!   all-or-nothing and written through to the state file before a commit is visible.
 //! - login sessions: in memory only (a restart logs everyone out).
 //! - faults ([`Faults`]): in memory only (a restart clears them).
 //!
-//! Every read hands out a copy; nothing outside the store holds a reference into it.
 //! Time comes from a [`Clock`] so tests can move it by hand ([`ManualClock`]).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,9 +23,11 @@ use serde_json::Value;
 use super::dispatch::ApiError;
 use super::inventory::NetrisInventory;
 use super::model::{DB_VERSION, Db};
+use crate::emulator;
 use crate::emulator::fault_rules::{self, CountedRule};
 use crate::emulator::lock;
 use crate::emulator::persisted::{Persisted, StateFormat};
+use crate::emulator::store::{Change, Core};
 pub use crate::emulator::{Clock, ManualClock, StoreError, SystemClock};
 
 /// The name of the state file in the state directory.
@@ -154,34 +152,8 @@ impl StateFormat for Db {
     }
 }
 
-/// The emulator's state, behind whatever locking the implementation needs.
-///
-/// Reads return copies. [`Store::transact`] is the only way to change objects, and is
-/// all-or-nothing.
-pub trait Store: Send + Sync + fmt::Debug {
-    /// The current time, epoch ms.
-    fn now_ms(&self) -> u64;
-
-    /// A copy of every object.
-    fn snapshot(&self) -> Db;
-
-    /// Runs `f` on a copy of the objects and, when it returns `Ok`, makes the copy the
-    /// new state (and persists it, when the store persists). On `Err` nothing changes.
-    ///
-    /// # Errors
-    /// What `f` returns, or a 500 [`ApiError`] when the new state cannot be persisted
-    /// (the state then stays as it was).
-    fn transact(
-        &self,
-        f: &mut dyn FnMut(&mut Db) -> Result<Value, ApiError>,
-    ) -> Result<Value, ApiError>;
-
-    /// Replaces every object (seed, reset), and clears sessions and faults.
-    ///
-    /// # Errors
-    /// When the new state cannot be persisted (the old one stays).
-    fn replace(&self, db: Db) -> Result<(), StoreError>;
-
+/// The Netris emulator's state: the shared store shape, plus login sessions.
+pub trait Store: emulator::Store<Db = Db, Faults = Faults, Error = ApiError> {
     /// Starts a session for `user` valid until `expires_ms`; returns its id.
     fn new_session(&self, user: &str, expires_ms: u64) -> String;
 
@@ -193,21 +165,13 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// How many sessions exist (valid or not yet swept).
     fn session_count(&self) -> usize;
-
-    /// A copy of the faults.
-    fn faults(&self) -> Faults;
-
-    /// Changes the faults atomically.
-    fn update_faults(&self, f: &mut dyn FnMut(&mut Faults));
 }
 
 /// The in-memory [`Store`], optionally writing through to `<dir>/netris-state.json`.
 #[derive(Debug)]
 pub struct MemStore {
-    clock: Arc<dyn Clock>,
-    db: Persisted<Db>,
+    core: Core<Db, Faults>,
     sessions: Mutex<HashMap<String, Session>>,
-    faults: Mutex<Faults>,
 }
 
 impl MemStore {
@@ -237,47 +201,54 @@ impl MemStore {
 
     fn with_db(db: Persisted<Db>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            clock,
-            db,
+            core: Core::new(db, clock),
             sessions: Mutex::new(HashMap::new()),
-            faults: Mutex::new(Faults::default()),
         }
     }
+}
 
-    /// The state file, when the store persists.
-    #[must_use]
-    pub fn file(&self) -> Option<&Path> {
-        self.db.file()
+impl emulator::Store for MemStore {
+    type Db = Db;
+    type Faults = Faults;
+    type Error = ApiError;
+
+    fn now_ms(&self) -> u64 {
+        self.core.now_ms()
+    }
+
+    fn snapshot(&self) -> Db {
+        self.core.snapshot()
+    }
+
+    /// A state that cannot be written answers HTTP 500.
+    fn transact(&self, f: &mut Change<'_, Db, ApiError>) -> Result<Value, ApiError> {
+        self.core.transact(f, |e| ApiError::internal(e.to_string()))
+    }
+
+    fn replace(&self, new: Db) -> Result<(), StoreError> {
+        self.core.replace(new)?;
+        lock(&self.sessions).clear();
+        Ok(())
+    }
+
+    fn faults(&self) -> Faults {
+        self.core.faults()
+    }
+
+    fn update_faults(&self, f: &mut dyn FnMut(&mut Faults)) {
+        self.core.update_faults(f);
+    }
+
+    fn file(&self) -> Option<&Path> {
+        self.core.file()
     }
 }
 
 impl Store for MemStore {
-    fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
-    }
-
-    fn snapshot(&self) -> Db {
-        self.db.get()
-    }
-
-    fn transact(
-        &self,
-        f: &mut dyn FnMut(&mut Db) -> Result<Value, ApiError>,
-    ) -> Result<Value, ApiError> {
-        self.db.transact(f, |e| ApiError::internal(e.to_string()))
-    }
-
-    fn replace(&self, new: Db) -> Result<(), StoreError> {
-        self.db.replace(new)?;
-        lock(&self.sessions).clear();
-        *lock(&self.faults) = Faults::default();
-        Ok(())
-    }
-
     fn new_session(&self, user: &str, expires_ms: u64) -> String {
         let id = session_id();
         let mut sessions = lock(&self.sessions);
-        let now = self.clock.now_ms();
+        let now = self.core.now_ms();
         sessions.retain(|_, s| s.expires_ms > now);
         sessions.insert(
             id.clone(),
@@ -290,7 +261,7 @@ impl Store for MemStore {
     }
 
     fn session(&self, id: &str) -> Option<Session> {
-        let now = self.clock.now_ms();
+        let now = self.core.now_ms();
         lock(&self.sessions)
             .get(id)
             .filter(|s| s.expires_ms > now)
@@ -303,14 +274,6 @@ impl Store for MemStore {
 
     fn session_count(&self) -> usize {
         lock(&self.sessions).len()
-    }
-
-    fn faults(&self) -> Faults {
-        lock(&self.faults).clone()
-    }
-
-    fn update_faults(&self, f: &mut dyn FnMut(&mut Faults)) {
-        f(&mut lock(&self.faults));
     }
 }
 
@@ -333,6 +296,7 @@ fn session_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::emulator::Store as _;
 
     fn rule(route: &str) -> FaultRule {
         FaultRule {
@@ -372,14 +336,14 @@ mod tests {
     fn transactions_are_all_or_nothing() {
         let store = MemStore::in_memory(NetrisInventory::default(), Arc::new(ManualClock::new(0)));
         let before = store.snapshot();
-        let r = store.transact(&mut |db| {
+        let r = store.transact(&mut |db, _| {
             db.tenants.clear();
             Err(ApiError::bad_request("x", "no"))
         });
         assert!(r.is_err());
         assert_eq!(store.snapshot(), before);
         store
-            .transact(&mut |db| {
+            .transact(&mut |db, _| {
                 db.tenants.clear();
                 Ok(Value::Null)
             })
@@ -408,7 +372,7 @@ mod tests {
         let inv = NetrisInventory::from_nodes(&[("s", "r", "h")]);
         let store = MemStore::open(dir.path(), inv.clone(), clock.clone()).expect("open");
         store
-            .transact(&mut |db| {
+            .transact(&mut |db, _| {
                 db.next_id(super::super::model::Kind::Vnet);
                 Ok(Value::Null)
             })
