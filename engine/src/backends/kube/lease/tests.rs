@@ -1,8 +1,14 @@
-use std::sync::Mutex;
+use std::{collections::BTreeMap, sync::Mutex};
 
+use k8s_openapi::{api::coordination::v1::LeaseSpec, apimachinery::pkg::apis::meta::v1::MicroTime};
 use kube::core::Status;
 
-use super::*;
+use super::{
+    history::{with_release, with_turn},
+    holder_id::identity,
+    transitions::{duration_seconds, holder_of, released, renewed},
+    *,
+};
 
 const SECOND: Duration = Duration::from_secs(1);
 
