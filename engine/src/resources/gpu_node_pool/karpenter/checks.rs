@@ -1,45 +1,22 @@
-//! The Karpenter `NodePool` (`karpenter.sh/v1`) an `auto` pool emits, and the checks of its
-//! `karpenter` settings. Pure.
-//!
-//! The NodePool's requirements constrain what Karpenter may launch to the pool's product.
-//! Karpenter itself stamps every requirement's value on the nodes it launches, so the GFD
-//! product label (`nvidia.com/gpu.product`) alone would let it launch any instance and label
-//! it as the product. The instance-type labels of the cloud's Karpenter provider say what
-//! GPUs an instance really has, so with `provider = "aws"` or `"azure"` the NodePool also
-//! requires the GPU's manufacturer, name and count (and, on AWS, memory where one name
-//! covers two memory sizes); with `"generic"` the user's `requirements` choose the instances.
-//!
-//! The keys and values come from the providers' sources:
-//! * AWS (`karpenter-provider-aws`, `pkg/providers/instancetype/types.go`):
-//!   `karpenter.k8s.aws/instance-gpu-{name,manufacturer,count,memory}`, the EC2 GPU name and
-//!   manufacturer lower-cased with spaces as dashes, the count and the memory in MiB. The
-//!   instance types and their values are those of its generated instance-type reference.
-//! * Azure (`karpenter-provider-azure`, `pkg/providers/instancetype/instancetype.go`):
-//!   `karpenter.azure.com/sku-gpu-{name,manufacturer,count}`. The name is the accelerator part
-//!   of the VM size as `github.com/Azure/skewer` parses it (`[A-Z][0-9]+`: `H100` in
-//!   `ND96isr_H100_v5`); sizes whose name has none (`ND96asr_v4`, `ND128isr_NDR_GB200_v6`,
-//!   the `RTXPRO6000BSE` sizes) get no name label and cannot be selected by it.
-//!
-//! The NodePool is capped with `limits` on `nodes` and, when GPUs per node are known (the
-//! pool's `karpenter.gpus_per_node`, else the product's, see
-//! [`crate::gpu_products::gpus_per_node`]), on `nvidia.com/gpu`.
+//! The offline checks of an `auto` pool's `karpenter` settings and node labels, and the
+//! plan-time check of its product against the cloud's instances.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value as Json, json};
-
 use super::{
+    cloud_gpus::cloud_gpu,
+    label_keys::{CAPACITY_TYPE, restricted_key, restricted_label},
+};
+use crate::resources::gpu_node_pool::{
     choices::{Cloud, Source},
     config::{PoolConfig, Requirement},
-    model::PoolSpec,
-    node_config::Desired,
     schema::{
         DEFAULT_NODE_CLASS, GPU_PRODUCT, GPUS_PER_NODE, KARPENTER, KARPENTER_PROVIDER, NODE_LABELS,
         REQUIREMENT_KEY, REQUIREMENT_MIN_VALUES, REQUIREMENT_VALUES, REQUIREMENTS,
     },
 };
 use crate::{
-    backends::kube::{GPU_PRODUCT_LABEL, MANAGED_BY, MANAGED_BY_VALUE, POOL},
+    backends::kube::GPU_PRODUCT_LABEL,
     catalog::GpuModel,
     diag::{Diagnostic, Diagnostics},
     gpu_products,
@@ -48,294 +25,8 @@ use crate::{
     value::Known,
 };
 
-pub use crate::backends::kube::NODEPOOL_LABEL;
-
-/// The capacity type an `auto` pool launches when its requirements name none: Karpenter
-/// itself would take the cheapest offering, spot where the cloud has it, whose nodes the
-/// cloud may reclaim under a training run.
-const DEFAULT_CAPACITY_TYPE: &str = "on-demand";
-
-/// The capacity-type label.
-const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
-
 /// The capacity types Karpenter knows (`WellKnownValuesForRequirements`).
 const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "reserved"];
-
-/// Label keys of the `kubernetes.io` domains a NodePool may use (the CRD's list).
-const ALLOWED_KUBERNETES_IO: &[&str] = &[
-    "beta.kubernetes.io/instance-type",
-    "failure-domain.beta.kubernetes.io/region",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "failure-domain.beta.kubernetes.io/zone",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "node.kubernetes.io/instance-type",
-    "kubernetes.io/arch",
-    "kubernetes.io/os",
-    "node.kubernetes.io/windows-build",
-];
-
-/// Why Karpenter's NodePool CRD refuses `key` as a requirement key or a template label, if
-/// it does: the `x-kubernetes-validations` rules of `karpenter.sh_nodepools.yaml`, which the
-/// API server applies to every NodePool gpufleet writes.
-pub fn restricted_key(key: &str) -> Option<String> {
-    let domain = key.split('/').next().unwrap_or(key);
-    let why = if key == "kubernetes.io/hostname" || key == "karpenter.sh/nodepool" {
-        format!("label {key:?} is set by Karpenter on each node it launches")
-    } else if domain.ends_with("kubernetes.io")
-        && !ALLOWED_KUBERNETES_IO.contains(&key)
-        && !domain.ends_with("node.kubernetes.io")
-        && !domain.ends_with("node-restriction.kubernetes.io")
-    {
-        "label domain \"kubernetes.io\" is restricted".to_owned()
-    } else if domain.ends_with("k8s.io") && !domain.ends_with("kops.k8s.io") {
-        "label domain \"k8s.io\" is restricted".to_owned()
-    } else if domain.ends_with("karpenter.sh") && key != CAPACITY_TYPE {
-        "label domain \"karpenter.sh\" is restricted".to_owned()
-    } else {
-        return None;
-    };
-    Some(format!(
-        "{why}: Karpenter's NodePool refuses {key:?} in its requirements and its node labels."
-    ))
-}
-
-// The instance labels and GPUs of each provider, which only the NodePool needs.
-impl Cloud {
-    fn keys(self) -> Option<&'static GpuKeys> {
-        match self {
-            Cloud::Aws => Some(&AWS_KEYS),
-            Cloud::Azure => Some(&AZURE_KEYS),
-            Cloud::Generic => None,
-        }
-    }
-
-    fn gpus(self) -> &'static [CloudGpu] {
-        match self {
-            Cloud::Aws => AWS_GPUS,
-            Cloud::Azure => AZURE_GPUS,
-            Cloud::Generic => &[],
-        }
-    }
-}
-
-/// The instance-type labels of one Karpenter provider that describe an instance's GPUs.
-#[derive(Debug)]
-struct GpuKeys {
-    name: &'static str,
-    manufacturer: &'static str,
-    count: &'static str,
-    memory: Option<&'static str>,
-}
-
-const AWS_KEYS: GpuKeys = GpuKeys {
-    name: "karpenter.k8s.aws/instance-gpu-name",
-    manufacturer: "karpenter.k8s.aws/instance-gpu-manufacturer",
-    count: "karpenter.k8s.aws/instance-gpu-count",
-    memory: Some("karpenter.k8s.aws/instance-gpu-memory"),
-};
-
-const AZURE_KEYS: GpuKeys = GpuKeys {
-    name: "karpenter.azure.com/sku-gpu-name",
-    manufacturer: "karpenter.azure.com/sku-gpu-manufacturer",
-    count: "karpenter.azure.com/sku-gpu-count",
-    memory: None,
-};
-
-/// How one cloud labels the instances of one catalog product.
-#[derive(Debug)]
-struct CloudGpu {
-    /// Catalog product.
-    product: &'static str,
-    /// The GPU name label's value.
-    name: &'static str,
-    /// The GPU memory label's value, where the name alone does not tell the product.
-    memory_mib: Option<u32>,
-    /// GPUs per instance of the instance types that have it.
-    counts: &'static [u32],
-}
-
-const fn gpu(
-    product: &'static str,
-    name: &'static str,
-    memory_mib: Option<u32>,
-    counts: &'static [u32],
-) -> CloudGpu {
-    CloudGpu {
-        product,
-        name,
-        memory_mib,
-        counts,
-    }
-}
-
-/// EC2 instance types by GPU (Karpenter's instance-type reference).
-const AWS_GPUS: &[CloudGpu] = &[
-    // p4d.24xlarge and p4de.24xlarge: both "a100", told apart by memory.
-    gpu("NVIDIA-A100-SXM4-40GB", "a100", Some(40_960), &[8]),
-    gpu("NVIDIA-A100-SXM4-80GB", "a100", Some(81_920), &[8]),
-    // p5.4xlarge and p5.48xlarge.
-    gpu("NVIDIA-H100-80GB-HBM3", "h100", None, &[1, 8]),
-    // p5e and p5en.48xlarge.
-    gpu("NVIDIA-H200", "h200", None, &[8]),
-    gpu("NVIDIA-B200", "b200", None, &[8]),
-    gpu("NVIDIA-B300-SXM6-AC", "b300", None, &[8]),
-    // g6 and gr6; the fractional g6f sizes report 0 GPUs and are left out by the count.
-    gpu("NVIDIA-L4", "l4", None, &[1, 4, 8]),
-    // g6e.
-    gpu("NVIDIA-L40S", "l40s", None, &[1, 4, 8]),
-    // g7e.
-    gpu(
-        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-        "rtx-pro-server-6000",
-        None,
-        &[1, 2, 4, 8],
-    ),
-];
-
-/// Azure VM sizes by GPU (the accelerator part of the size name).
-const AZURE_GPUS: &[CloudGpu] = &[
-    // ND96amsr_A100_v4 (SXM, 8) and NC24/48/96ads_A100_v4 (PCIe, 1/2/4): both "A100".
-    gpu("NVIDIA-A100-SXM4-80GB", "A100", None, &[8]),
-    gpu("NVIDIA-A100-80GB-PCIe", "A100", None, &[1, 2, 4]),
-    // ND96is(r)_H100_v5 (SXM, 8) and NC40ads/NC80adis_H100_v5 (H100 NVL, 1/2).
-    gpu("NVIDIA-H100-80GB-HBM3", "H100", None, &[8]),
-    gpu("NVIDIA-H100-NVL", "H100", None, &[1, 2]),
-    // ND96isr_H200_v5.
-    gpu("NVIDIA-H200", "H200", None, &[8]),
-];
-
-// How a requirement is written in the NodePool.
-impl Requirement {
-    fn is_in(key: &str, values: Vec<String>) -> Requirement {
-        Requirement {
-            key: key.to_owned(),
-            operator: "In".to_owned(),
-            values,
-            min_values: None,
-        }
-    }
-
-    fn json(&self) -> Json {
-        let mut r = json!({"key": self.key, "operator": self.operator});
-        if !self.values.is_empty() {
-            r["values"] = json!(self.values);
-        }
-        if let Some(n) = self.min_values {
-            r["minValues"] = json!(n);
-        }
-        r
-    }
-}
-
-/// The provider a pool's NodePool is written for: `karpenter.provider`, else the one of the
-/// node class group.
-pub fn cloud(spec: &PoolSpec) -> Cloud {
-    spec.karpenter
-        .cloud
-        .or_else(|| Cloud::of_group(&spec.node_class.0))
-        .unwrap_or(Cloud::Generic)
-}
-
-/// GPUs per node: `karpenter.gpus_per_node`, else the product's; `None` when servers differ.
-pub fn gpus_per_node(spec: &PoolSpec) -> Option<u32> {
-    spec.karpenter
-        .gpus_per_node
-        .or_else(|| gpu_products::gpus_per_node(spec.model))
-}
-
-fn cloud_gpu(cloud: Cloud, model: &GpuModel) -> Option<&'static CloudGpu> {
-    cloud.gpus().iter().find(|g| g.product == model.product)
-}
-
-/// The requirements gpufleet writes: the product label, then the cloud's GPU keys.
-fn product_requirements(spec: &PoolSpec) -> Vec<Requirement> {
-    let mut reqs = vec![Requirement::is_in(
-        GPU_PRODUCT_LABEL,
-        vec![spec.model.product.to_owned()],
-    )];
-    let cloud = cloud(spec);
-    let (Some(keys), Some(g)) = (cloud.keys(), cloud_gpu(cloud, spec.model)) else {
-        return reqs;
-    };
-    let counts: Vec<String> = match gpus_per_node(spec) {
-        Some(n) => vec![n.to_string()],
-        None => g.counts.iter().map(u32::to_string).collect(),
-    };
-    reqs.push(Requirement::is_in(keys.manufacturer, vec!["nvidia".into()]));
-    reqs.push(Requirement::is_in(keys.name, vec![g.name.to_owned()]));
-    reqs.push(Requirement::is_in(keys.count, counts));
-    if let (Some(key), Some(mib)) = (keys.memory, g.memory_mib) {
-        reqs.push(Requirement::is_in(key, vec![mib.to_string()]));
-    }
-    reqs
-}
-
-/// Every requirement of the NodePool: gpufleet's, on-demand capacity unless the user's
-/// requirements or node labels name a capacity type, then the user's.
-pub fn requirements(spec: &PoolSpec) -> Vec<Requirement> {
-    let mut reqs = product_requirements(spec);
-    let user = &spec.karpenter.requirements;
-    // A capacity-type node label is a requirement to Karpenter too.
-    let labelled = spec.node_labels.contains_key(CAPACITY_TYPE);
-    if !labelled && !user.iter().any(|r| r.key == CAPACITY_TYPE) {
-        reqs.push(Requirement::is_in(
-            CAPACITY_TYPE,
-            vec![DEFAULT_CAPACITY_TYPE.to_owned()],
-        ));
-    }
-    reqs.extend(user.iter().cloned());
-    reqs
-}
-
-/// The NodePool object.
-pub fn node_pool(spec: &PoolSpec, want: &Desired) -> Json {
-    let max = spec
-        .autoscaling
-        .map(|(_, max)| max)
-        .or(spec.node_count)
-        .unwrap_or(1);
-    let taints: Vec<Json> = want
-        .taints
-        .iter()
-        .map(|t| match &t.value {
-            Some(v) => json!({"key": t.key, "value": v, "effect": t.effect}),
-            None => json!({"key": t.key, "effect": t.effect}),
-        })
-        .collect();
-    let mut limits = json!({ "nodes": max.to_string() });
-    if let Some(n) = gpus_per_node(spec) {
-        limits["nvidia.com/gpu"] = json!((max * n).to_string());
-    }
-    let (group, kind, name) = &spec.node_class;
-    json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": spec.node_pool_name(),
-            "labels": {
-                MANAGED_BY: MANAGED_BY_VALUE,
-                POOL: spec.pool_label(),
-            },
-        },
-        "spec": {
-            "template": {
-                "metadata": { "labels": want.labels },
-                "spec": {
-                    "requirements": requirements(spec).iter().map(Requirement::json).collect::<Vec<_>>(),
-                    "taints": taints,
-                    "nodeClassRef": { "group": group, "kind": kind, "name": name },
-                },
-            },
-            "limits": limits,
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": "5m",
-            },
-        },
-    })
-}
 
 /// The node class group a configuration names, or the default's.
 fn node_class_group(pool: &PoolConfig) -> Option<String> {
@@ -369,7 +60,7 @@ fn config_cloud(pool: &PoolConfig) -> Option<Cloud> {
 /// The offline checks of `karpenter`, at validate: only with `source = "auto"`, a provider
 /// that matches the node class, well-formed requirements that neither contradict each other
 /// nor rewrite the keys gpufleet sets.
-pub(super) fn validate(pool: &PoolConfig) -> Diagnostics {
+pub(crate) fn validate(pool: &PoolConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
     let Some(karpenter) = pool.karpenter.value() else {
         return d;
@@ -537,24 +228,9 @@ fn check_shape(req: &Requirement, path: &AttrPath, d: &mut Diagnostics) {
     }
 }
 
-/// The `kubernetes.io` labels the CRD lets a NodePool name that Karpenter's own validation of
-/// its node labels refuses (`IsRestrictedLabel`, which knows them only by their current
-/// names), leaving the NodePool not Ready: the deprecated beta names.
-fn restricted_label(key: &str) -> Option<String> {
-    let deprecated = key.starts_with("beta.kubernetes.io/")
-        || key.starts_with("failure-domain.beta.kubernetes.io/");
-    deprecated.then(|| {
-        format!(
-            "Karpenter refuses the deprecated label {key:?} among a NodePool's node labels; use \
-             its current name (kubernetes.io/arch, kubernetes.io/os, \
-             node.kubernetes.io/instance-type, topology.kubernetes.io/zone or /region)."
-        )
-    })
-}
-
 /// The pool's `node_labels` become the NodePool's template labels, which Karpenter's CRD
 /// restricts as it does requirement keys.
-pub(super) fn check_template_labels(pool: &PoolConfig) -> Diagnostics {
+pub(crate) fn check_template_labels(pool: &PoolConfig) -> Diagnostics {
     let mut d = Diagnostics::new();
     if !pool.source_is(Source::Auto) {
         return d;
@@ -593,7 +269,7 @@ fn contradict(a: &Requirement, b: &Requirement) -> bool {
 
 /// The plan-time checks that need the product's model (declared products are only known
 /// at plan): with `aws` or `azure`, the cloud must offer the product with that many GPUs.
-pub(super) fn check_model(pool: &PoolConfig, model: &GpuModel) -> Diagnostics {
+pub(crate) fn check_model(pool: &PoolConfig, model: &GpuModel) -> Diagnostics {
     let mut d = Diagnostics::new();
     if !pool.source_is(Source::Auto) {
         return d;
@@ -678,11 +354,11 @@ pub(super) fn check_model(pool: &PoolConfig, model: &GpuModel) -> Diagnostics {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{
-        resources::gpu_node_pool::{choices::Tier, model::PoolSpec, node_config::desired},
-        value::Value,
+    use super::{
+        super::fixtures::{config, karpenter, req},
+        *,
     };
+    use crate::value::Value;
 
     // The checks read a decoded configuration; the tests write raw values.
     fn validate(v: &Value) -> Diagnostics {
@@ -695,162 +371,6 @@ mod tests {
 
     fn check_model(v: &Value, model: &GpuModel) -> Diagnostics {
         super::check_model(&PoolConfig::decode(v), model)
-    }
-
-    fn config(product: &str, karpenter: Value, class: Option<&str>) -> Value {
-        Value::object([
-            ("name", Value::string("infer")),
-            ("virtual_cluster_id", Value::string("vc-a/a")),
-            ("gpu_product", Value::string(product)),
-            ("source", Value::string("auto")),
-            (
-                "autoscaling",
-                Value::object([("min_nodes", Value::int(0)), ("max_nodes", Value::int(4))]),
-            ),
-            ("karpenter", karpenter),
-            ("karpenter_node_class", class.map(Value::string).into()),
-        ])
-    }
-
-    fn karpenter(provider: Option<&str>, gpus: Option<i64>, reqs: Vec<Value>) -> Value {
-        Value::object([
-            ("provider", provider.map(Value::string).into()),
-            ("gpus_per_node", gpus.map(Value::int).into()),
-            (
-                "requirements",
-                if reqs.is_empty() {
-                    Value::Null
-                } else {
-                    Value::List(reqs)
-                },
-            ),
-        ])
-    }
-
-    fn req(key: &str, op: &str, values: &[&str]) -> Value {
-        Value::object([
-            ("key", Value::string(key)),
-            ("operator", Value::string(op)),
-            (
-                "values",
-                Value::List(values.iter().map(|v| Value::string(*v)).collect()),
-            ),
-            ("min_values", Value::Null),
-        ])
-    }
-
-    fn node_pool_of(v: &Value) -> Json {
-        let spec = PoolSpec::from_value(v).expect("spec");
-        node_pool(&spec, &desired(&spec, Tier::Private))
-    }
-
-    fn requirement<'a>(np: &'a Json, key: &str) -> Option<&'a Json> {
-        np["spec"]["template"]["spec"]["requirements"]
-            .as_array()?
-            .iter()
-            .find(|r| r["key"] == key)
-    }
-
-    #[test]
-    fn aws_node_pool_asks_for_the_gpu_by_its_instance_labels() {
-        let np = node_pool_of(&config("H100-SXM", Value::Null, None));
-        assert_eq!(np["metadata"]["name"], "gpufleet-a-infer");
-        assert_eq!(np["spec"]["limits"]["nodes"], "4");
-        assert_eq!(np["spec"]["limits"]["nvidia.com/gpu"], "32");
-        let values = |k: &str| requirement(&np, k).map(|r| r["values"].clone());
-        assert_eq!(
-            values(GPU_PRODUCT_LABEL),
-            Some(json!(["NVIDIA-H100-80GB-HBM3"]))
-        );
-        assert_eq!(
-            values("karpenter.k8s.aws/instance-gpu-name"),
-            Some(json!(["h100"]))
-        );
-        assert_eq!(
-            values("karpenter.k8s.aws/instance-gpu-count"),
-            Some(json!(["8"]))
-        );
-        assert_eq!(
-            values("karpenter.k8s.aws/instance-gpu-manufacturer"),
-            Some(json!(["nvidia"]))
-        );
-        assert_eq!(
-            np["spec"]["template"]["spec"]["taints"][0]["key"],
-            "gpufleet.dev/tenant"
-        );
-        assert_eq!(
-            np["spec"]["template"]["metadata"]["labels"]["gpufleet.dev/pool"],
-            "a.infer"
-        );
-        // The two A100s share a name on EC2 and differ by memory.
-        let a100 = node_pool_of(&config("NVIDIA-A100-SXM4-40GB", Value::Null, None));
-        assert_eq!(
-            requirement(&a100, "karpenter.k8s.aws/instance-gpu-memory").map(|r| &r["values"]),
-            Some(&json!(["40960"]))
-        );
-    }
-
-    #[test]
-    fn azure_and_generic_node_pools() {
-        let az = node_pool_of(&config(
-            "NVIDIA-H100-NVL",
-            Value::Null,
-            Some("karpenter.azure.com/AKSNodeClass/gpu"),
-        ));
-        assert_eq!(
-            requirement(&az, "karpenter.azure.com/sku-gpu-name").map(|r| &r["values"]),
-            Some(&json!(["H100"]))
-        );
-        // GPUs per node differ between H100 NVL sizes: every offered count, no GPU limit.
-        assert_eq!(
-            requirement(&az, "karpenter.azure.com/sku-gpu-count").map(|r| &r["values"]),
-            Some(&json!(["1", "2"]))
-        );
-        assert!(az["spec"]["limits"].get("nvidia.com/gpu").is_none());
-        let generic = node_pool_of(&config(
-            "NVIDIA-L40S",
-            karpenter(
-                Some("generic"),
-                Some(4),
-                vec![req("node.kubernetes.io/instance-type", "In", &["x.4gpu"])],
-            ),
-            None,
-        ));
-        let keys: Vec<&Json> = generic["spec"]["template"]["spec"]["requirements"]
-            .as_array()
-            .expect("requirements")
-            .iter()
-            .map(|r| &r["key"])
-            .collect();
-        assert_eq!(
-            keys,
-            [
-                GPU_PRODUCT_LABEL,
-                CAPACITY_TYPE,
-                "node.kubernetes.io/instance-type"
-            ]
-        );
-        // On-demand unless the user names a capacity type.
-        assert_eq!(
-            requirement(&generic, CAPACITY_TYPE).map(|r| &r["values"]),
-            Some(&json!(["on-demand"]))
-        );
-        let spot = node_pool_of(&config(
-            "NVIDIA-L40S",
-            karpenter(None, None, vec![req(CAPACITY_TYPE, "In", &["spot"])]),
-            None,
-        ));
-        let capacity: Vec<&Json> = spot["spec"]["template"]["spec"]["requirements"]
-            .as_array()
-            .expect("requirements")
-            .iter()
-            .filter(|r| r["key"] == CAPACITY_TYPE)
-            .collect();
-        assert_eq!(
-            capacity,
-            [&json!({"key": CAPACITY_TYPE, "operator": "In", "values": ["spot"]})]
-        );
-        assert_eq!(generic["spec"]["limits"]["nvidia.com/gpu"], "16");
     }
 
     #[test]
