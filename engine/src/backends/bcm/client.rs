@@ -81,9 +81,7 @@ impl BcmClient {
             }
             Auth::Password { username, password } => Some((username.clone(), password.clone())),
         };
-        let http = builder
-            .build()
-            .map_err(|e| BcmError::Settings(format!("cannot set up HTTPS: {e}")))?;
+        let http = builder.build().map_err(BcmError::Https)?;
         Ok(BcmClient {
             http,
             base: config.endpoint.trim_end_matches('/').to_owned(),
@@ -248,7 +246,7 @@ impl BcmClient {
             Value::Null => Ok(None),
             v => serde_json::from_value(v)
                 .map(Some)
-                .map_err(|e| step(ApiError::Decode(e.to_string()))),
+                .map_err(|e| step(ApiError::Shape(e))),
         }
     }
 
@@ -266,7 +264,7 @@ impl BcmClient {
         };
         match self.call(service, call, args).await.map_err(step)? {
             Value::Null => Ok(Vec::new()),
-            v => serde_json::from_value(v).map_err(|e| step(ApiError::Decode(e.to_string()))),
+            v => serde_json::from_value(v).map_err(|e| step(ApiError::Shape(e))),
         }
     }
 }
@@ -309,8 +307,10 @@ fn parse_answer(status: StatusCode, text: &str) -> Result<Value, ApiError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| ApiError::Decode(format!("the answer is not JSON: {e}")))?;
+    let v: Value = serde_json::from_str(text).map_err(|source| ApiError::Json {
+        what: "the answer is not JSON".to_owned(),
+        source,
+    })?;
     if let Some(m) = v.get("errormessage") {
         let m = m.as_str().map_or_else(|| m.to_string(), str::to_owned);
         return Err(ApiError::Refused(m));
@@ -334,7 +334,10 @@ impl BcmApi for BcmClient {
         let what = format!("node {}", device.hostname);
         let body = serde_json::to_value(device).map_err(|e| BcmError::Update {
             what: what.clone(),
-            source: ApiError::Decode(format!("cannot encode the device: {e}")),
+            source: ApiError::Json {
+                what: "cannot encode the device".to_owned(),
+                source: e,
+            },
         })?;
         let answer = self
             // pythoncm's commit: the entity, then `force` (0: BCM's validation applies).
@@ -347,7 +350,10 @@ impl BcmApi for BcmClient {
         let result: CommitResult =
             serde_json::from_value(answer).map_err(|e| BcmError::Update {
                 what: what.clone(),
-                source: ApiError::Decode(format!("not a commit result: {e}")),
+                source: ApiError::Json {
+                    what: "not a commit result".to_owned(),
+                    source: e,
+                },
             })?;
         if result.success {
             return Ok(());
@@ -432,7 +438,7 @@ impl BcmApi for BcmClient {
             .call("cmdevice", "powerOperation", args)
             .await
             .map_err(step)?;
-        serde_json::from_value(answer).map_err(|e| step(ApiError::Decode(e.to_string())))
+        serde_json::from_value(answer).map_err(|e| step(ApiError::Shape(e)))
     }
 
     fn stats(&self) -> CallStats {
@@ -461,6 +467,19 @@ mod tests {
         assert_eq!(parse_answer(StatusCode::OK, "null").ok(), Some(Value::Null));
         let e = parse_answer(StatusCode::SERVICE_UNAVAILABLE, "").expect_err("5xx");
         assert!(e.is_transient());
+    }
+
+    #[test]
+    fn an_answer_that_is_not_json_keeps_serdes_error() {
+        let e = parse_answer(StatusCode::OK, "<html>").expect_err("not JSON");
+        assert!(
+            e.to_string()
+                .starts_with("unexpected answer from the head node: the answer is not JSON: "),
+            "{e}"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<serde_json::Error>());
+        assert!(!e.is_transient());
     }
 
     #[test]

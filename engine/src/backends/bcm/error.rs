@@ -40,6 +40,18 @@ pub enum ApiError {
     /// The answer was not what the API documents.
     #[error("unexpected answer from the head node: {0}")]
     Decode(String),
+    /// A JSON text did not parse, or a value did not encode, in the step `what` names.
+    #[error("unexpected answer from the head node: {what}: {source}")]
+    Json {
+        /// The step ("the answer is not JSON", "not a commit result").
+        what: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The answer is JSON, but not of the shape the API documents.
+    #[error("unexpected answer from the head node: {0}")]
+    Shape(#[source] serde_json::Error),
 }
 
 impl ApiError {
@@ -50,7 +62,10 @@ impl ApiError {
             ApiError::Status { status, .. } => *status >= 500,
             ApiError::Transport(e) => !is_tls_failure(e),
             ApiError::Timeout { .. } => true,
-            ApiError::Refused(_) | ApiError::Decode(_) => false,
+            ApiError::Refused(_)
+            | ApiError::Decode(_)
+            | ApiError::Json { .. }
+            | ApiError::Shape(_) => false,
         }
     }
 
@@ -109,6 +124,9 @@ pub enum BcmError {
     /// The provider's `bcm` settings cannot make a client.
     #[error("invalid bcm settings: {0}")]
     Settings(String),
+    /// The HTTPS client could not be built from valid settings (TLS backend setup).
+    #[error("invalid bcm settings: cannot set up HTTPS: {0}")]
+    Https(#[source] reqwest::Error),
     /// Logging in with username and password failed.
     #[error("failed to log in to BCM at {endpoint}: {source}")]
     Login {
@@ -178,6 +196,7 @@ impl BcmError {
             | BcmError::Update { source, .. }
             | BcmError::Power { source, .. } => Some(source),
             BcmError::Settings(_)
+            | BcmError::Https(_)
             | BcmError::RevisionConflict { .. }
             | BcmError::Rejected { .. } => None,
         }

@@ -157,9 +157,7 @@ impl NetrisClient {
             config.ca_pem.as_deref(),
         )
         .map_err(NetrisError::Settings)?;
-        let http = builder
-            .build()
-            .map_err(|e| NetrisError::Settings(format!("cannot set up HTTPS: {e}")))?;
+        let http = builder.build().map_err(NetrisError::Https)?;
         Ok(NetrisClient {
             http,
             base: config.endpoint.trim_end_matches('/').to_owned(),
@@ -318,8 +316,12 @@ impl NetrisClient {
         let env = self.call(route, path, None, step).await?;
         match env.data {
             serde_json::Value::Null => Ok(Vec::new()),
-            data => serde_json::from_value(data)
-                .map_err(|e| step(ApiError::Decode(format!("{what}: {e}")))),
+            data => serde_json::from_value(data).map_err(|source| {
+                step(ApiError::Json {
+                    what: what.to_owned(),
+                    source,
+                })
+            }),
         }
     }
 
@@ -335,8 +337,12 @@ impl NetrisClient {
         lookup: Lookup,
         step: impl Fn(ApiError) -> NetrisError,
     ) -> Result<i64, NetrisError> {
-        let body = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        let body = serde_json::to_value(body).map_err(|source| {
+            step(ApiError::Json {
+                what: "cannot encode the request".to_owned(),
+                source,
+            })
+        })?;
         let mut attempt = 1;
         loop {
             let err = match self.call(route, path, Some(&body), &step).await {
@@ -433,15 +439,22 @@ fn parse_envelope(status: StatusCode, text: &str) -> Result<Envelope, ApiError> 
         match serde_json::from_str(text) {
             Ok(j) => j,
             Err(_) if !status.is_success() => serde_json::Value::Null,
-            Err(e) => return Err(ApiError::Decode(format!("the answer is not JSON: {e}"))),
+            Err(source) => {
+                return Err(ApiError::Json {
+                    what: "the answer is not JSON".to_owned(),
+                    source,
+                });
+            }
         }
     };
     let is_envelope = json
         .as_object()
         .is_some_and(|o| o.contains_key("data") || o.contains_key("isSuccess"));
     let env = if is_envelope {
-        serde_json::from_value::<Envelope>(json)
-            .map_err(|e| ApiError::Decode(format!("malformed envelope: {e}")))?
+        serde_json::from_value::<Envelope>(json).map_err(|source| ApiError::Json {
+            what: "malformed envelope".to_owned(),
+            source,
+        })?
     } else {
         let id = json.get("id").and_then(serde_json::Value::as_i64);
         let message = json
@@ -566,8 +579,12 @@ impl NetrisApi for NetrisClient {
             name: body.name.clone(),
             source,
         };
-        let json = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        let json = serde_json::to_value(body).map_err(|source| {
+            step(ApiError::Json {
+                what: "cannot encode the request".to_owned(),
+                source,
+            })
+        })?;
         self.call(
             Route::UpdateSubnet,
             &format!("/api/v2/ipam/subnet/{id}"),
@@ -614,9 +631,12 @@ impl NetrisApi for NetrisClient {
             serde_json::Value::Null => return Ok(None),
             other => other,
         };
-        serde_json::from_value(data)
-            .map(Some)
-            .map_err(|e| step(ApiError::Decode(format!("V-Net {id}: {e}"))))
+        serde_json::from_value(data).map(Some).map_err(|source| {
+            step(ApiError::Json {
+                what: format!("V-Net {id}"),
+                source,
+            })
+        })
     }
 
     async fn create_vnet(&self, body: &VNetWrite) -> Result<i64, NetrisError> {
@@ -642,8 +662,12 @@ impl NetrisApi for NetrisClient {
             name: body.name.clone(),
             source,
         };
-        let json = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        let json = serde_json::to_value(body).map_err(|source| {
+            step(ApiError::Json {
+                what: "cannot encode the request".to_owned(),
+                source,
+            })
+        })?;
         self.call(
             Route::UpdateVNet,
             &format!("/api/v2/vnet/{id}"),
