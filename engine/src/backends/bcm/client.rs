@@ -14,7 +14,9 @@ use reqwest::{StatusCode, header};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::backends::shared::{LoginSession, with_retries};
+use crate::backends::shared::{
+    LoginSession, Outcome, exchange, https_client_builder, no_answer, with_retries,
+};
 
 use super::{
     Auth, BcmApi, BcmConfig, CallStats, RetryPolicy, Secret,
@@ -26,13 +28,6 @@ use super::{
 
 /// The login cookie's name.
 const TOKEN_COOKIE: &str = "cm-login-token";
-
-/// How one request ended, before the retry policy looks at it.
-enum Outcome {
-    Ok(Value),
-    Unauthorized,
-    Failed(ApiError),
-}
 
 /// A BCM head node client. Cheap to share (`Arc`); calls may run concurrently.
 pub struct BcmClient {
@@ -58,7 +53,7 @@ impl std::fmt::Debug for BcmClient {
 impl BcmClient {
     /// A client for `config`; connects lazily, on the first call.
     pub fn new(config: &BcmConfig) -> Result<BcmClient, BcmError> {
-        let mut builder = crate::backends::netris::https_client_builder(
+        let mut builder = https_client_builder(
             &config.endpoint,
             config.request_timeout,
             config.ca_pem.as_deref(),
@@ -99,18 +94,16 @@ impl BcmClient {
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ApiError {
-        if e.is_timeout() {
-            ApiError::Timeout {
-                url: e.url().map(|u| u.as_str().to_owned()).unwrap_or_default(),
-                after: self.request_timeout,
-            }
-        } else {
-            ApiError::Transport(e)
-        }
+        let after = self.request_timeout;
+        no_answer(
+            e,
+            |url| ApiError::Timeout { url, after },
+            ApiError::Transport,
+        )
     }
 
     /// Sends one request and sorts its outcome.
-    async fn send(&self, body: &Value, token: Option<&Secret>) -> Outcome {
+    async fn send(&self, body: &Value, token: Option<&Secret>) -> Outcome<Value, ApiError> {
         let mut req = self
             .http
             .post(format!("{}/json", self.base))
@@ -119,22 +112,7 @@ impl BcmClient {
         if let Some(t) = token {
             req = req.header(header::COOKIE, format!("{TOKEN_COOKIE}={}", t.expose()));
         }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        let status = resp.status();
-        if status == StatusCode::UNAUTHORIZED {
-            return Outcome::Unauthorized;
-        }
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        match parse_answer(status, &text) {
-            Ok(v) => Outcome::Ok(v),
-            Err(e) => Outcome::Failed(e),
-        }
+        exchange(req, true, |e| self.transport_error(e), parse_answer).await
     }
 
     /// The login token and its generation, logging in first when there is none; `None`
@@ -307,10 +285,8 @@ fn parse_answer(status: StatusCode, text: &str) -> Result<Value, ApiError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
-    let v: Value = serde_json::from_str(text).map_err(|source| ApiError::Json {
-        what: "the answer is not JSON".to_owned(),
-        source,
-    })?;
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| ApiError::json("the answer is not JSON", e))?;
     if let Some(m) = v.get("errormessage") {
         let m = m.as_str().map_or_else(|| m.to_string(), str::to_owned);
         return Err(ApiError::Refused(m));
@@ -334,10 +310,7 @@ impl BcmApi for BcmClient {
         let what = format!("node {}", device.hostname);
         let body = serde_json::to_value(device).map_err(|e| BcmError::Update {
             what: what.clone(),
-            source: ApiError::Json {
-                what: "cannot encode the device".to_owned(),
-                source: e,
-            },
+            source: ApiError::json("cannot encode the device", e),
         })?;
         let answer = self
             // pythoncm's commit: the entity, then `force` (0: BCM's validation applies).
@@ -350,10 +323,7 @@ impl BcmApi for BcmClient {
         let result: CommitResult =
             serde_json::from_value(answer).map_err(|e| BcmError::Update {
                 what: what.clone(),
-                source: ApiError::Json {
-                    what: "not a commit result".to_owned(),
-                    source: e,
-                },
+                source: ApiError::json("not a commit result", e),
             })?;
         if result.success {
             return Ok(());

@@ -55,6 +55,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// serde's error, met in the step `what` names.
+    pub fn json(what: impl Into<String>, source: serde_json::Error) -> ApiError {
+        ApiError::Json {
+            what: what.into(),
+            source,
+        }
+    }
+
     /// Whether the call may have failed for a passing reason (server error, broken
     /// connection, timeout); idempotent calls are retried on these.
     pub fn is_transient(&self) -> bool {

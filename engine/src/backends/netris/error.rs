@@ -60,6 +60,14 @@ fn render_errors(errors: &str) -> String {
 }
 
 impl ApiError {
+    /// serde's error, met in the step `what` names.
+    pub fn json(what: impl Into<String>, source: serde_json::Error) -> ApiError {
+        ApiError::Json {
+            what: what.into(),
+            source,
+        }
+    }
+
     /// The HTTP status, if the controller answered.
     pub fn status(&self) -> Option<u16> {
         match self {
