@@ -1,14 +1,17 @@
-//! What the HTTP backends (BCM, Netris) share: one client per settings, the login session a
-//! client keeps, how calls are retried, secrets, and PEM values that are either inline text or
-//! a path.
+//! What the HTTP backends (BCM, Netris) share: the HTTPS client and its endpoint check, one
+//! client per settings, how a request's answer is read, the login session a client keeps, how
+//! calls are retried, secrets, and PEM values that are either inline text or a path.
 
 use std::{
     collections::HashMap,
     fmt,
     hash::Hash,
+    net::IpAddr,
     sync::{Arc, Mutex, OnceLock, PoisonError},
     time::Duration,
 };
+
+use crate::{diag::Diagnostics, path::AttrPath};
 
 /// Clients shared by every operation with the same settings, so connections and logins are
 /// reused across resources.
@@ -35,6 +38,66 @@ impl<K: Hash + Eq + Clone, C> ClientCache<K, C> {
         clients.insert(key.clone(), Arc::clone(&client));
         Ok(client)
     }
+}
+
+/// How one request ended, before the retry policy looks at it.
+pub(crate) enum Outcome<T, E> {
+    /// The server answered with success.
+    Ok(T),
+    /// The session is not (or no longer) valid: logging in again may help.
+    Unauthorized,
+    /// Anything else.
+    Failed(E),
+}
+
+/// Sends `req` and reads its answer as text. HTTP 401 is [`Outcome::Unauthorized`] when the
+/// request `has_session` to renew (a login's own refusal is for `parse` to say); `no_answer`
+/// makes the error of a request that got no answer, `parse` the result of one that did.
+pub(crate) async fn exchange<T, E>(
+    req: reqwest::RequestBuilder,
+    has_session: bool,
+    no_answer: impl Fn(reqwest::Error) -> E,
+    parse: impl FnOnce(reqwest::StatusCode, &str) -> Result<T, E>,
+) -> Outcome<T, E> {
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return Outcome::Failed(no_answer(e)),
+    };
+    let status = resp.status();
+    if has_session && status == reqwest::StatusCode::UNAUTHORIZED {
+        return Outcome::Unauthorized;
+    }
+    match resp.text().await {
+        Ok(text) => parse(status, &text).map_or_else(Outcome::Failed, Outcome::Ok),
+        Err(e) => Outcome::Failed(no_answer(e)),
+    }
+}
+
+/// The error of a request that got no answer: `timeout`'s, given the request's URL, when it
+/// timed out, else `transport`'s (the connection failed or broke). reqwest says both with one
+/// error type; the backends say them apart, since only a timeout names the endpoint.
+pub(crate) fn no_answer<E>(
+    e: reqwest::Error,
+    timeout: impl FnOnce(String) -> E,
+    transport: impl FnOnce(reqwest::Error) -> E,
+) -> E {
+    if e.is_timeout() {
+        timeout(e.url().map(|u| u.as_str().to_owned()).unwrap_or_default())
+    } else {
+        transport(e)
+    }
+}
+
+/// The diagnostic of the provider setting `block.name` (`bcm.client_key`), which `problem`
+/// completes.
+pub(crate) fn invalid_setting(block: &str, name: &str, problem: &str) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    d.error_at(
+        AttrPath::root(),
+        "Invalid Provider Setting",
+        format!("{block}.{name} {problem}"),
+    );
+    d
 }
 
 /// A secret string: never shown by `Debug`.
@@ -175,6 +238,64 @@ pub(crate) fn read_pem(value: &str, label: &str) -> Result<Vec<u8>, String> {
     Ok(pem)
 }
 
+/// `https://` anywhere; `http://` only on loopback, for local emulators.
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(endpoint)
+        .map_err(|e| format!("is {endpoint:?}, which is not a URL ({e})"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err(format!(
+            "is {endpoint:?}; it must be an https:// URL (plain http is only accepted for \
+             loopback addresses)"
+        )),
+    }
+}
+
+/// The HTTP client builder every backend controller starts from: endpoint checked, the
+/// request and connect timeouts, gpufleet's user agent and, with `ca_pem`, trust in that CA
+/// alone. The error is the whole message for the backend's settings error.
+pub(crate) fn https_client_builder(
+    endpoint: &str,
+    request_timeout: Duration,
+    ca_pem: Option<&[u8]>,
+) -> Result<reqwest::ClientBuilder, String> {
+    check_endpoint(endpoint).map_err(|e| format!("endpoint {e}"))?;
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .timeout(request_timeout)
+        .connect_timeout(request_timeout.min(Duration::from_secs(10)))
+        .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
+    if let Some(pem) = ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| format!("ca_certificate is not a PEM CA bundle: {e}"))?;
+        if certs.is_empty() {
+            return Err("ca_certificate holds no certificate".to_owned());
+        }
+        // Only the configured CA is trusted, not the system roots as well.
+        builder = builder.tls_built_in_root_certs(false);
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    } else if cfg!(target_os = "macos") {
+        // There reqwest trusts the bundled roots only; SSL_CERT_FILE and SSL_CERT_DIR add to
+        // them, as for the host cluster (backends/kube/bundled_tls.rs).
+        let extra = crate::backends::kube::bundled_tls::ExtraRoots::from_env();
+        for der in extra.certs().map_err(|e| e.to_string())? {
+            let cert = reqwest::Certificate::from_der(&der)
+                .map_err(|e| format!("a certificate of SSL_CERT_FILE or SSL_CERT_DIR: {e}"))?;
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +340,15 @@ mod tests {
         session.expire(generation).await;
         let (fresh, next) = session.get_or_log_in(login("d")).await.expect("login");
         assert_eq!((fresh.expose(), next), ("d", 2));
+    }
+
+    #[test]
+    fn endpoint_must_be_https_unless_loopback() {
+        assert!(check_endpoint("https://controller.example").is_ok());
+        assert!(check_endpoint("http://127.0.0.1:8080").is_ok());
+        assert!(check_endpoint("http://localhost:8080").is_ok());
+        assert!(check_endpoint("http://controller.example").is_err());
+        assert!(check_endpoint("controller.example").is_err());
     }
 
     #[test]

@@ -14,7 +14,9 @@ use reqwest::{StatusCode, header};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::backends::shared::{LoginSession, with_retries};
+use crate::backends::shared::{
+    LoginSession, Outcome, exchange, https_client_builder, no_answer, with_retries,
+};
 
 use super::{
     Auth, BcmApi, BcmConfig, CallStats, RetryPolicy, Secret,
@@ -26,13 +28,6 @@ use super::{
 
 /// The login cookie's name.
 const TOKEN_COOKIE: &str = "cm-login-token";
-
-/// How one request ended, before the retry policy looks at it.
-enum Outcome {
-    Ok(Value),
-    Unauthorized,
-    Failed(ApiError),
-}
 
 /// A BCM head node client. Cheap to share (`Arc`); calls may run concurrently.
 pub struct BcmClient {
@@ -58,7 +53,7 @@ impl std::fmt::Debug for BcmClient {
 impl BcmClient {
     /// A client for `config`; connects lazily, on the first call.
     pub fn new(config: &BcmConfig) -> Result<BcmClient, BcmError> {
-        let mut builder = crate::backends::netris::https_client_builder(
+        let mut builder = https_client_builder(
             &config.endpoint,
             config.request_timeout,
             config.ca_pem.as_deref(),
@@ -81,9 +76,7 @@ impl BcmClient {
             }
             Auth::Password { username, password } => Some((username.clone(), password.clone())),
         };
-        let http = builder
-            .build()
-            .map_err(|e| BcmError::Settings(format!("cannot set up HTTPS: {e}")))?;
+        let http = builder.build().map_err(BcmError::Https)?;
         Ok(BcmClient {
             http,
             base: config.endpoint.trim_end_matches('/').to_owned(),
@@ -101,18 +94,16 @@ impl BcmClient {
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ApiError {
-        if e.is_timeout() {
-            ApiError::Timeout {
-                url: e.url().map(|u| u.as_str().to_owned()).unwrap_or_default(),
-                after: self.request_timeout,
-            }
-        } else {
-            ApiError::Transport(e)
-        }
+        let after = self.request_timeout;
+        no_answer(
+            e,
+            |url| ApiError::Timeout { url, after },
+            ApiError::Transport,
+        )
     }
 
     /// Sends one request and sorts its outcome.
-    async fn send(&self, body: &Value, token: Option<&Secret>) -> Outcome {
+    async fn send(&self, body: &Value, token: Option<&Secret>) -> Outcome<Value, ApiError> {
         let mut req = self
             .http
             .post(format!("{}/json", self.base))
@@ -121,22 +112,7 @@ impl BcmClient {
         if let Some(t) = token {
             req = req.header(header::COOKIE, format!("{TOKEN_COOKIE}={}", t.expose()));
         }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        let status = resp.status();
-        if status == StatusCode::UNAUTHORIZED {
-            return Outcome::Unauthorized;
-        }
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        match parse_answer(status, &text) {
-            Ok(v) => Outcome::Ok(v),
-            Err(e) => Outcome::Failed(e),
-        }
+        exchange(req, true, |e| self.transport_error(e), parse_answer).await
     }
 
     /// The login token and its generation, logging in first when there is none; `None`
@@ -248,7 +224,7 @@ impl BcmClient {
             Value::Null => Ok(None),
             v => serde_json::from_value(v)
                 .map(Some)
-                .map_err(|e| step(ApiError::Decode(e.to_string()))),
+                .map_err(|e| step(ApiError::Shape(e))),
         }
     }
 
@@ -266,7 +242,7 @@ impl BcmClient {
         };
         match self.call(service, call, args).await.map_err(step)? {
             Value::Null => Ok(Vec::new()),
-            v => serde_json::from_value(v).map_err(|e| step(ApiError::Decode(e.to_string()))),
+            v => serde_json::from_value(v).map_err(|e| step(ApiError::Shape(e))),
         }
     }
 }
@@ -309,8 +285,8 @@ fn parse_answer(status: StatusCode, text: &str) -> Result<Value, ApiError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| ApiError::Decode(format!("the answer is not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| ApiError::json("the answer is not JSON", e))?;
     if let Some(m) = v.get("errormessage") {
         let m = m.as_str().map_or_else(|| m.to_string(), str::to_owned);
         return Err(ApiError::Refused(m));
@@ -334,7 +310,7 @@ impl BcmApi for BcmClient {
         let what = format!("node {}", device.hostname);
         let body = serde_json::to_value(device).map_err(|e| BcmError::Update {
             what: what.clone(),
-            source: ApiError::Decode(format!("cannot encode the device: {e}")),
+            source: ApiError::json("cannot encode the device", e),
         })?;
         let answer = self
             // pythoncm's commit: the entity, then `force` (0: BCM's validation applies).
@@ -347,7 +323,7 @@ impl BcmApi for BcmClient {
         let result: CommitResult =
             serde_json::from_value(answer).map_err(|e| BcmError::Update {
                 what: what.clone(),
-                source: ApiError::Decode(format!("not a commit result: {e}")),
+                source: ApiError::json("not a commit result", e),
             })?;
         if result.success {
             return Ok(());
@@ -432,7 +408,7 @@ impl BcmApi for BcmClient {
             .call("cmdevice", "powerOperation", args)
             .await
             .map_err(step)?;
-        serde_json::from_value(answer).map_err(|e| step(ApiError::Decode(e.to_string())))
+        serde_json::from_value(answer).map_err(|e| step(ApiError::Shape(e)))
     }
 
     fn stats(&self) -> CallStats {
@@ -461,6 +437,19 @@ mod tests {
         assert_eq!(parse_answer(StatusCode::OK, "null").ok(), Some(Value::Null));
         let e = parse_answer(StatusCode::SERVICE_UNAVAILABLE, "").expect_err("5xx");
         assert!(e.is_transient());
+    }
+
+    #[test]
+    fn an_answer_that_is_not_json_keeps_serdes_error() {
+        let e = parse_answer(StatusCode::OK, "<html>").expect_err("not JSON");
+        assert!(
+            e.to_string()
+                .starts_with("unexpected answer from the head node: the answer is not JSON: "),
+            "{e}"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<serde_json::Error>());
+        assert!(!e.is_transient());
     }
 
     #[test]

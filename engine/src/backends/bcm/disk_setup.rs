@@ -20,7 +20,7 @@
 pub enum DiskSetupError {
     /// The text is not well-formed XML.
     #[error("the disk setup is not well-formed XML: {0}")]
-    Xml(String),
+    Xml(#[source] roxmltree::Error),
     /// The root element is not `<diskSetup>`.
     #[error("the disk setup's root element is <{0}>, not <diskSetup>")]
     Root(String),
@@ -28,7 +28,7 @@ pub enum DiskSetupError {
 
 /// The block devices a disk setup names, in order, each once.
 pub fn block_devices(xml: &str) -> Result<Vec<String>, DiskSetupError> {
-    let doc = roxmltree::Document::parse(xml).map_err(|e| DiskSetupError::Xml(e.to_string()))?;
+    let doc = roxmltree::Document::parse(xml).map_err(DiskSetupError::Xml)?;
     let root = doc.root_element();
     if root.tag_name().name() != "diskSetup" {
         return Err(DiskSetupError::Root(root.tag_name().name().to_owned()));
@@ -82,10 +82,9 @@ mod tests {
 
     #[test]
     fn bad_xml_is_an_error_not_an_empty_list() {
-        assert!(matches!(
-            block_devices("<diskSetup><device>"),
-            Err(DiskSetupError::Xml(_))
-        ));
+        let e = block_devices("<diskSetup><device>").expect_err("unclosed");
+        assert!(matches!(e, DiskSetupError::Xml(_)));
+        assert!(std::error::Error::source(&e).is_some(), "roxmltree's error");
         assert!(matches!(
             block_devices("<partitions/>"),
             Err(DiskSetupError::Root(r)) if r == "partitions"

@@ -40,9 +40,29 @@ pub enum ApiError {
     /// The answer was not what the API documents.
     #[error("unexpected answer from the head node: {0}")]
     Decode(String),
+    /// A JSON text did not parse, or a value did not encode, in the step `what` names.
+    #[error("unexpected answer from the head node: {what}: {source}")]
+    Json {
+        /// The step ("the answer is not JSON", "not a commit result").
+        what: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The answer is JSON, but not of the shape the API documents.
+    #[error("unexpected answer from the head node: {0}")]
+    Shape(#[source] serde_json::Error),
 }
 
 impl ApiError {
+    /// serde's error, met in the step `what` names.
+    pub fn json(what: impl Into<String>, source: serde_json::Error) -> ApiError {
+        ApiError::Json {
+            what: what.into(),
+            source,
+        }
+    }
+
     /// Whether the call may have failed for a passing reason (server error, broken
     /// connection, timeout); idempotent calls are retried on these.
     pub fn is_transient(&self) -> bool {
@@ -50,7 +70,10 @@ impl ApiError {
             ApiError::Status { status, .. } => *status >= 500,
             ApiError::Transport(e) => !is_tls_failure(e),
             ApiError::Timeout { .. } => true,
-            ApiError::Refused(_) | ApiError::Decode(_) => false,
+            ApiError::Refused(_)
+            | ApiError::Decode(_)
+            | ApiError::Json { .. }
+            | ApiError::Shape(_) => false,
         }
     }
 
@@ -109,6 +132,9 @@ pub enum BcmError {
     /// The provider's `bcm` settings cannot make a client.
     #[error("invalid bcm settings: {0}")]
     Settings(String),
+    /// The HTTPS client could not be built from valid settings (TLS backend setup).
+    #[error("invalid bcm settings: cannot set up HTTPS: {0}")]
+    Https(#[source] reqwest::Error),
     /// Logging in with username and password failed.
     #[error("failed to log in to BCM at {endpoint}: {source}")]
     Login {
@@ -178,6 +204,7 @@ impl BcmError {
             | BcmError::Update { source, .. }
             | BcmError::Power { source, .. } => Some(source),
             BcmError::Settings(_)
+            | BcmError::Https(_)
             | BcmError::RevisionConflict { .. }
             | BcmError::Rejected { .. } => None,
         }

@@ -51,10 +51,9 @@ pub use crate::backends::connect::FromSettings;
 pub use crate::backends::netris::{CallStats, RetryPolicy, Secret};
 use crate::{
     backends::connect::Connect,
-    backends::shared::{ClientCache, read_pem},
+    backends::shared::{ClientCache, check_endpoint, invalid_setting, read_pem},
     context::Context,
     diag::{Diagnostic, Diagnostics},
-    path::AttrPath,
     provider_config::ProviderSettings,
 };
 
@@ -257,20 +256,13 @@ impl BcmConfig {
                 read_pem(ca, "CERTIFICATE").map_err(|e| settings_error("ca_certificate", &e))?,
             );
         }
-        crate::backends::netris::check_endpoint(&config.endpoint)
-            .map_err(|e| settings_error("endpoint", &e))?;
+        check_endpoint(&config.endpoint).map_err(|e| settings_error("endpoint", &e))?;
         Ok(config)
     }
 }
 
 fn settings_error(name: &str, problem: &str) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    d.error_at(
-        AttrPath::root(),
-        "Invalid Provider Setting",
-        format!("bcm.{name} {problem}"),
-    );
-    d
+    invalid_setting("bcm", name, problem)
 }
 
 /// Where a BCM resource or data source gets its client from: [`Connect`] of a BCM client.

@@ -40,20 +40,22 @@ pub type GenericService = BoxService<http::Request<Body>, Response<Box<DynBody>>
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A certificate file could not be read or holds no certificate.
-    #[error("failed to read the certificate authorities in {path}: {why}")]
+    #[error("failed to read the certificate authorities in {path}: {source}")]
     Roots {
         /// The file.
         path: String,
         /// Why.
-        why: String,
+        #[source]
+        source: Unreadable,
     },
     /// The client certificate or key could not be read.
-    #[error("failed to read the client {what}: {why}")]
+    #[error("failed to read the client {what}: {source}")]
     Identity {
         /// `certificate` or `key`.
         what: &'static str,
         /// Why.
-        why: String,
+        #[source]
+        source: Unreadable,
     },
     /// Something kube's own TLS supports and this build does not.
     #[error("failed to build the Kubernetes client: {0} is not supported by this build (macOS)")]
@@ -66,13 +68,42 @@ pub enum TlsError {
     Kube(#[from] kube::Error),
 }
 
-/// Certificates in the PEM `bytes`; `what` names them in errors.
-fn pem_certs(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+/// Why certificates or a key could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    /// A file of certificate authorities could not be read.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// The file a kubeconfig credential names could not be read.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kubeconfig credential's data is not base64.
+    #[error("its data is not base64: {0}")]
+    Base64(#[source] base64::DecodeError),
+    /// The PEM text is malformed.
+    #[error("{0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// The PEM text holds no certificate.
+    #[error("no PEM certificate in it")]
+    NoCertificate,
+    /// A client certificate came without its key, or a key without its certificate.
+    #[error("a client certificate and its key come together")]
+    Unpaired,
+}
+
+/// Certificates in the PEM `bytes`.
+fn pem_certs(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, Unreadable> {
     let certs = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(Unreadable::Pem)?;
     if certs.is_empty() {
-        return Err("no PEM certificate in it".to_owned());
+        return Err(Unreadable::NoCertificate);
     }
     Ok(certs)
 }
@@ -80,7 +111,7 @@ fn pem_certs(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::Roots {
         path: path.display().to_string(),
-        why: e.to_string(),
+        source: Unreadable::Io(e),
     })
 }
 
@@ -112,9 +143,9 @@ impl ExtraRoots {
     pub fn certs(&self) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         let mut certs = Vec::new();
         if let Some(file) = &self.file {
-            certs.extend(pem_certs(&read(file)?).map_err(|why| TlsError::Roots {
+            certs.extend(pem_certs(&read(file)?).map_err(|source| TlsError::Roots {
                 path: file.display().to_string(),
-                why,
+                source,
             })?);
         }
         for dir in &self.dirs {
@@ -163,15 +194,18 @@ fn credential(
     file: Option<&String>,
     what: &'static str,
 ) -> Result<Option<Vec<u8>>, TlsError> {
-    let fail = |why: String| TlsError::Identity { what, why };
+    let fail = |source| TlsError::Identity { what, source };
     match (data, file) {
         (Some(b64), _) => base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
             .map(Some)
-            .map_err(|e| fail(format!("its data is not base64: {e}"))),
-        (None, Some(path)) => std::fs::read(path)
-            .map(Some)
-            .map_err(|e| fail(format!("{path}: {e}"))),
+            .map_err(|e| fail(Unreadable::Base64(e))),
+        (None, Some(path)) => std::fs::read(path).map(Some).map_err(|source| {
+            fail(Unreadable::File {
+                path: path.clone(),
+                source,
+            })
+        }),
         (None, None) => Ok(None),
     }
 }
@@ -200,13 +234,13 @@ pub fn tls_config(config: &kube::Config, extra: &ExtraRoots) -> Result<ClientCon
     )?;
     let tls = match (cert, key) {
         (Some(cert), Some(key)) => {
-            let chain = pem_certs(&cert).map_err(|why| TlsError::Identity {
+            let chain = pem_certs(&cert).map_err(|source| TlsError::Identity {
                 what: "certificate",
-                why,
+                source,
             })?;
             let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| TlsError::Identity {
                 what: "key",
-                why: e.to_string(),
+                source: Unreadable::Pem(e),
             })?;
             builder.with_client_auth_cert(chain, key)?
         }
@@ -214,7 +248,7 @@ pub fn tls_config(config: &kube::Config, extra: &ExtraRoots) -> Result<ClientCon
         (Some(_), None) | (None, Some(_)) => {
             return Err(TlsError::Identity {
                 what: "certificate",
-                why: "a client certificate and its key come together".to_owned(),
+                source: Unreadable::Unpaired,
             });
         }
     };
@@ -373,6 +407,13 @@ mod tests {
         c.auth_info.client_key_data = None;
         let e = tls_config(&c, &ExtraRoots::default()).expect_err("a certificate without key");
         assert!(e.to_string().contains("come together"), "{e}");
+        assert!(matches!(
+            e,
+            TlsError::Identity {
+                source: Unreadable::Unpaired,
+                ..
+            }
+        ));
 
         let mut c = config();
         c.accept_invalid_certs = true;

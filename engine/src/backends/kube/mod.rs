@@ -206,26 +206,34 @@ async fn config_for(key: &ConnectionKey) -> Result<kube::Config, Diagnostics> {
 fn inline_kubeconfig(host: &str, key: &ConnectionKey) -> Kubeconfig {
     use base64::Engine as _;
     let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
-    let name = "gpufleet".to_owned();
+    let cluster = Cluster {
+        server: Some(host.to_owned()),
+        certificate_authority_data: key.ca.as_deref().map(b64),
+        ..Cluster::default()
+    };
+    let user = AuthInfo {
+        token: key.token.clone().map(Into::into),
+        client_certificate_data: key.client_certificate.as_deref().map(b64),
+        client_key_data: key.client_key.as_deref().map(|k| b64(k).into()),
+        ..AuthInfo::default()
+    };
+    one_context_kubeconfig("gpufleet", cluster, user)
+}
+
+/// A kubeconfig of one cluster and one user, both called `name`, and the context that joins
+/// them, current.
+fn one_context_kubeconfig(name: &str, cluster: Cluster, user: AuthInfo) -> Kubeconfig {
+    let name = name.to_owned();
     Kubeconfig {
         clusters: vec![NamedCluster {
             name: name.clone(),
             other: Default::default(),
-            cluster: Some(Cluster {
-                server: Some(host.to_owned()),
-                certificate_authority_data: key.ca.as_deref().map(b64),
-                ..Cluster::default()
-            }),
+            cluster: Some(cluster),
         }],
         auth_infos: vec![NamedAuthInfo {
             name: name.clone(),
             other: Default::default(),
-            auth_info: Some(AuthInfo {
-                token: key.token.clone().map(Into::into),
-                client_certificate_data: key.client_certificate.as_deref().map(b64),
-                client_key_data: key.client_key.as_deref().map(|k| b64(k).into()),
-                ..AuthInfo::default()
-            }),
+            auth_info: Some(user),
         }],
         contexts: vec![NamedContext {
             name: name.clone(),

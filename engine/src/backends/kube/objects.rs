@@ -81,6 +81,9 @@ pub enum ObjectError {
         #[source]
         source: serde_json::Error,
     },
+    /// The turn on a Lease could not be taken.
+    #[error("{0}")]
+    Lease(#[source] super::lease::LeaseError),
     /// A failure outside the API: an object of a kind the caller does not write, or one
     /// reported by a test double.
     #[error("{0}")]
@@ -112,6 +115,7 @@ impl ObjectError {
         match self {
             ObjectError::Call { source, .. } => explain(source),
             ObjectError::Decode { source, .. } => source.to_string(),
+            ObjectError::Lease(e) => e.to_string(),
             ObjectError::Other(message) => message.clone(),
         }
     }

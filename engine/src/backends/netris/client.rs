@@ -14,12 +14,13 @@ use async_trait::async_trait;
 use reqwest::{Method, StatusCode, header};
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::backends::shared::{LoginSession, with_retries};
+use crate::backends::shared::{
+    LoginSession, Outcome, exchange, https_client_builder, no_answer, with_retries,
+};
 
 use super::{
     CallStats, NetrisApi, NetrisConfig, RetryPolicy, Secret,
     error::{ApiError, NetrisError},
-    https_client_builder,
     types::{
         AllocationWrite, Envelope, IpamNode, Server, Site, SubnetWrite, Tenant, VNet, VNetWrite,
         Vpc,
@@ -108,16 +109,6 @@ impl Route {
     }
 }
 
-/// How one request ended, before the retry policy looks at it.
-enum Outcome {
-    /// The controller answered with success.
-    Ok(Envelope),
-    /// The session is not (or no longer) valid.
-    Unauthorized,
-    /// Anything else.
-    Failed(ApiError),
-}
-
 /// What to look up by name after a create whose outcome is unknown.
 #[derive(Debug, Clone, Copy)]
 enum Lookup {
@@ -157,9 +148,7 @@ impl NetrisClient {
             config.ca_pem.as_deref(),
         )
         .map_err(NetrisError::Settings)?;
-        let http = builder
-            .build()
-            .map_err(|e| NetrisError::Settings(format!("cannot set up HTTPS: {e}")))?;
+        let http = builder.build().map_err(NetrisError::Https)?;
         Ok(NetrisClient {
             http,
             base: config.endpoint.trim_end_matches('/').to_owned(),
@@ -179,7 +168,7 @@ impl NetrisClient {
         path: &str,
         body: Option<&serde_json::Value>,
         cookie: Option<&Secret>,
-    ) -> Outcome {
+    ) -> Outcome<Envelope, ApiError> {
         self.counters[route.index()].fetch_add(1, Ordering::Relaxed);
         let mut req = self
             .http
@@ -191,33 +180,23 @@ impl NetrisClient {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        let status = resp.status();
-        if status == StatusCode::UNAUTHORIZED && route != Route::Login {
-            return Outcome::Unauthorized;
-        }
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return Outcome::Failed(self.transport_error(e)),
-        };
-        match parse_envelope(status, &text) {
-            Ok(env) => Outcome::Ok(env),
-            Err(e) => Outcome::Failed(e),
-        }
+        let has_session = route != Route::Login;
+        exchange(
+            req,
+            has_session,
+            |e| self.transport_error(e),
+            parse_envelope,
+        )
+        .await
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ApiError {
-        if e.is_timeout() {
-            ApiError::Timeout {
-                url: e.url().map(|u| u.as_str().to_owned()).unwrap_or_default(),
-                after: self.request_timeout,
-            }
-        } else {
-            ApiError::Transport(e)
-        }
+        let after = self.request_timeout;
+        no_answer(
+            e,
+            |url| ApiError::Timeout { url, after },
+            ApiError::Transport,
+        )
     }
 
     /// The session cookie and its generation, logging in first when there is none.
@@ -318,8 +297,7 @@ impl NetrisClient {
         let env = self.call(route, path, None, step).await?;
         match env.data {
             serde_json::Value::Null => Ok(Vec::new()),
-            data => serde_json::from_value(data)
-                .map_err(|e| step(ApiError::Decode(format!("{what}: {e}")))),
+            data => serde_json::from_value(data).map_err(|e| step(ApiError::json(what, e))),
         }
     }
 
@@ -335,8 +313,7 @@ impl NetrisClient {
         lookup: Lookup,
         step: impl Fn(ApiError) -> NetrisError,
     ) -> Result<i64, NetrisError> {
-        let body = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
+        let body = encode(body).map_err(&step)?;
         let mut attempt = 1;
         loop {
             let err = match self.call(route, path, Some(&body), &step).await {
@@ -396,6 +373,18 @@ impl NetrisClient {
         })
     }
 
+    /// A PUT of `body`, whose answer carries nothing gpufleet reads.
+    async fn update(
+        &self,
+        route: Route,
+        path: &str,
+        body: &impl Serialize,
+        step: impl Fn(ApiError) -> NetrisError,
+    ) -> Result<(), NetrisError> {
+        let body = encode(body).map_err(&step)?;
+        self.call(route, path, Some(&body), step).await.map(drop)
+    }
+
     /// A DELETE that reports an object already gone as `Ok(false)`.
     async fn delete(
         &self,
@@ -409,6 +398,11 @@ impl NetrisClient {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A request body as JSON.
+fn encode(body: &impl Serialize) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(body).map_err(|e| ApiError::json("cannot encode the request", e))
 }
 
 /// The `connect.sid` value among the `Set-Cookie` headers.
@@ -433,7 +427,7 @@ fn parse_envelope(status: StatusCode, text: &str) -> Result<Envelope, ApiError> 
         match serde_json::from_str(text) {
             Ok(j) => j,
             Err(_) if !status.is_success() => serde_json::Value::Null,
-            Err(e) => return Err(ApiError::Decode(format!("the answer is not JSON: {e}"))),
+            Err(e) => return Err(ApiError::json("the answer is not JSON", e)),
         }
     };
     let is_envelope = json
@@ -441,7 +435,7 @@ fn parse_envelope(status: StatusCode, text: &str) -> Result<Envelope, ApiError> 
         .is_some_and(|o| o.contains_key("data") || o.contains_key("isSuccess"));
     let env = if is_envelope {
         serde_json::from_value::<Envelope>(json)
-            .map_err(|e| ApiError::Decode(format!("malformed envelope: {e}")))?
+            .map_err(|e| ApiError::json("malformed envelope", e))?
     } else {
         let id = json.get("id").and_then(serde_json::Value::as_i64);
         let message = json
@@ -562,20 +556,14 @@ impl NetrisApi for NetrisClient {
     }
 
     async fn update_subnet(&self, id: i64, body: &SubnetWrite) -> Result<(), NetrisError> {
-        let step = |source| NetrisError::UpdateSubnet {
-            name: body.name.clone(),
-            source,
-        };
-        let json = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
-        self.call(
-            Route::UpdateSubnet,
-            &format!("/api/v2/ipam/subnet/{id}"),
-            Some(&json),
-            step,
-        )
+        let path = format!("/api/v2/ipam/subnet/{id}");
+        self.update(Route::UpdateSubnet, &path, body, |source| {
+            NetrisError::UpdateSubnet {
+                name: body.name.clone(),
+                source,
+            }
+        })
         .await
-        .map(drop)
     }
 
     async fn delete_subnet(&self, id: i64) -> Result<bool, NetrisError> {
@@ -616,7 +604,7 @@ impl NetrisApi for NetrisClient {
         };
         serde_json::from_value(data)
             .map(Some)
-            .map_err(|e| step(ApiError::Decode(format!("V-Net {id}: {e}"))))
+            .map_err(|e| step(ApiError::json(format!("V-Net {id}"), e)))
     }
 
     async fn create_vnet(&self, body: &VNetWrite) -> Result<i64, NetrisError> {
@@ -638,20 +626,14 @@ impl NetrisApi for NetrisClient {
     }
 
     async fn update_vnet(&self, id: i64, body: &VNetWrite) -> Result<(), NetrisError> {
-        let step = |source| NetrisError::UpdateVNet {
-            name: body.name.clone(),
-            source,
-        };
-        let json = serde_json::to_value(body)
-            .map_err(|e| step(ApiError::Decode(format!("cannot encode the request: {e}"))))?;
-        self.call(
-            Route::UpdateVNet,
-            &format!("/api/v2/vnet/{id}"),
-            Some(&json),
-            step,
-        )
+        let path = format!("/api/v2/vnet/{id}");
+        self.update(Route::UpdateVNet, &path, body, |source| {
+            NetrisError::UpdateVNet {
+                name: body.name.clone(),
+                source,
+            }
+        })
         .await
-        .map(drop)
     }
 
     async fn delete_vnet(&self, id: i64) -> Result<bool, NetrisError> {

@@ -39,6 +39,16 @@ pub enum ApiError {
     /// The answer was not what the API documents.
     #[error("unexpected answer from the controller: {0}")]
     Decode(String),
+    /// A JSON text did not parse, or a value did not decode or encode, in the step `what`
+    /// names.
+    #[error("unexpected answer from the controller: {what}: {source}")]
+    Json {
+        /// The step ("malformed envelope", "V-Net 7", …).
+        what: String,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 fn render_errors(errors: &str) -> String {
@@ -50,6 +60,14 @@ fn render_errors(errors: &str) -> String {
 }
 
 impl ApiError {
+    /// serde's error, met in the step `what` names.
+    pub fn json(what: impl Into<String>, source: serde_json::Error) -> ApiError {
+        ApiError::Json {
+            what: what.into(),
+            source,
+        }
+    }
+
     /// The HTTP status, if the controller answered.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -70,7 +88,7 @@ impl ApiError {
         match self {
             ApiError::Status { status, .. } => *status >= 500,
             ApiError::Transport(_) | ApiError::Timeout { .. } => true,
-            ApiError::Decode(_) => false,
+            ApiError::Decode(_) | ApiError::Json { .. } => false,
         }
     }
 }
@@ -81,6 +99,9 @@ pub enum NetrisError {
     /// The provider's `netris` settings cannot make a client.
     #[error("invalid netris settings: {0}")]
     Settings(String),
+    /// The HTTPS client could not be built from valid settings (TLS backend setup).
+    #[error("invalid netris settings: cannot set up HTTPS: {0}")]
+    Https(#[source] reqwest::Error),
     /// Logging in (`POST /api/auth`) failed.
     #[error("failed to log in to the Netris controller at {endpoint}: {source}")]
     Login {
@@ -186,7 +207,7 @@ impl NetrisError {
     /// The failed call, when there was one.
     pub fn api(&self) -> Option<&ApiError> {
         match self {
-            NetrisError::Settings(_) => None,
+            NetrisError::Settings(_) | NetrisError::Https(_) => None,
             NetrisError::Login { source, .. }
             | NetrisError::List { source, .. }
             | NetrisError::GetVNet { source, .. }

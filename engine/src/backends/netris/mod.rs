@@ -42,7 +42,7 @@ mod client;
 mod error;
 mod types;
 
-use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use cache::Cached;
@@ -60,7 +60,7 @@ pub use crate::backends::{
 };
 use crate::{
     backends::connect::Connect,
-    backends::shared::{ClientCache, read_pem},
+    backends::shared::{ClientCache, check_endpoint, invalid_setting, read_pem},
     context::Context,
     diag::{Diagnostic, Diagnostics},
     path::AttrPath,
@@ -255,71 +255,7 @@ impl NetrisConfig {
 }
 
 fn settings_error(name: &str, problem: &str) -> Diagnostics {
-    let mut d = Diagnostics::new();
-    d.error_at(
-        AttrPath::root(),
-        "Invalid Provider Setting",
-        format!("netris.{name} {problem}"),
-    );
-    d
-}
-
-/// `https://` anywhere; `http://` only on loopback, for local emulators.
-pub(crate) fn check_endpoint(endpoint: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(endpoint)
-        .map_err(|e| format!("is {endpoint:?}, which is not a URL ({e})"))?;
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-        None => false,
-    };
-    match url.scheme() {
-        "https" => Ok(url),
-        "http" if loopback => Ok(url),
-        _ => Err(format!(
-            "is {endpoint:?}; it must be an https:// URL (plain http is only accepted for \
-             loopback addresses)"
-        )),
-    }
-}
-
-/// The HTTP client builder every backend controller starts from: endpoint checked, the
-/// request and connect timeouts, gpufleet's user agent and, with `ca_pem`, trust in that CA
-/// alone. The error is the whole message for the backend's settings error.
-pub(crate) fn https_client_builder(
-    endpoint: &str,
-    request_timeout: Duration,
-    ca_pem: Option<&[u8]>,
-) -> Result<reqwest::ClientBuilder, String> {
-    check_endpoint(endpoint).map_err(|e| format!("endpoint {e}"))?;
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .timeout(request_timeout)
-        .connect_timeout(request_timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("gpufleet/", env!("CARGO_PKG_VERSION")));
-    if let Some(pem) = ca_pem {
-        let certs = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("ca_certificate is not a PEM CA bundle: {e}"))?;
-        if certs.is_empty() {
-            return Err("ca_certificate holds no certificate".to_owned());
-        }
-        // Only the configured CA is trusted, not the system roots as well.
-        builder = builder.tls_built_in_root_certs(false);
-        for cert in certs {
-            builder = builder.add_root_certificate(cert);
-        }
-    } else if cfg!(target_os = "macos") {
-        // There reqwest trusts the bundled roots only; SSL_CERT_FILE and SSL_CERT_DIR add to
-        // them, as for the host cluster (backends/kube/bundled_tls.rs).
-        let extra = crate::backends::kube::bundled_tls::ExtraRoots::from_env();
-        for der in extra.certs().map_err(|e| e.to_string())? {
-            let cert = reqwest::Certificate::from_der(&der)
-                .map_err(|e| format!("a certificate of SSL_CERT_FILE or SSL_CERT_DIR: {e}"))?;
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    Ok(builder)
+    invalid_setting("netris", name, problem)
 }
 
 /// Where a Netris resource gets its client from: [`Connect`] of a Netris client.
@@ -411,15 +347,6 @@ mod tests {
             panic!("expected an error");
         };
         assert_eq!(d.0[0].summary, "Provider Settings Not Known");
-    }
-
-    #[test]
-    fn endpoint_must_be_https_unless_loopback() {
-        assert!(check_endpoint("https://netris.example").is_ok());
-        assert!(check_endpoint("http://127.0.0.1:8080").is_ok());
-        assert!(check_endpoint("http://localhost:8080").is_ok());
-        assert!(check_endpoint("http://netris.example").is_err());
-        assert!(check_endpoint("netris.example").is_err());
     }
 
     #[test]

@@ -32,7 +32,19 @@ impl std::fmt::Debug for SshKeys {
 /// Why no key pair could be made (the system's random source failed).
 #[derive(Debug, thiserror::Error)]
 #[error("failed to generate the SSH key pair of the MPI launcher: {0}")]
-pub struct KeyError(String);
+pub struct KeyError(#[source] RingError);
+
+/// ring's error, as a `std::error::Error` (ring implements that only with its `std` feature),
+/// so that it stays the source of a [`KeyError`].
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    /// The random source failed.
+    #[error("{0}")]
+    Unspecified(ring::error::Unspecified),
+    /// ring refused the key it had just made.
+    #[error("{0}")]
+    KeyRejected(ring::error::KeyRejected),
+}
 
 fn ssh_string(out: &mut Vec<u8>, bytes: &[u8]) {
     // SSH strings are length-prefixed; keys are far below 4 GiB.
@@ -47,9 +59,9 @@ fn ssh_string(out: &mut Vec<u8>, bytes: &[u8]) {
 pub fn generate(comment: &str) -> Result<SshKeys, KeyError> {
     let rng = SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
-        .map_err(|e| KeyError(e.to_string()))?;
+        .map_err(|e| KeyError(RingError::Unspecified(e)))?;
     let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng)
-        .map_err(|e| KeyError(e.to_string()))?;
+        .map_err(|e| KeyError(RingError::KeyRejected(e)))?;
     let mut blob = Vec::new();
     ssh_string(&mut blob, b"ecdsa-sha2-nistp256");
     ssh_string(&mut blob, b"nistp256");

@@ -230,7 +230,7 @@ impl HostObjects for KubeHost {
                 );
             })
             .await
-            .map_err(|e| ObjectError::Other(e.to_string()))?;
+            .map_err(ObjectError::Lease)?;
         Ok(Box::new(guard))
     }
 

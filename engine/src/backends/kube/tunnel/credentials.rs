@@ -8,10 +8,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{
-    AuthInfo, Cluster, Context as KubeContext, Kubeconfig, NamedAuthInfo, NamedCluster,
-    NamedContext,
-};
+use kube::config::{AuthInfo, Cluster, Kubeconfig};
 use serde_json::{Value as Json, json};
 
 use super::{MIN_TOKEN_TTL, SERVICE_ACCOUNT, Target, TenantAccess, TunnelError};
@@ -171,38 +168,15 @@ pub(super) async fn mint_token(
 /// A one-context kubeconfig for `access.host` with the given user.
 pub(super) fn kubeconfig(access: &TenantAccess, user: AuthInfo) -> Kubeconfig {
     use base64::Engine as _;
-    let name = "gpufleet-tunnel".to_owned();
-    Kubeconfig {
-        clusters: vec![NamedCluster {
-            name: name.clone(),
-            other: Default::default(),
-            cluster: Some(Cluster {
-                server: Some(access.host.clone()),
-                certificate_authority_data: Some(
-                    base64::engine::general_purpose::STANDARD
-                        .encode(&access.cluster_ca_certificate),
-                ),
-                tls_server_name: access.tls_server_name.clone(),
-                ..Cluster::default()
-            }),
-        }],
-        auth_infos: vec![NamedAuthInfo {
-            name: name.clone(),
-            other: Default::default(),
-            auth_info: Some(user),
-        }],
-        contexts: vec![NamedContext {
-            name: name.clone(),
-            other: Default::default(),
-            context: Some(KubeContext {
-                cluster: name.clone(),
-                user: Some(name.clone()),
-                ..KubeContext::default()
-            }),
-        }],
-        current_context: Some(name),
-        ..Kubeconfig::default()
-    }
+    let cluster = Cluster {
+        server: Some(access.host.clone()),
+        certificate_authority_data: Some(
+            base64::engine::general_purpose::STANDARD.encode(&access.cluster_ca_certificate),
+        ),
+        tls_server_name: access.tls_server_name.clone(),
+        ..Cluster::default()
+    };
+    crate::backends::kube::one_context_kubeconfig("gpufleet-tunnel", cluster, user)
 }
 
 pub(super) fn admin_kubeconfig(access: &TenantAccess, creds: &AdminCredentials) -> Kubeconfig {
