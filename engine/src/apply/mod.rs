@@ -11,7 +11,8 @@
 //! - [`failed`] is the apply response for a failure: the diagnostic and the partial state
 //!   ([`read_outcome`] the read response); [`local_update`] answers an update that changes
 //!   nothing the backend holds;
-//! - [`RemoteKind`] is what a kind over one backend client writes; it gets its
+//! - [`RemoteKind`] is what a kind over one backend client writes (BCM nodes, network
+//!   segments, virtual clusters, benchmarks); it gets its
 //!   [`ResourceKind`](crate::kinds::ResourceKind) from it, and a [`ListableKind`] its list
 //!   resource through [`Listing`].
 
