@@ -170,7 +170,7 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Counts the fleet's nodes that are registered and Ready (and settled, see [`settled`]):
+/// Counts the fleet's nodes that are registered and Ready (and settled, see `settled`):
 /// `(ready, registered)`.
 ///
 /// # Errors

@@ -9,7 +9,7 @@
 //! `lab/benchmarks/`, and a benchmark's prescreen container (`prescreen`) the recorded
 //! outputs of the tools it runs.
 //!
-//! [`write`] puts the CRI files and the kwok config (a `ClusterLogs` object, passed to kwok as
+//! [`write()`] puts the CRI files and the kwok config (a `ClusterLogs` object, passed to kwok as
 //! a second `--config`) into a lab directory.
 
 use std::{

@@ -90,7 +90,7 @@ fn sentences(text: &str) -> Vec<String> {
 
 /// Every attribute whose generated description repeats itself, as
 /// `<where>: <path>: <what is repeated>`, over the provider, every resource (whose pages add
-/// [`REPLACES`]), data source and ephemeral resource.
+/// `REPLACES`), data source and ephemeral resource.
 pub fn restatements() -> Vec<String> {
     let mut found = Vec::new();
     block(

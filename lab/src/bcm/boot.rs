@@ -230,7 +230,7 @@ fn leak_check(db: &mut Db, uuid: &str, at: u64) {
     }
 }
 
-/// [`leak_check`] on every node that is up.
+/// `leak_check` on every node that is up.
 pub fn check_leaks(db: &mut Db, now: u64) {
     let up: Vec<String> = db
         .nodes

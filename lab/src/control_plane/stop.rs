@@ -9,7 +9,7 @@ use crate::paths::LabPaths;
 use crate::process::{self, Stopped};
 use crate::vcluster;
 
-/// What [`Lab::down`] did.
+/// What [`Lab::down`](crate::Lab::down) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DownReport {
     /// The components that were running, and how they stopped.

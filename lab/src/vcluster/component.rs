@@ -1,7 +1,7 @@
 //! The vCluster kubelet as a lab component: its command line, and starting it from
 //! `Lab::up` (kept when running, current and healthy; restarted otherwise, on a new port
 //! when its old one is taken). Its sandboxes are not stopped with it: a restarted kubelet
-//! adopts them. `gpufleet-lab down` stops them through [`stop_sandboxes`].
+//! adopts them. `gpufleet-lab down` stops them through `stop_sandboxes`.
 
 use crate::components::Component;
 use crate::error::LabError;

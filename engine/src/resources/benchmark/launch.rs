@@ -218,7 +218,7 @@ fn gpufleet_script(spec: &BenchmarkSpec) -> String {
     )
 }
 
-/// gpufleet's own launcher: the run's Indexed Job with every pod running [`gpufleet_script`],
+/// gpufleet's own launcher: the run's Indexed Job with every pod running `gpufleet_script`,
 /// the key pair mounted, and a success policy that completes the Job when pod 0 (the
 /// launcher) succeeds.
 pub fn gpufleet_job(spec: &BenchmarkSpec, placement: &Placement, deadline_seconds: u64) -> Json {

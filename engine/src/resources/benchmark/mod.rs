@@ -13,7 +13,7 @@
 //!   [`suite_params`]: their parameters' checks.
 //! - [`environment`]: the environment record and its stable hash.
 //! - [`apply`]: create (one run, cleanup included), the in-place update and destroy, against
-//!   the host cluster's [`HostObjects`](crate::backends::kube::host::HostObjects), with `wait`
+//!   the host cluster's [`HostObjects`], with `wait`
 //!   (the gang's start and the Job's end), `results` (the log, the verdict and the record)
 //!   and `error` (why a run stops);
 //!   `read`: refresh and import.

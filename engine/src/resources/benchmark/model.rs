@@ -1,4 +1,4 @@
-//! The benchmark as configured, built from a planned value's [`BenchmarkConfig`] into a
+//! The benchmark as configured, built from a planned value's `BenchmarkConfig` into a
 //! [`BenchmarkSpec`] apply runs, and the run a state records ([`RecordedRun`]). Pure.
 
 use std::{

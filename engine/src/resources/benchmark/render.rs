@@ -85,7 +85,7 @@ pub fn endpoint_secret_name(benchmark: &str) -> String {
     format!("{}-endpoint", job_name(benchmark))
 }
 
-/// The Secret of the endpoint's API key, which [`env`] refers to.
+/// The Secret of the endpoint's API key, which [`env()`] refers to.
 pub fn endpoint_secret(spec: &BenchmarkSpec, api_key: &str) -> Json {
     json!({
         "apiVersion": "v1",

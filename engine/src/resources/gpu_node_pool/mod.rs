@@ -59,7 +59,7 @@
 //!
 //! The planner, placement, node configuration and claim logic see the cluster only through
 //! [`HostNodes`]; [`KubeHost`](crate::backends::kube::host::KubeHost) implements it on the API server and, for the engine's tests,
-//! [`MemoryHost`](crate::backends::kube::host::memory::MemoryHost) in memory.
+//! `MemoryHost` in memory.
 //!
 //! The kind is laid out as `schema`, `config` (the attributes decoded once, for validate and
 //! plan), `model` (the pool apply builds from a known plan), `validate`, `plan`, `apply` and

@@ -33,7 +33,7 @@
 //! is how an interrupted apply recognises its own namespace and how import and the data
 //! source find a virtual cluster. A namespace without those labels is never deleted; it is
 //! adopted only by importing the vCluster that Helm or the vCluster CLI installed in it from
-//! the chart ([`adopt`]), and the first apply after the import labels it.
+//! the chart (`adopt`), and the first apply after the import labels it.
 //!
 //! # Plan
 //!

@@ -1,7 +1,7 @@
 //! Waiting for a virtual control plane the way `vcluster connect` does: the newest pod
 //! labelled `app=vcluster,release=<name>` must be Ready (a crash loop or an image that cannot
 //! be pulled fails at once), then Secret `vc-<name>` key `config` holds its kubeconfig, and
-//! the control plane has the address `expose` asks for ([`expose`](super::expose): a node port
+//! the control plane has the address `expose` asks for ([`expose`]: a node port
 //! on the pod's node, or a load balancer's address, which may take a while to come).
 //!
 //! [`observe`] takes one look; [`wait_ready`] repeats it every second until the control plane

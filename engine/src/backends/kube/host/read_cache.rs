@@ -200,7 +200,7 @@ impl<H> Cached<H> {
         }
     }
 
-    /// For refresh and plan: reads of the kinds [`wide`] names come from `cache`'s lists.
+    /// For refresh and plan: reads of the kinds `wide` names come from `cache`'s lists.
     pub fn refreshing(host: Arc<H>, cache: Arc<ReadCache>) -> Cached<H> {
         Cached {
             host,

@@ -168,7 +168,7 @@ trait LeaseStore: Send + Sync {
     async fn replace(&self, lease: &Lease) -> Result<Lease, kube::Error>;
 }
 
-/// The API rights a turn needs ([`KubeStore`]: read, create, replace), for the
+/// The API rights a turn needs (`KubeStore`: read, create, replace), for the
 /// provider's ClusterRole ([`crate::backends::kube::rbac`]).
 pub const RULES: &[super::rbac::Rule] = &[super::rbac::Rule::new(
     "coordination.k8s.io",

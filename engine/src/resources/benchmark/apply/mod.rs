@@ -14,7 +14,7 @@
 //! 5. Read pod 0's log (the termination message when the log cannot be read), parse it.
 //! 6. Delete the Job, its pods and the Service: the resource is the record.
 //!
-//! Runs on the same pool take turns within one provider process ([`take_turn`]).
+//! Runs on the same pool take turns within one provider process (`take_turn`).
 //!
 //! The waits of steps 3 and 4 are in `wait`, step 5 in `results`.
 //! Here a run takes its turn; `execute` runs steps 1 to 6 over its units and repeats, `repeat`
