@@ -372,8 +372,8 @@ pub fn check_product(declared: &Declared, path: AttrPath, value: &Value) -> Diag
 /// the NVL72 compute trays, 8 for products on an 8-GPU HGX baseboard; `None` for PCIe cards,
 /// whose servers hold 1 to 8.
 pub fn gpus_per_node(model: &GpuModel) -> Option<u32> {
-    if let Some(declared) = catalog::declared_gpus_per_node(model) {
-        return declared;
+    if let Some(declared) = catalog::declaration_of(model) {
+        return declared.gpus_per_node;
     }
     if let Some((_, n)) = TRAY_GPUS.iter().find(|(p, _)| *p == model.product) {
         return Some(*n);

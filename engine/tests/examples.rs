@@ -55,7 +55,7 @@ fn check_text(text: &str) -> Vec<String> {
     };
     let mut problems = Vec::new();
     for block in body.blocks() {
-        let labels: Vec<&str> = block.labels().iter().map(|l| l.as_str()).collect();
+        let labels: Vec<&str> = block.labels().iter().map(hcl::BlockLabel::as_str).collect();
         match (block.identifier(), labels.as_slice()) {
             ("resource", [ty, name]) if ty.starts_with(TYPE_PREFIX) => {
                 match registry::resource(ty) {
@@ -220,7 +220,7 @@ fn check_body(body: &Body, block: &Block, path: &str, meta: bool, problems: &mut
                         problems.push(format!("{path}.{key}: computed attribute cannot be set"));
                     }
                     Some(attr) => {
-                        check_nested_value(attr, a.expr(), &format!("{path}.{key}"), problems)
+                        check_nested_value(attr, a.expr(), &format!("{path}.{key}"), problems);
                     }
                 }
             }
@@ -231,7 +231,11 @@ fn check_body(body: &Body, block: &Block, path: &str, meta: bool, problems: &mut
                 }
                 // `dynamic "x" { content { … } }` generates blocks of type x.
                 let (name, inner) = if ident == "dynamic" {
-                    let label = b.labels().first().map(|l| l.as_str()).unwrap_or_default();
+                    let label = b
+                        .labels()
+                        .first()
+                        .map(hcl::BlockLabel::as_str)
+                        .unwrap_or_default();
                     let content = b
                         .body()
                         .blocks()

@@ -320,7 +320,13 @@ async fn mig_pool_without_a_mig_manager_times_out_naming_the_nodes() {
     assert!(text.contains("waiting for the MIG manager"), "{text}");
     assert!(text.contains("gpu-r"), "{text}");
     // The claimed node is recorded, so destroy gives it back.
-    assert_eq!(tf.state.get("nodes").as_seq().map(|n| n.len()), Some(1));
+    assert_eq!(
+        tf.state
+            .get("nodes")
+            .as_seq()
+            .map(<[gpufleet_engine::value::Value]>::len),
+        Some(1)
+    );
 }
 
 #[tokio::test(start_paused = true)]

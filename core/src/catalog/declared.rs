@@ -102,11 +102,10 @@ pub(crate) fn registered(key: &str) -> Option<&'static GpuModel> {
         .map(|e| e.model)
 }
 
-/// The declared GPUs per node of a registered product; `None` when `model` was not declared
-/// (a catalog model), `Some(None)` when its declaration left the count out.
-pub(crate) fn declared_gpus_per_node(model: &GpuModel) -> Option<Option<u32>> {
+/// The declaration `model` was registered from; `None` for a catalog model.
+pub(crate) fn declaration_of(model: &GpuModel) -> Option<ProductDecl> {
     registry_read()
         .iter()
         .find(|e| std::ptr::eq(e.model, model) || e.model.product == model.product)
-        .map(|e| e.decl.gpus_per_node)
+        .map(|e| e.decl.clone())
 }

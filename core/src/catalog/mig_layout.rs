@@ -128,7 +128,7 @@ pub fn check_mig_layout(model: &GpuModel, layout: &[(&str, u32)]) -> Result<(), 
     for &(name, count) in layout {
         let Some(profile) = model.mig_profile(name) else {
             return Err(MigLayoutError::UnknownProfile {
-                profile: name.trim().to_string(),
+                profile: name.trim().to_owned(),
                 product: model.product,
                 known: model.mig_profiles.iter().map(|p| p.name).collect(),
             });
@@ -142,7 +142,7 @@ pub fn check_mig_layout(model: &GpuModel, layout: &[(&str, u32)]) -> Result<(), 
         let requested = totals.get(profile.name).map_or(0, |&(_, n)| n);
         if requested > u32::from(profile.max_instances) {
             return Err(MigLayoutError::TooManyInstances {
-                profile: profile.name.to_string(),
+                profile: profile.name.to_owned(),
                 requested,
                 max: profile.max_instances,
             });

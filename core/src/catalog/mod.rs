@@ -49,7 +49,7 @@ mod mig_configs;
 mod mig_layout;
 mod models;
 
-pub(crate) use declared::{MigDecl, ProductDecl, declared_gpus_per_node, register};
+pub(crate) use declared::{MigDecl, ProductDecl, declaration_of, register};
 pub use mig_configs::{MigConfig, MigConfigError, mig_config, mig_config_names};
 pub use mig_layout::{MigLayoutError, check_mig_layout};
 use models::MODELS;
@@ -260,7 +260,7 @@ fn normalize(s: &str) -> String {
 /// Removes the `-shared` and `-mig-<profile>` suffixes GFD appends to a
 /// normalized product label.
 fn strip_gfd_suffixes(normalized: &str) -> String {
-    split_gfd_suffixes(normalized).0.to_string()
+    split_gfd_suffixes(normalized).0.to_owned()
 }
 
 /// Splits a normalized product label into the product and the MIG profile of
@@ -431,7 +431,7 @@ mod tests {
         let mut seen: Vec<(String, &str)> = Vec::new();
         for m in models() {
             for name in std::iter::once(&m.product).chain(m.aliases.iter()) {
-                let key = match_key(&normalize(name)).to_string();
+                let key = match_key(&normalize(name)).to_owned();
                 if let Some((_, owner)) = seen.iter().find(|(k, _)| *k == key) {
                     assert_eq!(*owner, m.product, "{name} belongs to two models");
                 }
@@ -680,7 +680,7 @@ mod tests {
         assert_eq!(
             e,
             MigLayoutError::UnknownProfile {
-                profile: "2g.10gb".to_string(),
+                profile: "2g.10gb".to_owned(),
                 product: "NVIDIA-A100-SXM4-80GB",
                 known: vec![
                     "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"
@@ -701,7 +701,7 @@ mod tests {
         assert_eq!(
             err,
             Err(MigLayoutError::TooManyInstances {
-                profile: "3g.40gb".to_string(),
+                profile: "3g.40gb".to_owned(),
                 requested: 3,
                 max: 2,
             })

@@ -68,7 +68,7 @@ fn write_only_in_block(block: &Block, v: &Value, path: &AttrPath, errs: &mut Vec
         let bv = attr_of(v, nb.type_name);
         let path = path.push_attr(nb.type_name);
         for_each_element(nb.nesting, &bv, &path, |ev, ep| {
-            write_only_in_block(&nb.block, ev, ep, errs)
+            write_only_in_block(&nb.block, ev, ep, errs);
         });
     }
 }
@@ -125,7 +125,7 @@ fn for_each_element(
 pub(super) fn unknown_errors(v: &Value, message: &str) -> Vec<PathError> {
     let mut errs = Vec::new();
     walk_unknowns(v, &AttrPath::root(), &mut |p| {
-        errs.push(PathError::new(p, message))
+        errs.push(PathError::new(p, message));
     });
     errs
 }

@@ -128,7 +128,7 @@ fn check_block(
 
         match nb.nesting {
             Nesting::Single | Nesting::Group => {
-                check_block(&nb.block, prior_v, config_v, planned_v, &path, errs)
+                check_block(&nb.block, prior_v, config_v, planned_v, &path, errs);
             }
             Nesting::List => {
                 let planned_l = seq(planned_v).unwrap_or_default();
@@ -366,7 +366,7 @@ fn check_nested(
 
     match nesting {
         Nesting::Single | Nesting::Group => {
-            check_attrs(attrs, prior, config, planned, path, secret, errs)
+            check_attrs(attrs, prior, config, planned, path, secret, errs);
         }
         Nesting::List => {
             let planned_l = seq(planned).unwrap_or_default();

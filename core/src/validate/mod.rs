@@ -53,7 +53,7 @@ fn walk_block(block: &Block, value: &Value, path: &AttrPath, diags: &mut Diagnos
         let v = value.get(nb.type_name);
         let p = path.push_attr(nb.type_name);
         for_each_nested(nb.nesting, v, &p, |ev, ep| {
-            walk_block(&nb.block, ev, ep, diags)
+            walk_block(&nb.block, ev, ep, diags);
         });
     }
 }

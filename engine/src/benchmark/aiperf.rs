@@ -255,7 +255,7 @@ fn read(doc: &Value) -> Result<Parsed, String> {
             let name = if tag.distribution {
                 format!("{}_{stat}", tag.name)
             } else {
-                tag.name.to_string()
+                tag.name.to_owned()
             };
             metrics.insert(name, value);
         }
@@ -268,11 +268,11 @@ fn read(doc: &Value) -> Result<Parsed, String> {
         start_time: doc
             .get("start_time")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(str::to_owned),
         end_time: doc
             .get("end_time")
             .and_then(Value::as_str)
-            .map(str::to_string),
+            .map(str::to_owned),
         was_cancelled: doc
             .get("was_cancelled")
             .and_then(Value::as_bool)
@@ -281,12 +281,12 @@ fn read(doc: &Value) -> Result<Parsed, String> {
     };
     let mut failures = Vec::new();
     if details.was_cancelled {
-        failures.push("the benchmark was cancelled before it finished".to_string());
+        failures.push("the benchmark was cancelled before it finished".to_owned());
     }
     if all_failed {
         let count = metrics
             .get("error_request_count")
-            .map_or_else(|| "all".to_string(), ToString::to_string);
+            .map_or_else(|| "all".to_owned(), ToString::to_string);
         failures.push(format!(
             "every request failed ({count} errors), so nothing was measured"
         ));
@@ -294,7 +294,7 @@ fn read(doc: &Value) -> Result<Parsed, String> {
     let versions = doc
         .get("aiperf_version")
         .and_then(Value::as_str)
-        .map(|v| BTreeMap::from([("aiperf_version".to_string(), v.to_string())]))
+        .map(|v| BTreeMap::from([("aiperf_version".to_owned(), v.to_owned())]))
         .unwrap_or_default();
     Ok(Parsed {
         metrics,

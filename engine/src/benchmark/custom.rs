@@ -55,13 +55,13 @@ impl Suite for Custom {
         })?;
         let Value::Object(object) = value else {
             return Err(fault(
-                "the last line must be a JSON object of metrics".to_string(),
+                "the last line must be a JSON object of metrics".to_owned(),
             ));
         };
         let mut metrics = BTreeMap::new();
         for (key, raw) in &object {
             if key.trim().is_empty() {
-                return Err(fault("a metric has an empty name".to_string()));
+                return Err(fault("a metric has an empty name".to_owned()));
             }
             let number = json_decimal(raw)
                 .ok_or_else(|| fault(format!("metric `{key}` is {}, not a number", kind(raw))))?;

@@ -66,7 +66,7 @@ impl DiagLevel {
     /// The command that runs the diagnostic at this level with a JSON report.
     pub fn command(self) -> Vec<String> {
         ["dcgmi", "diag", "-r", &self.number().to_string(), "-j"]
-            .map(str::to_string)
+            .map(str::to_owned)
             .to_vec()
     }
 }
@@ -123,7 +123,7 @@ impl Status {
             "warn" => Status::Warn,
             "skip" => Status::Skip,
             "not run" => Status::NotRun,
-            _ => Status::Other(text.to_string()),
+            _ => Status::Other(text.to_owned()),
         }
     }
 }
@@ -233,7 +233,7 @@ impl Suite for DcgmDiag {
 }
 
 fn string(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).map(str::to_string)
+    value.and_then(Value::as_str).map(str::to_owned)
 }
 
 /// The diagnostic object: `DCGM Diagnostic` (DCGM 4) or `DCGM GPU Diagnostic` (DCGM 3).
@@ -282,7 +282,7 @@ fn read(doc: &Value) -> Result<Parsed, String> {
         .filter_map(|e| {
             Some((
                 e.get("entity_id")?.as_u64()?,
-                e.get("serial_num")?.as_str()?.to_string(),
+                e.get("serial_num")?.as_str()?.to_owned(),
             ))
         })
         .filter(|(_, serial)| serial != NOT_SUPPORTED && !serial.is_empty())
@@ -320,7 +320,7 @@ fn read_test(category: &str, test: &Value) -> Result<DiagTest, String> {
             .ok_or_else(|| format!("test {name}: `test_summary.status` is missing"))?,
     };
     Ok(DiagTest {
-        category: category.to_string(),
+        category: category.to_owned(),
         name,
         status,
         results,
@@ -341,7 +341,7 @@ fn read_result(r: &Value) -> Vec<EntityResult> {
         .flatten()
         .filter_map(|w| string(w.get("warning")))
         .collect();
-    let entity_group = string(r.get("entity_group")).unwrap_or_else(|| "GPU".to_string());
+    let entity_group = string(r.get("entity_group")).unwrap_or_else(|| "GPU".to_owned());
     let ids: Vec<Option<u64>> = match r
         .get("entity_id")
         .or_else(|| r.get("gpu_id"))
@@ -421,7 +421,7 @@ fn finish(details: DiagDetails, overall_failed: bool) -> Parsed {
         failures.push(format!("the diagnostic stopped: {e}"));
     }
     if overall_failed && failures.is_empty() {
-        failures.push("the diagnostic's overall result is Fail".to_string());
+        failures.push("the diagnostic's overall result is Fail".to_owned());
     }
 
     let mut metrics = BTreeMap::new();
@@ -431,14 +431,14 @@ fn finish(details: DiagDetails, overall_failed: bool) -> Parsed {
         ("tests_warned", count(Status::Warn)),
         ("gpus_failed", failed_gpus.len()),
     ] {
-        metrics.insert(name.to_string(), BigDecimal::from(n as u64));
+        metrics.insert(name.to_owned(), BigDecimal::from(n as u64));
     }
     let versions = [
         ("dcgm_version", &details.dcgm_version),
         ("driver_version", &details.driver_version),
     ]
     .into_iter()
-    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+    .filter_map(|(k, v)| Some((k.to_owned(), v.clone()?)))
     .collect();
     Parsed {
         metrics,

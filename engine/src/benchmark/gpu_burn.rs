@@ -133,13 +133,13 @@ impl Suite for GpuBurn {
 
         let faulty: Vec<u32> = gpus.iter().filter(|g| !g.ok).map(|g| g.gpu).collect();
         let mut metrics = BTreeMap::new();
-        metrics.insert("gpus_tested".to_string(), BigDecimal::from(count as u64));
+        metrics.insert("gpus_tested".to_owned(), BigDecimal::from(count as u64));
         metrics.insert(
-            "gpus_faulty".to_string(),
+            "gpus_faulty".to_owned(),
             BigDecimal::from(faulty.len() as u64),
         );
         if let Some(min) = gflops.iter().min() {
-            metrics.insert("gflops_min".to_string(), min.clone());
+            metrics.insert("gflops_min".to_owned(), min.clone());
         }
         Ok(Parsed {
             metrics,
@@ -163,7 +163,7 @@ fn listed_uuid(segment: &str) -> Option<String> {
     let (_, rest) = segment.split_once("(UUID: ")?;
     let (uuid, _) = rest.split_once(')')?;
     let uuid = uuid.trim();
-    (!uuid.is_empty()).then(|| uuid.to_string())
+    (!uuid.is_empty()).then(|| uuid.to_owned())
 }
 
 /// `Tested 8 GPUs:` → 8.

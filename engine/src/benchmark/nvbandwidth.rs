@@ -140,12 +140,12 @@ fn read_testcase(t: &Value, index: usize) -> Result<Testcase, String> {
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("`testcases[{index}].name` is missing"))?
-        .to_string();
+        .to_owned();
     let status = t
         .get("status")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("testcase {name}: `status` is missing"))?
-        .to_string();
+        .to_owned();
     let sum = match t.get("sum") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -187,8 +187,8 @@ fn read_sum_lines(output: &str) -> Result<Parsed, ParseError> {
                 ParseError::at(NAME, index + 1, format!("sum `{value}` is not a number"))
             })?;
             details.testcases.push(Testcase {
-                name: name.to_string(),
-                status: "Passed".to_string(),
+                name: name.to_owned(),
+                status: "Passed".to_owned(),
                 sum: Some(sum),
                 description: None,
                 error: None,
@@ -211,7 +211,7 @@ fn read_sum_lines(output: &str) -> Result<Parsed, ParseError> {
 fn read_header_line(line: &str, details: &mut NvbandwidthDetails) {
     let value = |label: &str| {
         line.strip_prefix(label)
-            .map(|v| v.trim().to_string())
+            .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
     if let Some(v) = value("nvbandwidth Version:") {
@@ -226,7 +226,7 @@ fn read_header_line(line: &str, details: &mut NvbandwidthDetails) {
             .is_some_and(|(i, _)| i.parse::<u32>().is_ok())
         && !details.devices.iter().any(|d| d == device)
     {
-        details.devices.push(device.to_string());
+        details.devices.push(device.to_owned());
     }
 }
 
@@ -254,7 +254,7 @@ fn finish(details: NvbandwidthDetails) -> Parsed {
         ("cuda_runtime_version", &details.cuda_runtime_version),
     ]
     .into_iter()
-    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+    .filter_map(|(k, v)| Some((k.to_owned(), v.clone()?)))
     .collect();
     Parsed {
         metrics,

@@ -53,6 +53,7 @@ pub struct GuideContext {
 }
 
 /// Every schema the guides can name, and every attribute by its name.
+#[derive(Debug)]
 struct Vocabulary {
     types: BTreeMap<&'static str, Block>,
     attrs: BTreeMap<&'static str, Vec<Attribute>>,
@@ -153,6 +154,7 @@ pub struct GuideReport {
 }
 
 /// Checks guides against the schemas, which it reads once for all of them.
+#[derive(Debug)]
 pub struct GuideChecker {
     vocabulary: Vocabulary,
     context: GuideContext,
@@ -295,7 +297,7 @@ fn numbers_in(text: &str) -> Vec<i64> {
             current.push(c);
         } else if c == ',' && !current.is_empty() && chars.peek().is_some_and(char::is_ascii_digit)
         {
-            continue;
+            // A thousands separator inside a number.
         } else if !current.is_empty() {
             out.extend(current.parse::<i64>().ok());
             current.clear();

@@ -52,7 +52,7 @@ pub(super) fn read(output: &str) -> Header {
         } else if let Some((tests, library)) = tests_version_line(line) {
             header
                 .versions
-                .entry("nccl_tests_version".to_string())
+                .entry("nccl_tests_version".to_owned())
                 .or_insert(tests);
             library_code = library_code.or(library);
         } else if runtime_version.is_none() {
@@ -61,7 +61,7 @@ pub(super) fn read(output: &str) -> Header {
     }
     let nccl = runtime_version.or_else(|| library_code.and_then(decode_version_code));
     if let Some(v) = nccl {
-        header.versions.insert("nccl_version".to_string(), v);
+        header.versions.insert("nccl_version".to_owned(), v);
     }
     header
 }
@@ -79,14 +79,14 @@ fn rank_line(line: &str) -> Option<RankInfo> {
     (words.next()? == "Pid").then_some(())?;
     words.next()?;
     (words.next()? == "on").then_some(())?;
-    let host = words.next()?.to_string();
+    let host = words.next()?.to_owned();
     (words.next()? == "device").then_some(())?;
     let device = words.next()?.parse().ok()?;
     let bus_id = words
         .next()?
         .strip_prefix('[')?
         .strip_suffix(']')?
-        .to_string();
+        .to_owned();
     let gpu = words.collect::<Vec<_>>().join(" ");
     Some(RankInfo {
         rank,
@@ -103,7 +103,7 @@ fn tests_version_line(line: &str) -> Option<(String, Option<u32>)> {
     let (_, rest) = line.split_once('#')?;
     let rest = rest.trim_start().strip_prefix("nccl-tests version ")?;
     let mut words = rest.split_whitespace();
-    let version = words.next().filter(|v| is_version(v))?.to_string();
+    let version = words.next().filter(|v| is_version(v))?.to_owned();
     let library = words
         .find_map(|w| w.strip_prefix("nccl-library="))
         .and_then(|code| code.parse().ok());
@@ -115,7 +115,7 @@ fn nccl_version_line(line: &str) -> Option<String> {
     let (_, rest) = line.split_once("NCCL version ")?;
     let word = rest.split_whitespace().next()?;
     let version = word.split('+').next()?;
-    is_version(version).then(|| version.to_string())
+    is_version(version).then(|| version.to_owned())
 }
 
 fn is_version(text: &str) -> bool {

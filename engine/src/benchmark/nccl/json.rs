@@ -43,7 +43,7 @@ pub(super) fn read(doc: &Value, line: usize) -> Result<Report, ParseError> {
         .map(|list| {
             list.iter()
                 .filter_map(Value::as_str)
-                .map(str::to_string)
+                .map(str::to_owned)
                 .collect()
         })
         .unwrap_or_default();
@@ -80,7 +80,7 @@ fn read_row(row: &Value, index: usize) -> Result<SizeResult, String> {
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default()
-        .to_string();
+        .to_owned();
     let half = |key: &str| -> Result<Option<Measurement>, String> {
         match row.get(key) {
             None | Some(Value::Null) => Ok(None),

@@ -201,16 +201,16 @@ fn summarise(report: Report, header: header::Header) -> Result<Parsed, ParseErro
     let wrong_total = wrong.iter().fold(0u64, |sum, w| sum.saturating_add(*w));
 
     let mut metrics = BTreeMap::new();
-    metrics.insert("largest_size_bus_bandwidth".to_string(), largest_bw);
+    metrics.insert("largest_size_bus_bandwidth".to_owned(), largest_bw);
     metrics.insert(
-        "average_bus_bandwidth".to_string(),
+        "average_bus_bandwidth".to_owned(),
         report.average_bus_bandwidth,
     );
     if !wrong.is_empty() {
-        metrics.insert("wrong_count".to_string(), BigDecimal::from(wrong_total));
+        metrics.insert("wrong_count".to_owned(), BigDecimal::from(wrong_total));
     }
     metrics.insert(
-        "out_of_bounds_count".to_string(),
+        "out_of_bounds_count".to_owned(),
         BigDecimal::from(report.out_of_bounds),
     );
 
@@ -225,7 +225,7 @@ fn summarise(report: Report, header: header::Header) -> Result<Parsed, ParseErro
         ));
     }
     if report.average_okay == Some(false) {
-        failures.push("average bus bandwidth below NCCL_TESTS_MIN_BW".to_string());
+        failures.push("average bus bandwidth below NCCL_TESTS_MIN_BW".to_owned());
     }
 
     Ok(Parsed {

@@ -111,7 +111,7 @@ pub(super) fn read(output: &str) -> Result<Report, ParseError> {
                     _ => None,
                 };
             } else if let Some(error) = comment.strip_prefix("error:") {
-                errors.push(error.trim().to_string());
+                errors.push(error.trim().to_owned());
             } else if columns.is_none() {
                 columns = Columns::from_header(trimmed);
             }
@@ -204,7 +204,7 @@ fn read_row(
         data_type: cols
             .data_type
             .and_then(|i| tokens.get(i))
-            .map(|t| (*t).to_string())
+            .map(|t| (*t).to_owned())
             .unwrap_or_default(),
         out_of_place: halves.next(),
         in_place: halves.next(),

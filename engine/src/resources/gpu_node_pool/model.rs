@@ -309,7 +309,7 @@ pub(super) fn state_of(v: &Value, spec: &PoolSpec, held: &[HostNode], status: &s
         // What the device plugin advertises: a node whose GPUs are still partitioned has no
         // whole GPU to give, whatever it has in it.
         Sharing::None => advertised(held),
-        other => allocatable(other, gpus),
+        Sharing::TimeSlicing(_) => allocatable(&spec.sharing, gpus),
     };
     s.set_attr(
         "allocatable",

@@ -21,6 +21,16 @@ pub struct TurnGuard {
     renewal: JoinHandle<()>,
 }
 
+impl std::fmt::Debug for TurnGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnGuard")
+            .field("lease", &self.lease)
+            .field("holder", &self.holder)
+            .field("lost", &self.lost.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
 impl TurnGuard {
     pub(super) fn start(turn: TurnLease) -> TurnGuard {
         let lost = CancellationToken::new();

@@ -208,6 +208,16 @@ pub struct TurnLease {
     duration: Duration,
 }
 
+impl std::fmt::Debug for TurnLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnLease")
+            .field("lease", &self.lease)
+            .field("holder", &self.holder)
+            .field("duration", &self.duration)
+            .finish_non_exhaustive()
+    }
+}
+
 impl TurnLease {
     /// A turn on `lease` for `holder` (see [`holder_identity`]), which others may take over
     /// when `holder` has not renewed it for `lease_duration` (at least a second).

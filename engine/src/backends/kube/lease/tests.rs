@@ -402,7 +402,7 @@ async fn a_holder_that_stops_renewing_is_taken_over_after_the_lease_duration() {
     let mut waited_for = Vec::new();
     let next = turn_on(&store, "next", 15 * SECOND)
         .acquire(&CancellationToken::new(), |h| {
-            waited_for.push(h.identity.clone())
+            waited_for.push(h.identity.clone());
         })
         .await
         .expect("the turn");
