@@ -31,15 +31,21 @@
 //! its own ([`crate::kubelet_component`]): `mpi-operator` ([`crate::mpi_operator`]) and
 //! `karpenter` ([`crate::karpenter`]).
 
+mod binaries;
+mod health;
+
 use std::fmt;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use crate::paths::LabPaths;
 use crate::pki::Pki;
 use crate::ports::Ports;
+
+pub use self::binaries::{
+    BCM_BIN_NAME, NETRIS_BIN_NAME, VCLUSTER_BIN_NAME, bcm_binary, netris_binary, vcluster_binary,
+};
+pub use self::health::check;
+pub(crate) use self::health::{https_get, pem_to_der};
 
 /// The kwok Stages the lab installs (`lab/kube/stages/kwok-stages.yaml`): nodes become
 /// Ready (and keep a lease), pods on kwok nodes go Running at once, pods owned by a Job
@@ -76,15 +82,6 @@ pub const NETRIS_PASSWORD: &str = "newNet0ps";
 
 /// How long a V-Net of the lab's Netris emulator stays provisioning, in milliseconds.
 pub const NETRIS_PROVISIONING_MS: u64 = 500;
-
-/// The file name of the Netris emulator's binary.
-pub const NETRIS_BIN_NAME: &str = "netris-emulator";
-
-/// The file name of the BCM emulator's binary.
-pub const BCM_BIN_NAME: &str = "bcm-emulator";
-
-/// The file name of the vCluster kubelet's binary.
-pub const VCLUSTER_BIN_NAME: &str = crate::vcluster::BIN_NAME;
 
 /// The BCM emulator's login user (for clients without a certificate).
 pub const BCM_USER: &str = "root";
@@ -414,230 +411,6 @@ impl fmt::Display for Component {
     }
 }
 
-/// Asks a component's health endpoint once. `Ok` when it says it is healthy; otherwise
-/// what it said (or why it could not be asked).
-///
-/// # Errors
-/// A one-line reason.
-pub async fn check(component: Component, ports: &Ports, pki: &Pki) -> Result<(), String> {
-    let port = component.port(ports);
-    match component {
-        Component::Etcd => {
-            let body = tokio::task::spawn_blocking(move || http_get(port, "/health"))
-                .await
-                .map_err(|e| e.to_string())??;
-            if body.contains(r#""health":"true""#) {
-                Ok(())
-            } else {
-                Err(format!("etcd /health says {}", body.trim()))
-            }
-        }
-        Component::Kwok | Component::Vcluster | Component::MpiOperator | Component::Karpenter => {
-            let body = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
-                .await
-                .map_err(|e| e.to_string())??;
-            if body.trim() == "ok" {
-                Ok(())
-            } else {
-                Err(format!("{component} /healthz says {}", body.trim()))
-            }
-        }
-        Component::Netris => {
-            // Its CA is its own, in <dir>/netris next to <dir>/pki.
-            let ca = pki
-                .dir()
-                .parent()
-                .unwrap_or_else(|| pki.dir())
-                .join("netris")
-                .join(crate::netris::CA_CERT_FILE);
-            let body = https_get(port, "/_admin/healthz", &ca).await?;
-            if body.contains(r#""ok""#) {
-                Ok(())
-            } else {
-                Err(format!("netris /_admin/healthz says {}", body.trim()))
-            }
-        }
-        Component::Bcm => {
-            // Served with a certificate from the lab CA; the admin plane needs no client
-            // certificate.
-            let body = https_get(port, "/_admin/healthz", &pki.ca_cert()).await?;
-            if body.contains(r#""ok""#) {
-                Ok(())
-            } else {
-                Err(format!("bcm /_admin/healthz says {}", body.trim()))
-            }
-        }
-        Component::KubeApiserver | Component::KubeControllerManager | Component::KubeScheduler => {
-            let path = if component == Component::KubeApiserver {
-                "/readyz"
-            } else {
-                "/healthz"
-            };
-            let body = https_get(port, path, &pki.ca_cert()).await?;
-            if body.trim() == "ok" {
-                Ok(())
-            } else {
-                Err(format!("{component} {path} says {}", body.trim()))
-            }
-        }
-    }
-}
-
-/// GET over HTTPS on loopback, trusting only the CA in `ca_file`, with no client
-/// certificate (the health endpoints are public).
-pub(crate) async fn https_get(port: u16, path: &str, ca_file: &Path) -> Result<String, String> {
-    let ca_pem = std::fs::read(ca_file).map_err(|e| format!("read CA: {e}"))?;
-    let ca_der = pem_to_der(&ca_pem).ok_or("the CA file holds no certificate")?;
-    let url: http::Uri = format!("https://127.0.0.1:{port}")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    let mut config = kube::Config::new(url);
-    config.root_cert = Some(vec![ca_der]);
-    config.connect_timeout = Some(Duration::from_secs(2));
-    config.read_timeout = Some(Duration::from_secs(5));
-    config.default_retry = false;
-    crate::crypto::install_crypto_provider();
-    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client
-        .request_text(request)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Where the `netris-emulator` binary is, building it first when this crate's sources
-/// are at hand.
-///
-/// `$GPUFLEET_LAB_NETRIS_BIN` wins. Otherwise the binary is looked for in cargo's profile
-/// directory of the running executable: its own directory (`target/debug/gpufleet-lab`),
-/// or the parent of `deps/` for a test binary (`target/debug/deps/…`), where cargo does
-/// not build another package's binaries. When the crate's manifest exists (a checkout),
-/// `cargo build -p gpufleet-lab --bin netris-emulator` runs first into that target
-/// directory and profile (a no-op when it is fresh), so the binary is never stale.
-///
-/// # Errors
-/// When no binary can be found or built; the message says what was tried.
-pub fn netris_binary() -> Result<PathBuf, String> {
-    emulator_binary(NETRIS_BIN_NAME, "GPUFLEET_LAB_NETRIS_BIN")
-}
-
-/// Where the `bcm-emulator` binary is, building it first when this crate's sources are
-/// at hand; `$GPUFLEET_LAB_BCM_BIN` wins. Located and built like [`netris_binary`].
-///
-/// # Errors
-/// When no binary can be found or built; the message says what was tried.
-pub fn bcm_binary() -> Result<PathBuf, String> {
-    emulator_binary(BCM_BIN_NAME, "GPUFLEET_LAB_BCM_BIN")
-}
-
-/// Where the `vcluster-kubelet` binary is, building it first when this crate's sources
-/// are at hand; `$GPUFLEET_LAB_VCLUSTER_BIN` wins. Located and built like
-/// [`netris_binary`].
-///
-/// # Errors
-/// When no binary can be found or built; the message says what was tried.
-pub fn vcluster_binary() -> Result<PathBuf, String> {
-    emulator_binary(VCLUSTER_BIN_NAME, "GPUFLEET_LAB_VCLUSTER_BIN")
-}
-
-/// An emulator binary of this crate: `$env_var`, else cargo's profile directory of the
-/// running executable, built there first when the sources are at hand.
-fn emulator_binary(bin_name: &str, env_var: &str) -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os(env_var) {
-        return Ok(PathBuf::from(bin));
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
-    let dir = exe
-        .parent()
-        .ok_or("the current executable has no directory")?;
-    let profile_dir = if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.parent().unwrap_or(dir)
-    } else {
-        dir
-    };
-    let candidate = profile_dir.join(bin_name);
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let mut build_error = None;
-    if manifest.is_file() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "gpufleet-lab", "--bin", bin_name])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .stdin(std::process::Stdio::null());
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        if let Some(target) = profile_dir.parent() {
-            cmd.env("CARGO_TARGET_DIR", target);
-        }
-        match cmd.output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => {
-                build_error = Some(format!(
-                    "cargo build --bin {bin_name} failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
-            Err(e) => build_error = Some(format!("cannot run cargo: {e}")),
-        }
-    }
-    if candidate.is_file() {
-        if let Some(e) = build_error {
-            tracing::warn!("{e}; using {} as it is", candidate.display());
-        }
-        return Ok(candidate);
-    }
-    Err(format!(
-        "{bin_name} is not at {} ({}); build it with `cargo build -p gpufleet-lab --bin \
-         {bin_name}` or set {env_var}",
-        candidate.display(),
-        build_error.unwrap_or_else(|| "no sources to build it from".into())
-    ))
-}
-
-/// The DER of the first certificate in a PEM file.
-pub(crate) fn pem_to_der(pem: &[u8]) -> Option<Vec<u8>> {
-    use base64::Engine as _;
-    let text = std::str::from_utf8(pem).ok()?;
-    let start = text.find("-----BEGIN CERTIFICATE-----")? + "-----BEGIN CERTIFICATE-----".len();
-    let end = start + text[start..].find("-----END CERTIFICATE-----")?;
-    let b64: String = text[start..end].split_whitespace().collect();
-    base64::engine::general_purpose::STANDARD.decode(b64).ok()
-}
-
-/// A minimal HTTP/1.0 GET on 127.0.0.1 for the plain-HTTP endpoints (etcd, kwok). Returns
-/// the body of a 200 response.
-fn http_get(port: u16, path: &str) -> Result<String, String> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let request =
-        format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|e| format!("read {addr}{path}: {e}"))?;
-    let response = String::from_utf8_lossy(&response);
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{addr}{path}: malformed response"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) == Some("200") {
-        Ok(body.to_string())
-    } else {
-        Err(format!("{addr}{path}: {status}: {}", body.trim()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -719,43 +492,5 @@ mod tests {
         assert!(KWOK_STAGES_YAML.contains("name: pod-complete"));
         assert!(KWOK_STAGES_YAML.contains("name: node-initialize"));
         assert!(KWOK_STAGES_YAML.contains("name: pod-delete"));
-    }
-
-    #[test]
-    fn plain_http_health_of_a_tiny_server() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let server = std::thread::spawn(move || {
-            for body in ["ok", "nope"] {
-                let (mut s, _) = listener.accept().expect("accept");
-                let mut request = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !request.ends_with(b"\r\n\r\n") {
-                    let n = s.read(&mut buf).expect("read");
-                    assert!(n > 0, "request ended early");
-                    request.extend_from_slice(&buf[..n]);
-                }
-                let status = if body == "ok" { "200 OK" } else { "500 Oops" };
-                write!(
-                    s,
-                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                )
-                .expect("write");
-            }
-        });
-        assert_eq!(http_get(port, "/healthz").as_deref(), Ok("ok"));
-        let err = http_get(port, "/healthz").expect_err("500");
-        assert!(err.contains("500 Oops"), "{err}");
-        server.join().expect("server");
-    }
-
-    #[test]
-    fn pem_to_der_reads_the_first_certificate() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pki = Pki::new(dir.path());
-        pki.generate().expect("pki");
-        let der = pem_to_der(&std::fs::read(pki.ca_cert()).expect("ca")).expect("der");
-        assert_eq!(der[0], 0x30, "a DER SEQUENCE");
     }
 }
