@@ -111,7 +111,7 @@ pub fn netris_curl(
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').expect("status line");
-    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_string()));
+    let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
     (code.trim().parse().expect("status"), value)
 }
 

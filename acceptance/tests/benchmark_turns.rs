@@ -72,7 +72,7 @@ async fn take(client: &kube::Client, lease: &LeaseRef, duration: Duration) -> Tu
 fn assert_one_after_another(turns: &[Turn]) {
     for pair in turns.windows(2) {
         let released = pair[0].released.expect("every turn released");
-        assert!(released <= pair[1].acquired, "turns overlap: {:#?}", turns);
+        assert!(released <= pair[1].acquired, "turns overlap: {turns:#?}");
     }
 }
 

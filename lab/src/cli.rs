@@ -312,7 +312,7 @@ fn log_path(dir: &Path, component: &str) -> Result<PathBuf, LabError> {
         return Ok(gobuild::build_log(&bin));
     }
     let c = Component::from_name(component)
-        .ok_or_else(|| LabError::UnknownComponent(component.to_string()))?;
+        .ok_or_else(|| LabError::UnknownComponent(component.to_owned()))?;
     Ok(paths(dir)?.log_file(c))
 }
 
@@ -379,7 +379,7 @@ fn render_fleet(fleet: &Fleet, nodes: bool) -> String {
                 n.rack.clone(),
                 n.site.clone(),
                 n.zone.clone(),
-                n.model.product.to_string(),
+                n.model.product.to_owned(),
                 1,
                 u64::from(n.gpus),
                 n.idle_power.to_string(),

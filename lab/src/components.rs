@@ -257,7 +257,7 @@ impl Component {
         let api = ports.apiserver;
         let etcd_client = format!("http://127.0.0.1:{}", ports.etcd_client);
         let etcd_peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
-        let mut args = vec![self.name().to_string()];
+        let mut args = vec![self.name().to_owned()];
         let flags: Vec<String> = match self {
             Self::Netris | Self::Bcm | Self::Vcluster | Self::MpiOperator | Self::Karpenter => {
                 Vec::new()

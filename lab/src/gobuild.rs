@@ -353,7 +353,7 @@ fn check_go_in(path: Option<&std::ffi::OsStr>) -> Result<String, BuildError> {
         .stdin(Stdio::null())
         .output()
         .map_err(|_| BuildError::GoMissing)?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     match parse_go_version(&version) {
         Some(v) if v >= MIN_GO => Ok(version),
         _ => Err(BuildError::GoTooOld { found: version }),

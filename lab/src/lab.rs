@@ -195,7 +195,7 @@ impl Lab {
     pub fn settings_env(&self) -> Vec<(String, String)> {
         self.settings()
             .into_iter()
-            .map(|s| (s.name.to_string(), s.value))
+            .map(|s| (s.name.to_owned(), s.value))
             .collect()
     }
 }

@@ -237,7 +237,7 @@ impl Pki {
 
         for (stem, sans) in SERVERS {
             let key = KeyPair::generate()?;
-            let sans: Vec<String> = sans.iter().map(|s| (*s).to_string()).collect();
+            let sans: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
             let mut params = CertificateParams::new(sans)?;
             params.distinguished_name = dn(stem.trim_end_matches("-serving"), None);
             params.key_usages = vec![
@@ -432,14 +432,14 @@ mod tests {
         for name in &sans.value.general_names {
             match name {
                 GeneralName::IPAddress(b) => ips.push(b.to_vec()),
-                GeneralName::DNSName(d) => dns.push((*d).to_string()),
+                GeneralName::DNSName(d) => dns.push((*d).to_owned()),
                 _ => {}
             }
         }
         assert!(ips.contains(&vec![127, 0, 0, 1]));
         assert!(ips.contains(&vec![10, 96, 0, 1]));
-        assert!(dns.contains(&"kubernetes.default.svc.cluster.local".to_string()));
-        assert!(dns.contains(&"localhost".to_string()));
+        assert!(dns.contains(&"kubernetes.default.svc.cluster.local".to_owned()));
+        assert!(dns.contains(&"localhost".to_owned()));
         let eku = api.extended_key_usage().expect("eku").expect("has eku");
         assert!(eku.value.server_auth && !eku.value.client_auth);
         assert!(api.verify_signature(Some(ca.public_key())).is_ok());

@@ -359,7 +359,7 @@ mod tests {
         let record = spawn(
             Path::new("/bin/sh"),
             &[
-                "-c".to_string(),
+                "-c".to_owned(),
                 format!("echo started {name}; exec sleep 600"),
             ],
             dir,
@@ -490,7 +490,7 @@ mod tests {
         std::fs::copy("/bin/sleep", &exe).expect("copy sleep");
         let record = spawn(
             &exe,
-            &["600".to_string()],
+            &["600".to_owned()],
             dir.path(),
             &dir.path().join("s.log"),
             &dir.path().join("s.pid"),
@@ -505,7 +505,7 @@ mod tests {
         }
         assert_eq!(
             cmdline(record.pid),
-            Some(vec![exe.display().to_string(), "600".to_string()])
+            Some(vec![exe.display().to_string(), "600".to_owned()])
         );
         assert!(!executable_replaced(record.pid));
         // Rebuilt: a new file moved over the old one.

@@ -45,17 +45,17 @@ pub fn netris_settings(endpoint: &str, ca_file: &Path) -> Vec<Setting> {
     vec![
         Setting {
             name: "GPUFLEET_NETRIS_ENDPOINT",
-            value: endpoint.to_string(),
+            value: endpoint.to_owned(),
             help: "the gpufleet provider's netris.endpoint (the lab's Netris emulator)",
         },
         Setting {
             name: "GPUFLEET_NETRIS_USERNAME",
-            value: NETRIS_USER.to_string(),
+            value: NETRIS_USER.to_owned(),
             help: "the gpufleet provider's netris.username",
         },
         Setting {
             name: "GPUFLEET_NETRIS_PASSWORD",
-            value: NETRIS_PASSWORD.to_string(),
+            value: NETRIS_PASSWORD.to_owned(),
             help: "the gpufleet provider's netris.password",
         },
         Setting {
@@ -73,7 +73,7 @@ pub fn bcm_settings(endpoint: &str, cert: &Path, key: &Path, ca_file: &Path) -> 
     vec![
         Setting {
             name: "GPUFLEET_BCM_ENDPOINT",
-            value: endpoint.to_string(),
+            value: endpoint.to_owned(),
             help: "the gpufleet provider's bcm.endpoint (the lab's BCM emulator)",
         },
         Setting {

@@ -89,13 +89,13 @@ impl LabStatus {
             "COMPONENT", "PID", "PORT", "RSS"
         );
         for c in &self.components {
-            let pid = c.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
+            let pid = c.pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
             let rss = c
                 .rss_kib
-                .map_or_else(|| "-".to_string(), |k| format!("{} MiB", k / 1024));
+                .map_or_else(|| "-".to_owned(), |k| format!("{} MiB", k / 1024));
             let health = match &c.health {
-                Health::Healthy => "ok".to_string(),
-                Health::NotRunning => "not running".to_string(),
+                Health::Healthy => "ok".to_owned(),
+                Health::NotRunning => "not running".to_owned(),
                 Health::Unhealthy(why) => format!("UNHEALTHY: {why}"),
             };
             let _ = writeln!(

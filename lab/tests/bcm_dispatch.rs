@@ -176,7 +176,7 @@ impl Bcm {
                 d.iter()
                     .map(|d| {
                         (
-                            d["device"].as_str().unwrap_or_default().to_string(),
+                            d["device"].as_str().unwrap_or_default().to_owned(),
                             d["data_owner"].clone(),
                         )
                     })
@@ -211,8 +211,8 @@ fn codes(commit: &Value) -> Vec<(String, String)> {
             v.iter()
                 .map(|e| {
                     (
-                        e["field"].as_str().unwrap_or_default().to_string(),
-                        e["error_code"].as_str().unwrap_or_default().to_string(),
+                        e["field"].as_str().unwrap_or_default().to_owned(),
+                        e["error_code"].as_str().unwrap_or_default().to_owned(),
                     )
                 })
                 .collect()
@@ -727,9 +727,9 @@ fn one_shot_fields_are_cleared_by_the_boot_and_full_wipes() {
     assert_eq!(bcm.update(&d)["success"], true);
     bcm.boot("gpu-a-02");
     let data = bcm.disk_data("gpu-a-02");
-    assert_eq!(data[0], ("/dev/sda".to_string(), json!("acme")));
-    assert_eq!(data[1], ("/dev/nvme0n1".to_string(), Value::Null));
-    assert_eq!(data[2], ("/dev/nvme1n1".to_string(), json!("acme")));
+    assert_eq!(data[0], ("/dev/sda".to_owned(), json!("acme")));
+    assert_eq!(data[1], ("/dev/nvme0n1".to_owned(), Value::Null));
+    assert_eq!(data[2], ("/dev/nvme1n1".to_owned(), json!("acme")));
     assert_eq!(
         bcm.device("gpu-a-02")["blockDevicesClearedOnNextBoot"],
         json!([]),
@@ -789,7 +789,7 @@ fn a_data_disk_left_out_of_the_wipe_leaks_to_the_next_tenant() {
     bcm.release_with_wipe("gpu-a-02", &DGX_DISKS[..4]);
     bcm.boot("gpu-a-02");
     let data = bcm.disk_data("gpu-a-02");
-    assert_eq!(data[4], ("/dev/nvme3n1".to_string(), json!("tenant-a")));
+    assert_eq!(data[4], ("/dev/nvme3n1".to_owned(), json!("tenant-a")));
     assert!(data[..4].iter().all(|(_, o)| o.is_null()), "{data:?}");
     bcm.set_tenant("gpu-a-02", Some("tenant-b"));
     let leaks = bcm.admin("GET", "leaks", None);

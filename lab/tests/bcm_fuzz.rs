@@ -174,15 +174,15 @@ fn body(db: &Db, step: &Step) -> (Option<String>, Vec<u8>) {
     };
     let values = plausible(db);
     let (svc, name) = if *call % 10 == 0 {
-        ("cmdevice".to_string(), "bogus".to_string())
+        ("cmdevice".to_owned(), "bogus".to_owned())
     } else {
         let (s, c, _) = pick(CALLS, *call);
         let s = if service % 3 == 0 {
             s.to_uppercase()
         } else {
-            s.to_string()
+            s.to_owned()
         };
-        (s, c.to_string())
+        (s, c.to_owned())
     };
     // An object to send: an existing entity (so updates can succeed) with fields
     // replaced by random values.
@@ -198,7 +198,7 @@ fn body(db: &Db, step: &Step) -> (Option<String>, Vec<u8>) {
         _ => Map::new(),
     };
     for (f, v) in fields {
-        obj.insert(pick(FIELDS, *f).to_string(), pick(&values, *v));
+        obj.insert(pick(FIELDS, *f).to_owned(), pick(&values, *v));
     }
     let first = if fields.is_empty() {
         pick(&values, *base)
@@ -213,7 +213,7 @@ fn body(db: &Db, step: &Step) -> (Option<String>, Vec<u8>) {
         3 => envelope["args"] = first,
         _ => {}
     }
-    let cn = cn.map(|c| pick(&["admin", "readonly", "nobody", "admin"], c).to_string());
+    let cn = cn.map(|c| pick(&["admin", "readonly", "nobody", "admin"], c).to_owned());
     (cn, envelope.to_string().into_bytes())
 }
 

@@ -160,10 +160,10 @@ async fn https_profiles_login_boot_and_restart() -> TestResult {
         .get(reqwest::header::SET_COOKIE)
         .ok_or("no Set-Cookie")?
         .to_str()?
-        .to_string();
+        .to_owned();
     assert!(set_cookie.starts_with("cm-login-token="), "{set_cookie}");
     assert_eq!(r.json::<Value>().await?, json!(true));
-    let cookie = set_cookie.split(';').next().unwrap_or_default().to_string();
+    let cookie = set_cookie.split(';').next().unwrap_or_default().to_owned();
     let (status, all) = call(
         &anonymous,
         &url,

@@ -262,7 +262,7 @@ async fn a_tainted_node_takes_only_pods_that_tolerate_the_taint() {
         if pod_phase(&p) == "Running" {
             Ok(p.spec.and_then(|s| s.node_name))
         } else {
-            Err(pod_phase(&p).to_string())
+            Err(pod_phase(&p).to_owned())
         }
     })
     .await;
@@ -382,7 +382,7 @@ async fn deleting_a_namespace_with_workloads_finishes() {
         if pod_phase(&p) == "Running" {
             Ok(())
         } else {
-            Err(pod_phase(&p).to_string())
+            Err(pod_phase(&p).to_owned())
         }
     })
     .await;

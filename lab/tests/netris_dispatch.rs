@@ -143,7 +143,7 @@ impl Lab {
             .as_array()
             .expect("links")
             .iter()
-            .map(|l| l["remote"]["name"].as_str().expect("port name").to_string())
+            .map(|l| l["remote"]["name"].as_str().expect("port name").to_owned())
             .collect()
     }
 

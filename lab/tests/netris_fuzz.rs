@@ -107,7 +107,7 @@ fn leaf() -> impl Strategy<Value = Value> {
 
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
-        5 => proptest::sample::select(KEYS).prop_map(str::to_string),
+        5 => proptest::sample::select(KEYS).prop_map(str::to_owned),
         1 => "[a-zA-Z]{1,6}",
     ]
 }
@@ -153,7 +153,7 @@ fn id_segment() -> impl Strategy<Value = String> {
         "%zz",
         "1%2F",
     ])
-    .prop_map(str::to_string)
+    .prop_map(str::to_owned)
 }
 
 #[derive(Debug, Clone)]
@@ -298,13 +298,13 @@ fn templated(path: &'static str) -> impl Strategy<Value = Body> {
         .prop_map(move |(picks, drop, mutate)| {
             let mut obj = Map::new();
             for ((key, pool), pick) in fields.iter().zip(picks) {
-                obj.insert((*key).to_string(), pick.get(pool).clone());
+                obj.insert((*key).to_owned(), pick.get(pool).clone());
             }
             if let Some(i) = drop {
                 obj.remove(fields[i.index(n)].0);
             }
             if let Some((i, v)) = mutate {
-                obj.insert(fields[i.index(n)].0.to_string(), v);
+                obj.insert(fields[i.index(n)].0.to_owned(), v);
             }
             Body::Json(Value::Object(obj))
         })
@@ -344,7 +344,7 @@ fn call() -> impl Strategy<Value = Call> {
                     path.replace("{id}", &id).replace("{key}", &id)
                 };
                 Call {
-                    method: if keep_method { method } else { other }.to_string(),
+                    method: if keep_method { method } else { other }.to_owned(),
                     path,
                     body,
                 }

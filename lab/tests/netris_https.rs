@@ -45,7 +45,7 @@ impl Client {
             .ok_or("no Set-Cookie")?
             .to_str()?;
         assert!(cookie.starts_with("connect.sid="), "{cookie}");
-        self.cookie = cookie.split(';').next().unwrap_or_default().to_string();
+        self.cookie = cookie.split(';').next().unwrap_or_default().to_owned();
         Ok(())
     }
 

@@ -123,7 +123,7 @@ async fn wait_kubeconfig_secret(host: &Client, ns: &str, name: &str) -> Secret {
             .get_opt(&secret_name)
             .await
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| "absent".to_string())
+            .ok_or_else(|| "absent".to_owned())
     })
     .await
 }
@@ -236,7 +236,7 @@ async fn the_real_syncer_serves_restarts_and_goes_with_its_pod() {
             .get_opt(&synced)
             .await
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| "absent".to_string())
+            .ok_or_else(|| "absent".to_owned())
     })
     .await;
     assert_eq!(
@@ -429,7 +429,7 @@ async fn a_tenant_is_reached_through_the_host_api_servers_port_forward_with_a_to
     drop(tunnel);
     wait_for("the tunnel's listener to close", || async {
         match tokio::net::TcpStream::connect(local).await {
-            Ok(_) => Err("still accepting".to_string()),
+            Ok(_) => Err("still accepting".to_owned()),
             Err(_) => Ok(()),
         }
     })

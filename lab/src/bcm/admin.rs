@@ -87,10 +87,18 @@ fn add_fault(store: &BcmStore, bytes: &[u8]) -> Result<(), String> {
         after: Option<u32>,
         hostname: Option<String>,
         #[serde(default, deserialize_with = "present")]
+        #[expect(
+            clippy::option_option,
+            reason = "a missing `install`, `null` and a fault are three requests"
+        )]
         install: Option<Option<InstallFault>>,
         down: Option<bool>,
     }
     /// Tells `"install": null` (clear) from a missing `install`.
+    #[expect(
+        clippy::option_option,
+        reason = "a missing `install`, `null` and a fault are three requests"
+    )]
     fn present<'de, D: serde::Deserializer<'de>>(
         d: D,
     ) -> Result<Option<Option<InstallFault>>, D::Error> {

@@ -39,11 +39,11 @@ const SEQUENCE: [Status; 5] = [
 pub fn install_mode(db: &Db, device: &Obj) -> String {
     let next = str_field(device, "nextBootInstallMode");
     if !next.is_empty() {
-        return next.to_string();
+        return next.to_owned();
     }
     let own = str_field(device, "installMode");
     if !own.is_empty() && own != "CATEGORY" {
-        return own.to_string();
+        return own.to_owned();
     }
     let category = db
         .categories
@@ -53,7 +53,7 @@ pub fn install_mode(db: &Db, device: &Obj) -> String {
     if category.is_empty() {
         "AUTO".into()
     } else {
-        category.to_string()
+        category.to_owned()
     }
 }
 
@@ -66,7 +66,7 @@ pub fn devices_to_clear(device: &Obj) -> Vec<String> {
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
-                .map(str::to_string)
+                .map(str::to_owned)
                 .collect()
         })
         .unwrap_or_default()
@@ -187,7 +187,7 @@ fn leak_check(db: &mut Db, uuid: &str, at: u64) {
     if node.status != Status::Up || node.boot.is_some() {
         return;
     }
-    let Some(holder) = tenant(device).map(str::to_string) else {
+    let Some(holder) = tenant(device).map(str::to_owned) else {
         return;
     };
     let settled = node
@@ -197,7 +197,7 @@ fn leak_check(db: &mut Db, uuid: &str, at: u64) {
     if settled || wipe_pending(device) {
         return;
     }
-    let hostname = str_field(device, "hostname").to_string();
+    let hostname = str_field(device, "hostname").to_owned();
     let others: Vec<(&str, &str)> = node
         .disks
         .iter()
@@ -209,8 +209,8 @@ fn leak_check(db: &mut Db, uuid: &str, at: u64) {
         })
         .collect();
     if let Some((_, from)) = others.first() {
-        let from = (*from).to_string();
-        let devices: Vec<String> = others.iter().map(|(d, _)| (*d).to_string()).collect();
+        let from = (*from).to_owned();
+        let devices: Vec<String> = others.iter().map(|(d, _)| (*d).to_owned()).collect();
         tracing::warn!(
             "leak: {hostname} is up for {holder} with {from}'s data on {}",
             devices.join(", ")

@@ -114,7 +114,7 @@ impl Profile {
         match cn {
             "admin" => Self::Admin,
             "readonly" => Self::ReadOnly,
-            other => Self::Other(other.to_string()),
+            other => Self::Other(other.to_owned()),
         }
     }
 
@@ -212,8 +212,8 @@ fn parse(bytes: &[u8]) -> Result<Body, String> {
     let args = match (obj.get("args"), obj.get("arg")) {
         (Some(Value::Array(a)), _) => a.clone(),
         (Some(Value::Object(m)), _) if !m.is_empty() => vec![Value::Object(m.clone())],
-        (Some(Value::Object(_)) | Some(Value::Null) | None, Some(arg)) => vec![arg.clone()],
-        (Some(Value::Object(_)) | Some(Value::Null) | None, None) => Vec::new(),
+        (Some(Value::Object(_) | Value::Null) | None, Some(arg)) => vec![arg.clone()],
+        (Some(Value::Object(_) | Value::Null) | None, None) => Vec::new(),
         (Some(other), _) => vec![other.clone()],
     };
     Ok(Body::Call(Call {
@@ -266,7 +266,7 @@ pub fn handle(store: &BcmStore, config: &ApiConfig, req: &Request) -> Outcome {
         service: call.service.clone(),
         call: call.call.clone(),
         args: call.args.clone(),
-        profile: profile.as_ref().map_or("none", Profile::name).to_string(),
+        profile: profile.as_ref().map_or("none", Profile::name).to_owned(),
     });
     let Some(profile) = profile else {
         return Outcome::Reply(Response::error(
@@ -326,7 +326,7 @@ fn login(
         args: vec![json!(username)],
         profile: req.client_cn.as_deref().map_or_else(
             || "none".into(),
-            |cn| Profile::from_cn(cn).name().to_string(),
+            |cn| Profile::from_cn(cn).name().to_owned(),
         ),
     });
     if username != config.user || password != config.password {

@@ -87,11 +87,11 @@ fn get<'a>(obj: &'a Obj, key: &str) -> Option<&'a Value> {
 /// A string field with a default; a non-string is a problem (and reads as the default).
 fn string_or(obj: &Obj, key: &str, default: &str, p: &mut Problems) -> String {
     match get(obj, key) {
-        None => default.to_string(),
+        None => default.to_owned(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => {
             p.bad(key, format!("{key} must be a string"));
-            default.to_string()
+            default.to_owned()
         }
     }
 }
@@ -115,7 +115,7 @@ fn valid_mac(s: &str) -> bool {
 fn install_mode(obj: &Obj, key: &str, inherit: &str, p: &mut Problems) -> String {
     let mode = string_or(obj, key, "", p).to_ascii_uppercase();
     if mode.is_empty() || mode == "CATEGORY" {
-        inherit.to_string()
+        inherit.to_owned()
     } else if INSTALL_MODES.contains(&mode.as_str()) {
         mode
     } else {
@@ -126,7 +126,7 @@ fn install_mode(obj: &Obj, key: &str, inherit: &str, p: &mut Problems) -> String
                 INSTALL_MODES.join(", ")
             ),
         );
-        inherit.to_string()
+        inherit.to_owned()
     }
 }
 
@@ -146,7 +146,7 @@ fn image_proxy(db: &Db, obj: &Obj, p: &mut Problems) -> Value {
     let mut proxy = proxy;
     let image = string_or(&proxy, "parentSoftwareImage", ZERO_UUID, p);
     let image = if image.is_empty() {
-        ZERO_UUID.to_string()
+        ZERO_UUID.to_owned()
     } else {
         image
     };
@@ -217,11 +217,7 @@ fn unique_name(
         .iter()
         .find(|(u, o)| Some(u.as_str()) != uuid && str_field(o, field).eq_ignore_ascii_case(&name))
     {
-        p.duplicate(
-            field,
-            format!("{field} {name} is in use by {}", other),
-            other,
-        );
+        p.duplicate(field, format!("{field} {name} is in use by {other}"), other);
     }
     name
 }

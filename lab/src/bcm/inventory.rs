@@ -45,7 +45,7 @@ pub struct InventoryNode {
 #[must_use]
 pub fn default_disks(gpus: u32) -> Vec<String> {
     let data = if gpus >= 8 { 4 } else { 1 };
-    std::iter::once("/dev/sda".to_string())
+    std::iter::once("/dev/sda".to_owned())
         .chain((0..data).map(|i| format!("/dev/nvme{i}n1")))
         .collect()
 }
@@ -104,7 +104,7 @@ impl BcmInventory {
                 ip: n.ip.to_string(),
                 rack: n.rack.clone(),
                 position,
-                gpu_product: n.model.product.to_string(),
+                gpu_product: n.model.product.to_owned(),
                 gpu_count: n.gpus,
                 idle_power: match n.idle_power {
                     PowerState::On => "on".into(),

@@ -70,7 +70,7 @@ impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = serde_json::to_value(self)
             .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
+            .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         f.write_str(&s)
     }

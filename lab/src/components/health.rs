@@ -137,7 +137,7 @@ pub(super) fn http_get(port: u16, path: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{addr}{path}: malformed response"))?;
     let status = head.lines().next().unwrap_or_default();
     if status.split_whitespace().nth(1) == Some("200") {
-        Ok(body.to_string())
+        Ok(body.to_owned())
     } else {
         Err(format!("{addr}{path}: {status}: {}", body.trim()))
     }

@@ -109,7 +109,7 @@ async fn ensure_emulator<I: Serialize>(
     let running = PidRecord::read(&paths.pid_file(c)).filter(PidRecord::is_alive);
     if running.is_some() && c.port(&ports) != 0 {
         let why = if changed {
-            Some(emulator.inventory_changed.to_string())
+            Some(emulator.inventory_changed.to_owned())
         } else if let Some(why) = outdated(paths, &bin, &ports, c) {
             Some(why)
         } else {

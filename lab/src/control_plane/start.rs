@@ -21,8 +21,8 @@ pub(crate) fn e_step(e: &LabError) -> String {
     match e {
         LabError::Spawn { component, .. }
         | LabError::Exited { component, .. }
-        | LabError::Unhealthy { component, .. } => component.name().to_string(),
-        _ => "starting the control plane".to_string(),
+        | LabError::Unhealthy { component, .. } => component.name().to_owned(),
+        _ => "starting the control plane".to_owned(),
     }
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn stop_components(
         .and_then(Path::file_name)
         .and_then(|n| n.to_str())
         .unwrap_or("gpufleet-kube")
-        .to_string();
+        .to_owned();
     let marker = paths.marker();
     let mut strays = process::find_by_cmdline(&[&bin_name, &marker]);
     strays.extend(process::find_by_cmdline(&[

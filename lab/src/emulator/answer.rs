@@ -36,7 +36,7 @@ impl Response {
     #[must_use]
     pub fn cookie(&self, name: &str) -> Option<String> {
         let pair = self.set_cookie.as_deref()?.split(';').next()?.trim();
-        pair.starts_with(name).then(|| pair.to_string())
+        pair.starts_with(name).then(|| pair.to_owned())
     }
 }
 

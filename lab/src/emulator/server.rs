@@ -73,9 +73,9 @@ async fn handler<S: Service>(
         .filter_map(|v| v.to_str().ok())
         .collect();
     let req = Request {
-        method: method.as_str().to_string(),
-        path: uri.path().to_string(),
-        query: uri.query().unwrap_or_default().to_string(),
+        method: method.as_str().to_owned(),
+        path: uri.path().to_owned(),
+        query: uri.query().unwrap_or_default().to_owned(),
         cookie: (!cookies.is_empty()).then(|| cookies.join("; ")),
         client_cn: cn.and_then(|Extension(ClientCn(cn))| cn),
         body: body.to_vec(),

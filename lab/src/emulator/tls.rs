@@ -113,5 +113,5 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
     let (_, cert) = X509Certificate::from_der(der).ok()?;
     let cn = cert.subject().iter_common_name().next()?;
-    cn.as_str().ok().map(str::to_string)
+    cn.as_str().ok().map(str::to_owned)
 }

@@ -68,7 +68,7 @@ impl FleetNode {
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut l = BTreeMap::new();
         let mut set = |k: &str, v: String| {
-            l.insert(k.to_string(), v);
+            l.insert(k.to_owned(), v);
         };
         set("kubernetes.io/hostname", self.name.clone());
         set("kubernetes.io/os", "linux".into());
@@ -105,10 +105,10 @@ impl FleetNode {
     #[must_use]
     pub fn capacity(&self) -> BTreeMap<String, Quantity> {
         BTreeMap::from([
-            (GPU_RESOURCE.to_string(), Quantity(self.gpus.to_string())),
-            ("cpu".to_string(), Quantity(self.cpu.clone())),
-            ("memory".to_string(), Quantity(self.memory.clone())),
-            ("pods".to_string(), Quantity(PODS_PER_NODE.to_string())),
+            (GPU_RESOURCE.to_owned(), Quantity(self.gpus.to_string())),
+            ("cpu".to_owned(), Quantity(self.cpu.clone())),
+            ("memory".to_owned(), Quantity(self.memory.clone())),
+            ("pods".to_owned(), Quantity(PODS_PER_NODE.to_string())),
         ])
     }
 
@@ -132,11 +132,11 @@ impl FleetNode {
                 name: Some(self.name.clone()),
                 labels: Some(self.labels()),
                 annotations: Some(BTreeMap::from([
-                    (KWOK_ANNOTATION.to_string(), "fake".to_string()),
-                    ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
-                    (MAC_ANNOTATION.to_string(), self.mac.clone()),
+                    (KWOK_ANNOTATION.to_owned(), "fake".to_owned()),
+                    ("node.alpha.kubernetes.io/ttl".to_owned(), "0".to_owned()),
+                    (MAC_ANNOTATION.to_owned(), self.mac.clone()),
                     (
-                        HARDWARE_ANNOTATION.to_string(),
+                        HARDWARE_ANNOTATION.to_owned(),
                         format!("{}x{}", self.gpus, self.model.product),
                     ),
                 ])),

@@ -132,15 +132,15 @@ pub struct NodeGroupSpec {
 }
 
 fn default_name() -> String {
-    "fleet".to_string()
+    "fleet".to_owned()
 }
 
 fn default_node_network() -> String {
-    "10.240.0.0/12".to_string()
+    "10.240.0.0/12".to_owned()
 }
 
 fn default_pod_network() -> String {
-    "100.64.0.0/10".to_string()
+    "100.64.0.0/10".to_owned()
 }
 
 impl FleetSpec {
@@ -213,9 +213,9 @@ impl NodeTaint {
             return Err(format!("taint {s:?}: empty key"));
         }
         Ok(Self {
-            key: key.to_string(),
-            value: value.to_string(),
-            effect: effect.to_string(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            effect: effect.to_owned(),
         })
     }
 }

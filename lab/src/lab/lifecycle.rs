@@ -126,7 +126,7 @@ impl Lab {
             _ => {
                 if !running.is_empty() {
                     let how = if running.len() == Component::CONTROL_PLANE.len() {
-                        "running, but not healthy or not current".to_string()
+                        "running, but not healthy or not current".to_owned()
                     } else {
                         let names: Vec<&str> = running.iter().map(|c| c.name()).collect();
                         format!("partly running ({})", names.join(", "))

@@ -27,9 +27,9 @@ pub struct LabOptions {
     pub kube_src: PathBuf,
     /// Node create requests in flight at once.
     pub node_concurrency: usize,
-    /// Whether the lab runs the MPI Operator (see [`mpi_operator`]); on by default.
+    /// Whether the lab runs the MPI Operator (see [`mpi_operator`](crate::mpi_operator)); on by default.
     pub mpi_operator: bool,
-    /// Whether the lab runs Karpenter's controller (see [`karpenter`]); on by default. Its
+    /// Whether the lab runs Karpenter's controller (see [`karpenter`](crate::karpenter)); on by default. Its
     /// CRDs are installed either way.
     pub karpenter: bool,
 }
@@ -83,7 +83,7 @@ impl LabState {
     }
 }
 
-/// How long the steps of [`Lab::up`] took.
+/// How long the steps of [`Lab::up`](crate::Lab::up) took.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct UpReport {
     /// The lab was already running and healthy, and was adopted as it was.

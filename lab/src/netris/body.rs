@@ -146,7 +146,7 @@ pub(crate) fn opt_strings(obj: &Obj, key: &str) -> Result<Option<Vec<String>>, A
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| {
+                v.as_str().map(str::to_owned).ok_or_else(|| {
                     ApiError::bad_request(key, format!("every {key} entry must be a string"))
                 })
             })

@@ -168,7 +168,7 @@ pub fn envelope(status: u16, data: Value, message: &str, errors: Value) -> Value
         "isSuccess".into(),
         Value::Bool((200..300).contains(&status)),
     );
-    m.insert("message".into(), Value::String(message.to_string()));
+    m.insert("message".into(), Value::String(message.to_owned()));
     m.insert("errors".into(), errors);
     m.insert(
         "meta".into(),

@@ -200,18 +200,18 @@ impl NetrisInventory {
         for (site, rack, host) in nodes {
             if !inv.sites.iter().any(|s| s.name == *site) {
                 inv.sites.push(InventorySite {
-                    name: (*site).to_string(),
+                    name: (*site).to_owned(),
                     vlan_range: DEFAULT_VLAN_RANGE,
                     vni_range: DEFAULT_VNI_RANGE,
                 });
             }
             if !racks.iter().any(|(_, r)| r == rack) {
-                racks.push(((*site).to_string(), (*rack).to_string()));
+                racks.push(((*site).to_owned(), (*rack).to_owned()));
             }
             in_rack
-                .entry((*rack).to_string())
+                .entry((*rack).to_owned())
                 .or_default()
-                .push((*host).to_string());
+                .push((*host).to_owned());
         }
         for (site, rack) in &racks {
             let hosts = in_rack.get(rack).map(Vec::as_slice).unwrap_or_default();
@@ -327,12 +327,12 @@ fn unique(
     name: &str,
     seen: &mut HashSet<String>,
 ) -> Result<(), InventoryError> {
-    if seen.insert(name.to_string()) {
+    if seen.insert(name.to_owned()) {
         Ok(())
     } else {
         Err(InventoryError::Duplicate {
             kind,
-            name: name.to_string(),
+            name: name.to_owned(),
         })
     }
 }
@@ -347,9 +347,9 @@ fn exists(
         Ok(())
     } else {
         Err(InventoryError::Dangling {
-            from: from.to_string(),
+            from: from.to_owned(),
             kind,
-            name: name.to_string(),
+            name: name.to_owned(),
         })
     }
 }

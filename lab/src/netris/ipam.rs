@@ -126,11 +126,11 @@ fn check_subnet_placement(
 
 /// `POST /api/v2/ipam/allocation`.
 pub(crate) fn create_allocation(db: &mut Db, b: &Obj, now: u64) -> Result<Value, ApiError> {
-    let name = body::req_str(b, "name")?.to_string();
+    let name = body::req_str(b, "name")?.to_owned();
     let prefix = network_prefix("prefix", body::req_str(b, "prefix")?)?;
     let tenant = tenant_exists(db, "tenant", body::req_ref(b, "tenant")?)?;
     let vpc = vpc_exists(db, body::opt_ref(b, "vpc")?.unwrap_or(DEFAULT_VPC_ID))?;
-    let description = body::opt_str(b, "description")?.unwrap_or("").to_string();
+    let description = body::opt_str(b, "description")?.unwrap_or("").to_owned();
     let tags = body::opt_strings(b, "tags")?.unwrap_or_default();
     check_allocation_overlap(db, vpc, prefix, None)?;
     let id = db.next_id(Kind::Allocation);
@@ -164,13 +164,13 @@ pub(crate) fn update_allocation(
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("allocation {id} not found")))?;
     if body::has(b, "name") {
-        a.name = body::req_str(b, "name")?.to_string();
+        a.name = body::req_str(b, "name")?.to_owned();
     }
     if let Some(t) = body::opt_ref(b, "tenant")? {
         a.tenant = tenant_exists(db, "tenant", t)?;
     }
     if let Some(d) = body::opt_str(b, "description")? {
-        a.description = d.to_string();
+        a.description = d.to_owned();
     }
     if let Some(tags) = body::opt_strings(b, "tags")? {
         a.tags = tags;
@@ -328,6 +328,10 @@ fn parse_sites(db: &Db, b: &Obj) -> Result<Option<Vec<u64>>, ApiError> {
     Ok(Some(body::dedup(sites)))
 }
 
+#[expect(
+    clippy::option_option,
+    reason = "no gateway given, an empty one and an address are three answers"
+)]
 fn parse_gateway(b: &Obj, prefix: Cidr) -> Result<Option<Option<Ipv4Addr>>, ApiError> {
     let Some(g) = body::opt_str(b, "defaultGateway")? else {
         return Ok(None);
@@ -349,7 +353,7 @@ fn parse_gateway(b: &Obj, prefix: Cidr) -> Result<Option<Option<Ipv4Addr>>, ApiE
 
 /// `POST /api/v2/ipam/subnet`.
 pub(crate) fn create_subnet(db: &mut Db, b: &Obj, now: u64) -> Result<Value, ApiError> {
-    let name = body::req_str(b, "name")?.to_string();
+    let name = body::req_str(b, "name")?.to_owned();
     let prefix = network_prefix("prefix", body::req_str(b, "prefix")?)?;
     let purpose = parse_purpose(b)?.unwrap_or(Purpose::Common);
     let tenant = tenant_exists(db, "tenant", body::req_ref(b, "tenant")?)?;
@@ -388,7 +392,7 @@ pub(crate) fn update_subnet(db: &mut Db, id: u64, b: &Obj, now: u64) -> Result<V
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("subnet {id} not found")))?;
     if body::has(b, "name") {
-        s.name = body::req_str(b, "name")?.to_string();
+        s.name = body::req_str(b, "name")?.to_owned();
     }
     if let Some(p) = body::opt_str(b, "prefix")? {
         let prefix = network_prefix("prefix", p)?;

@@ -82,7 +82,7 @@ pub(crate) fn get_site(db: &Db, id: u64) -> Result<Value, ApiError> {
 
 /// `POST /api/v2/sites`.
 pub(crate) fn create_site(db: &mut Db, b: &Obj) -> Result<Value, ApiError> {
-    let name = body::req_str(b, "name")?.trim().to_string();
+    let name = body::req_str(b, "name")?.trim().to_owned();
     unique_site_name(db, &name, None)?;
     let mut site = Site {
         id: 0,
@@ -106,7 +106,7 @@ pub(crate) fn update_site(db: &mut Db, id: u64, b: &Obj) -> Result<Value, ApiErr
         .cloned()
         .ok_or_else(|| not_found("site", id))?;
     if body::has(b, "name") {
-        site.name = body::req_str(b, "name")?.trim().to_string();
+        site.name = body::req_str(b, "name")?.trim().to_owned();
         unique_site_name(db, &site.name, Some(id))?;
     }
     read_site_ranges(b, &mut site)?;
@@ -202,9 +202,9 @@ pub(crate) fn get_tenant(db: &Db, id: u64) -> Result<Value, ApiError> {
 
 /// `POST /api/tenants`.
 pub(crate) fn create_tenant(db: &mut Db, b: &Obj) -> Result<Value, ApiError> {
-    let name = body::req_str(b, "name")?.trim().to_string();
+    let name = body::req_str(b, "name")?.trim().to_owned();
     unique_tenant_name(db, &name, None)?;
-    let description = body::opt_str(b, "description")?.unwrap_or("").to_string();
+    let description = body::opt_str(b, "description")?.unwrap_or("").to_owned();
     let id = db.next_id(Kind::Tenant);
     db.tenants.insert(
         id,
@@ -230,11 +230,11 @@ pub(crate) fn update_tenant(db: &mut Db, id: Option<u64>, b: &Obj) -> Result<Val
         .cloned()
         .ok_or_else(|| not_found("tenant", id))?;
     if body::has(b, "name") {
-        t.name = body::req_str(b, "name")?.trim().to_string();
+        t.name = body::req_str(b, "name")?.trim().to_owned();
         unique_tenant_name(db, &t.name, Some(id))?;
     }
     if let Some(d) = body::opt_str(b, "description")? {
-        t.description = d.to_string();
+        t.description = d.to_owned();
     }
     db.tenants.insert(id, t);
     Ok(json!({"id": id}))
@@ -327,7 +327,7 @@ pub(crate) fn get_vpc(db: &Db, id: u64) -> Result<Value, ApiError> {
 
 /// `POST /api/v2/vpc`.
 pub(crate) fn create_vpc(db: &mut Db, b: &Obj, now: u64) -> Result<Value, ApiError> {
-    let name = body::req_str(b, "name")?.trim().to_string();
+    let name = body::req_str(b, "name")?.trim().to_owned();
     unique_vpc_name(db, &name, None)?;
     let admin_tenant = body::req_ref(b, "adminTenant")?;
     if !db.tenants.contains_key(&admin_tenant) {
@@ -362,7 +362,7 @@ pub(crate) fn update_vpc(db: &mut Db, id: u64, b: &Obj, now: u64) -> Result<Valu
         .cloned()
         .ok_or_else(|| not_found("vpc", id))?;
     if body::has(b, "name") {
-        v.name = body::req_str(b, "name")?.trim().to_string();
+        v.name = body::req_str(b, "name")?.trim().to_owned();
         unique_vpc_name(db, &v.name, Some(id))?;
     }
     if let Some(t) = body::opt_ref(b, "adminTenant")? {

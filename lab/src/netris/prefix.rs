@@ -110,12 +110,10 @@ impl FromStr for Cidr {
         let (addr, len) = s
             .trim()
             .split_once('/')
-            .ok_or_else(|| CidrError::NoSlash(s.to_string()))?;
-        let addr: Ipv4Addr = addr
-            .parse()
-            .map_err(|_| CidrError::Address(s.to_string()))?;
-        let len: u8 = len.parse().map_err(|_| CidrError::Length(s.to_string()))?;
-        Self::new(addr, len).ok_or_else(|| CidrError::Length(s.to_string()))
+            .ok_or_else(|| CidrError::NoSlash(s.to_owned()))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| CidrError::Address(s.to_owned()))?;
+        let len: u8 = len.parse().map_err(|_| CidrError::Length(s.to_owned()))?;
+        Self::new(addr, len).ok_or_else(|| CidrError::Length(s.to_owned()))
     }
 }
 

@@ -253,7 +253,7 @@ impl Store for MemStore {
         sessions.insert(
             id.clone(),
             Session {
-                user: user.to_string(),
+                user: user.to_owned(),
                 expires_ms,
             },
         );

@@ -197,7 +197,7 @@ async fn publish(host: &Client, svc: &Service, ip: Ipv4Addr) {
     {
         Ok(_) => tracing::info!("Service {namespace}/{name}: load balancer at {ip}"),
         Err(e) => {
-            tracing::warn!("Service {namespace}/{name}: failed to write its load balancer: {e}")
+            tracing::warn!("Service {namespace}/{name}: failed to write its load balancer: {e}");
         }
     }
 }

@@ -43,7 +43,7 @@ fn attribute_problems(a: &pb::schema::Attribute, at: &str, problems: &mut Vec<St
     // Exactly one of required, optional, computed, optional+computed.
     let mode_ok = matches!(
         (a.required, a.optional, a.computed),
-        (true, false, false) | (false, true, false) | (false, false, true) | (false, true, true)
+        (true, false, false) | (false, true, false | true) | (false, false, true)
     );
     if !mode_ok {
         problems.push(format!(

@@ -217,7 +217,7 @@ impl Draft {
     pub(super) fn read(db: &Db, b: &Obj, base: Option<&Vnet>) -> Result<Self, ApiError> {
         let name = match (base, body::has(b, "name")) {
             (Some(v), false) => v.name.clone(),
-            _ => body::req_str(b, "name")?.trim().to_string(),
+            _ => body::req_str(b, "name")?.trim().to_owned(),
         };
         let tenant = match (base, body::opt_ref(b, "tenant")?) {
             (_, Some(t)) => t,
