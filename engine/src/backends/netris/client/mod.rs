@@ -11,7 +11,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use reqwest::{Method, StatusCode, header};
+use reqwest::header;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::backends::shared::{
@@ -27,95 +27,11 @@ use super::{
     },
 };
 
-/// The routes the client calls; each has its own request counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Login,
-    Tenants,
-    Sites,
-    Vpcs,
-    Servers,
-    Ipam,
-    CreateAllocation,
-    DeleteAllocation,
-    CreateSubnet,
-    UpdateSubnet,
-    DeleteSubnet,
-    ListVNets,
-    GetVNet,
-    CreateVNet,
-    UpdateVNet,
-    DeleteVNet,
-}
+mod route;
+mod wire;
 
-impl Route {
-    const ALL: [Route; 16] = [
-        Route::Login,
-        Route::Tenants,
-        Route::Sites,
-        Route::Vpcs,
-        Route::Servers,
-        Route::Ipam,
-        Route::CreateAllocation,
-        Route::DeleteAllocation,
-        Route::CreateSubnet,
-        Route::UpdateSubnet,
-        Route::DeleteSubnet,
-        Route::ListVNets,
-        Route::GetVNet,
-        Route::CreateVNet,
-        Route::UpdateVNet,
-        Route::DeleteVNet,
-    ];
-
-    /// `"METHOD /path"`, with `{id}` for ids.
-    fn label(self) -> &'static str {
-        match self {
-            Route::Login => "POST /api/auth",
-            Route::Tenants => "GET /api/tenants",
-            Route::Sites => "GET /api/v2/sites",
-            Route::Vpcs => "GET /api/v2/vpc",
-            Route::Servers => "GET /api/v2/hw/server",
-            Route::Ipam => "GET /api/v2/ipam",
-            Route::CreateAllocation => "POST /api/v2/ipam/allocation",
-            Route::DeleteAllocation => "DELETE /api/v2/ipam/allocation/{id}",
-            Route::CreateSubnet => "POST /api/v2/ipam/subnet",
-            Route::UpdateSubnet => "PUT /api/v2/ipam/subnet/{id}",
-            Route::DeleteSubnet => "DELETE /api/v2/ipam/subnet/{id}",
-            Route::ListVNets => "GET /api/v2/vnet",
-            Route::GetVNet => "GET /api/v2/vnet/{id}",
-            Route::CreateVNet => "POST /api/v2/vnet",
-            Route::UpdateVNet => "PUT /api/v2/vnet/{id}",
-            Route::DeleteVNet => "DELETE /api/v2/vnet/{id}",
-        }
-    }
-
-    fn method(self) -> Method {
-        match self.label().split_once(' ').map(|(m, _)| m) {
-            Some("POST") => Method::POST,
-            Some("PUT") => Method::PUT,
-            Some("DELETE") => Method::DELETE,
-            _ => Method::GET,
-        }
-    }
-
-    /// Whether repeating the call cannot do harm.
-    fn idempotent(self) -> bool {
-        self.method() != Method::POST
-    }
-
-    fn index(self) -> usize {
-        Route::ALL.iter().position(|r| *r == self).unwrap_or(0)
-    }
-}
-
-/// What to look up by name after a create whose outcome is unknown.
-#[derive(Debug, Clone, Copy)]
-enum Lookup {
-    Allocation { vpc_id: i64 },
-    Subnet { vpc_id: i64 },
-    VNet { vpc_id: i64 },
-}
+use route::{Lookup, Route};
+use wire::{created_id, encode, parse_envelope, session_cookie};
 
 /// A Netris controller client. Cheap to share (`Arc`); calls may run concurrently.
 pub struct NetrisClient {
@@ -398,88 +314,6 @@ impl NetrisClient {
             Err(e) => Err(e),
         }
     }
-}
-
-/// A request body as JSON.
-fn encode(body: &impl Serialize) -> Result<serde_json::Value, ApiError> {
-    serde_json::to_value(body).map_err(|e| ApiError::json("cannot encode the request", e))
-}
-
-/// The `connect.sid` value among the `Set-Cookie` headers.
-fn session_cookie(headers: &header::HeaderMap) -> Option<Secret> {
-    headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            let first = v.split(';').next()?.trim();
-            let value = first.strip_prefix("connect.sid=")?;
-            (!value.is_empty()).then(|| Secret::new(value))
-        })
-}
-
-/// The envelope of an answer, or the error it reports. A bare JSON array or object (some v1
-/// routes) is taken as `data`; an empty body as no data.
-fn parse_envelope(status: StatusCode, text: &str) -> Result<Envelope, ApiError> {
-    let json: serde_json::Value = if text.trim().is_empty() {
-        serde_json::Value::Null
-    } else {
-        match serde_json::from_str(text) {
-            Ok(j) => j,
-            Err(_) if !status.is_success() => serde_json::Value::Null,
-            Err(e) => return Err(ApiError::json("the answer is not JSON", e)),
-        }
-    };
-    let is_envelope = json
-        .as_object()
-        .is_some_and(|o| o.contains_key("data") || o.contains_key("isSuccess"));
-    let env = if is_envelope {
-        serde_json::from_value::<Envelope>(json)
-            .map_err(|e| ApiError::json("malformed envelope", e))?
-    } else {
-        let id = json.get("id").and_then(serde_json::Value::as_i64);
-        let message = json
-            .get("message")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned);
-        let errors = json.get("errors").cloned().unwrap_or_default();
-        Envelope {
-            data: json,
-            errors,
-            message,
-            is_success: None,
-            id,
-        }
-    };
-    if !status.is_success() || env.is_success == Some(false) {
-        let errors = match &env.errors {
-            serde_json::Value::Null => String::new(),
-            serde_json::Value::Object(o) if o.is_empty() => String::new(),
-            serde_json::Value::Array(a) if a.is_empty() => String::new(),
-            e => e.to_string(),
-        };
-        let message = env
-            .message
-            .clone()
-            .filter(|m| !m.is_empty())
-            .or_else(|| status.canonical_reason().map(str::to_owned))
-            .unwrap_or_else(|| "request failed".to_owned());
-        return Err(ApiError::Status {
-            status: status.as_u16(),
-            message,
-            errors,
-        });
-    }
-    Ok(env)
-}
-
-/// The id of a created object: `data.id` (number or numeric string) or a flat `id`.
-fn created_id(env: &Envelope) -> Option<i64> {
-    let as_id = |v: &serde_json::Value| {
-        v.as_i64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-    };
-    env.data.get("id").and_then(as_id).or(env.id)
 }
 
 #[async_trait]
