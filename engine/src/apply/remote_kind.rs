@@ -40,6 +40,12 @@ pub trait RemoteKind: Send + Sync {
     /// has already planned (`ctx`), without the backend.
     fn plan(ctx: &Context, req: &PlanRequest) -> PlanResponse;
 
+    /// Whether this plan has anything to ask the backend ([`RemoteKind::check_plan`]); when
+    /// not, the plan does not connect at all. Always, by default.
+    fn checks_backend_at_plan(_req: &PlanRequest) -> bool {
+        true
+    }
+
     /// What the backend already knows that refuses the `planned` value (a name it does not
     /// have, a node another tenant holds). Runs after [`RemoteKind::plan`] found no error,
     /// when the backend is configured; a backend that cannot be asked is no finding, since
@@ -72,13 +78,13 @@ pub trait RemoteKind: Send + Sync {
 
     /// The response to an update the backend need not see (only local settings change, such
     /// as timeouts), answered without connecting; `None` (the default) when it must.
-    fn local_update(_prior: &Value, _planned: &Value) -> Option<ApplyResponse> {
+    fn update_locally(_prior: &Value, _planned: &Value) -> Option<ApplyResponse> {
         None
     }
 
     /// The response to a refresh the state alone answers (a record nothing changes
     /// remotely), without connecting; `None` (the default) when the backend must be read.
-    fn local_read(_state: &Value) -> Option<ReadResponse> {
+    fn read_locally(_state: &Value) -> Option<ReadResponse> {
         None
     }
 
@@ -116,7 +122,10 @@ impl<K: RemoteKind> ResourceKind for K {
 
     async fn plan(&self, ctx: &Context, req: PlanRequest) -> PlanResponse {
         let mut resp = K::plan(ctx, &req);
-        if resp.planned.is_null() || resp.diagnostics.has_error() {
+        if resp.planned.is_null()
+            || resp.diagnostics.has_error()
+            || !K::checks_backend_at_plan(&req)
+        {
             return resp;
         }
         if let Ok(api) = self.connect(ctx).await {
@@ -132,7 +141,7 @@ impl<K: RemoteKind> ResourceKind for K {
     async fn apply(&self, ctx: &Context, req: ApplyRequest) -> ApplyResponse {
         if !req.prior.is_null()
             && !req.planned.is_null()
-            && let Some(resp) = K::local_update(&req.prior, &req.planned)
+            && let Some(resp) = K::update_locally(&req.prior, &req.planned)
         {
             return resp;
         }
@@ -150,7 +159,7 @@ impl<K: RemoteKind> ResourceKind for K {
     }
 
     async fn read(&self, ctx: &Context, state: Value) -> ReadResponse {
-        if let Some(resp) = K::local_read(&state) {
+        if let Some(resp) = K::read_locally(&state) {
             return resp;
         }
         match self.connect_reader(ctx, &state).await {

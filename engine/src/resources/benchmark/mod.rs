@@ -135,12 +135,12 @@ impl<B: ObjectsBackend> RemoteKind for Benchmark<B> {
     }
 
     /// Only thresholds, on_failure and timeouts change in place: no cluster needed.
-    fn local_update(prior: &Value, planned: &Value) -> Option<ApplyResponse> {
+    fn update_locally(prior: &Value, planned: &Value) -> Option<ApplyResponse> {
         Some(apply_update(prior, planned))
     }
 
     /// A run is a record: what it measured does not change afterwards.
-    fn local_read(state: &Value) -> Option<ReadResponse> {
+    fn read_locally(state: &Value) -> Option<ReadResponse> {
         Some(read_record(state.clone()))
     }
 

@@ -144,10 +144,15 @@ impl<B: ObjectsBackend> RemoteKind for VirtualCluster<B> {
         resp
     }
 
+    /// Only a new virtual cluster asks the host: whether its name is taken elsewhere.
+    fn checks_backend_at_plan(req: &PlanRequest) -> bool {
+        req.prior.is_null()
+    }
+
     async fn check_plan(
         host: &dyn HostObjects,
         _ctx: &Context,
-        req: &PlanRequest,
+        _req: &PlanRequest,
         planned: &Value,
     ) -> Diagnostics {
         let planned = ClusterConfig::decode(planned);
@@ -155,9 +160,6 @@ impl<B: ObjectsBackend> RemoteKind for VirtualCluster<B> {
         else {
             return Diagnostics::new();
         };
-        if !req.prior.is_null() {
-            return Diagnostics::new();
-        }
         match name_taken::other_namespace(host, name, namespace).await {
             Ok(Some(other)) => name_taken::refusal(name, &other).into(),
             // A host that cannot be asked now is asked again at apply.
