@@ -125,6 +125,14 @@ pub enum LabError {
         /// Their pids.
         pids: Vec<i32>,
     },
+    /// A manifest the lab applies as published (the provider's ClusterRole) does not read.
+    #[error("failed to read {what}: {why}")]
+    Manifest {
+        /// The manifest.
+        what: &'static str,
+        /// Why.
+        why: String,
+    },
     /// There is no lab in the directory.
     #[error(
         "failed to find a lab in {dir}: none was started there (start one with `gpufleet-lab up --dir {dir}`)"

@@ -70,11 +70,12 @@ pub(crate) async fn provider(
     paths: &LabPaths,
     server: &str,
 ) -> Result<PathBuf, LabError> {
-    let role =
-        release_role(PROVIDER_ROLE_MANIFEST, PROVIDER_ACCOUNT).map_err(|e| LabError::StateDir {
-            path: PathBuf::from("deploy/rbac/clusterrole.yaml"),
-            source: std::io::Error::other(e),
-        })?;
+    let role = release_role(PROVIDER_ROLE_MANIFEST, PROVIDER_ACCOUNT).map_err(|why| {
+        LabError::Manifest {
+            what: "the provider's ClusterRole (deploy/rbac/clusterrole.yaml)",
+            why,
+        }
+    })?;
     let identity = Identity {
         namespace: PROVIDER_NAMESPACE,
         account: PROVIDER_ACCOUNT,

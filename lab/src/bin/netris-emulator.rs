@@ -19,7 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use gpufleet_lab::emulator::cli::SeedArgs;
 use gpufleet_lab::netris::model::{Db, Kind, Tenant};
-use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory, Store};
+use gpufleet_lab::netris::{NetrisConfig, NetrisEmulator, NetrisInventory, NetrisStore};
 
 /// Runs the Netris controller emulator.
 #[derive(Debug, Parser)]
@@ -82,7 +82,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Creates the tenants of `names` that do not exist yet.
-fn ensure_tenants(store: &dyn Store, names: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+fn ensure_tenants(
+    store: &dyn NetrisStore,
+    names: &[String],
+) -> Result<(), Box<dyn std::error::Error>> {
     store
         .transact(&mut |db, _| {
             for name in names {

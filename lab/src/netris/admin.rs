@@ -37,12 +37,12 @@ use serde_json::{Value, json};
 use super::dispatch::{ApiConfig, ApiError, Request, Response};
 use super::inventory::NetrisInventory;
 use super::model::Db;
-use super::store::{FaultRule, Store};
+use super::store::{FaultRule, NetrisStore};
 use super::{vnet, wire};
 use crate::emulator::admin::{check_count, check_status, error, healthz, no_route};
 
 /// Handles one `/_admin/…` request.
-pub fn handle(store: &dyn Store, config: &ApiConfig, req: &Request) -> Response {
+pub fn handle(store: &dyn NetrisStore, config: &ApiConfig, req: &Request) -> Response {
     let path = req.path.trim_end_matches('/');
     match (req.method.as_str(), path) {
         ("GET", "/_admin/healthz") => healthz(),
@@ -72,7 +72,7 @@ pub fn handle(store: &dyn Store, config: &ApiConfig, req: &Request) -> Response 
     }
 }
 
-fn reseed(store: &dyn Store, inventory: NetrisInventory, what: &str) -> Response {
+fn reseed(store: &dyn NetrisStore, inventory: NetrisInventory, what: &str) -> Response {
     if let Err(e) = inventory.validate() {
         return error(400, format!("invalid inventory: {e}"));
     }
@@ -112,11 +112,11 @@ fn parse_inventory(bytes: &[u8]) -> Result<NetrisInventory, String> {
     serde_json::from_value(value).map_err(|e| format!("invalid inventory: {e}"))
 }
 
-fn faults_json(store: &dyn Store) -> Value {
+fn faults_json(store: &dyn NetrisStore) -> Value {
     serde_json::to_value(store.faults()).unwrap_or(Value::Null)
 }
 
-fn unstick(store: &dyn Store, config: &ApiConfig) -> Result<Value, ApiError> {
+fn unstick(store: &dyn NetrisStore, config: &ApiConfig) -> Result<Value, ApiError> {
     let now = store.now_ms();
     let delay = u64::try_from(config.provisioning_delay.as_millis()).unwrap_or(u64::MAX);
     store.transact(&mut |db, _| {
@@ -125,7 +125,7 @@ fn unstick(store: &dyn Store, config: &ApiConfig) -> Result<Value, ApiError> {
     })
 }
 
-fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), String> {
+fn add_fault(store: &dyn NetrisStore, config: &ApiConfig, bytes: &[u8]) -> Result<(), String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct FaultRequest {
@@ -177,7 +177,7 @@ fn add_fault(store: &dyn Store, config: &ApiConfig, bytes: &[u8]) -> Result<(), 
 }
 
 /// Every object in its API shape, grouped by kind.
-fn dump(store: &dyn Store) -> Value {
+fn dump(store: &dyn NetrisStore) -> Value {
     let db = store.snapshot();
     let now = store.now_ms();
     let owners = db.port_owners();

@@ -1,5 +1,5 @@
 //! The controller API as a pure function: [`handle`] takes a [`Request`] value and a
-//! [`Store`] and returns an [`Outcome`] value. No sockets, no TLS, no sleeping: the
+//! [`NetrisStore`] and returns an [`Outcome`] value. No sockets, no TLS, no sleeping: the
 //! transport (`server`) turns the outcome into bytes (or a dropped connection,
 //! or a delayed answer), and tests call [`handle`] directly.
 //!
@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use super::body;
 use super::model::Db;
-use super::store::{FaultHit, Store};
+use super::store::{FaultHit, NetrisStore};
 use super::vnet::Timing;
 use super::{ipam, objects, vnet};
 pub use crate::emulator::{Outcome, Request, Response};
@@ -200,7 +200,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Handles one `/api` request. See the module docs for the order of checks.
-pub fn handle(store: &dyn Store, config: &ApiConfig, req: &Request) -> Outcome {
+pub fn handle(store: &dyn NetrisStore, config: &ApiConfig, req: &Request) -> Outcome {
     let faults = store.faults();
     if faults.down {
         return Outcome::Drop;
@@ -237,7 +237,7 @@ fn session_id(cookie: Option<&str>) -> Option<&str> {
         })
 }
 
-fn login(store: &dyn Store, config: &ApiConfig, req: &Request) -> Result<Response, ApiError> {
+fn login(store: &dyn NetrisStore, config: &ApiConfig, req: &Request) -> Result<Response, ApiError> {
     let b = body::object(&req.body)?;
     let user = body::req_str(&b, "user")?;
     let password = body::opt_str(&b, "password")?.unwrap_or("");
@@ -294,7 +294,7 @@ fn id(seg: &str, what: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::not_found(format!("{what} {seg} not found")))
 }
 
-fn route(store: &dyn Store, config: &ApiConfig, req: &Request, path: &str) -> Response {
+fn route(store: &dyn NetrisStore, config: &ApiConfig, req: &Request, path: &str) -> Response {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let m = req.method.as_str();
     if segs.as_slice() == ["api", "auth"] {
@@ -334,7 +334,7 @@ fn route(store: &dyn Store, config: &ApiConfig, req: &Request, path: &str) -> Re
 
 /// Runs a read against a snapshot.
 fn read(
-    store: &dyn Store,
+    store: &dyn NetrisStore,
     f: impl FnOnce(&Db) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
     f(&store.snapshot())
@@ -342,7 +342,7 @@ fn read(
 
 /// Runs a write in a transaction with the request body.
 fn write(
-    store: &dyn Store,
+    store: &dyn NetrisStore,
     req: &Request,
     mut f: impl FnMut(&mut Db, &body::Obj) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
@@ -352,13 +352,13 @@ fn write(
 
 /// Runs a write that takes no body (DELETE).
 fn delete(
-    store: &dyn Store,
+    store: &dyn NetrisStore,
     mut f: impl FnMut(&mut Db) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
     store.transact(&mut |db, _| f(db))
 }
 
-fn timing(store: &dyn Store, config: &ApiConfig) -> Timing {
+fn timing(store: &dyn NetrisStore, config: &ApiConfig) -> Timing {
     let now = store.now_ms();
     let delay = u64::try_from(config.provisioning_delay.as_millis()).unwrap_or(u64::MAX);
     let done = (!store.faults().provisioning_stuck).then(|| now.saturating_add(delay));
@@ -366,7 +366,7 @@ fn timing(store: &dyn Store, config: &ApiConfig) -> Timing {
 }
 
 fn authenticated(
-    store: &dyn Store,
+    store: &dyn NetrisStore,
     config: &ApiConfig,
     req: &Request,
     m: &str,

@@ -9,7 +9,7 @@
 //!   rules in [`ipam`], [`vnet`] and `objects`, JSON shapes in `wire`.
 //! - [`admin`]: the `/_admin/` plane (healthz, reset, seed, state, fault), also pure; the
 //!   controller itself answers `/_admin/requests`, the `/api` requests it received per route.
-//! - [`store`]: the [`store::Store`] trait, the emulators' shared
+//! - [`store`]: the [`store::NetrisStore`] trait, the emulators' shared
 //!   [`crate::emulator::Store`] with login sessions, and [`store::MemStore`] (in memory,
 //!   copies out, all-or-nothing transactions, optional write-through to
 //!   `netris-state.json`).
@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use self::dispatch::{ApiConfig, ApiError, Outcome, Request, Response};
 pub use self::inventory::NetrisInventory;
-pub use self::store::{Clock, ManualClock, MemStore, Store, StoreError, SystemClock};
+pub use self::store::{Clock, ManualClock, MemStore, NetrisStore, StoreError, SystemClock};
 pub use self::tls::{CA_CERT_FILE, CA_KEY_FILE, TlsError};
 use crate::emulator::start::{create_state_dir, serve};
 use crate::emulator::{Running, Service, StartError, Store as _};
@@ -64,7 +64,7 @@ use crate::emulator::{Running, Service, StartError, Store as _};
 /// in-process. Cheap to clone (the store is shared).
 #[derive(Debug, Clone)]
 pub struct Controller {
-    store: Arc<dyn Store>,
+    store: Arc<dyn NetrisStore>,
     api: ApiConfig,
     requests: Arc<RequestCounts>,
 }
@@ -72,7 +72,7 @@ pub struct Controller {
 impl Controller {
     /// A controller over `store`.
     #[must_use]
-    pub fn new(store: Arc<dyn Store>, api: ApiConfig) -> Self {
+    pub fn new(store: Arc<dyn NetrisStore>, api: ApiConfig) -> Self {
         Self {
             store,
             api,
@@ -103,7 +103,7 @@ impl Controller {
 
     /// The store.
     #[must_use]
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn NetrisStore> {
         &self.store
     }
 

@@ -1,4 +1,4 @@
-//! Where the emulator keeps its state: the Netris [`Store`], an extension of
+//! Where the emulator keeps its state: the [`NetrisStore`], an extension of
 //! [`emulator::Store`] with login sessions, and [`MemStore`], its in-memory
 //! implementation with optional write-through to a JSON file.
 //!
@@ -153,7 +153,7 @@ impl StateFormat for Db {
 }
 
 /// The Netris emulator's state: the shared store shape, plus login sessions.
-pub trait Store: emulator::Store<Db = Db, Faults = Faults, Error = ApiError> {
+pub trait NetrisStore: emulator::Store<Db = Db, Faults = Faults, Error = ApiError> {
     /// Starts a session for `user` valid until `expires_ms`; returns its id.
     fn new_session(&self, user: &str, expires_ms: u64) -> String;
 
@@ -167,7 +167,7 @@ pub trait Store: emulator::Store<Db = Db, Faults = Faults, Error = ApiError> {
     fn session_count(&self) -> usize;
 }
 
-/// The in-memory [`Store`], optionally writing through to `<dir>/netris-state.json`.
+/// The in-memory [`NetrisStore`], optionally writing through to `<dir>/netris-state.json`.
 #[derive(Debug)]
 pub struct MemStore {
     core: Core<Db, Faults>,
@@ -244,7 +244,7 @@ impl emulator::Store for MemStore {
     }
 }
 
-impl Store for MemStore {
+impl NetrisStore for MemStore {
     fn new_session(&self, user: &str, expires_ms: u64) -> String {
         let id = session_id();
         let mut sessions = lock(&self.sessions);
