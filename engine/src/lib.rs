@@ -1,4 +1,5 @@
-//! The gpufleet engine: resource model, schemas, validation, planning and backends.
+//! The gpufleet engine: the resource kinds, planning, the apply runtime and the backends, over
+//! the pure core it re-exports (values, schemas, validators, consistency rules, the catalog).
 //!
 //! Data flows one way: the provider crate decodes Terraform's values and calls into the kinds
 //! listed in [`registry`]; the engine validates, plans and applies against the backends and
